@@ -1,0 +1,23 @@
+"""Suite-wide test configuration that must not import Django (the unit suite runs `-p no:django`).
+
+Hypothesis profiles: `ci` is fixed (derandomized, no deadline, bounded examples) so a CI run is
+reproducible on a noisy 2-core machine; `dev` explores more. `CI=true` selects `ci`; the
+`HYPOTHESIS_PROFILE` variable overrides either.
+"""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    max_examples=150,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", deadline=None, max_examples=200)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev")
+)
