@@ -1,0 +1,76 @@
+"""The one NinjaAPI: routers of every app, and domain errors mapped to HTTP once."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from telemetry.api import router as telemetry_router
+from telemetry.policy import PolicyError
+from telemetry.profiles import ProfileError
+
+api = NinjaAPI(
+    title="Context lifecycle console API",
+    version="1",
+    description=(
+        "Agents send transcripts and per-call token usage, read back the model-visible surface "
+        "and their policy. Authenticate with `Authorization: Bearer <agent key>`."
+    ),
+    urls_namespace="api",
+)
+api.add_router("/v1", telemetry_router)
+
+
+def _field_of(loc: list[object] | tuple[object, ...]) -> str:
+    parts = [str(part) for part in loc]
+    if parts and parts[0] in {"body", "query", "path"}:
+        parts = parts[1:]
+    # ninja nests a single body schema under its parameter name
+    if parts and parts[0] in {"payload", "data"}:
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+@api.exception_handler(ValidationError)
+def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    errors = []
+    for error in exc.errors:
+        field = _field_of(error.get("loc", ()))
+        errors.append({"field": field, "message": str(error.get("msg", "invalid"))})
+    first = errors[0] if errors else {"field": "body", "message": "invalid request"}
+    return api.create_response(
+        request,
+        {
+            "detail": f"{first['field']}: {first['message']}",
+            "field": first["field"],
+            "errors": errors,
+        },
+        status=422,
+    )
+
+
+@api.exception_handler(PolicyError)
+def on_policy_error(request: HttpRequest, exc: PolicyError) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc), "field": exc.field}, status=422)
+
+
+@api.exception_handler(ProfileError)
+def on_profile_error(request: HttpRequest, exc: ProfileError) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc), "field": exc.field}, status=422)
+
+
+@api.exception_handler(AuthenticationError)
+def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    response = api.create_response(
+        request,
+        {"detail": "missing, unknown or revoked agent key (Authorization: Bearer <key>)"},
+        status=401,
+    )
+    response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    return api.create_response(request, {"detail": exc.message}, status=exc.status_code)

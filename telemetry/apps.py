@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class TelemetryConfig(AppConfig):
+    name = "telemetry"
+    verbose_name = "Telemetry"
+    default_auto_field = "django.db.models.BigAutoField"

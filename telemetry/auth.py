@@ -1,0 +1,37 @@
+"""Bearer-key authentication for the agent API."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest
+from ninja.errors import HttpError
+from ninja.security import HttpBearer
+
+from telemetry.keys import find_active_key
+from telemetry.models import AgentKey
+
+
+class AgentKeyAuth(HttpBearer):
+    """`Authorization: Bearer clc_…`. A key without the route's scope gets 403, not 401."""
+
+    def __init__(self, scope: str = AgentKey.SCOPE_INGEST) -> None:
+        super().__init__()
+        self.scope = scope
+
+    def authenticate(self, request: HttpRequest, token: str) -> AgentKey | None:
+        key = find_active_key(token)
+        if key is None:
+            return None
+        if not key.has_scope(self.scope):
+            raise HttpError(403, f"this key lacks the '{self.scope}' scope")
+        return key
+
+
+ingest_auth = AgentKeyAuth(AgentKey.SCOPE_INGEST)
+compact_auth = AgentKeyAuth(AgentKey.SCOPE_COMPACT)
+
+
+def request_key(request: HttpRequest) -> AgentKey:
+    """The authenticated key of an API request (set by `AgentKeyAuth`)."""
+    key = request.auth  # type: ignore[attr-defined]
+    assert isinstance(key, AgentKey)
+    return key

@@ -1,0 +1,35 @@
+"""The one write path for agent profiles."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from telemetry.models import AgentProfile
+
+
+class ProfileError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def get_or_create_profile(*, name: str, description: str = "") -> AgentProfile:
+    """The profile called `name`, created (with a validated name) if it does not exist yet."""
+    existing = AgentProfile.objects.filter(name=name).first()
+    if existing is not None:
+        return existing
+    profile = AgentProfile(name=name, description=description)
+    try:
+        profile.full_clean(validate_unique=False)
+    except ValidationError as exc:
+        messages = exc.message_dict.get("name") or exc.messages
+        raise ProfileError("profile", "; ".join(messages)) from None
+    try:
+        with transaction.atomic():
+            profile.save()
+    except IntegrityError:
+        # Two creators raced; the other one won and the row is what we wanted.
+        return AgentProfile.objects.get(name=name)
+    return profile
