@@ -1,0 +1,340 @@
+"""Model catalogue and per-call cost, in exact decimal dollars.
+
+Standard library only. The seed catalogue below is the starting content of the admin-editable
+price table; `call_cost` works on any `ModelPrice`, seeded or edited.
+
+Unknown model ⇒ no price ⇒ the caller reports cost as None ("unknown"), never 0: `find_price`
+returns None and `call_cost` needs a real `ModelPrice`, so a zero cannot sneak in by default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from decimal import Context, Decimal, localcontext
+from typing import Final, Literal
+
+from telemetry.usage import NormalizedUsage
+
+Vendor = Literal["anthropic", "openai"]
+
+# Exact money arithmetic: tokens (≤ 2**53, 16 digits) × a rate with a few digits never needs
+# more than ~25 significant digits, so 50 never rounds, whatever the thread's default context.
+_MONEY: Final = Context(prec=50)
+_PER_MILLION: Final = Decimal(1_000_000)
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """Dollars per million tokens for each billed bucket.
+
+    A write rate of None means the provider has no cache-write surcharge (OpenAI): tokens
+    written to the cache are billed as ordinary uncached input.
+    """
+
+    input: Decimal
+    output: Decimal
+    cache_read: Decimal
+    cache_write_5m: Decimal | None
+    cache_write_1h: Decimal | None
+
+    def __post_init__(self) -> None:
+        for name in ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h"):
+            value = getattr(self, name)
+            if value is None and name.startswith("cache_write"):
+                continue
+            # Floats would carry binary rounding into every cost; rates are typed in as text.
+            if not isinstance(value, Decimal) or not value.is_finite() or value < 0:
+                raise ValueError(f"{name} must be a finite, non-negative Decimal, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    """One catalogue row: a model's window and list prices in $/MTok.
+
+    `provider` is the vendor whose list price this is ("anthropic" or "openai"), not the usage
+    format (`NormalizedUsage.provider`): Claude on Bedrock or Vertex is priced here as Anthropic.
+
+    `model` is the id rows are looked up by (see `resolve_model`); `family` is the undated id the
+    model belongs to, equal to `model` except for a dated snapshot priced on its own row
+    (`gpt-4o-2024-05-13` → `gpt-4o`). `window_tokens` is the standard context window; beta
+    windows (1M) are per-record or per-profile overrides, not catalogue facts.
+
+    Long-context tier: when a request's input (`context_tokens`, cache included) exceeds
+    `long_context_threshold`, the whole request, output included, is billed at `long_context`.
+    Both are set or both are None.
+    """
+
+    model: str
+    provider: Vendor
+    family: str
+    window_tokens: int
+    input: Decimal
+    output: Decimal
+    cache_read: Decimal
+    cache_write_5m: Decimal | None
+    cache_write_1h: Decimal | None
+    long_context_threshold: int | None = None
+    long_context: Rates | None = None
+
+    def __post_init__(self) -> None:
+        if not self.model or not self.family:
+            raise ValueError("model and family must be non-empty")
+        if self.provider not in ("anthropic", "openai"):
+            raise ValueError(f"provider must be 'anthropic' or 'openai', got {self.provider!r}")
+        if type(self.window_tokens) is not int or self.window_tokens <= 0:
+            raise ValueError(f"window_tokens must be a positive int, got {self.window_tokens!r}")
+        _ = self.base  # building the Rates validates them
+        if (self.long_context_threshold is None) != (self.long_context is None):
+            raise ValueError(
+                "long_context_threshold and long_context are set together or not at all"
+            )
+        if self.long_context_threshold is not None and (
+            type(self.long_context_threshold) is not int or self.long_context_threshold <= 0
+        ):
+            raise ValueError("long_context_threshold must be a positive int")
+
+    @property
+    def base(self) -> Rates:
+        """The standard rates, below any long-context threshold."""
+        return Rates(
+            input=self.input,
+            output=self.output,
+            cache_read=self.cache_read,
+            cache_write_5m=self.cache_write_5m,
+            cache_write_1h=self.cache_write_1h,
+        )
+
+    def in_long_context(self, context_tokens: int) -> bool:
+        """Whether a request of `context_tokens` input tokens is billed at the premium tier."""
+        threshold = self.long_context_threshold
+        return threshold is not None and context_tokens > threshold
+
+    def rates_for(self, context_tokens: int) -> Rates:
+        """The rates a request of `context_tokens` input tokens is billed at."""
+        if self.long_context is not None and self.in_long_context(context_tokens):
+            return self.long_context
+        return self.base
+
+
+@dataclass(frozen=True, slots=True)
+class CostBreakdown:
+    """One call's cost per bucket in dollars, exact (round only for display).
+
+    `long_context` says the premium tier applied to the whole call. `total` is the bucket sum.
+    """
+
+    uncached_input: Decimal
+    cache_read: Decimal
+    cache_write_5m: Decimal
+    cache_write_1h: Decimal
+    output: Decimal
+    long_context: bool
+
+    @property
+    def total(self) -> Decimal:
+        with localcontext(_MONEY):
+            return (
+                self.uncached_input
+                + self.cache_read
+                + self.cache_write_5m
+                + self.cache_write_1h
+                + self.output
+            )
+
+
+def call_cost(usage: NormalizedUsage, price: ModelPrice) -> CostBreakdown:
+    """What one call cost at `price`, per bucket.
+
+    The tier is chosen by the request's size (`usage.context_tokens`, cache included), and then
+    applies to every bucket, output too. Reasoning is inside `usage.output` and billed as output.
+    """
+    rates = price.rates_for(usage.context_tokens)
+    return CostBreakdown(
+        uncached_input=_dollars(usage.uncached_input, rates.input),
+        cache_read=_dollars(usage.cache_read, rates.cache_read),
+        cache_write_5m=_dollars(usage.cache_write_5m, _or_input(rates.cache_write_5m, rates)),
+        cache_write_1h=_dollars(usage.cache_write_1h, _or_input(rates.cache_write_1h, rates)),
+        output=_dollars(usage.output, rates.output),
+        long_context=price.in_long_context(usage.context_tokens),
+    )
+
+
+def no_cache_cost(usage: NormalizedUsage, price: ModelPrice) -> Decimal:
+    """What the same call would have cost with every input token billed as uncached input.
+
+    Same request size, so the same tier as `call_cost`.
+    """
+    rates = price.rates_for(usage.context_tokens)
+    with localcontext(_MONEY):
+        return _dollars(usage.context_tokens, rates.input) + _dollars(usage.output, rates.output)
+
+
+def cache_savings(usage: NormalizedUsage, price: ModelPrice) -> Decimal:
+    """What the cache saved on this call: `no_cache_cost − call_cost`.
+
+    Negative when writes cost more than later reads recovered (a prefix written and never read).
+    """
+    with localcontext(_MONEY):
+        return no_cache_cost(usage, price) - call_cost(usage, price).total
+
+
+def find_price(model_id: str, catalogue: Iterable[ModelPrice]) -> ModelPrice | None:
+    """The catalogue row for `model_id` as `resolve_model` resolves it; None when unknown."""
+    rows = {row.model: row for row in catalogue}
+    resolved = resolve_model(model_id, rows)
+    return None if resolved is None else rows[resolved]
+
+
+# --- model id resolution -----------------------------------------------------------------------
+
+# Bedrock: optional cross-region inference prefix (us., eu., apac., global., us-gov., …), vendor
+# prefix, version suffix ("-v1:0", "-v2:0:200k").
+_BEDROCK: Final = re.compile(
+    r"(?:[a-z]+(?:-[a-z]+)?\.)?(?:anthropic|openai)\.(?P<id>.+?)(?:-v\d+(?::\w+)*)?"
+)
+# Snapshot dates: Anthropic "-20250929", OpenAI "-2024-08-06"; and floating "-latest" aliases.
+_DATED: Final = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2}|latest)$")
+_DOTTED_VERSION: Final = re.compile(r"(?<=\d)\.(?=\d)")
+
+
+def resolve_model(model_id: str, known: Iterable[str]) -> str | None:
+    """The id in `known` that prices `model_id`, or None.
+
+    Tried in order, most specific first, so a snapshot with its own row keeps it:
+    the id itself; its last path segment (ARNs, Vertex resource paths, "anthropic/…" gateway
+    ids); with a Bedrock region/vendor prefix and version suffix removed; a Vertex "@date" as
+    the dated id; Claude's "4.5" spelled "4-5"; and finally without the snapshot date or
+    "-latest". Case-insensitive; returns the spelling in `known`. Never guesses by prefix:
+    `gpt-4o-audio-preview` is not `gpt-4o`, and mispricing would be worse than "unknown".
+    """
+    by_lower = {k.lower(): k for k in known}
+    for candidate in _candidates(model_id):
+        if candidate in by_lower:
+            return by_lower[candidate]
+    return None
+
+
+def _candidates(model_id: str) -> Iterator[str]:
+    name = model_id.strip().lower()
+    if not name:
+        return
+    yield name
+    name = name.rsplit("/", 1)[-1]
+    yield name
+    bedrock = _BEDROCK.fullmatch(name)
+    if bedrock:
+        name = bedrock["id"]
+        yield name
+    if "@" in name:
+        # Vertex: "claude-sonnet-4-5@20250929" is the snapshot "claude-sonnet-4-5-20250929".
+        base, _, version = name.partition("@")
+        name = f"{base}-{version}" if version.isdigit() else base
+        yield name
+    if name.startswith("claude"):
+        name = _DOTTED_VERSION.sub("-", name)
+        yield name
+    undated = _DATED.sub("", name)
+    if undated != name:
+        yield undated
+
+
+# --- seed catalogue ----------------------------------------------------------------------------
+
+
+def _anthropic(
+    model: str, *, input: str, output: str, long_context: tuple[str, str] | None = None
+) -> ModelPrice:
+    """A Claude row with Anthropic's cache multipliers: read 0.1×, 5m write 1.25×, 1h write 2×."""
+    base = _anthropic_rates(Decimal(input), Decimal(output))
+    premium = (
+        None if long_context is None else _anthropic_rates(*(Decimal(p) for p in long_context))
+    )
+    return ModelPrice(
+        model=model,
+        provider="anthropic",
+        family=model,
+        window_tokens=200_000,
+        input=base.input,
+        output=base.output,
+        cache_read=base.cache_read,
+        cache_write_5m=base.cache_write_5m,
+        cache_write_1h=base.cache_write_1h,
+        # Anthropic: a request whose input exceeds 200k tokens (reachable only with the 1M-context
+        # beta) is billed entirely at the premium rates.
+        long_context_threshold=None if premium is None else 200_000,
+        long_context=premium,
+    )
+
+
+def _anthropic_rates(input: Decimal, output: Decimal) -> Rates:
+    return Rates(
+        input=input,
+        output=output,
+        cache_read=input * Decimal("0.1"),
+        cache_write_5m=input * Decimal("1.25"),
+        cache_write_1h=input * 2,
+    )
+
+
+def _openai(
+    model: str, *, window: int, input: str, cached: str, output: str, family: str | None = None
+) -> ModelPrice:
+    """An OpenAI row: cached input priced per model, no cache-write surcharge."""
+    return ModelPrice(
+        model=model,
+        provider="openai",
+        family=family or model,
+        window_tokens=window,
+        input=Decimal(input),
+        output=Decimal(output),
+        cache_read=Decimal(cached),
+        cache_write_5m=None,
+        cache_write_1h=None,
+    )
+
+
+# List prices in $/MTok (standard tier, no batch or priority discounts) as known on 2026-11-30.
+# Recheck against providers' pages (platform.claude.com/docs/en/about-claude/pricing,
+# openai.com/api/pricing) before relying on an exact figure; admins edit the live table.
+SEED_CATALOGUE: Final[tuple[ModelPrice, ...]] = (
+    _anthropic("claude-opus-4-6", input="5", output="25", long_context=("10", "37.50")),
+    _anthropic("claude-opus-4-5", input="5", output="25"),
+    _anthropic("claude-opus-4-1", input="15", output="75"),
+    _anthropic("claude-opus-4", input="15", output="75"),
+    _anthropic("claude-sonnet-4-6", input="3", output="15", long_context=("6", "22.50")),
+    _anthropic("claude-sonnet-4-5", input="3", output="15", long_context=("6", "22.50")),
+    _anthropic("claude-sonnet-4", input="3", output="15", long_context=("6", "22.50")),
+    _anthropic("claude-3-7-sonnet", input="3", output="15"),
+    _anthropic("claude-haiku-4-5", input="1", output="5"),
+    _anthropic("claude-3-5-haiku", input="0.80", output="4"),
+    _anthropic("claude-3-haiku", input="0.25", output="1.25"),
+    _openai("gpt-5.2", window=400_000, input="1.75", cached="0.175", output="14"),
+    _openai("gpt-5.1", window=400_000, input="1.25", cached="0.125", output="10"),
+    _openai("gpt-5", window=400_000, input="1.25", cached="0.125", output="10"),
+    _openai("gpt-5-mini", window=400_000, input="0.25", cached="0.025", output="2"),
+    _openai("gpt-5-nano", window=400_000, input="0.05", cached="0.005", output="0.40"),
+    _openai("gpt-4.1", window=1_047_576, input="2", cached="0.50", output="8"),
+    _openai("gpt-4.1-mini", window=1_047_576, input="0.40", cached="0.10", output="1.60"),
+    _openai("gpt-4.1-nano", window=1_047_576, input="0.10", cached="0.025", output="0.40"),
+    _openai("gpt-4o", window=128_000, input="2.50", cached="1.25", output="10"),
+    # The first gpt-4o snapshot kept its launch price and never had prompt caching.
+    _openai(
+        "gpt-4o-2024-05-13", window=128_000, input="5", cached="5", output="15", family="gpt-4o"
+    ),
+    _openai("gpt-4o-mini", window=128_000, input="0.15", cached="0.075", output="0.60"),
+    _openai("o3", window=200_000, input="2", cached="0.50", output="8"),
+    _openai("o4-mini", window=200_000, input="1.10", cached="0.275", output="4.40"),
+    _openai("o3-mini", window=200_000, input="1.10", cached="0.55", output="4.40"),
+    _openai("o1", window=200_000, input="15", cached="7.50", output="60"),
+)
+
+
+def _dollars(tokens: int, rate: Decimal) -> Decimal:
+    with localcontext(_MONEY):
+        return Decimal(tokens) * rate / _PER_MILLION
+
+
+def _or_input(write_rate: Decimal | None, rates: Rates) -> Decimal:
+    return rates.input if write_rate is None else write_rate
