@@ -1,0 +1,157 @@
+"""Derived context figures: projection, pressure, cache-hit ratio, bands and round signals.
+
+Standard library only and free of any import from `compaction`: telemetry must stand on its own.
+The chars/4 heuristic is therefore defined here *and* in `compaction.core.tokens`; a test that
+may import both asserts they agree (D6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final, Literal, Protocol
+
+# D6: ~4 characters per token is the common fallback (Codex APPROX_BYTES_PER_TOKEN = 4). It is
+# only ever used for what the agent appended since the last real usage report.
+CHARS_PER_TOKEN: Final = 4
+
+PressureBand = Literal["ok", "prune", "compact", "over", "unknown"]
+RoundSignal = Literal["none", "nudge", "stop"]
+
+
+def estimate_tokens(chars: int) -> int:
+    """Estimated tokens for `chars` characters: `chars // CHARS_PER_TOKEN` (D6). Never negative."""
+    _require_count(chars, "chars")
+    return chars // CHARS_PER_TOKEN
+
+
+def projected_next_request(
+    *, context_tokens: int, output: int, reasoning_output: int | None, appended_chars: int
+) -> int:
+    """The size of the next request (D6), from the latest call's real usage.
+
+    = `context_tokens` + (`output` − `reasoning_output`) + `estimate_tokens(appended_chars)`.
+    The reply is re-sent with the next request; reasoning is not. `appended_chars` is what the
+    agent added after the reply (tool results, new user input), not the reply itself.
+    Always ≥ `context_tokens`.
+    """
+    _require_count(context_tokens, "context_tokens")
+    _require_count(output, "output")
+    _require_count(appended_chars, "appended_chars")
+    if reasoning_output is not None:
+        _require_count(reasoning_output, "reasoning_output")
+        if reasoning_output > output:
+            raise ValueError(f"reasoning_output ({reasoning_output}) exceeds output ({output})")
+    resent_reply = output - (reasoning_output or 0)
+    return context_tokens + resent_reply + estimate_tokens(appended_chars)
+
+
+def pressure(
+    projected: int, window_tokens: int | None, reserved_output_tokens: int
+) -> float | None:
+    """projected / (window − reserved): the share of the usable input window the next request needs.
+
+    The provider rejects a request whose input plus max output exceeds the window, so the
+    reserved output is not usable for input. None when the window is unknown — shown as
+    unknown, never guessed. 1.0 exactly still fits; above 1.0 the request would be rejected.
+    Raises ValueError when `window_tokens <= reserved_output_tokens`: no request could fit, a
+    configuration error for the caller to refuse when the profile or record is saved.
+    """
+    _require_count(projected, "projected")
+    _require_count(reserved_output_tokens, "reserved_output_tokens")
+    if window_tokens is None:
+        return None
+    _require_count(window_tokens, "window_tokens")
+    usable = window_tokens - reserved_output_tokens
+    if usable <= 0:
+        raise ValueError(
+            f"window_tokens ({window_tokens}) must exceed "
+            f"reserved_output_tokens ({reserved_output_tokens})"
+        )
+    return projected / usable
+
+
+class CacheCounts(Protocol):
+    """What `cache_hit_ratio` reads from a call: a `NormalizedUsage` or a stored call row."""
+
+    @property
+    def reported_cache(self) -> bool: ...
+    @property
+    def uncached_input(self) -> int: ...
+    @property
+    def cache_read(self) -> int: ...
+    @property
+    def cache_write_5m(self) -> int: ...
+    @property
+    def cache_write_1h(self) -> int: ...
+
+
+def cache_hit_ratio(calls: Iterable[CacheCounts]) -> float | None:
+    """Σ cache_read / Σ (uncached + read + writes) over the calls that reported cache fields.
+
+    Sum over sum, never an average of per-call ratios: a big call weighs by its size. In [0, 1].
+    None when no call reported cache fields (unknown, distinct from 0.0), and None when those
+    calls sent no input tokens at all (0/0 has no meaning).
+    """
+    read = total = 0
+    for call in calls:
+        if not call.reported_cache:
+            continue
+        read += call.cache_read
+        total += call.uncached_input + call.cache_read + call.cache_write_5m + call.cache_write_1h
+    if total == 0:
+        return None
+    return read / total
+
+
+def turn_context_tokens(call_context_tokens: Iterable[int]) -> int | None:
+    """A turn's context size: its peak call, never a sum (pressure is per request).
+
+    None for a turn with no calls.
+    """
+    return max(call_context_tokens, default=None)
+
+
+def pressure_band(
+    pressure: float | None, prune_threshold: float, summarize_threshold: float
+) -> PressureBand:
+    """Where `pressure` stands against the profile's thresholds.
+
+    "unknown" when pressure is None; "over" above 1.0 (the request would be rejected);
+    "compact" at or above `summarize_threshold`; "prune" at or above `prune_threshold`;
+    otherwise "ok". Requires 0 < prune_threshold ≤ summarize_threshold ≤ 1.
+    """
+    if not 0 < prune_threshold <= summarize_threshold <= 1:
+        raise ValueError(
+            "thresholds must satisfy 0 < prune_threshold <= summarize_threshold <= 1, got "
+            f"{prune_threshold} and {summarize_threshold}"
+        )
+    if pressure is None:
+        return "unknown"
+    if pressure > 1.0:
+        return "over"
+    if pressure >= summarize_threshold:
+        return "compact"
+    if pressure >= prune_threshold:
+        return "prune"
+    return "ok"
+
+
+def round_signal(rounds_in_turn: int, soft_limit: int | None, hard_cap: int | None) -> RoundSignal:
+    """D8: "stop" once the turn's rounds reach `hard_cap`, else "nudge" once they reach
+    `soft_limit`, else "none". A limit of None is switched off. The cap wins over the nudge.
+    """
+    _require_count(rounds_in_turn, "rounds_in_turn")
+    for name, limit in (("soft_limit", soft_limit), ("hard_cap", hard_cap)):
+        if limit is not None and (type(limit) is not int or limit <= 0):
+            raise ValueError(f"{name} must be a positive int or None, got {limit!r}")
+    if hard_cap is not None and rounds_in_turn >= hard_cap:
+        return "stop"
+    if soft_limit is not None and rounds_in_turn >= soft_limit:
+        return "nudge"
+    return "none"
+
+
+def _require_count(value: int, name: str) -> None:
+    # bool is an int; True tokens is a bug upstream, not 1.
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
