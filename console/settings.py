@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
 from console.env import (
@@ -22,6 +23,9 @@ from console.env import (
     env_str,
     env_url,
 )
+
+# Generic admin/model classes (`admin.ModelAdmin[Model]`) at run time, as the type stubs see them.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("CONSOLE_VAR_DIR", str(BASE_DIR / "var")))

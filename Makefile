@@ -1,0 +1,44 @@
+# Two commands for a fresh machine: `make run` and `make test` (see README.md).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test install install-dev bench lint fmt clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: requirements.lock | $(BIN)/python
+	$(BIN)/pip install --quiet --require-hashes -r requirements.lock
+	touch $@
+
+$(VENV)/.installed-dev: requirements-dev.lock $(VENV)/.installed
+	$(BIN)/pip install --quiet --require-hashes -r requirements-dev.lock
+	touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+## make run: install, migrate, create the admin login, seed demo data, start web + worker + beat.
+run: install
+	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(BIN)/python manage.py runconsole
+
+## make test: install, then lint, types, unit, database (PostgreSQL + SQLite), Celery and browser tests.
+test: install-dev
+	bash scripts/test.sh
+
+## make bench: benchmarks against baselines measured in the same run (not part of make test).
+bench: install-dev
+	$(BIN)/python -m bench.bench_core
+
+lint: install-dev
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy .
+
+fmt: install-dev
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf var/ $(VENV)

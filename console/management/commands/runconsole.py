@@ -1,0 +1,142 @@
+"""`python manage.py runconsole`: what `make run` starts.
+
+Migrates, makes sure an admin login exists (printing it), starts the web server, one Celery
+worker and beat together, seeds demo data through the real HTTP API when the database holds no
+session yet, prints the URL, and stops all three on Ctrl-C. A second run reuses what exists.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command, get_commands
+from django.core.management.base import BaseCommand, CommandParser
+
+
+class Command(BaseCommand):
+    help = "Run the console: web server, Celery worker and beat, with demo data on first start."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default=os.environ.get("CONSOLE_HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("CONSOLE_PORT", "8000")))
+        parser.add_argument("--no-demo", action="store_true", help="do not seed demo data")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        self._ensure_admin()
+        host, port = options["host"], options["port"]
+        url = f"http://{host}:{port}/"
+        python = sys.executable
+        manage = str(Path(settings.BASE_DIR) / "manage.py")
+        env = os.environ.copy()
+        processes = {
+            "web": [python, manage, "runserver", f"{host}:{port}", "--noreload"],
+            "worker": [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "console",
+                "worker",
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                str(settings.CELERY_WORKER_CONCURRENCY),
+                "--hostname",
+                f"console-worker-{os.getpid()}@%h",
+            ],
+            "beat": [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "console",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "--schedule",
+                settings.CELERY_BEAT_SCHEDULE_FILENAME,
+            ],
+        }
+        running: dict[str, subprocess.Popen[bytes]] = {}
+        try:
+            for name, command in processes.items():
+                running[name] = subprocess.Popen(command, env=env, cwd=settings.BASE_DIR)
+            self._wait_for(url + "healthz", running["web"])
+            if not options["no_demo"]:
+                self._seed_demo(url)
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"\nConsole running at {url}  (Ctrl-C stops web, worker and beat)\n"
+                )
+            )
+            while all(proc.poll() is None for proc in running.values()):
+                time.sleep(0.5)
+            dead = [name for name, proc in running.items() if proc.poll() is not None]
+            self.stderr.write(f"{', '.join(dead)} exited; stopping the rest.")
+        except KeyboardInterrupt:
+            self.stdout.write("\nStopping web, worker and beat…")
+        finally:
+            for proc in running.values():
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            for proc in running.values():
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+    def _ensure_admin(self) -> None:
+        user_model = get_user_model()
+        credentials = Path(settings.VAR_DIR) / "admin-login.txt"
+        if user_model.objects.filter(is_superuser=True).exists():
+            if credentials.exists():
+                self.stdout.write(
+                    f"Admin login: {credentials.read_text().strip()}  (from {credentials})"
+                )
+            else:
+                self.stdout.write("Admin login: an admin user exists already.")
+            return
+        username = os.environ.get("CONSOLE_ADMIN_USER", "admin")
+        password = os.environ.get("CONSOLE_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        user_model.objects.create_superuser(username=username, email="", password=password)
+        credentials.write_text(f"username {username} password {password}\n")
+        credentials.chmod(0o600)
+        self.stdout.write(
+            self.style.SUCCESS(f"Created admin login: username {username} password {password}")
+        )
+
+    def _wait_for(self, url: str, web: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if web.poll() is not None:
+                raise SystemExit("the web server exited during start-up")
+            try:
+                with urllib.request.urlopen(url, timeout=2):
+                    return
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.3)
+        raise SystemExit(f"the web server did not answer {url} within 60 s")
+
+    def _seed_demo(self, url: str) -> None:
+        if "simulate" not in get_commands():
+            return
+        from telemetry.models import AgentProfile
+
+        if AgentProfile.objects.filter(sessions__isnull=False).exists():
+            self.stdout.write("Demo data present; not seeding again.")
+            return
+        self.stdout.write("Seeding demo data through the API (python manage.py simulate)…")
+        call_command("simulate", base_url=url)

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The whole test suite, as `make test` runs it. Prints which backends each stage used.
+#
+# PostgreSQL: TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/console; the tests
+# create and drop test_console). Broker: TEST_BROKER_URL (default RabbitMQ on 127.0.0.1:5672).
+# Without CI=true a missing service skips its stage with a loud line; with CI=true it fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+PG_URL=${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/console}
+AMQP_URL=${TEST_BROKER_URL:-amqp://guest:guest@127.0.0.1:5672//}
+export DJANGO_SECRET_KEY=${DJANGO_SECRET_KEY:-test-only-secret-key-0123456789abcdefghijklmnopqrstuvwxyz-ABCDEFGH}
+export CONSOLE_VAR_DIR=${CONSOLE_VAR_DIR:-$PWD/var/test}
+# One queue per run, so a worker of `make run` on the same broker never takes a test's job.
+export CELERY_TASK_DEFAULT_QUEUE=${CELERY_TASK_DEFAULT_QUEUE:-test-$$}
+mkdir -p "$CONSOLE_VAR_DIR"
+# The stages choose their own backends; an exported DATABASE_URL must not leak into the SQLite run.
+unset DATABASE_URL CELERY_BROKER_URL
+summary=()
+failures=0
+
+stage() { echo; echo "==> $*"; }
+record() { summary+=("$1"); }
+missing() {
+  if [ "${CI:-}" = "true" ]; then
+    echo "FAIL: $1 is not reachable and CI=true: refusing to skip its tests." >&2
+    exit 1
+  fi
+  echo "SKIP: $1 is not reachable; its stage is skipped (CI=true would fail here)." >&2
+  record "SKIPPED ($1 down): $2"
+}
+run_pytest() {
+  # pytest exit 5 means it collected no test: a broken selection, so it counts as a failure.
+  local label=$1; shift
+  if "$BIN/pytest" "$@"; then record "passed: $label"; else
+    record "FAILED: $label"; failures=$((failures + 1)); fi
+}
+
+stage "ruff format --check"; "$BIN/ruff" format --check .
+stage "ruff check"; "$BIN/ruff" check .
+stage "mypy (strict, django-stubs)"; "$BIN/mypy" .
+record "passed: ruff format, ruff check, mypy"
+
+stage "collectstatic (production static storage needs its manifest)"
+"$BIN/python" manage.py collectstatic --noinput -v0
+
+stage "unit tests: pure modules, no Django (-p no:django)"
+run_pytest "unit (no Django)" -p no:django tests/unit -q
+
+pg_up=$("$BIN/python" scripts/probe.py postgres "$PG_URL" && echo yes || echo no)
+amqp_up=$("$BIN/python" scripts/probe.py amqp "$AMQP_URL" && echo yes || echo no)
+
+if [ "$pg_up" = yes ] && [ "$amqp_up" = yes ]; then
+  stage "database + Celery tests on PostgreSQL ($PG_URL) with a real worker on RabbitMQ ($AMQP_URL)"
+  DATABASE_URL=$PG_URL CELERY_BROKER_URL=$AMQP_URL \
+    run_pytest "database + Celery on PostgreSQL + RabbitMQ" tests/db -q
+else
+  [ "$pg_up" = yes ] || missing "PostgreSQL ($PG_URL)" "database tests on PostgreSQL"
+  [ "$amqp_up" = yes ] || missing "RabbitMQ ($AMQP_URL)" "Celery tests on RabbitMQ"
+fi
+
+stage "database + Celery tests on the embedded default: SQLite + kombu filesystem broker"
+run_pytest "database + Celery on SQLite + filesystem broker" tests/db -q
+
+if compgen -G "tests/browser/test_*.py" >/dev/null; then
+  if [ -x /usr/bin/chromium ]; then
+    stage "browser tests in Debian's chromium (Playwright)"
+    run_pytest "browser (chromium)" tests/browser -q
+  else
+    missing "chromium (/usr/bin/chromium; apt-get install chromium)" "browser tests"
+  fi
+fi
+
+echo
+echo "==> summary"
+for line in "${summary[@]}"; do echo "  $line"; done
+[ "$failures" -eq 0 ] || { echo "$failures stage(s) failed"; exit 1; }

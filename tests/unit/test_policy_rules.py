@@ -1,0 +1,47 @@
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from telemetry.policy import (
+    DEFAULT_POLICY,
+    PolicyError,
+    default_policy_for,
+    merge_policy,
+    validate_policy,
+)
+
+
+def test_defaults_are_valid():
+    validate_policy(DEFAULT_POLICY)
+
+
+def test_fleet_and_desktop_get_the_one_hour_tier_and_others_five_minutes():
+    assert default_policy_for("fleet").cache_ttl == "1h"
+    assert default_policy_for("desktop").cache_ttl == "1h"
+    assert default_policy_for("default").cache_ttl == "5m"
+
+
+def test_merge_ignores_none_and_refuses_unknown_fields():
+    assert merge_policy(DEFAULT_POLICY, {"keep_rounds": None}) == DEFAULT_POLICY
+    with pytest.raises(PolicyError) as caught:
+        merge_policy(DEFAULT_POLICY, {"keep_round": 3})
+    assert caught.value.field == "keep_round"
+
+
+@given(prune=st.floats(0.01, 1.0), summarize=st.floats(0.01, 1.0))
+def test_summarize_below_prune_is_always_refused(prune, summarize):
+    candidate = replace(DEFAULT_POLICY, prune_threshold=prune, summarize_threshold=summarize)
+    if summarize < prune:
+        with pytest.raises(PolicyError) as caught:
+            validate_policy(candidate)
+        assert caught.value.field == "summarize_threshold"
+    else:
+        validate_policy(candidate)
+
+
+def test_booleans_are_not_integers():
+    with pytest.raises(PolicyError) as caught:
+        validate_policy(replace(DEFAULT_POLICY, keep_rounds=True))
+    assert caught.value.field == "keep_rounds"
