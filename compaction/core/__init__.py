@@ -1,0 +1,209 @@
+"""The compaction core: a pure, standard-library-only library for the context lifecycle.
+
+Nothing here imports Django, Celery, pydantic or the rest of the project; same inputs give
+byte-identical outputs (D1). Decisions D1–D8 are in the ADR 0101 context-lifecycle record.
+
+Messages (`messages.py`)
+    `Message(role, blocks, seq, raw, format, content_form, extra, native_role, bound, summarizes)`
+    — frozen. role ∈ system|user|assistant|tool; blocks are `TextBlock`, `ToolCall(id, name,
+    arguments)`, `ToolResult(call_id, content, is_error, pruned)`, `ThinkingBlock(kind, native)`
+    (opaque, signature untouched) and `OpaqueBlock(type, native)` (unknown blocks, verbatim).
+    `raw` is the message's JSON text as received (pass JSON strings to keep every byte,
+    `\\u0000` included). `chars` is the content size every estimate uses.
+    `parse_anthropic(messages, *, system=None, first_seq=None, preceding=(), bound=None)` and
+    `parse_openai(messages, *, first_seq=None, preceding=(), bound=None)` take decoded objects or
+    JSON strings and validate the batch as the continuation of `preceding` (incremental append);
+    `parse_message(item, *, format, seq)` rehydrates one stored row; `validate_transcript(messages,
+    *, start=0)` is the O(n) check. Violations raise `TranscriptError(ValueError)` with `.index`,
+    `.seq` and a message naming the message and the problem (result without its call, duplicate
+    call id, unknown role, malformed block, ...). A trailing call without its result is valid.
+    `to_anthropic(messages) -> (system, list[dict])`, `to_openai(messages) -> list[dict]`:
+    lossless within a format; across formats only when lossless, else `ConversionError(.reason)`
+    (thinking blocks with signatures, unknown blocks/fields, error flags, ...).
+
+Rounds (`rounds.py`)
+    `split_rounds(messages) -> tuple[Round(start, stop, call_ids, pending), ...]`: one assistant
+    message and the results that answer it. `safe_cuts`, `protected_head_end`.
+
+Bounding (`bounding.py`, D3)
+    `OMISSION_MARKER = "\\n[... {omitted} chars omitted ...]\\n"` — the one convention, used by
+    bounding and by pruning stubs. `bound_text(text, cap)`: head + marker + tail; unchanged at or
+    under cap; never longer than cap; idempotent; keeps the first and last characters; tiny caps
+    degrade to a one-character marker, `cap < 2` raises ValueError. `BoundSpec(max_result_chars)`
+    is recorded on each log message (`Message.bound`, from `parse_*(bound=...)`): the surface
+    bounds a message's tool results by the cap in force when it was appended, never by today's.
+
+Tokens (`tokens.py`, D6)
+    `CHARS_PER_TOKEN = 4`, `estimate_tokens(chars) = chars // 4` (the one place).
+    `Calibration.fit([(request_chars, reported_tokens), ...])`: least squares of
+    tokens ≈ slope · chars/4 + overhead; trusted only with ≥5 points, spread in size, slope in
+    [0.5, 2] and overhead ≥ 0, else `estimate()` falls back to chars // 4 exactly.
+
+Operations (`operations.py`) — frozen, `to_dict()` / `operation_from_dict()` JSON round trip
+    `PruneOperation(results=(PrunedResult(seq, call_id, tool_name, original_chars, stub), ...),
+    stub_spec=StubSpec(head_chars, tail_chars))` and `SummarizeOperation(first_seq, last_seq,
+    summary, summarizer, message_count)`. They store the stub and summary texts, so derivation
+    never calls a model and never re-reads policy.
+
+Surface (`surface.py`)
+    `derive_surface(log, operations) -> Surface(messages, chars)`: pure, deterministic, strips
+    every `cache_control`, bounds results by their recorded cap, applies stubs and summaries.
+    Re-applying operations changes nothing. `canonical_json(surface_or_messages, *, format=None)
+    -> bytes`: sorted keys, compact, ASCII-escaped; the byte-stability contract of D1.
+
+Pruning (`pruning.py`, D3)
+    `plan_prune(messages, *, keep_rounds, stub, exclude_tools) -> PrunePlan(operation,
+    freed_chars, first_changed_index)`; the stub (`make_stub`) is
+    `STUB_HEADER = "[tool result pruned: {tool} returned {chars} chars; head and tail kept]\\n"`
+    + head + marker + tail, in the same block type, call id, error flag and position.
+    Never splits a call from its result; never touches system messages, the first user message,
+    the tool loop in progress, excluded tools, or a result whose stub would not be shorter.
+
+Summarizing (`summarize.py`, D4)
+    `Summarizer` protocol (`name`, `summarize(messages, *, max_tokens) -> str`);
+    `ExtractiveSummarizer` is the offline, deterministic default (user goals, each tool call with
+    the head of its outcome, the assistant's latest conclusions, within max_tokens × 4 chars).
+    `plan_summarize(messages, *, keep_rounds_verbatim, summary_max_tokens, summarizer)` over
+    `summary_span(...)`. The summary message is a **user** message with bare-string content
+    in both formats, at the place of the span (after the system prompt and the first user
+    message), text `SUMMARY_HEADER` + summary, seq of the first replaced message,
+    `summarizes=(first_seq, last_seq)`. The span never strands a result whose call it removed
+    and never reaches into the last `keep_rounds_verbatim` rounds or the tool loop in progress.
+
+Relief (`relief.py`, D4)
+    `plan_relief(surface, *, policy: ReliefPolicy, mode="normal"|"forced", summarizer=None,
+    calibration=None, context_tokens=None, pricing=CachePricing()) -> ReliefPlan(action, mode,
+    reason, tokens_before, tokens_after, pressure_before, pressure_after, first_changed_index,
+    cache_write_tokens, freed_tokens, operations)`. Pressure = tokens / (window_tokens −
+    reserved_output_tokens). Worth-it rule for a prune pass:
+    `freed × read_multiplier × horizon_calls ≥ cache_write_tokens × write_multiplier` and
+    `freed ≥ prune_min_free_tokens` (defaults read 0.1×, write 1.25× for 5m / 2× for 1h,
+    horizon 50 calls). Forced mode ignores thresholds and the worth-it rule, never safety.
+"""
+
+from compaction.core.bounding import (
+    MIN_BOUND_CAP,
+    OMISSION_MARKER,
+    SHORT_OMISSION_MARKER,
+    BoundSpec,
+    bound_text,
+    omission_marker,
+)
+from compaction.core.messages import (
+    Block,
+    ContentBlock,
+    ContentForm,
+    ConversionError,
+    Format,
+    Message,
+    OpaqueBlock,
+    RawMessage,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResult,
+    TranscriptError,
+    parse_anthropic,
+    parse_message,
+    parse_openai,
+    pending_call_ids,
+    text_message,
+    to_anthropic,
+    to_openai,
+    validate_transcript,
+)
+from compaction.core.operations import (
+    Operation,
+    PrunedResult,
+    PruneOperation,
+    StubSpec,
+    SummarizeOperation,
+    operation_from_dict,
+)
+from compaction.core.pruning import STUB_HEADER, PrunePlan, make_stub, plan_prune
+from compaction.core.relief import CachePricing, ReliefPlan, ReliefPolicy, plan_relief
+from compaction.core.rounds import Round, protected_head_end, safe_cuts, split_rounds
+from compaction.core.summarize import (
+    SUMMARY_HEADER,
+    ExtractiveSummarizer,
+    SummarizePlan,
+    Summarizer,
+    plan_summarize,
+    summary_message,
+    summary_span,
+    summary_text,
+)
+from compaction.core.surface import (
+    Surface,
+    bound_message,
+    canonical_json,
+    derive_surface,
+    strip_cache_control,
+)
+from compaction.core.tokens import CHARS_PER_TOKEN, Calibration, estimate_tokens
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "MIN_BOUND_CAP",
+    "OMISSION_MARKER",
+    "SHORT_OMISSION_MARKER",
+    "STUB_HEADER",
+    "SUMMARY_HEADER",
+    "Block",
+    "BoundSpec",
+    "CachePricing",
+    "Calibration",
+    "ContentBlock",
+    "ContentForm",
+    "ConversionError",
+    "ExtractiveSummarizer",
+    "Format",
+    "Message",
+    "OpaqueBlock",
+    "Operation",
+    "PruneOperation",
+    "PrunePlan",
+    "PrunedResult",
+    "RawMessage",
+    "ReliefPlan",
+    "ReliefPolicy",
+    "Role",
+    "Round",
+    "StubSpec",
+    "SummarizeOperation",
+    "SummarizePlan",
+    "Summarizer",
+    "Surface",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCall",
+    "ToolResult",
+    "TranscriptError",
+    "bound_message",
+    "bound_text",
+    "canonical_json",
+    "derive_surface",
+    "estimate_tokens",
+    "make_stub",
+    "omission_marker",
+    "operation_from_dict",
+    "parse_anthropic",
+    "parse_message",
+    "parse_openai",
+    "pending_call_ids",
+    "plan_prune",
+    "plan_relief",
+    "plan_summarize",
+    "protected_head_end",
+    "safe_cuts",
+    "split_rounds",
+    "strip_cache_control",
+    "summary_message",
+    "summary_span",
+    "summary_text",
+    "text_message",
+    "to_anthropic",
+    "to_openai",
+    "validate_transcript",
+]

@@ -1,0 +1,204 @@
+"""The surface: what the model sees next, a pure function of the log and the operations.
+
+Same log and operations ⇒ byte-identical `canonical_json` (D1: a stable prefix is what makes the
+prompt cache hit). The surface never carries the log's `cache_control` markers (replayed markers
+would exceed the provider's limit of four).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from compaction.core.bounding import bound_text
+from compaction.core.messages import (
+    Block,
+    ContentBlock,
+    Format,
+    Message,
+    OpaqueBlock,
+    TextBlock,
+    ToolCall,
+    ToolResult,
+    to_anthropic,
+    to_openai,
+)
+from compaction.core.operations import Operation, PruneOperation, SummarizeOperation
+from compaction.core.summarize import summary_message
+from compaction.core.tokens import estimate_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Surface:
+    """The model-visible messages, in order, and their total `chars`."""
+
+    messages: tuple[Message, ...]
+    chars: int
+
+    @property
+    def tokens(self) -> int:
+        """chars // 4 (D6); use a Calibration for a whole-request estimate."""
+        return estimate_tokens(self.chars)
+
+    @property
+    def format(self) -> Format | None:
+        return self.messages[0].format if self.messages else None
+
+    def to_anthropic(self) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
+        return to_anthropic(self.messages)
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        return to_openai(self.messages)
+
+    def canonical_json(self, format: Format | None = None) -> bytes:
+        return canonical_json(self.messages, format=format)
+
+
+def canonical_json(messages: Surface | Iterable[Message], *, format: Format | None = None) -> bytes:
+    """The one byte serialisation of a message list: sorted keys, no whitespace, ASCII only.
+
+    Anthropic: `{"messages": [...], "system": ...}` (system omitted when there is none); OpenAI:
+    `{"messages": [...]}`. `format` defaults to the messages' own (Anthropic when empty); another
+    format converts, or raises ConversionError when that would lose information.
+    """
+    items = messages.messages if isinstance(messages, Surface) else tuple(messages)
+    fmt = format or (items[0].format if items else "anthropic")
+    document: dict[str, Any]
+    if fmt == "anthropic":
+        system, rendered = to_anthropic(items)
+        document = {"messages": rendered}
+        if system is not None:
+            document["system"] = system
+    else:
+        document = {"messages": to_openai(items)}
+    # ASCII escapes keep every byte valid UTF-8 (lone surrogates, NUL) and the output unambiguous.
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode(
+        "ascii"
+    )
+
+
+def _strip_content(block: ContentBlock) -> ContentBlock:
+    return replace(block, cache_control="") if block.cache_control else block
+
+
+def _strip_block(block: Block) -> Block:
+    if isinstance(block, TextBlock | OpaqueBlock | ToolCall):
+        return replace(block, cache_control="") if block.cache_control else block
+    if isinstance(block, ToolResult):
+        content = block.content
+        if isinstance(content, tuple):
+            content = tuple(_strip_content(b) for b in content)
+        return replace(block, cache_control="", content=content)
+    return block
+
+
+def strip_cache_control(message: Message) -> Message:
+    """The message without any `cache_control` marker (blocks, result parts, message keys)."""
+    extra = message.extra
+    if '"cache_control"' in extra:
+        rest = json.loads(extra)
+        rest.pop("cache_control", None)
+        extra = json.dumps(rest, ensure_ascii=False, separators=(",", ":")) if rest else ""
+    return replace(message, blocks=tuple(_strip_block(b) for b in message.blocks), extra=extra)
+
+
+def _bound_result(block: ToolResult, cap: int) -> ToolResult:
+    if block.text_chars <= cap:
+        return block
+    if isinstance(block.content, str):
+        return replace(block, content=bound_text(block.content, cap))
+    assert block.content is not None
+    # The cap applies to the result's text: its text parts become one bounded part, at the
+    # place of the first; other parts (images) stay where they were.
+    bounded = TextBlock(bound_text(block.text, cap))
+    parts: list[ContentBlock] = []
+    placed = False
+    for part in block.content:
+        if isinstance(part, TextBlock):
+            if not placed:
+                parts.append(bounded)
+                placed = True
+        else:
+            parts.append(part)
+    return replace(block, content=tuple(parts))
+
+
+def bound_message(message: Message) -> Message:
+    """Bound each tool result of `message` by the cap recorded with it (D3); unchanged when no
+    cap was recorded or no result exceeds it."""
+    if message.bound is None or message.longest_result <= message.bound.max_result_chars:
+        return message
+    cap = message.bound.max_result_chars
+    blocks = tuple(
+        _bound_result(b, cap) if isinstance(b, ToolResult) else b for b in message.blocks
+    )
+    return replace(message, blocks=blocks)
+
+
+def _apply_stubs(message: Message, stubs: Mapping[str, str]) -> Message:
+    blocks = tuple(
+        replace(b, content=stubs[b.call_id], pruned=True)
+        if isinstance(b, ToolResult) and b.call_id in stubs
+        else b
+        for b in message.blocks
+    )
+    return replace(message, blocks=blocks)
+
+
+def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ()) -> Surface:
+    """Derive the surface from the append-only log and the compaction operations, in order.
+
+    Pure and deterministic; O(len(log) + size of operations), copying only changed messages.
+    Each message loses its cache markers and has its tool results bounded by its own recorded
+    cap (D3); a prune operation replaces the content of the named results with their stubs; a
+    summarize operation replaces the messages whose seq lies in its span with its summary
+    message (a later span that covers an earlier summary replaces that summary too). Re-applying
+    operations changes nothing: `derive_surface(derive_surface(log, ops).messages, ops)` equals
+    `derive_surface(log, ops)`, and so does listing an operation twice. Operations naming seqs
+    that are not present change nothing. Never calls a model, never reads policy.
+    """
+    stubs: dict[int, dict[str, str]] = {}
+    spans: list[SummarizeOperation] = []
+    for operation in operations:
+        if isinstance(operation, PruneOperation):
+            for result in operation.results:
+                stubs.setdefault(result.seq, {})[result.call_id] = result.stub
+        else:
+            spans = [
+                s for s in spans if not operation.first_seq <= s.first_seq <= operation.last_seq
+            ]
+            spans.append(operation)
+    spans.sort(key=lambda s: s.first_seq)
+    fmt: Format = log[0].format if log else "anthropic"
+
+    out: list[Message] = []
+    chars = 0
+    next_span = 0
+    covered_to: int | None = None
+    for message in log:
+        seq = message.seq
+        while next_span < len(spans) and spans[next_span].first_seq <= seq:
+            span = spans[next_span]
+            summary = summary_message(span, fmt)
+            out.append(summary)
+            chars += summary.chars
+            covered_to = span.last_seq if covered_to is None else max(covered_to, span.last_seq)
+            next_span += 1
+        if covered_to is not None and seq <= covered_to:
+            continue
+        if message.marked:
+            message = strip_cache_control(message)
+        if message.bound is not None and message.longest_result > message.bound.max_result_chars:
+            message = bound_message(message)
+        replaced = stubs.get(seq)
+        if replaced is not None:
+            message = _apply_stubs(message, replaced)
+        out.append(message)
+        chars += message.chars
+    for span in spans[next_span:]:
+        summary = summary_message(span, fmt)
+        out.append(summary)
+        chars += summary.chars
+    return Surface(tuple(out), chars)
