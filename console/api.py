@@ -6,9 +6,11 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from telemetry.api import BadBody
 from telemetry.api import router as telemetry_router
 from telemetry.policy import PolicyError
 from telemetry.profiles import ProfileError
+from telemetry.ratelimit import RateLimited
 
 api = NinjaAPI(
     title="Context lifecycle console API",
@@ -74,3 +76,15 @@ def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpRespons
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return api.create_response(request, {"detail": exc.message}, status=exc.status_code)
+
+
+@api.exception_handler(BadBody)
+def on_bad_body(request: HttpRequest, exc: BadBody) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc), "field": exc.field}, status=exc.status)
+
+
+@api.exception_handler(RateLimited)
+def on_rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
+    response = api.create_response(request, {"detail": str(exc)}, status=429)
+    response["Retry-After"] = str(exc.retry_after)
+    return response

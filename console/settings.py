@@ -79,6 +79,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+MIDDLEWARE.insert(0, "console.middleware.body_limit")
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"
@@ -169,9 +170,12 @@ SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 if env_bool("DJANGO_BEHIND_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-# The API must take large transcript appends (at least 32 MB, D3); the endpoint enforces its own
-# limit and answers 413, so Django's generic 2.5 MB cap is raised to that limit.
+# The API must take large transcript appends (at least 32 MB, D3). `console.middleware` answers
+# 413 per route before a body is read; Django's own cap stays as the backstop for the rest.
 MAX_REQUEST_BYTES = env_int("CONSOLE_MAX_REQUEST_BYTES", 32 * 1024 * 1024, minimum=1024 * 1024)
+TELEMETRY_MAX_REQUEST_BYTES = env_int(
+    "TELEMETRY_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=64 * 1024
+)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
 
@@ -213,6 +217,9 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 }
 CELERY_TIMEZONE = "UTC"
 
+# Ingest enqueues automatic relief when a session crosses prune_threshold (D4, D5).
+COMPACTION_AUTO_ENQUEUE = env_bool("COMPACTION_AUTO_ENQUEUE", True)
+
 # --- API ---------------------------------------------------------------------------------------
 # Requests per minute one agent key may make; one key cannot starve the others.
 API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 6000, minimum=1)
@@ -229,9 +236,18 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
-CACHES = {
-    "default": {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-        "LOCATION": "console",
+# The cache holds rate-limit counters and nothing that must survive: in-process by default,
+# Redis when `CACHE_URL=redis://…` so every web process shares one count per key.
+CACHE_URL = env_optional("CACHE_URL")
+if CACHE_URL is not None:
+    env_url("CACHE_URL", CACHE_URL, schemes=("redis", "rediss"))
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
     }
-}
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "console",
+        }
+    }

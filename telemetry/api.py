@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest
+import json
+from decimal import Decimal
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
 from ninja import Router
 
 from telemetry.auth import ingest_auth, request_key
+from telemetry.ingest import IngestResult, ingest_records, session_band
+from telemetry.models import AgentSession, Turn
 from telemetry.policies import effective_policy
-from telemetry.schemas import ErrorOut, PolicyOut
+from telemetry.policy import PolicyValues
+from telemetry.pressure import round_signal
+from telemetry.schemas import (
+    MAX_BATCH,
+    ErrorOut,
+    IngestOut,
+    PolicyOut,
+    RecordIn,
+    SessionDetailOut,
+)
 
 router = Router(tags=["telemetry"])
 
@@ -17,3 +33,229 @@ def get_policy(request: HttpRequest) -> dict[str, object]:
     """The effective policy of the calling key's profile (global defaults + profile overrides)."""
     key = request_key(request)
     return {"profile": key.profile.name, **effective_policy(key.profile).as_dict()}
+
+
+class BadBody(Exception):
+    """A request body that cannot be read as JSON at all; `field` names where it broke."""
+
+    def __init__(self, field: str, message: str, status: int = 400) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+        self.status = status
+
+
+def parse_json_body(request: HttpRequest) -> object:
+    try:
+        text = request.body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadBody("body", f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    if not text.strip():
+        raise BadBody("body", "is empty; send a JSON object")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadBody(
+            "body", f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
+
+
+def _telemetry_body_schema() -> dict[str, Any]:
+    record = RecordIn.model_json_schema(ref_template="#/components/schemas/{model}")
+    return {
+        "content": {
+            "application/json": {
+                "schema": {
+                    "oneOf": [
+                        record,
+                        {
+                            "type": "object",
+                            "properties": {
+                                "records": {"type": "array", "items": record, "maxItems": MAX_BATCH}
+                            },
+                            "required": ["records"],
+                        },
+                    ]
+                }
+            }
+        },
+        "required": True,
+    }
+
+
+@router.post(
+    "/telemetry",
+    response={
+        200: IngestOut,
+        201: IngestOut,
+        409: IngestOut,
+        422: IngestOut | ErrorOut,
+        401: ErrorOut,
+    },
+    auth=ingest_auth,
+    openapi_extra={"requestBody": _telemetry_body_schema()},
+    summary='Report LLM calls (one record, or {"records": [...]} with up to 1,000)',
+)
+def post_telemetry(request: HttpRequest, response: HttpResponse) -> tuple[int, dict[str, Any]]:
+    """Store per-call usage as the provider returned it; answer each item and the session figures.
+
+    Idempotent on (session, turn, call), or on `request_id` when given. A single record answers
+    201 (created), 200 (duplicate), 409 (conflict) or 422 (invalid); a batch answers 200 with a
+    status per item. The sessions' pressure and projection come back, with the policy's
+    `nudge_text` once a turn's rounds reach `round_soft_limit` and `stop` at `round_hard_cap`.
+    """
+    key = request_key(request)
+    body = parse_json_body(request)
+    if isinstance(body, dict) and "records" in body:
+        extra = sorted(set(body) - {"records"})
+        if extra:
+            raise BadBody(extra[0], "is not a known field beside 'records'", status=422)
+        records = body["records"]
+        if not isinstance(records, list):
+            raise BadBody("records", "must be a list of records", status=422)
+        if not records:
+            raise BadBody("records", "must not be empty", status=422)
+        if len(records) > MAX_BATCH:
+            raise BadBody(
+                "records",
+                f"holds {len(records)} records; at most {MAX_BATCH} per request",
+                status=422,
+            )
+        raw_items, batch = records, True
+    elif isinstance(body, dict):
+        raw_items, batch = [body], False
+    else:
+        raise BadBody("body", 'must be a JSON object (a record, or {"records": [...]})', status=422)
+    result = ingest_records(key=key, raw_items=raw_items, batch=batch, on_commit=enqueue_relief)
+    payload = ingest_payload(result)
+    if batch:
+        return 200, payload
+    status = {"created": 201, "duplicate": 200, "conflict": 409, "invalid": 422}[
+        result.items[0].status
+    ]
+    return status, payload
+
+
+def ingest_payload(result: IngestResult) -> dict[str, Any]:
+    policy = result.policy
+    assert policy is not None
+    return {
+        "created": result.count("created"),
+        "duplicates": result.count("duplicate"),
+        "conflicts": result.count("conflict"),
+        "invalid": result.count("invalid"),
+        "items": [item.__dict__ for item in result.items],
+        "sessions": [session_figures(s, policy) for s in result.sessions],
+    }
+
+
+def _money(value: Decimal | None) -> str | None:
+    return None if value is None else str(value.quantize(Decimal("0.000001")))
+
+
+def session_figures(session: AgentSession, policy: PolicyValues) -> dict[str, Any]:
+    signal = round_signal(session.last_turn_rounds, policy.round_soft_limit, policy.round_hard_cap)
+    savings = (
+        session.no_cache_cost_usd - session.cost_usd
+        if session.no_cache_cost_usd is not None and session.cost_usd is not None
+        else None
+    )
+    return {
+        "session_id": session.external_id,
+        "profile": session.profile.name,
+        "model": session.model,
+        "turns": session.turns_count,
+        "calls": session.calls_count,
+        "last_turn": session.last_turn,
+        "last_turn_rounds": session.last_turn_rounds,
+        "current_context_tokens": session.current_context_tokens,
+        "peak_context_tokens": session.peak_context_tokens,
+        "projected_next_request_tokens": session.projected_tokens,
+        "window_tokens": session.window_tokens,
+        "reserved_output_tokens": policy.reserved_output_tokens,
+        "pressure": session.pressure,
+        "pressure_band": session_band(session, policy),
+        "cache_hit_ratio": session.cache_hit_ratio,
+        "last_turn_cache_hit_ratio": session.last_turn_cache_hit_ratio,
+        "cost_usd": _money(session.cost_usd),
+        "no_cache_cost_usd": _money(session.no_cache_cost_usd),
+        "cache_savings_usd": _money(savings),
+        "unpriced_calls": session.unpriced_calls,
+        "surface_version": session.surface_version,
+        "last_seen_at": session.last_seen_at.isoformat() if session.last_seen_at else None,
+        "round_signal": signal,
+        "nudge": policy.nudge_text if signal != "none" else None,
+    }
+
+
+def enqueue_relief(session_ids: list[int]) -> None:
+    """Ask the compaction worker, by task name, to relieve sessions over the prune threshold.
+
+    telemetry never imports compaction; a broker outage must not fail ingest, so the publish is
+    bounded and a periodic sweeper catches what was not enqueued.
+    """
+    from telemetry.relief import request_relief
+
+    request_relief(session_ids)
+
+
+@router.get(
+    "/sessions/{session_id}",
+    response={200: SessionDetailOut, 404: ErrorOut, 401: ErrorOut},
+    auth=ingest_auth,
+)
+def get_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
+    """The session summary and its per-turn series. Another profile's session is a 404."""
+    key = request_key(request)
+    session = get_object_or_404(
+        AgentSession.objects.select_related("profile"), profile=key.profile, external_id=session_id
+    )
+    policy = effective_policy(key.profile)
+    turns = (
+        Turn.objects.filter(session=session)
+        .order_by("turn")
+        .values(
+            "turn",
+            "calls",
+            "context_tokens",
+            "cache_reported_calls",
+            "cache_read_reported",
+            "cache_denominator",
+            "cost_usd",
+            "uncached_input",
+            "cache_read",
+            "cache_write_5m",
+            "cache_write_1h",
+            "output",
+            "first_at",
+            "last_at",
+            "model",
+            "surface_version",
+        )
+    )
+    series = []
+    for t in turns:
+        ratio = None
+        if t["cache_reported_calls"]:
+            ratio = (
+                t["cache_read_reported"] / t["cache_denominator"] if t["cache_denominator"] else 0.0
+            )
+        series.append(
+            {
+                "turn": t["turn"],
+                "calls": t["calls"],
+                "context_tokens": t["context_tokens"],
+                "cache_hit_ratio": ratio,
+                "cost_usd": _money(t["cost_usd"]),
+                "uncached_input": t["uncached_input"],
+                "cache_read": t["cache_read"],
+                "cache_write_5m": t["cache_write_5m"],
+                "cache_write_1h": t["cache_write_1h"],
+                "output": t["output"],
+                "first_at": t["first_at"].isoformat(),
+                "last_at": t["last_at"].isoformat(),
+                "model": t["model"],
+                "surface_version": t["surface_version"],
+            }
+        )
+    return {**session_figures(session, policy), "turns_series": series}

@@ -8,6 +8,7 @@ from ninja.security import HttpBearer
 
 from telemetry.keys import find_active_key
 from telemetry.models import AgentKey
+from telemetry.ratelimit import check_rate
 
 
 class AgentKeyAuth(HttpBearer):
@@ -23,6 +24,7 @@ class AgentKeyAuth(HttpBearer):
             return None
         if not key.has_scope(self.scope):
             raise HttpError(403, f"this key lacks the '{self.scope}' scope")
+        check_rate(key.pk)
         return key
 
 

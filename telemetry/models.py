@@ -6,6 +6,8 @@ elsewhere: one write path per action.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
@@ -27,6 +29,9 @@ class AgentProfile(models.Model):
         ],
     )
     description = models.CharField(max_length=500, blank=True, default="")
+    # Per-profile context windows by model family (e.g. {"claude-sonnet-4-5": 1000000} for the
+    # 1M beta); a record's own `window_tokens` still wins, the catalogue is the fallback.
+    window_overrides = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -130,3 +135,199 @@ class Heartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} @ {self.at.isoformat()}"
+
+
+def money_field() -> models.DecimalField[Decimal | None, Decimal | None]:
+    """Dollars, exact: nine decimal places keep a single cached token's price (0.3 µ$)."""
+    return models.DecimalField(max_digits=20, decimal_places=9, null=True, blank=True)
+
+
+class CatalogueModel(models.Model):
+    """A model's window and list prices ($ per million tokens), editable by admins.
+
+    Seeded from `telemetry.pricing.SEED_CATALOGUE`. A NULL write rate means the provider has
+    no cache-write surcharge (OpenAI). The `lc_*` rates apply to the whole request when its
+    input exceeds `long_context_threshold` (Anthropic's long-context tier).
+    """
+
+    model = models.CharField(max_length=200, unique=True)
+    provider = models.CharField(
+        max_length=20, choices=[("anthropic", "Anthropic"), ("openai", "OpenAI")]
+    )
+    family = models.CharField(max_length=200)
+    window_tokens = models.PositiveIntegerField()
+    input = models.DecimalField(max_digits=12, decimal_places=6)
+    output = models.DecimalField(max_digits=12, decimal_places=6)
+    cache_read = models.DecimalField(max_digits=12, decimal_places=6)
+    cache_write_5m = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cache_write_1h = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    long_context_threshold = models.PositiveIntegerField(null=True, blank=True)
+    lc_input = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    lc_output = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    lc_cache_read = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    lc_cache_write_5m = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    lc_cache_write_1h = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["provider", "model"]
+
+    def __str__(self) -> str:
+        return self.model
+
+
+class AgentSession(models.Model):
+    """One agent conversation, unique per (profile, the agent's own session id).
+
+    The figures are derived from the session's turns by `telemetry.ingest` after every batch
+    (one write path); they are stored so lists and badges read one row.
+    """
+
+    profile = models.ForeignKey(AgentProfile, on_delete=models.PROTECT, related_name="sessions")
+    external_id = models.CharField(max_length=200)
+    model = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    turns_count = models.PositiveIntegerField(default=0)
+    calls_count = models.PositiveIntegerField(default=0)
+    last_turn = models.PositiveIntegerField(null=True, blank=True)
+    last_turn_rounds = models.PositiveIntegerField(default=0)
+    max_turn_rounds = models.PositiveIntegerField(default=0)
+    current_context_tokens = models.BigIntegerField(null=True, blank=True)
+    peak_context_tokens = models.BigIntegerField(null=True, blank=True)
+    projected_tokens = models.BigIntegerField(null=True, blank=True)
+    window_tokens = models.PositiveIntegerField(null=True, blank=True)
+    pressure = models.FloatField(null=True, blank=True)
+    cache_read_tokens = models.BigIntegerField(default=0)
+    cache_denominator_tokens = models.BigIntegerField(default=0)
+    cache_reported_calls = models.PositiveIntegerField(default=0)
+    last_turn_cache_hit_ratio = models.FloatField(null=True, blank=True)
+    cost_usd = money_field()
+    no_cache_cost_usd = money_field()
+    unpriced_calls = models.PositiveIntegerField(default=0)
+    # Set by a compaction: the surface's estimated size replaces the stale projection until the
+    # next call is reported (D6). `surface_version` is the latest the log has reached.
+    surface_estimate_tokens = models.BigIntegerField(null=True, blank=True)
+    surface_version = models.PositiveIntegerField(default=0)
+    # Set when an automatic relief job is enqueued, cleared when it finishes: one pending job.
+    relief_requested_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["profile", "external_id"], name="session_unique_per_profile"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["-last_seen_at"], name="session_last_seen"),
+            models.Index(fields=["profile", "-last_seen_at"], name="session_profile_seen"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.profile.name}/{self.external_id}"
+
+    @property
+    def cache_hit_ratio(self) -> float | None:
+        if self.cache_reported_calls == 0 or self.cache_denominator_tokens == 0:
+            return None if self.cache_reported_calls == 0 else 0.0
+        return self.cache_read_tokens / self.cache_denominator_tokens
+
+
+class LLMCall(models.Model):
+    """One LLM call as an agent reported it: disjoint token buckets, the raw usage, the cost."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="calls")
+    turn = models.PositiveIntegerField()
+    call = models.PositiveIntegerField(default=0)
+    request_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 (NULL: not given)
+    model = models.CharField(max_length=200)
+    provider = models.CharField(max_length=32)
+    uncached_input = models.BigIntegerField()
+    cache_read = models.BigIntegerField()
+    cache_write_5m = models.BigIntegerField()
+    cache_write_1h = models.BigIntegerField()
+    output = models.BigIntegerField()
+    reasoning_output = models.BigIntegerField(null=True, blank=True)
+    reported_cache = models.BooleanField()
+    context_tokens = models.BigIntegerField()
+    raw_usage = models.JSONField()
+    flags = models.JSONField(default=list)
+    request_chars = models.BigIntegerField(null=True, blank=True)
+    appended_chars = models.BigIntegerField(null=True, blank=True)
+    window_tokens = models.PositiveIntegerField(null=True, blank=True)
+    surface_version = models.PositiveIntegerField(null=True, blank=True)
+    at = models.DateTimeField()
+    cost_uncached_input = money_field()
+    cost_cache_read = money_field()
+    cost_cache_write_5m = money_field()
+    cost_cache_write_1h = money_field()
+    cost_output = money_field()
+    cost_usd = money_field()
+    no_cache_cost_usd = money_field()
+    long_context = models.BooleanField(default=False)
+    # Idempotency: the SHA-256 of the submitted record, canonical JSON, server defaults excluded.
+    payload_hash = models.CharField(max_length=64)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "turn", "call"], name="call_unique_position"
+            ),
+            models.UniqueConstraint(
+                fields=["session", "request_id"],
+                condition=Q(request_id__isnull=False),
+                name="call_unique_request_id",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.turn}.{self.call}"
+
+
+class Turn(models.Model):
+    """The figures of one turn, derived from its calls by `telemetry.ingest` (never edited)."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="turns")
+    turn = models.PositiveIntegerField()
+    calls = models.PositiveIntegerField()
+    context_tokens = models.BigIntegerField()
+    uncached_input = models.BigIntegerField()
+    cache_read = models.BigIntegerField()
+    cache_write_5m = models.BigIntegerField()
+    cache_write_1h = models.BigIntegerField()
+    output = models.BigIntegerField()
+    reasoning_output = models.BigIntegerField(null=True, blank=True)
+    cache_reported_calls = models.PositiveIntegerField()
+    cache_read_reported = models.BigIntegerField()
+    cache_denominator = models.BigIntegerField()
+    cost_uncached_input = money_field()
+    cost_cache_read = money_field()
+    cost_cache_write_5m = money_field()
+    cost_cache_write_1h = money_field()
+    cost_output = money_field()
+    cost_usd = money_field()
+    no_cache_cost_usd = money_field()
+    unpriced_calls = models.PositiveIntegerField()
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+    model = models.CharField(max_length=200)
+    last_call = models.PositiveIntegerField()
+    last_call_context_tokens = models.BigIntegerField()
+    last_call_output = models.BigIntegerField()
+    last_call_reasoning_output = models.BigIntegerField(null=True, blank=True)
+    last_call_appended_chars = models.BigIntegerField(null=True, blank=True)
+    last_call_window_tokens = models.PositiveIntegerField(null=True, blank=True)
+    surface_version = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "turn"], name="turn_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.turn}"
+
+    @property
+    def cache_hit_ratio(self) -> float | None:
+        if self.cache_reported_calls == 0:
+            return None
+        return self.cache_read_reported / self.cache_denominator if self.cache_denominator else 0.0

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Schema
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StringConstraints,
+    field_validator,
+)
 
 
 class PolicyOut(Schema):
@@ -30,3 +39,133 @@ class PolicyOut(Schema):
 class ErrorOut(Schema):
     detail: str
     field: str | None = None
+
+
+MAX_COUNT = 10**12  # far above any real request; stops integer overflow reaching the database
+MAX_SMALL = 2**31 - 1  # PostgreSQL integer columns (turn, call, window, surface version)
+MAX_BATCH = 1000
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+def _no_nul_anywhere(value: object, path: str = "") -> None:
+    """PostgreSQL's jsonb cannot store \\u0000; refuse it anywhere in a JSON value."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(f"{path or 'value'} must not contain NUL characters")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _no_nul_anywhere(key, path)
+            _no_nul_anywhere(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _no_nul_anywhere(item, f"{path}.{index}" if path else str(index))
+
+
+class RecordIn(BaseModel):
+    """One LLM call as an agent reports it. `usage` is the provider's usage object, verbatim."""
+
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+    session_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    turn: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)]
+    call: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)] = 0
+    model: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    usage: dict[str, Any]
+    provider: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    request_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    request_chars: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = None
+    appended_chars: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = None
+    window_tokens: Annotated[StrictInt, Field(ge=1, le=MAX_SMALL)] | None = None
+    surface_version: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)] | None = None
+    at: AwareDatetime | None = None
+
+    @field_validator("session_id", "model", "provider", "request_id")
+    @classmethod
+    def _strings_without_nul(cls, value: str | None) -> str | None:
+        return None if value is None else _no_nul(value)
+
+    @field_validator("usage")
+    @classmethod
+    def _usage_without_nul(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _no_nul_anywhere(value)
+        return value
+
+
+class BatchIn(BaseModel):
+    """Up to 1,000 records; each is answered on its own."""
+
+    records: list[RecordIn]
+
+
+class ItemOut(Schema):
+    index: int
+    status: Literal["created", "duplicate", "conflict", "invalid"]
+    session_id: str | None = None
+    turn: int | None = None
+    call: int | None = None
+    field: str | None = None
+    detail: str | None = None
+    nudge: str | None = None
+    stop: bool = False
+
+
+class SessionFiguresOut(Schema):
+    session_id: str
+    profile: str
+    model: str
+    turns: int
+    calls: int
+    last_turn: int | None
+    last_turn_rounds: int
+    current_context_tokens: int | None
+    peak_context_tokens: int | None
+    projected_next_request_tokens: int | None
+    window_tokens: int | None
+    reserved_output_tokens: int
+    pressure: float | None
+    pressure_band: str
+    cache_hit_ratio: float | None
+    last_turn_cache_hit_ratio: float | None
+    cost_usd: str | None
+    no_cache_cost_usd: str | None
+    cache_savings_usd: str | None
+    unpriced_calls: int
+    surface_version: int
+    last_seen_at: str | None
+    round_signal: Literal["none", "nudge", "stop"]
+    nudge: str | None = None
+
+
+class IngestOut(Schema):
+    created: int
+    duplicates: int
+    conflicts: int
+    invalid: int
+    items: list[ItemOut]
+    sessions: list[SessionFiguresOut]
+
+
+class TurnOut(Schema):
+    turn: int
+    calls: int
+    context_tokens: int
+    cache_hit_ratio: float | None
+    cost_usd: str | None
+    uncached_input: int
+    cache_read: int
+    cache_write_5m: int
+    cache_write_1h: int
+    output: int
+    first_at: str
+    last_at: str
+    model: str
+    surface_version: int | None
+
+
+class SessionDetailOut(SessionFiguresOut):
+    turns_series: list[TurnOut]

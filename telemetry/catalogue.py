@@ -1,0 +1,67 @@
+"""The model catalogue in the database, as the pure `telemetry.pricing` types."""
+
+from __future__ import annotations
+
+from telemetry.models import CatalogueModel
+from telemetry.pricing import SEED_CATALOGUE, ModelPrice, Rates
+
+
+def price_of(row: CatalogueModel) -> ModelPrice:
+    long_context = None
+    if row.long_context_threshold is not None and row.lc_input is not None:
+        assert row.lc_output is not None and row.lc_cache_read is not None
+        long_context = Rates(
+            input=row.lc_input,
+            output=row.lc_output,
+            cache_read=row.lc_cache_read,
+            cache_write_5m=row.lc_cache_write_5m,
+            cache_write_1h=row.lc_cache_write_1h,
+        )
+    return ModelPrice(
+        model=row.model,
+        provider=row.provider,  # type: ignore[arg-type]
+        family=row.family,
+        window_tokens=row.window_tokens,
+        input=row.input,
+        output=row.output,
+        cache_read=row.cache_read,
+        cache_write_5m=row.cache_write_5m,
+        cache_write_1h=row.cache_write_1h,
+        long_context_threshold=row.long_context_threshold if long_context else None,
+        long_context=long_context,
+    )
+
+
+def load_catalogue() -> list[ModelPrice]:
+    return [price_of(row) for row in CatalogueModel.objects.all()]
+
+
+def seed_catalogue(model: type[CatalogueModel] = CatalogueModel) -> int:
+    """Insert the seed rows that are missing (admins' edits are kept). Returns rows added."""
+    existing = set(model.objects.values_list("model", flat=True))
+    rows = []
+    for price in SEED_CATALOGUE:
+        if price.model in existing:
+            continue
+        lc = price.long_context
+        rows.append(
+            model(
+                model=price.model,
+                provider=price.provider,
+                family=price.family,
+                window_tokens=price.window_tokens,
+                input=price.input,
+                output=price.output,
+                cache_read=price.cache_read,
+                cache_write_5m=price.cache_write_5m,
+                cache_write_1h=price.cache_write_1h,
+                long_context_threshold=price.long_context_threshold,
+                lc_input=lc.input if lc else None,
+                lc_output=lc.output if lc else None,
+                lc_cache_read=lc.cache_read if lc else None,
+                lc_cache_write_5m=lc.cache_write_5m if lc else None,
+                lc_cache_write_1h=lc.cache_write_1h if lc else None,
+            )
+        )
+    model.objects.bulk_create(rows)
+    return len(rows)

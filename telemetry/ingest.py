@@ -1,0 +1,594 @@
+"""The one write path of telemetry: a batch of call records in, per-item outcomes out.
+
+A batch costs a constant number of SQL statements whatever its size: sessions are upserted and
+locked in two, existing calls read in one, new calls inserted in one, affected turns re-derived
+and upserted in two, and session figures re-derived and written in three. Turn and session
+figures are recomputed from their rows (`telemetry.accounting`), never incremented, so a retry or
+a concurrent batch cannot leave them off by one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from django.db import transaction
+from django.db.models import Count, Max, Q, Sum
+from django.utils import timezone
+from pydantic import ValidationError
+
+from telemetry.accounting import CallFigures, TurnFigures, summarize_turn
+from telemetry.catalogue import load_catalogue
+from telemetry.models import AgentKey, AgentProfile, AgentSession, LLMCall, Turn
+from telemetry.policies import effective_policy
+from telemetry.policy import PolicyValues
+from telemetry.pressure import pressure as pressure_of
+from telemetry.pressure import pressure_band, projected_next_request, round_signal
+from telemetry.pricing import ModelPrice, call_cost, find_price, no_cache_cost
+from telemetry.schemas import RecordIn
+from telemetry.usage import NormalizedUsage, UsageError, normalize_usage
+
+Status = Literal["created", "duplicate", "conflict", "invalid"]
+
+
+@dataclass
+class ItemResult:
+    index: int
+    status: Status
+    session_id: str | None = None
+    turn: int | None = None
+    call: int | None = None
+    field: str | None = None
+    detail: str | None = None
+    nudge: str | None = None
+    stop: bool = False
+
+
+@dataclass
+class IngestResult:
+    items: list[ItemResult]
+    sessions: list[AgentSession] = field(default_factory=list)
+    policy: PolicyValues | None = None
+    # Sessions whose pressure reached the prune threshold; the caller may enqueue relief.
+    over_threshold: list[int] = field(default_factory=list)
+
+    def count(self, status: Status) -> int:
+        return sum(1 for item in self.items if item.status == status)
+
+
+@dataclass
+class _Valid:
+    index: int
+    record: RecordIn
+    usage: NormalizedUsage
+    payload_hash: str
+
+
+def payload_hash(record: RecordIn) -> str:
+    """SHA-256 of the record as submitted, canonical: sorted keys, defaults excluded, `at` in UTC.
+
+    Server defaults (a missing `at`, `call` 0) never enter it, so a replay that leaves `at` out
+    matches the stored call although the server stamped that call with its arrival time.
+    """
+    data = record.model_dump(mode="python", exclude_defaults=True)
+    if record.at is not None:
+        data["at"] = record.at.astimezone(UTC).isoformat()
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _validation_field(error: ValidationError, prefix: str) -> tuple[str, str]:
+    first = error.errors()[0]
+    loc = ".".join(str(part) for part in first.get("loc", ()))
+    message = first.get("msg", "invalid")
+    if first.get("type") == "extra_forbidden":
+        message = "is not a known field"
+    name = f"{prefix}{loc}" if loc else prefix.rstrip(".") or "body"
+    return name, message
+
+
+def validate_items(
+    raw_items: Sequence[object], *, policy: PolicyValues, batch: bool
+) -> tuple[list[ItemResult | None], list[_Valid]]:
+    """Validate and normalise each item on its own: one bad item never drops the others."""
+    outcomes: list[ItemResult | None] = []
+    valid: list[_Valid] = []
+    for index, raw in enumerate(raw_items):
+        prefix = f"records.{index}." if batch else ""
+        if not isinstance(raw, dict):
+            outcomes.append(
+                ItemResult(
+                    index,
+                    "invalid",
+                    field=prefix.rstrip(".") or "body",
+                    detail="must be a JSON object",
+                )
+            )
+            continue
+        try:
+            record = RecordIn.model_validate(raw)
+        except ValidationError as exc:
+            name, message = _validation_field(exc, prefix)
+            outcomes.append(ItemResult(index, "invalid", field=name, detail=f"{name}: {message}"))
+            continue
+        try:
+            usage = normalize_usage(
+                record.usage,
+                provider=record.provider,
+                model=record.model,
+                cache_ttl=policy.cache_ttl,
+            )
+        except UsageError as exc:
+            name = exc.field if exc.field.startswith("usage") else f"usage.{exc.field}"
+            if exc.field == "provider":
+                name = "provider"
+            outcomes.append(_invalid(index, record, f"{prefix}{name}", exc.message))
+            continue
+        if (
+            record.window_tokens is not None
+            and record.window_tokens <= policy.reserved_output_tokens
+        ):
+            outcomes.append(
+                _invalid(
+                    index,
+                    record,
+                    f"{prefix}window_tokens",
+                    f"must exceed the profile's reserved_output_tokens ({policy.reserved_output_tokens})",
+                )
+            )
+            continue
+        outcomes.append(None)
+        valid.append(_Valid(index, record, usage, payload_hash(record)))
+    return outcomes, valid
+
+
+def _invalid(index: int, record: RecordIn, name: str, message: str) -> ItemResult:
+    return ItemResult(
+        index,
+        "invalid",
+        session_id=record.session_id,
+        turn=record.turn,
+        call=record.call,
+        field=name,
+        detail=f"{name}: {message}",
+    )
+
+
+def ingest_records(
+    *,
+    key: AgentKey,
+    raw_items: Sequence[object],
+    batch: bool,
+    on_commit: Callable[[list[int]], None] | None = None,
+) -> IngestResult:
+    """Store the valid, new records of one submission and re-derive the figures they touch.
+
+    Idempotent on (session, turn, call) — or on `request_id` when given: the same payload again
+    is a `duplicate` and changes nothing; different content under a taken key is a `conflict`.
+    `on_commit` receives the ids of sessions at or above the prune threshold, after commit.
+    """
+    profile = key.profile
+    policy = effective_policy(profile)
+    outcomes, valid = validate_items(raw_items, policy=policy, batch=batch)
+    result = IngestResult(items=[], policy=policy)
+    if valid:
+        with transaction.atomic():
+            sessions = _lock_sessions(profile, {v.record.session_id for v in valid})
+            created_ids, decided, turn_figures = _store_calls(profile, sessions, valid)
+            result.sessions = _refresh_sessions(profile, policy, sessions, created_ids)
+            for item in decided:
+                figures = turn_figures.get((sessions[item.session_id or ""].pk, item.turn or 0))
+                if figures is not None and item.status in ("created", "duplicate"):
+                    signal = round_signal(
+                        figures.calls, policy.round_soft_limit, policy.round_hard_cap
+                    )
+                    item.nudge = policy.nudge_text if signal in ("nudge", "stop") else None
+                    item.stop = signal == "stop"
+                outcomes[item.index] = item
+            result.over_threshold = [
+                s.pk
+                for s in result.sessions
+                if s.pressure is not None and s.pressure >= policy.prune_threshold
+            ]
+            if on_commit is not None and result.over_threshold:
+                ids = list(result.over_threshold)
+                transaction.on_commit(lambda: on_commit(ids))
+    result.items = [item for item in outcomes if item is not None]
+    return result
+
+
+def _lock_sessions(profile: AgentProfile, external_ids: set[str]) -> dict[str, AgentSession]:
+    AgentSession.objects.bulk_create(
+        [AgentSession(profile=profile, external_id=eid) for eid in sorted(external_ids)],
+        ignore_conflicts=True,
+    )
+    # Row locks in id order: concurrent batches on the same sessions serialise without deadlock.
+    # (SQLite has no row locks; its IMMEDIATE transactions already serialise writers.)
+    rows = (
+        AgentSession.objects.select_for_update()
+        .filter(profile=profile, external_id__in=external_ids)
+        .order_by("pk")
+    )
+    return {row.external_id: row for row in rows}
+
+
+def _store_calls(
+    profile: AgentProfile, sessions: dict[str, AgentSession], valid: list[_Valid]
+) -> tuple[set[int], list[ItemResult], dict[tuple[int, int], TurnFigures]]:
+    session_ids = [s.pk for s in sessions.values()]
+    turns = {v.record.turn for v in valid}
+    request_ids = {v.record.request_id for v in valid if v.record.request_id is not None}
+    existing = LLMCall.objects.filter(session_id__in=session_ids).filter(
+        Q(turn__in=turns) | Q(request_id__in=request_ids)
+    )
+    by_position: dict[tuple[int, int, int], str] = {}
+    by_request: dict[tuple[int, str], str] = {}
+    for sid, turn, call, request_id, digest in existing.values_list(
+        "session_id", "turn", "call", "request_id", "payload_hash"
+    ):
+        by_position[(sid, turn, call)] = digest
+        if request_id is not None:
+            by_request[(sid, request_id)] = digest
+
+    catalogue = load_catalogue()
+    prices: dict[str, ModelPrice | None] = {}
+    new_calls: list[LLMCall] = []
+    decided: list[ItemResult] = []
+    created_sessions: set[int] = set()
+    now = timezone.now()
+    for v in valid:
+        record = v.record
+        session = sessions[record.session_id]
+        base = ItemResult(
+            v.index, "created", session_id=record.session_id, turn=record.turn, call=record.call
+        )
+        position = (session.pk, record.turn, record.call)
+        if record.request_id is not None and (session.pk, record.request_id) in by_request:
+            same = by_request[(session.pk, record.request_id)] == v.payload_hash
+            base.status = "duplicate" if same else "conflict"
+            if not same:
+                base.field = "request_id"
+                base.detail = "request_id: already stored with different content"
+        elif position in by_position:
+            same = by_position[position] == v.payload_hash
+            base.status = "duplicate" if same else "conflict"
+            if not same:
+                base.field = "call"
+                base.detail = (
+                    f"turn {record.turn} call {record.call} of session {record.session_id!r} "
+                    "is already stored with different content"
+                )
+        else:
+            by_position[position] = v.payload_hash
+            if record.request_id is not None:
+                by_request[(session.pk, record.request_id)] = v.payload_hash
+            if record.model not in prices:
+                prices[record.model] = find_price(record.model, catalogue)
+            new_calls.append(_call_row(session, v, prices[record.model], now))
+            created_sessions.add(session.pk)
+        decided.append(base)
+
+    LLMCall.objects.bulk_create(new_calls)
+    touched = {(c.session_id, c.turn) for c in new_calls}
+    touched |= {
+        (sessions[d.session_id or ""].pk, d.turn or 0) for d in decided if d.status == "duplicate"
+    }
+    figures = _rederive_turns(touched, write={(c.session_id, c.turn) for c in new_calls})
+    return created_sessions, decided, figures
+
+
+def _call_row(session: AgentSession, v: _Valid, price: ModelPrice | None, now: datetime) -> LLMCall:
+    usage, record = v.usage, v.record
+    cost = call_cost(usage, price) if price is not None else None
+    return LLMCall(
+        session=session,
+        turn=record.turn,
+        call=record.call,
+        request_id=record.request_id,
+        model=record.model,
+        provider=usage.provider,
+        uncached_input=usage.uncached_input,
+        cache_read=usage.cache_read,
+        cache_write_5m=usage.cache_write_5m,
+        cache_write_1h=usage.cache_write_1h,
+        output=usage.output,
+        reasoning_output=usage.reasoning_output,
+        reported_cache=usage.reported_cache,
+        context_tokens=usage.context_tokens,
+        raw_usage=record.usage,
+        flags=list(usage.flags),
+        request_chars=record.request_chars,
+        appended_chars=record.appended_chars,
+        window_tokens=record.window_tokens,
+        surface_version=record.surface_version,
+        at=record.at or now,
+        cost_uncached_input=cost.uncached_input if cost else None,
+        cost_cache_read=cost.cache_read if cost else None,
+        cost_cache_write_5m=cost.cache_write_5m if cost else None,
+        cost_cache_write_1h=cost.cache_write_1h if cost else None,
+        cost_output=cost.output if cost else None,
+        cost_usd=cost.total if cost else None,
+        no_cache_cost_usd=no_cache_cost(usage, price) if price is not None else None,
+        long_context=cost.long_context if cost else False,
+        payload_hash=v.payload_hash,
+    )
+
+
+_CALL_FIELDS = (
+    "session_id",
+    "turn",
+    "call",
+    "at",
+    "model",
+    "uncached_input",
+    "cache_read",
+    "cache_write_5m",
+    "cache_write_1h",
+    "output",
+    "reasoning_output",
+    "reported_cache",
+    "appended_chars",
+    "window_tokens",
+    "surface_version",
+    "cost_uncached_input",
+    "cost_cache_read",
+    "cost_cache_write_5m",
+    "cost_cache_write_1h",
+    "cost_output",
+    "no_cache_cost_usd",
+)
+
+
+def _figures_of(row: dict[str, Any]) -> CallFigures:
+    buckets = (
+        row["cost_uncached_input"],
+        row["cost_cache_read"],
+        row["cost_cache_write_5m"],
+        row["cost_cache_write_1h"],
+        row["cost_output"],
+    )
+    return CallFigures(
+        call=row["call"],
+        at=row["at"],
+        model=row["model"],
+        uncached_input=row["uncached_input"],
+        cache_read=row["cache_read"],
+        cache_write_5m=row["cache_write_5m"],
+        cache_write_1h=row["cache_write_1h"],
+        output=row["output"],
+        reasoning_output=row["reasoning_output"],
+        reported_cache=row["reported_cache"],
+        appended_chars=row["appended_chars"],
+        window_tokens=row["window_tokens"],
+        surface_version=row["surface_version"],
+        cost_buckets=None if buckets[0] is None else buckets,
+        no_cache_cost=row["no_cache_cost_usd"],
+    )
+
+
+def _rederive_turns(
+    touched: set[tuple[int, int]], *, write: set[tuple[int, int]]
+) -> dict[tuple[int, int], TurnFigures]:
+    """Re-derive the figures of `touched` turns from all their calls; upsert those in `write`."""
+    if not touched:
+        return {}
+    grouped: dict[tuple[int, int], list[CallFigures]] = defaultdict(list)
+    rows = LLMCall.objects.filter(
+        session_id__in={sid for sid, _ in touched}, turn__in={turn for _, turn in touched}
+    ).values(*_CALL_FIELDS)
+    for row in rows:
+        pair = (row["session_id"], row["turn"])
+        if pair in touched:
+            grouped[pair].append(_figures_of(row))
+    figures = {pair: summarize_turn(calls) for pair, calls in grouped.items()}
+    upserts = [_turn_row(sid, turn, figures[(sid, turn)]) for sid, turn in sorted(write)]
+    if upserts:
+        Turn.objects.bulk_create(
+            upserts,
+            update_conflicts=True,
+            unique_fields=["session", "turn"],
+            update_fields=_TURN_UPDATE_FIELDS,
+        )
+    return figures
+
+
+_TURN_UPDATE_FIELDS = [
+    "calls",
+    "context_tokens",
+    "uncached_input",
+    "cache_read",
+    "cache_write_5m",
+    "cache_write_1h",
+    "output",
+    "reasoning_output",
+    "cache_reported_calls",
+    "cache_read_reported",
+    "cache_denominator",
+    "cost_uncached_input",
+    "cost_cache_read",
+    "cost_cache_write_5m",
+    "cost_cache_write_1h",
+    "cost_output",
+    "cost_usd",
+    "no_cache_cost_usd",
+    "unpriced_calls",
+    "first_at",
+    "last_at",
+    "model",
+    "last_call",
+    "last_call_context_tokens",
+    "last_call_output",
+    "last_call_reasoning_output",
+    "last_call_appended_chars",
+    "last_call_window_tokens",
+    "surface_version",
+]
+
+
+def _turn_row(session_id: int, turn: int, f: TurnFigures) -> Turn:
+    buckets: tuple[Decimal | None, ...] = f.cost_buckets or (None,) * 5
+    return Turn(
+        session_id=session_id,
+        turn=turn,
+        calls=f.calls,
+        context_tokens=f.context_tokens,
+        uncached_input=f.uncached_input,
+        cache_read=f.cache_read,
+        cache_write_5m=f.cache_write_5m,
+        cache_write_1h=f.cache_write_1h,
+        output=f.output,
+        reasoning_output=f.reasoning_output,
+        cache_reported_calls=f.cache_reported_calls,
+        cache_read_reported=f.cache_read_reported,
+        cache_denominator=f.cache_denominator,
+        cost_uncached_input=buckets[0],
+        cost_cache_read=buckets[1],
+        cost_cache_write_5m=buckets[2],
+        cost_cache_write_1h=buckets[3],
+        cost_output=buckets[4],
+        cost_usd=f.cost_usd,
+        no_cache_cost_usd=f.no_cache_cost_usd,
+        unpriced_calls=f.unpriced_calls,
+        first_at=f.first_at,
+        last_at=f.last_at,
+        model=f.model,
+        last_call=f.last_call,
+        last_call_context_tokens=f.last_call_context_tokens,
+        last_call_output=f.last_call_output,
+        last_call_reasoning_output=f.last_call_reasoning_output,
+        last_call_appended_chars=f.last_call_appended_chars,
+        last_call_window_tokens=f.last_call_window_tokens,
+        surface_version=f.surface_version,
+    )
+
+
+def _refresh_sessions(
+    profile: AgentProfile,
+    policy: PolicyValues,
+    sessions: dict[str, AgentSession],
+    created_in: set[int],
+) -> list[AgentSession]:
+    """Re-derive the stored figures of `sessions` from their turns (three statements)."""
+    by_pk = {s.pk: s for s in sessions.values()}
+    aggregates = (
+        Turn.objects.filter(session_id__in=by_pk)
+        .values("session_id")
+        .annotate(
+            n_turns=Count("id"),
+            n_calls=Sum("calls"),
+            peak=Max("context_tokens"),
+            read=Sum("cache_read_reported"),
+            denominator=Sum("cache_denominator"),
+            reported=Sum("cache_reported_calls"),
+            cost=Sum("cost_usd"),
+            no_cache=Sum("no_cache_cost_usd"),
+            unpriced=Sum("unpriced_calls"),
+            last_turn_no=Max("turn"),
+            last_seen=Max("last_at"),
+            max_rounds=Max("calls"),
+        )
+    )
+    agg = {row["session_id"]: row for row in aggregates}
+    latest_filter = Q(pk__in=[])
+    for sid, row in agg.items():
+        latest_filter |= Q(session_id=sid, turn=row["last_turn_no"])
+    latest = {t.session_id: t for t in Turn.objects.filter(latest_filter)}
+    catalogue: list[ModelPrice] | None = None
+    for session in by_pk.values():
+        found = agg.get(session.pk)
+        last = latest.get(session.pk)
+        if found is None or last is None:
+            continue
+        if catalogue is None:
+            catalogue = load_catalogue()
+        row = found
+        session.model = last.model
+        session.turns_count = row["n_turns"]
+        session.calls_count = row["n_calls"]
+        session.last_turn = last.turn
+        session.last_turn_rounds = last.calls
+        session.max_turn_rounds = row["max_rounds"]
+        session.current_context_tokens = last.last_call_context_tokens
+        session.peak_context_tokens = row["peak"]
+        session.cache_read_tokens = row["read"] or 0
+        session.cache_denominator_tokens = row["denominator"] or 0
+        session.cache_reported_calls = row["reported"] or 0
+        session.last_turn_cache_hit_ratio = last.cache_hit_ratio
+        session.cost_usd = row["cost"]
+        session.no_cache_cost_usd = row["no_cache"]
+        session.unpriced_calls = row["unpriced"] or 0
+        session.last_seen_at = row["last_seen"]
+        if session.pk in created_in:
+            # D6: a new report supersedes the surface estimate left by a compaction.
+            session.surface_estimate_tokens = None
+        session.window_tokens = resolve_window(profile, last, catalogue)
+        session.projected_tokens = session_projection(session, last)
+        session.pressure = (
+            None
+            if session.window_tokens is None
+            else pressure_of(
+                session.projected_tokens, session.window_tokens, policy.reserved_output_tokens
+            )
+            if session.window_tokens > policy.reserved_output_tokens
+            else None
+        )
+    AgentSession.objects.bulk_update(list(by_pk.values()), _SESSION_FIELDS)
+    return list(by_pk.values())
+
+
+_SESSION_FIELDS = [
+    "model",
+    "turns_count",
+    "calls_count",
+    "last_turn",
+    "last_turn_rounds",
+    "max_turn_rounds",
+    "current_context_tokens",
+    "peak_context_tokens",
+    "cache_read_tokens",
+    "cache_denominator_tokens",
+    "cache_reported_calls",
+    "last_turn_cache_hit_ratio",
+    "cost_usd",
+    "no_cache_cost_usd",
+    "unpriced_calls",
+    "last_seen_at",
+    "surface_estimate_tokens",
+    "window_tokens",
+    "projected_tokens",
+    "pressure",
+]
+
+
+def resolve_window(profile: AgentProfile, last: Turn, catalogue: list[ModelPrice]) -> int | None:
+    """The record's own window, else the profile's override for the model, else the catalogue's."""
+    if last.last_call_window_tokens is not None:
+        return last.last_call_window_tokens
+    price = find_price(last.model, catalogue)
+    overrides = profile.window_overrides or {}
+    for name in (last.model, price.family if price else None, price.model if price else None):
+        if name is not None and isinstance(overrides.get(name), int):
+            return int(overrides[name])
+    return price.window_tokens if price is not None else None
+
+
+def session_projection(session: AgentSession, last: Turn) -> int:
+    """D6: the surface estimate after a compaction, else the latest call + reply + appended."""
+    if session.surface_estimate_tokens is not None:
+        return session.surface_estimate_tokens
+    return projected_next_request(
+        context_tokens=last.last_call_context_tokens,
+        output=last.last_call_output,
+        reasoning_output=last.last_call_reasoning_output,
+        appended_chars=last.last_call_appended_chars or 0,
+    )
+
+
+def session_band(session: AgentSession, policy: PolicyValues) -> str:
+    return pressure_band(session.pressure, policy.prune_threshold, policy.summarize_threshold)
