@@ -102,13 +102,9 @@ def validate_items(
     for index, raw in enumerate(raw_items):
         prefix = f"records.{index}." if batch else ""
         if not isinstance(raw, dict):
+            name = prefix.rstrip(".") or "body"
             outcomes.append(
-                ItemResult(
-                    index,
-                    "invalid",
-                    field=prefix.rstrip(".") or "body",
-                    detail="must be a JSON object",
-                )
+                ItemResult(index, "invalid", field=name, detail=f"{name}: must be a JSON object")
             )
             continue
         try:
