@@ -221,7 +221,8 @@ def plan_summarize(
     text = summarizer.summarize(span, max_tokens=summary_max_tokens)
     operation = SummarizeOperation(
         first_seq=span[0].seq,
-        last_seq=span[-1].seq,
+        # A summary inside the span stands for log messages up to its own last seq.
+        last_seq=max(m.summarizes[1] if m.summarizes else m.seq for m in span),
         summary=text,
         summarizer=summarizer.name,
         message_count=len(span),

@@ -160,17 +160,23 @@ def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ())
     that are not present change nothing. Never calls a model, never reads policy.
     """
     stubs: dict[int, dict[str, str]] = {}
-    spans: list[SummarizeOperation] = []
+    # (operation, last seq it hides): a span that swallows an earlier summary also hides
+    # everything that summary stood for.
+    spans: list[tuple[SummarizeOperation, int]] = []
     for operation in operations:
         if isinstance(operation, PruneOperation):
             for result in operation.results:
                 stubs.setdefault(result.seq, {})[result.call_id] = result.stub
         else:
-            spans = [
-                s for s in spans if not operation.first_seq <= s.first_seq <= operation.last_seq
-            ]
-            spans.append(operation)
-    spans.sort(key=lambda s: s.first_seq)
+            last = operation.last_seq
+            kept: list[tuple[SummarizeOperation, int]] = []
+            for earlier, earlier_last in spans:
+                if operation.first_seq <= earlier.first_seq <= operation.last_seq:
+                    last = max(last, earlier_last)
+                else:
+                    kept.append((earlier, earlier_last))
+            spans = [*kept, (operation, last)]
+    spans.sort(key=lambda s: s[0].first_seq)
     fmt: Format = log[0].format if log else "anthropic"
 
     out: list[Message] = []
@@ -179,12 +185,12 @@ def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ())
     covered_to: int | None = None
     for message in log:
         seq = message.seq
-        while next_span < len(spans) and spans[next_span].first_seq <= seq:
-            span = spans[next_span]
+        while next_span < len(spans) and spans[next_span][0].first_seq <= seq:
+            span, hides_to = spans[next_span]
             summary = summary_message(span, fmt)
             out.append(summary)
             chars += summary.chars
-            covered_to = span.last_seq if covered_to is None else max(covered_to, span.last_seq)
+            covered_to = hides_to if covered_to is None else max(covered_to, hides_to)
             next_span += 1
         if covered_to is not None and seq <= covered_to:
             continue
@@ -197,7 +203,7 @@ def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ())
             message = _apply_stubs(message, replaced)
         out.append(message)
         chars += message.chars
-    for span in spans[next_span:]:
+    for span, _ in spans[next_span:]:
         summary = summary_message(span, fmt)
         out.append(summary)
         chars += summary.chars
