@@ -216,8 +216,10 @@ class Message:
     * `bound` — the write-time bound in force when the message was appended (D3); the surface
       bounds its tool results by it, never by today's policy.
 
-    `chars` (the content size all estimates use), `marked` (carries a cache marker) and
-    `longest_result` (text chars of its largest tool result) are derived once, at construction.
+    Derived once, at construction: `chars` (the content size all estimates use), `marked`
+    (carries a cache marker), `longest_result` (text chars of its largest tool result),
+    `call_ids`, `result_ids` and `is_tool_result_carrier` (an OpenAI tool message, or an
+    Anthropic user message whose first block is a tool result).
     """
 
     role: Role
@@ -233,20 +235,35 @@ class Message:
     chars: int = field(init=False, compare=False, repr=False)
     marked: bool = field(init=False, compare=False, repr=False)
     longest_result: int = field(init=False, compare=False, repr=False)
+    call_ids: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    result_ids: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    is_tool_result_carrier: bool = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        # Derived once here so the O(n) passes (rounds, cuts, planning) only read attributes.
         chars = 0
         marked = '"cache_control"' in self.extra
         longest = 0
+        calls: list[str] = []
+        results: list[str] = []
         for block in self.blocks:
             chars += block.chars
             if _block_marked(block):
                 marked = True
             if isinstance(block, ToolResult):
                 longest = max(longest, block.text_chars)
+                results.append(block.call_id)
+            elif isinstance(block, ToolCall):
+                calls.append(block.id)
+        carrier = self.role == "tool" or (
+            self.role == "user" and bool(self.blocks) and isinstance(self.blocks[0], ToolResult)
+        )
         object.__setattr__(self, "chars", chars)
         object.__setattr__(self, "marked", marked)
         object.__setattr__(self, "longest_result", longest)
+        object.__setattr__(self, "call_ids", tuple(calls))
+        object.__setattr__(self, "result_ids", tuple(results))
+        object.__setattr__(self, "is_tool_result_carrier", carrier)
 
     @property
     def text(self) -> str:
@@ -260,14 +277,6 @@ class Message:
     @property
     def tool_results(self) -> tuple[ToolResult, ...]:
         return tuple(b for b in self.blocks if isinstance(b, ToolResult))
-
-    @property
-    def is_tool_result_carrier(self) -> bool:
-        """True for a message that answers tool calls (an OpenAI tool message, or an Anthropic
-        user message whose first block is a tool result)."""
-        return self.role == "tool" or (
-            self.role == "user" and bool(self.blocks) and isinstance(self.blocks[0], ToolResult)
-        )
 
 
 def text_message(text: str, *, role: Role, seq: int, format: Format) -> Message:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compaction.core.messages import Message, ToolCall, ToolResult
+from compaction.core.messages import Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,15 +34,15 @@ def split_rounds(messages: Sequence[Message]) -> tuple[Round, ...]:
         if message.role != "assistant":
             i += 1
             continue
-        call_ids = tuple(b.id for b in message.blocks if isinstance(b, ToolCall))
-        answered: set[str] = set()
+        call_ids = message.call_ids
         j = i + 1
+        answered: set[str] = set()
         while j < n and messages[j].is_tool_result_carrier:
-            answered.update(b.call_id for b in messages[j].blocks if isinstance(b, ToolResult))
+            answered.update(messages[j].result_ids)
             j += 1
             if messages[j - 1].format == "anthropic":
                 break  # Anthropic: all results of a call live in the one next user message
-        pending = tuple(c for c in call_ids if c not in answered)
+        pending = tuple(c for c in call_ids if c not in answered) if call_ids else ()
         rounds.append(Round(i, j, call_ids, pending))
         i = j
     return tuple(rounds)
@@ -57,15 +57,14 @@ def safe_cuts(messages: Sequence[Message]) -> list[bool]:
     call_at: dict[str, int] = {}
     unsafe_from = [0] * (n + 2)
     for index, message in enumerate(messages):
-        for block in message.blocks:
-            if isinstance(block, ToolCall):
-                call_at[block.id] = index
-            elif isinstance(block, ToolResult):
-                origin = call_at.get(block.call_id)
-                if origin is not None and origin < index:
-                    # Cuts origin+1 .. index would split this pair.
-                    unsafe_from[origin + 1] += 1
-                    unsafe_from[index + 1] -= 1
+        for call_id in message.call_ids:
+            call_at[call_id] = index
+        for call_id in message.result_ids:
+            origin = call_at.get(call_id)
+            if origin is not None and origin < index:
+                # Cuts origin+1 .. index would split this pair.
+                unsafe_from[origin + 1] += 1
+                unsafe_from[index + 1] -= 1
     cuts: list[bool] = []
     depth = 0
     for i in range(n + 1):
@@ -75,10 +74,9 @@ def safe_cuts(messages: Sequence[Message]) -> list[bool]:
     for index in range(n - 1, -1, -1):
         message = messages[index]
         if message.role == "assistant":
-            if any(isinstance(b, ToolCall) for b in message.blocks):
-                for k in range(index + 1, n + 1):
-                    if k < n:
-                        cuts[k] = False
+            if message.call_ids:
+                for k in range(index + 1, n):
+                    cuts[k] = False
             break
         if not message.is_tool_result_carrier:
             break

@@ -98,44 +98,64 @@ class ExtractiveSummarizer:
 
     def summarize(self, messages: Sequence[Message], *, max_tokens: int) -> str:
         budget = max(max_tokens, 1) * CHARS_PER_TOKEN
-        goals: list[str] = []
-        conclusions: list[str] = []
-        calls: dict[str, tuple[str, str]] = {}
-        outcomes: dict[str, str] = {}
-        order: list[str] = []
-        for message in messages:
-            if message.role == "user":
-                if message.summarizes is not None:
-                    goals.append("- (earlier summary) " + _flat(message.text, self.goal_chars))
-                    continue
-                for block in message.blocks:
-                    if isinstance(block, ToolResult):
-                        flag = " [error]" if block.is_error else ""
-                        outcomes[block.call_id] = _flat(block.text, self.outcome_chars) + flag
-                text = message.text
-                if text.strip():
-                    goals.append("- " + _flat(text, self.goal_chars))
-            elif message.role == "tool":
-                for block in message.blocks:
-                    if isinstance(block, ToolResult):
-                        outcomes[block.call_id] = _flat(block.text, self.outcome_chars)
-            elif message.role == "assistant":
-                for block in message.blocks:
-                    if isinstance(block, ToolCall):
-                        calls[block.id] = (block.name, _flat(block.arguments, self.argument_chars))
-                        order.append(block.id)
-                text = message.text
-                if text.strip():
-                    conclusions.append("- " + _flat(text, self.conclusion_chars))
-        tool_lines = [
-            f"- {calls[c][0]}({calls[c][1]}) -> {outcomes.get(c, '(no result)')}" for c in order
-        ]
-        conclusions = conclusions[-self.latest_conclusions :]
         quarter = budget // 4
+        # Lines are built lazily, newest tool calls first, only as many as the budget can hold:
+        # a 10,000-message span costs one pass over attributes plus a few dozen lines of text.
+        goal_sources: list[Message] = []
+        assistants: list[Message] = []
+        calls: list[ToolCall] = []
+        outcomes: dict[str, ToolResult] = {}
+        for message in messages:
+            role = message.role
+            if role == "assistant":
+                assistants.append(message)
+                if message.call_ids:
+                    calls.extend(b for b in message.blocks if isinstance(b, ToolCall))
+                continue
+            if message.result_ids:
+                for block in message.blocks:
+                    if isinstance(block, ToolResult):
+                        outcomes[block.call_id] = block
+            if role == "user" and len(message.blocks) > len(message.result_ids):
+                goal_sources.append(message)
+
+        goals: list[str] = []
+        for message in goal_sources:
+            text = message.text
+            if not text.strip():
+                continue
+            prefix = "- (earlier summary) " if message.summarizes is not None else "- "
+            goals.append(prefix + _flat(text, self.goal_chars))
         goal_kept, goal_dropped = _fit(goals, quarter, keep_latest=False)
+
+        conclusions: list[str] = []
+        for message in reversed(assistants):
+            if len(conclusions) == self.latest_conclusions:
+                break
+            text = message.text
+            if text.strip():
+                conclusions.append("- " + _flat(text, self.conclusion_chars))
+        conclusions.reverse()
         conclusion_kept, _ = _fit(conclusions, quarter, keep_latest=True)
-        used = sum(len(x) + 1 for x in goal_kept + conclusion_kept) + 100
-        tool_kept, tool_dropped = _fit(tool_lines, max(budget - used, 0), keep_latest=True)
+
+        room = max(budget - sum(len(x) + 1 for x in goal_kept + conclusion_kept) - 100, 0)
+        tool_kept: list[str] = []
+        for call in reversed(calls):
+            result = outcomes.get(call.id)
+            if result is None:
+                outcome = "(no result)"
+            else:
+                outcome = _flat(result.text, self.outcome_chars)
+                if result.is_error:
+                    outcome += " [error]"
+            line = f"- {call.name}({_flat(call.arguments, self.argument_chars)}) -> {outcome}"
+            if len(line) + 1 > room:
+                break
+            tool_kept.append(line)
+            room -= len(line) + 1
+        tool_kept.reverse()
+        tool_dropped = len(calls) - len(tool_kept)
+
         sections = ["User goals:", *goal_kept]
         if goal_dropped:
             sections.append(f"- ({goal_dropped} later requests omitted)")
