@@ -9,7 +9,8 @@ Messages (`messages.py`)
     arguments)`, `ToolResult(call_id, content, is_error, pruned)`, `ThinkingBlock(kind, native)`
     (opaque, signature untouched) and `OpaqueBlock(type, native)` (unknown blocks, verbatim).
     `raw` is the message's JSON text as received (pass JSON strings to keep every byte,
-    `\\u0000` included). `chars` is the content size every estimate uses.
+    `\\u0000` included). Derived at construction: `chars` (the content size every estimate
+    uses), `call_ids`, `result_ids`, `is_tool_result_carrier`, `marked`, `longest_result`.
     `parse_anthropic(messages, *, system=None, first_seq=None, preceding=(), bound=None)` and
     `parse_openai(messages, *, first_seq=None, preceding=(), bound=None)` take decoded objects or
     JSON strings and validate the batch as the continuation of `preceding` (incremental append);
@@ -63,6 +64,8 @@ Summarizing (`summarize.py`, D4)
     `Summarizer` protocol (`name`, `summarize(messages, *, max_tokens) -> str`);
     `ExtractiveSummarizer` is the offline, deterministic default (user goals, each tool call with
     the head of its outcome, the assistant's latest conclusions, within max_tokens × 4 chars).
+    An LLM-backed one (`LLMSummarizer`, Anthropic or OpenAI-compatible, stdlib HTTP) lives
+    outside the core in `compaction.summarizers`.
     `plan_summarize(messages, *, keep_rounds_verbatim, summary_max_tokens, summarizer)` over
     `summary_span(...)`. The summary message is a **user** message with bare-string content
     in both formats, at the place of the span (after the system prompt and the first user
