@@ -6,6 +6,8 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from compaction.api import router as compaction_router
+from compaction.transcripts import AppendError
 from telemetry.api import BadBody
 from telemetry.api import router as telemetry_router
 from telemetry.policy import PolicyError
@@ -22,6 +24,7 @@ api = NinjaAPI(
     urls_namespace="api",
 )
 api.add_router("/v1", telemetry_router)
+api.add_router("/v1", compaction_router)
 
 
 def _field_of(loc: list[object] | tuple[object, ...]) -> str:
@@ -88,3 +91,8 @@ def on_rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
     response = api.create_response(request, {"detail": str(exc)}, status=429)
     response["Retry-After"] = str(exc.retry_after)
     return response
+
+
+@api.exception_handler(AppendError)
+def on_append_error(request: HttpRequest, exc: AppendError) -> HttpResponse:
+    return api.create_response(request, {"detail": str(exc), "field": exc.field}, status=exc.status)

@@ -94,6 +94,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "console.roles.role_context",
             ],
         },
     },
@@ -146,6 +147,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # plotly.js straight from the plotly package (no CDN, works offline)
+    "console.staticfinders.PlotlyFinder",
+]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -214,11 +221,24 @@ CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 1, minimum=1, m
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "worker-heartbeat": {"task": "telemetry.record_heartbeat", "schedule": 30.0},
+    "compaction-sweep": {"task": "compaction.sweep", "schedule": 60.0},
+    "archive-retention": {"task": "compaction.purge_archives", "schedule": 3600.0},
 }
 CELERY_TIMEZONE = "UTC"
 
 # Ingest enqueues automatic relief when a session crosses prune_threshold (D4, D5).
 COMPACTION_AUTO_ENQUEUE = env_bool("COMPACTION_AUTO_ENQUEUE", True)
+# The knowledge store for archives (D5); `compaction.archives.FailingArchive` simulates an outage.
+COMPACTION_ARCHIVE_BACKEND = env_str(
+    "COMPACTION_ARCHIVE_BACKEND", "compaction.archives.DatabaseArchive"
+)
+# Summaries are extractive and offline unless an LLM endpoint is configured.
+COMPACTION_SUMMARIZER_URL = env_optional("COMPACTION_SUMMARIZER_URL")
+COMPACTION_SUMMARIZER_API = env_choice(
+    "COMPACTION_SUMMARIZER_API", "anthropic", ("anthropic", "openai")
+)
+COMPACTION_SUMMARIZER_MODEL = env_str("COMPACTION_SUMMARIZER_MODEL", "claude-haiku-4-5")
+COMPACTION_SUMMARIZER_KEY = env_str("COMPACTION_SUMMARIZER_KEY", "")
 
 # --- API ---------------------------------------------------------------------------------------
 # Requests per minute one agent key may make; one key cannot starve the others.

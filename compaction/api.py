@@ -1,0 +1,336 @@
+"""The agent-facing compaction API: transcript log, surface, archives, compact, overflow."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from ninja import Router
+from ninja.errors import HttpError
+
+from compaction.archives import archive_document, search_archives
+from compaction.core import ConversionError, canonical_json
+from compaction.models import Archive, CompactionRun, Surface
+from compaction.rawjson import array_elements, object_members
+from compaction.services import (
+    CompactionBusy,
+    CompactionRefused,
+    OverflowUnrecoverable,
+    compact_session,
+    report_overflow,
+)
+from compaction.transcripts import append_messages, derive, surface_at, surface_response_bytes
+from telemetry.api import BadBody
+from telemetry.auth import compact_auth, ingest_auth, request_key
+from telemetry.models import AgentKey, AgentSession
+from telemetry.schemas import ErrorOut
+
+router = Router(tags=["compaction"])
+
+
+def _session(key: AgentKey, session_id: str) -> AgentSession:
+    return get_object_or_404(
+        AgentSession.objects.select_related("profile"), profile=key.profile, external_id=session_id
+    )
+
+
+def _session_or_new(key: AgentKey, session_id: str) -> AgentSession:
+    if not 1 <= len(session_id) <= 200 or "\x00" in session_id:
+        raise BadBody("session_id", "must be 1 to 200 characters without NUL", status=422)
+    try:
+        with transaction.atomic():
+            session, _ = AgentSession.objects.get_or_create(
+                profile=key.profile, external_id=session_id
+            )
+    except IntegrityError:
+        session = AgentSession.objects.get(profile=key.profile, external_id=session_id)
+    return session
+
+
+def _text_body(request: HttpRequest) -> str:
+    try:
+        return request.body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadBody("body", f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+MESSAGES_BODY = {
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "required": ["format", "messages"],
+                "properties": {
+                    "format": {"type": "string", "enum": ["anthropic", "openai"]},
+                    "system": {
+                        "description": "Anthropic system prompt (string or text blocks); stored as seq 0, "
+                        "so the messages of that append start at seq 1",
+                    },
+                    "messages": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["seq"],
+                            "description": "the provider's message plus its integer `seq` in the log",
+                        },
+                    },
+                },
+            }
+        }
+    },
+    "required": True,
+}
+
+
+@router.post(
+    "/sessions/{session_id}/messages",
+    auth=ingest_auth,
+    response={200: dict[str, Any], 201: dict[str, Any], 409: ErrorOut, 422: ErrorOut},
+    openapi_extra={"requestBody": MESSAGES_BODY},
+    summary="Append transcript messages (idempotent on seq; up to 32 MB)",
+)
+def post_messages(request: HttpRequest, session_id: str) -> tuple[int, dict[str, Any]]:
+    """Append to the session's append-only log; the surface is re-derived (D1, D3).
+
+    201 when something was appended, 200 when every message was a duplicate. A different
+    message at a taken seq is 409; a gap, a result without its call, a duplicate call id or an
+    unknown role is 422 naming the message.
+    """
+    key = request_key(request)
+    text = _text_body(request)
+    try:
+        members = object_members(text)
+    except json.JSONDecodeError as exc:
+        raise BadBody(
+            "body", f"is not a JSON object: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
+    unknown = sorted(set(members) - {"format", "system", "messages"})
+    if unknown:
+        raise BadBody(unknown[0], "is not a known field", status=422)
+    if "format" not in members or not isinstance(members["format"].value, str):
+        raise BadBody("format", "is required: 'anthropic' or 'openai'", status=422)
+    if "messages" not in members or not isinstance(members["messages"].value, list):
+        raise BadBody("messages", "is required: a list of messages, each with its seq", status=422)
+    system = members.get("system")
+    if system is not None and system.value is None:
+        system = None
+    session = _session_or_new(key, session_id)
+    result = append_messages(
+        session=session,
+        fmt=members["format"].value,
+        system=system,
+        messages=array_elements(members["messages"].text),
+    )
+    state = result.surface
+    status = 201 if result.created else 200
+    return status, {
+        "session_id": session.external_id,
+        "appended": result.created,
+        "duplicates": result.duplicates,
+        "surface_version": state.version if state else 0,
+        "surface_tokens_estimate": state.tokens_estimate if state else 0,
+        "log_messages": state.log_messages if state else 0,
+    }
+
+
+@router.get(
+    "/sessions/{session_id}/surface",
+    auth=ingest_auth,
+    response={200: dict[str, Any], 304: None, 404: ErrorOut, 422: ErrorOut},
+    summary="The model-visible messages now (or at `version`), byte-stable until they change",
+)
+def get_surface(
+    request: HttpRequest,
+    session_id: str,
+    format: Literal["anthropic", "openai"] | None = None,
+    version: int | None = None,
+) -> HttpResponse:
+    """The surface as the model should see it next: `messages` (plus `system` for Anthropic),
+    `surface_version` and an ETag. The same version always gives the same bytes (D1); the log's
+    `cache_control` markers are never replayed. `version` rebuilds an earlier surface exactly."""
+    key = request_key(request)
+    session = _session(key, session_id)
+    state = get_object_or_404(Surface, session=session)
+    fmt = format or state.format
+    if version is not None and version != state.version:
+        past = surface_at(session, version)
+        if past is None:
+            raise HttpError(404, f"version: the session has no surface version {version}")
+        body = _document(fmt, version, canonical_json(past, format=fmt))  # type: ignore[arg-type]
+        etag = f'"{session.pk}-{version}-{fmt}"'
+    elif fmt == state.format:
+        body = surface_response_bytes(state)
+        etag = f'"{state.etag}"'
+    else:
+        _, _, surface = derive(session)
+        try:
+            converted = canonical_json(surface, format=fmt)  # type: ignore[arg-type]
+        except ConversionError as exc:
+            raise HttpError(
+                422,
+                f"format: cannot convert this {state.format} transcript losslessly: {exc.reason}",
+            ) from None
+        body = _document(fmt, state.version, converted)
+        etag = f'"{state.etag}-{fmt}"'
+    if request.headers.get("If-None-Match") == etag:
+        response = HttpResponse(status=304)
+    else:
+        response = HttpResponse(body, content_type="application/json")
+    response["ETag"] = etag
+    response["Cache-Control"] = "no-cache"
+    return response
+
+
+def _document(fmt: str, version: int, canonical: bytes) -> bytes:
+    return f'{{"format":"{fmt}","surface_version":{version},'.encode() + canonical[1:]
+
+
+@router.get(
+    "/sessions/{session_id}/archives",
+    auth=ingest_auth,
+    response={200: list[dict[str, Any]], 404: ErrorOut},
+)
+def list_archives(request: HttpRequest, session_id: str) -> list[dict[str, Any]]:
+    """The session's archives, newest first (each with its `id` for `GET /archives/{id}`)."""
+    session = _session(request_key(request), session_id)
+    return [
+        {
+            "id": a.pk,
+            "namespace": a.namespace,
+            "created_at": a.created_at.isoformat(),
+            "log_messages": a.log_messages,
+            "surface_version": a.surface_version,
+            "chars": a.chars,
+        }
+        for a in Archive.objects.filter(session=session).order_by("-created_at", "-pk")
+    ]
+
+
+@router.get("/archives", auth=ingest_auth, response={200: list[dict[str, Any]], 422: ErrorOut})
+def search(request: HttpRequest, q: str, session_id: str | None = None) -> list[dict[str, Any]]:
+    """Full-text search of the key's profile's archives; hits are marked with <mark>."""
+    key = request_key(request)
+    session = _session(key, session_id) if session_id else None
+    return [hit.__dict__ for hit in search_archives(q, profile=key.profile, session=session)]
+
+
+@router.get(
+    "/archives/{archive_id}", auth=ingest_auth, response={200: dict[str, Any], 404: ErrorOut}
+)
+def get_archive(request: HttpRequest, archive_id: int) -> dict[str, Any]:
+    """One archive whole: the log as received and the surface as it was."""
+    key = request_key(request)
+    archive = get_object_or_404(
+        Archive.objects.select_related("session__profile"),
+        pk=archive_id,
+        session__profile=key.profile,
+    )
+    return archive_document(archive)
+
+
+def run_payload(run: CompactionRun, state: Surface | None) -> dict[str, Any]:
+    return {
+        "run_id": run.pk,
+        "mode": run.mode,
+        "status": run.status,
+        "action": run.action,
+        "reason": run.reason,
+        "tokens_before": run.tokens_before,
+        "tokens_after": run.tokens_after,
+        "archived": run.archived,
+        "archive_id": run.archive_id,
+        "archive_error": run.archive_error or None,
+        "surface_version": state.version if state else None,
+    }
+
+
+def _optional_json(request: HttpRequest) -> dict[str, Any]:
+    text = _text_body(request).strip()
+    if not text:
+        return {}
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadBody("body", f"is not valid JSON: {exc.msg}") from None
+    if not isinstance(body, dict):
+        raise BadBody("body", "must be a JSON object", status=422)
+    return body
+
+
+def _optional_version(body: dict[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadBody(name, "must be a non-negative integer", status=422)
+    return int(value)
+
+
+@router.post(
+    "/sessions/{session_id}/compact",
+    auth=compact_auth,
+    response={200: dict[str, Any], 404: ErrorOut, 409: dict[str, Any], 422: ErrorOut},
+    summary="Manual, never-lossy compaction (key with the `compact` scope)",
+)
+def post_compact(request: HttpRequest, session_id: str) -> tuple[int, dict[str, Any]]:
+    """Plan (forced), archive, apply (D5). If the archive fails: 409 and nothing changes.
+    Optional body `{"expected_surface_version": n}` refuses (409) when the surface moved."""
+    key = request_key(request)
+    session = _session(key, session_id)
+    body = _optional_json(request)
+    unknown = sorted(set(body) - {"expected_surface_version"})
+    if unknown:
+        raise BadBody(unknown[0], "is not a known field", status=422)
+    expected = _optional_version(body, "expected_surface_version")
+    try:
+        outcome = compact_session(
+            session_id=session.pk,
+            mode="manual",
+            trigger="api",
+            requested_by=f"key:{key.prefix}",
+            expected_version=expected,
+        )
+    except CompactionRefused as exc:
+        return 409, {"error": "archive_failed", "detail": str(exc), **run_payload(exc.run, None)}
+    except CompactionBusy as exc:
+        return 409, {"error": "compaction_busy", "detail": str(exc), **run_payload(exc.run, None)}
+    return 200, run_payload(outcome.run, outcome.surface)
+
+
+@router.post(
+    "/sessions/{session_id}/overflow",
+    auth=ingest_auth,
+    response={200: dict[str, Any], 404: ErrorOut, 409: dict[str, Any], 422: ErrorOut},
+    summary="Report a context-length error: forced compaction now, the new surface returned",
+)
+def post_overflow(
+    request: HttpRequest, session_id: str
+) -> tuple[int, dict[str, Any]] | HttpResponse:
+    """D4: compacts (forced) and returns the new surface; counted. A second overflow on the same
+    surface version answers 409 `overflow_unrecoverable` and applies nothing."""
+    key = request_key(request)
+    session = _session(key, session_id)
+    body = _optional_json(request)
+    unknown = sorted(set(body) - {"surface_version", "detail"})
+    if unknown:
+        raise BadBody(unknown[0], "is not a known field", status=422)
+    detail = body.get("detail") or ""
+    if not isinstance(detail, str) or "\x00" in detail or len(detail) > 10_000:
+        raise BadBody(
+            "detail", "must be a string of at most 10,000 characters without NUL", status=422
+        )
+    version = _optional_version(body, "surface_version")
+    try:
+        outcome = report_overflow(session=session, surface_version=version, detail=detail)
+    except OverflowUnrecoverable as exc:
+        return 409, {"error": "overflow_unrecoverable", "detail": str(exc)}
+    except CompactionBusy as exc:
+        return 409, {"error": "compaction_busy", "detail": str(exc)}
+    except ValueError as exc:
+        raise BadBody("surface_version", str(exc), status=422) from None
+    state = outcome.surface
+    surface = json.loads(surface_response_bytes(state)) if state is not None else None
+    return 200, {**run_payload(outcome.run, state), "surface": surface}

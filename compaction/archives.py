@@ -1,0 +1,242 @@
+"""The knowledge store for compaction archives (D5): a pluggable backend, search, retention.
+
+`COMPACTION_ARCHIVE_BACKEND` names the backend class (dotted path). The default stores archives
+in the database with full-text search; `FailingArchive` refuses every write, so tests (and an
+operator rehearsing an outage) can see the manual path refuse and the automatic path carry on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import OuterRef, Subquery
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from compaction.models import Archive, ArchiveChunk
+from telemetry.models import AgentProfile, AgentSession
+
+CHUNK_CHARS = 64 * 1024 // 4  # ≤ 64 KB even when every character takes four bytes in UTF-8
+
+
+class ArchiveError(Exception):
+    """The archive could not be written; the message says why."""
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    seq: int
+    role: str
+    raw: str
+
+
+@dataclass(frozen=True)
+class ArchiveRequest:
+    session: AgentSession
+    format: str
+    log: Sequence[LogEntry]
+    surface_version: int
+    surface_body: str
+
+
+class ArchiveBackend(Protocol):
+    def archive(self, request: ArchiveRequest) -> Archive: ...
+
+
+def namespace_for(session: AgentSession) -> str:
+    """`chat-archive:<profile>:<session_id>` — the knowledge-store namespace of D5."""
+    return f"chat-archive:{session.profile.name}:{session.external_id}"
+
+
+def chunk_text(text: str, size: int = CHUNK_CHARS) -> list[str]:
+    """`text` in consecutive parts of at most `size` characters ("" stays one empty part)."""
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+class DatabaseArchive:
+    """Archives in this database. Idempotent: the same (session, log length, surface version)
+    returns the archive already written (a retried job archives once)."""
+
+    def archive(self, request: ArchiveRequest) -> Archive:
+        session = request.session
+        existing = Archive.objects.filter(
+            session=session, log_messages=len(request.log), surface_version=request.surface_version
+        ).first()
+        if existing is not None:
+            return existing
+        try:
+            with transaction.atomic():
+                archive = Archive.objects.create(
+                    session=session,
+                    namespace=namespace_for(session),
+                    log_messages=len(request.log),
+                    surface_version=request.surface_version,
+                    surface=request.surface_body,
+                    format=request.format,
+                    chars=sum(len(entry.raw) for entry in request.log),
+                )
+                ArchiveChunk.objects.bulk_create(
+                    ArchiveChunk(
+                        archive=archive, seq=entry.seq, part=part, role=entry.role, text=text
+                    )
+                    for entry in request.log
+                    for part, text in enumerate(chunk_text(entry.raw))
+                )
+        except IntegrityError:
+            # A concurrent attempt archived the same state first; theirs is ours.
+            return Archive.objects.get(
+                session=session,
+                log_messages=len(request.log),
+                surface_version=request.surface_version,
+            )
+        return archive
+
+
+class FailingArchive:
+    """A backend whose store is down: every archive attempt fails."""
+
+    def archive(self, request: ArchiveRequest) -> Archive:
+        raise ArchiveError("archive store unavailable (COMPACTION_ARCHIVE_BACKEND=FailingArchive)")
+
+
+def archive_backend() -> ArchiveBackend:
+    backend: ArchiveBackend = import_string(settings.COMPACTION_ARCHIVE_BACKEND)()
+    return backend
+
+
+def archive_document(archive: Archive) -> dict[str, Any]:
+    """One archive whole: the log as received (each message decoded, with its seq) and the
+    surface as it was."""
+    parts: dict[int, list[str]] = {}
+    roles: dict[int, str] = {}
+    for seq, role, text in archive.chunks.order_by("seq", "part").values_list(
+        "seq", "role", "text"
+    ):
+        parts.setdefault(seq, []).append(text)
+        roles[seq] = role
+    return {
+        "id": archive.pk,
+        "namespace": archive.namespace,
+        "session_id": archive.session.external_id,
+        "profile": archive.session.profile.name,
+        "format": archive.format,
+        "created_at": archive.created_at.isoformat(),
+        "log_messages": archive.log_messages,
+        "surface_version": archive.surface_version,
+        "log": [json.loads("".join(texts)) for _, texts in sorted(parts.items())],
+        "surface": json.loads(archive.surface),
+    }
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    archive_id: int
+    session_id: str
+    namespace: str
+    seq: int
+    role: str
+    snippet: str
+    created_at: str
+
+
+def search_archives(
+    query: str,
+    *,
+    profile: AgentProfile | None = None,
+    session: AgentSession | None = None,
+    limit: int = 50,
+) -> list[SearchHit]:
+    """Full-text search of archived messages; snippets mark hits with <mark>…</mark>.
+
+    PostgreSQL: websearch syntax over the GIN-indexed tsvector; SQLite: FTS5 MATCH.
+    """
+    query = query.strip()
+    if not query:
+        return []
+    where: list[str] = []
+    params: list[int] = []
+    if profile is not None:
+        where.append("s.profile_id = %s")
+        params.append(profile.pk)
+    if session is not None:
+        where.append("a.session_id = %s")
+        params.append(session.pk)
+    extra = "".join(f" AND {clause}" for clause in where)
+    if connection.vendor == "postgresql":
+        sql = (
+            "SELECT a.id, s.external_id, a.namespace, c.seq, c.role, "
+            "ts_headline('english', c.text, q, 'StartSel=<mark>, StopSel=</mark>, MaxFragments=2, "
+            "MaxWords=25, MinWords=8'), a.created_at "
+            "FROM compaction_archivechunk c JOIN compaction_archive a ON a.id = c.archive_id "
+            "JOIN telemetry_agentsession s ON s.id = a.session_id, "
+            "websearch_to_tsquery('english', %s) q "
+            "WHERE to_tsvector('english', c.text) @@ q" + extra + " "
+            "ORDER BY a.created_at DESC, c.seq LIMIT %s"
+        )
+        args: list[str | int] = [query, *params, limit]
+    else:
+        sql = (
+            "SELECT a.id, s.external_id, a.namespace, c.seq, c.role, "
+            "snippet(compaction_archivechunk_fts, 0, '<mark>', '</mark>', '…', 24), a.created_at "
+            "FROM compaction_archivechunk_fts f JOIN compaction_archivechunk c ON c.id = f.rowid "
+            "JOIN compaction_archive a ON a.id = c.archive_id "
+            "JOIN telemetry_agentsession s ON s.id = a.session_id "
+            "WHERE compaction_archivechunk_fts MATCH %s" + extra + " "
+            "ORDER BY a.created_at DESC, c.seq LIMIT %s"
+        )
+        args = [_fts5_query(query), *params, limit]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, args)
+        rows = cursor.fetchall()
+    return [
+        SearchHit(
+            archive_id=row[0],
+            session_id=row[1],
+            namespace=row[2],
+            seq=row[3],
+            role=row[4],
+            snippet=row[5],
+            created_at=row[6].isoformat() if hasattr(row[6], "isoformat") else str(row[6]),
+        )
+        for row in rows
+    ]
+
+
+def _fts5_query(query: str) -> str:
+    """Each word as a quoted FTS5 string: user input never reaches FTS5's query syntax."""
+    words = [word.replace('"', '""') for word in query.split()]
+    return " ".join(f'"{word}"' for word in words)
+
+
+def purge_expired_archives(*, batch_size: int = 500) -> tuple[int, bool]:
+    """Delete archives older than their profile's `archive_retention_days`, at most `batch_size`
+    a call, always keeping each session's newest archive. Never touches the log.
+
+    Returns (deleted, has_more) so the periodic job can re-enqueue itself while work remains.
+    """
+    from telemetry.policies import effective_policy
+
+    now = timezone.now()
+    newest = Archive.objects.filter(session=OuterRef("session")).order_by("-created_at", "-pk")
+    candidates = Archive.objects.exclude(pk=Subquery(newest.values("pk")[:1]))
+    doomed: list[int] = []
+    for profile in AgentProfile.objects.filter(sessions__archives__isnull=False).distinct():
+        cutoff = now - timedelta(days=effective_policy(profile).archive_retention_days)
+        ids = candidates.filter(session__profile=profile, created_at__lt=cutoff).values_list(
+            "pk", flat=True
+        )
+        doomed.extend(ids[: batch_size - len(doomed) + 1])
+        if len(doomed) > batch_size:
+            break
+    has_more = len(doomed) > batch_size
+    doomed = doomed[:batch_size]
+    if doomed:
+        ArchiveChunk.objects.filter(archive_id__in=doomed).delete()
+        Archive.objects.filter(pk__in=doomed).delete()
+    return len(doomed), has_more

@@ -1,0 +1,236 @@
+"""Transcript log, materialised surface, compaction operations and runs, archives, overflows.
+
+The log is append-only: rows are inserted by `compaction.services.append_messages` and never
+updated or deleted (compaction writes operations, not log rows). Every other write goes through
+`compaction.services` too.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from telemetry.models import AgentSession
+
+FORMATS = [("anthropic", "Anthropic Messages"), ("openai", "OpenAI Chat")]
+
+
+class LogMessage(models.Model):
+    """One transcript message exactly as the agent sent it (`raw`: the original JSON text)."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="log")
+    seq = models.PositiveIntegerField()
+    format = models.CharField(max_length=10, choices=FORMATS)
+    role = models.CharField(max_length=16)
+    raw = models.TextField()
+    # SHA-256 of `raw`: a replay of the same seq is a duplicate only when the bytes match.
+    raw_hash = models.CharField(max_length=64)
+    chars = models.PositiveBigIntegerField()
+    # D3: the `max_result_chars` in force when this message was appended; the surface bounds
+    # its tool results by this, never by a later policy.
+    bound_cap = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="log_unique_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.seq}"
+
+
+class Surface(models.Model):
+    """The materialised surface of a session: always `derive_surface(log, operations)`.
+
+    `body` is the canonical JSON of the surface messages in the session's format; `version`
+    rises with every append and every compaction (D1: same version, same bytes).
+    """
+
+    session = models.OneToOneField(AgentSession, on_delete=models.CASCADE, related_name="surface")
+    format = models.CharField(max_length=10, choices=FORMATS)
+    version = models.PositiveIntegerField(default=0)
+    body = models.TextField(default="[]")
+    etag = models.CharField(max_length=64, default="")
+    chars = models.PositiveBigIntegerField(default=0)
+    tokens_estimate = models.PositiveBigIntegerField(default=0)
+    messages = models.PositiveIntegerField(default=0)
+    log_messages = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"surface of {self.session_id} v{self.version}"
+
+
+class SurfaceVersion(models.Model):
+    """What produced each surface version: the log length and the operations then in force.
+
+    `derive_surface(log[:log_messages], operations[:operations])` rebuilds the surface of any
+    version exactly, so "what did the model see on turn N" is answerable (the turn's calls name
+    the version their request used) without storing a body per version.
+    """
+
+    session = models.ForeignKey(
+        AgentSession, on_delete=models.CASCADE, related_name="surface_versions"
+    )
+    version = models.PositiveIntegerField()
+    log_messages = models.PositiveIntegerField()
+    operations = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "version"], name="surface_version_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} v{self.version}"
+
+
+class CompactionRun(models.Model):
+    """One compaction attempt, whatever its outcome. Kept forever (metrics are computed here)."""
+
+    MODES = [("manual", "manual"), ("auto", "automatic"), ("overflow", "overflow")]
+    STATUSES = [
+        ("running", "running"),
+        ("applied", "applied"),
+        ("noop", "nothing to do"),
+        ("refused", "refused"),
+        ("superseded", "superseded"),
+        ("failed", "failed"),
+    ]
+
+    session = models.ForeignKey(
+        AgentSession, on_delete=models.CASCADE, related_name="compaction_runs"
+    )
+    mode = models.CharField(max_length=10, choices=MODES)
+    trigger = models.CharField(max_length=200, blank=True, default="")
+    requested_by = models.CharField(max_length=200, blank=True, default="")
+    status = models.CharField(max_length=12, choices=STATUSES, default="running")
+    action = models.CharField(max_length=20, blank=True, default="")
+    reason = models.TextField(blank=True, default="")
+    tokens_before = models.BigIntegerField(null=True, blank=True)
+    tokens_after = models.BigIntegerField(null=True, blank=True)
+    surface_version_before = models.PositiveIntegerField(null=True, blank=True)
+    surface_version_after = models.PositiveIntegerField(null=True, blank=True)
+    archived = models.BooleanField(default=False)
+    archive = models.ForeignKey(
+        "Archive", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    archive_error = models.TextField(blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    attempts = models.PositiveIntegerField(default=1)
+    task_id = models.CharField(max_length=64, blank=True, default="")
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    plan_ms = models.PositiveIntegerField(null=True, blank=True)
+    archive_ms = models.PositiveIntegerField(null=True, blank=True)
+    apply_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["session", "-started_at"], name="run_session_started"),
+            models.Index(fields=["mode", "status"], name="run_mode_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.mode} run {self.pk} of {self.session_id}: {self.status}"
+
+
+class CompactionOperation(models.Model):
+    """One compaction operation of the core (prune or summarize), as JSON, in apply order.
+
+    The unique key (session, base_version, position) is what makes a job that runs twice do the
+    work once: two passes planned on the same surface version cannot both be applied.
+    """
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="operations")
+    run = models.ForeignKey(CompactionRun, on_delete=models.PROTECT, related_name="operations")
+    base_version = models.PositiveIntegerField()
+    position = models.PositiveSmallIntegerField()
+    kind = models.CharField(max_length=10, choices=[("prune", "prune"), ("summarize", "summarize")])
+    data = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "base_version", "position"], name="operation_unique_per_version"
+            )
+        ]
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of {self.session_id} at v{self.base_version}"
+
+
+class Archive(models.Model):
+    """A copy of the full transcript taken before a compaction changed the surface (D5).
+
+    The log part is stored as searchable chunks (`ArchiveChunk`); `surface` is the surface as it
+    was. One archive per (session, log length, surface version): a retried job reuses it.
+    """
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="archives")
+    namespace = models.CharField(max_length=300, db_index=True)
+    log_messages = models.PositiveIntegerField()
+    surface_version = models.PositiveIntegerField()
+    surface = models.TextField()
+    format = models.CharField(max_length=10, choices=FORMATS)
+    chars = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "log_messages", "surface_version"], name="archive_unique_state"
+            )
+        ]
+        indexes = [models.Index(fields=["session", "-created_at"], name="archive_session_created")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace} @ {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class ArchiveChunk(models.Model):
+    """Up to 64 KB of one archived log message; the unit of full-text search.
+
+    PostgreSQL indexes `search` (a tsvector, capped at 1 MB each, hence the chunking); SQLite
+    mirrors `text` into the FTS5 table `compaction_archivechunk_fts` (see the migration).
+    """
+
+    archive = models.ForeignKey(Archive, on_delete=models.CASCADE, related_name="chunks")
+    seq = models.PositiveIntegerField()
+    part = models.PositiveIntegerField(default=0)
+    role = models.CharField(max_length=16)
+    text = models.TextField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["archive", "seq", "part"], name="chunk_unique_part")
+        ]
+        ordering = ["archive", "seq", "part"]
+
+    def __str__(self) -> str:
+        return f"{self.archive_id}#{self.seq}.{self.part}"
+
+
+class OverflowEvent(models.Model):
+    """An agent's report of a context-length error (D4), once per surface version."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="overflows")
+    surface_version = models.PositiveIntegerField()
+    recovered = models.BooleanField(default=False)
+    run = models.ForeignKey(CompactionRun, null=True, blank=True, on_delete=models.SET_NULL)
+    detail = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "surface_version"],
+                condition=Q(recovered=True),
+                name="overflow_once_per_version",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"overflow of {self.session_id} at v{self.surface_version}"

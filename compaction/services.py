@@ -1,0 +1,405 @@
+"""Compaction as a service (D4, D5): the one write path of compaction runs and operations.
+
+`compact_session` plans with the pure core, archives first, then applies under a check that the
+surface is still the one it planned on. The manual/automatic difference on archive failure (D5)
+is one branch here: manual refuses and changes nothing; automatic and overflow compact anyway
+with one loud ERROR line, and the run row records it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from compaction.archives import ArchiveRequest, LogEntry, archive_backend
+from compaction.core import (
+    ExtractiveSummarizer,
+    ReliefPlan,
+    ReliefPolicy,
+    Summarizer,
+    derive_surface,
+    plan_relief,
+)
+from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
+from compaction.summarizers import LLMSummarizer
+from compaction.transcripts import derive, store_surface
+from telemetry.models import AgentSession
+from telemetry.policies import effective_policy
+from telemetry.policy import PolicyValues
+from telemetry.pressure import pressure as pressure_of
+
+logger = logging.getLogger("compaction")
+
+Mode = Literal["manual", "auto", "overflow"]
+# A forced plan ignores the thresholds and the worth-it rule (manual and overflow, D4).
+_PLAN_MODE = {"manual": "forced", "overflow": "forced", "auto": "normal"}
+# When the window is unknown, forced compaction still needs a budget to report pressure against.
+FALLBACK_WINDOW = 200_000
+_LOCK_CLASS = 0x636F6D70  # "comp": the advisory-lock namespace of compaction
+
+
+class CompactionRefused(Exception):
+    """The manual path refused (D5: never lossy); `run` records why."""
+
+    def __init__(self, run: CompactionRun, message: str) -> None:
+        super().__init__(message)
+        self.run = run
+
+
+class CompactionBusy(Exception):
+    def __init__(self, run: CompactionRun) -> None:
+        super().__init__(run.reason)
+        self.run = run
+
+
+class OverflowUnrecoverable(Exception):
+    """A second overflow on a surface version that was already relieved once (D4)."""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run: CompactionRun
+    surface: Surface | None
+
+
+@contextmanager
+def compaction_lock(session_id: int) -> Iterator[bool]:
+    """One compaction at a time per session.
+
+    PostgreSQL: a session-level advisory lock, released by the server if the process dies.
+    SQLite has none; there the unique operation key and the version check under the IMMEDIATE
+    write transaction make a second concurrent pass fail to apply instead.
+    """
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_CLASS, session_id])
+        acquired = bool(cursor.fetchone()[0])
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, session_id])
+
+
+def configured_summarizer() -> Summarizer:
+    """The extractive default, or an LLM endpoint when COMPACTION_SUMMARIZER_URL is set."""
+    if settings.COMPACTION_SUMMARIZER_URL:
+        return LLMSummarizer(
+            api=settings.COMPACTION_SUMMARIZER_API,  # type: ignore[arg-type]
+            base_url=settings.COMPACTION_SUMMARIZER_URL,
+            model=settings.COMPACTION_SUMMARIZER_MODEL,
+            api_key=settings.COMPACTION_SUMMARIZER_KEY,
+        )
+    return ExtractiveSummarizer()
+
+
+def relief_policy(policy: PolicyValues, window_tokens: int | None) -> ReliefPolicy:
+    window = (
+        window_tokens if window_tokens and window_tokens > policy.reserved_output_tokens else None
+    )
+    return ReliefPolicy(
+        prune_threshold=policy.prune_threshold,
+        summarize_threshold=policy.summarize_threshold,
+        keep_rounds=policy.keep_rounds,
+        keep_rounds_verbatim=policy.keep_rounds_verbatim,
+        stub_head_chars=policy.stub_head_chars,
+        stub_tail_chars=policy.stub_tail_chars,
+        max_result_chars=policy.max_result_chars,
+        prune_min_free_tokens=policy.prune_min_free_tokens,
+        prune_exclude_tools=frozenset(policy.prune_exclude_tools),
+        summary_max_tokens=policy.summary_max_tokens,
+        window_tokens=window or max(FALLBACK_WINDOW, policy.reserved_output_tokens + 1),
+        reserved_output_tokens=policy.reserved_output_tokens,
+    )
+
+
+def _ms(start: float) -> int:
+    return int((time.monotonic() - start) * 1000)
+
+
+def _finish(run: CompactionRun, status: str, **fields: object) -> CompactionRun:
+    run.status = status
+    for name, value in fields.items():
+        setattr(run, name, value)
+    run.finished_at = timezone.now()
+    run.save()
+    return run
+
+
+def compact_session(
+    *,
+    session_id: int,
+    mode: Mode,
+    trigger: str = "",
+    requested_by: str = "",
+    expected_version: int | None = None,
+    task_id: str = "",
+    attempts: int = 1,
+) -> RunOutcome:
+    """Plan, archive, apply. Returns the run and the surface after it.
+
+    Raises CompactionRefused (manual, archive failed: nothing changed) and CompactionBusy (another
+    compaction of the session holds the lock, or the surface moved past `expected_version`).
+    A job that runs twice does the work once: the second pass plans on the new surface, and two
+    passes planned on the same version cannot both apply (unique operation key).
+    """
+    session = AgentSession.objects.select_related("profile").get(pk=session_id)
+    run = CompactionRun.objects.create(
+        session=session,
+        mode=mode,
+        trigger=trigger,
+        requested_by=requested_by,
+        task_id=task_id,
+        attempts=attempts,
+    )
+    with compaction_lock(session.pk) as acquired:
+        if not acquired:
+            _finish(run, "superseded", reason="another compaction of this session is running")
+            raise CompactionBusy(run)
+        return _compact_locked(session, run, mode, expected_version)
+
+
+def _compact_locked(
+    session: AgentSession, run: CompactionRun, mode: Mode, expected_version: int | None
+) -> RunOutcome:
+    state = Surface.objects.filter(session=session).first()
+    if state is None:
+        _finish(
+            run, "noop", action="nothing", reason="the session has no transcript log to compact"
+        )
+        return RunOutcome(run, None)
+    if expected_version is not None and expected_version != state.version:
+        _finish(
+            run,
+            "superseded",
+            reason=f"the surface is at version {state.version}, not {expected_version}",
+            surface_version_before=state.version,
+        )
+        raise CompactionBusy(run)
+    policy = effective_policy(session.profile)
+    started = time.monotonic()
+    log, operations, surface = derive(session)
+    plan = plan_relief(
+        surface,
+        policy=relief_policy(policy, session.window_tokens),
+        mode=_PLAN_MODE[mode],  # type: ignore[arg-type]
+        summarizer=configured_summarizer(),
+        context_tokens=_measured_tokens(session, state) if mode == "auto" else None,
+    )
+    run.action = plan.action
+    run.reason = plan.reason
+    run.tokens_before = plan.tokens_before
+    run.tokens_after = plan.tokens_after
+    run.surface_version_before = state.version
+    run.plan_ms = _ms(started)
+    if plan.action == "nothing" or not plan.operations:
+        return RunOutcome(_finish(run, "noop", tokens_after=plan.tokens_before), state)
+
+    started = time.monotonic()
+    try:
+        archive = archive_backend().archive(
+            ArchiveRequest(
+                session=session,
+                format=state.format,
+                log=[
+                    LogEntry(seq, role, raw)
+                    for seq, role, raw in LogMessage.objects.filter(session=session)
+                    .order_by("seq")
+                    .values_list("seq", "role", "raw")
+                ],
+                surface_version=state.version,
+                surface_body=state.body,
+            )
+        )
+    except Exception as exc:  # any backend failure: the branch below decides (D5)
+        run.archive_ms = _ms(started)
+        run.archive_error = f"{type(exc).__name__}: {exc}"
+        if mode == "manual":
+            # D5: the manual path is never lossy — refuse, change nothing.
+            _finish(run, "refused", reason=f"archive failed, nothing changed: {run.archive_error}")
+            raise CompactionRefused(run, run.reason) from exc
+        # D5: the automatic path compacts even when the archive fails (safety valve).
+        logger.error(
+            "compaction of session %s (%s) proceeds WITHOUT an archive: %s",
+            session.pk,
+            f"{session.profile.name}/{session.external_id}",
+            run.archive_error,
+        )
+    else:
+        run.archive_ms = _ms(started)
+        run.archived = True
+        run.archive = archive
+
+    started = time.monotonic()
+    try:
+        with transaction.atomic():
+            AgentSession.objects.select_for_update().filter(pk=session.pk).first()
+            current = Surface.objects.get(session=session)
+            if current.version != state.version:
+                return RunOutcome(
+                    _finish(
+                        run,
+                        "superseded",
+                        reason=f"{run.reason}; the surface moved to v{current.version}",
+                    ),
+                    current,
+                )
+            CompactionOperation.objects.bulk_create(
+                CompactionOperation(
+                    session=session,
+                    run=run,
+                    base_version=state.version,
+                    position=position,
+                    kind="prune" if operation.to_dict()["kind"] == "prune" else "summarize",
+                    data=operation.to_dict(),
+                )
+                for position, operation in enumerate(plan.operations)
+            )
+            new_surface = derive_surface(log, [*operations, *plan.operations])
+            new_state = store_surface(session, state.format, new_surface, bump=True)
+            _record_surface_estimate(session, policy, plan)
+            run.surface_version_after = new_state.version
+            run.apply_ms = _ms(started)
+            _finish(run, "applied")
+    except IntegrityError:
+        # Another pass planned on the same version applied first (unique operation key).
+        run.refresh_from_db()
+        return RunOutcome(
+            _finish(run, "superseded", reason=f"{run.reason}; another pass applied first"),
+            Surface.objects.get(session=session),
+        )
+    return RunOutcome(run, new_state)
+
+
+def _measured_tokens(session: AgentSession, state: Surface) -> int | None:
+    """D6: the projected next request when telemetry has one, else the surface estimate."""
+    return session.projected_tokens if session.projected_tokens is not None else None
+
+
+def _record_surface_estimate(session: AgentSession, policy: PolicyValues, plan: ReliefPlan) -> None:
+    """D6: after a compaction the surface estimate replaces the stale projection."""
+    session.refresh_from_db()
+    session.surface_estimate_tokens = plan.tokens_after
+    session.projected_tokens = plan.tokens_after
+    window = session.window_tokens
+    session.pressure = (
+        pressure_of(plan.tokens_after, window, policy.reserved_output_tokens)
+        if window is not None and window > policy.reserved_output_tokens
+        else None
+    )
+    session.save(update_fields=["surface_estimate_tokens", "projected_tokens", "pressure"])
+
+
+def relieve_session(*, session_id: int, task_id: str = "", attempts: int = 1) -> RunOutcome | None:
+    """The automatic job (D4, D5): re-read the session, plan in normal mode, archive, compact.
+
+    A redelivered job (worker lost) first marks its own unfinished run failed; the retry then
+    plans on the current surface, so the work happens once.
+    """
+    if task_id:
+        CompactionRun.objects.filter(task_id=task_id, status="running").update(
+            status="failed",
+            error="worker lost before the run finished; redelivered",
+            finished_at=timezone.now(),
+        )
+    try:
+        return compact_session(
+            session_id=session_id,
+            mode="auto",
+            trigger="pressure",
+            requested_by="worker",
+            task_id=task_id,
+            attempts=attempts,
+        )
+    except CompactionBusy:
+        return None
+    finally:
+        AgentSession.objects.filter(pk=session_id).update(relief_requested_at=None)
+
+
+def record_failed_run(
+    *, session_id: int, error: str, task_id: str = "", attempts: int = 1
+) -> CompactionRun:
+    """A job that gave up: an operator sees a `failed` run with the error."""
+    CompactionRun.objects.filter(task_id=task_id, status="running").exclude(task_id="").update(
+        status="failed", error=error, finished_at=timezone.now()
+    )
+    run = CompactionRun.objects.filter(task_id=task_id, status="failed").exclude(task_id="").last()
+    if run is None:
+        run = CompactionRun.objects.create(
+            session_id=session_id,
+            mode="auto",
+            trigger="pressure",
+            requested_by="worker",
+            task_id=task_id,
+        )
+        _finish(run, "failed", error=error, attempts=attempts)
+    AgentSession.objects.filter(pk=session_id).update(relief_requested_at=None)
+    return run
+
+
+def report_overflow(
+    *, session: AgentSession, surface_version: int | None, detail: str = ""
+) -> RunOutcome:
+    """D4: the provider rejected a request as too long. Forced compaction now, counted once per
+    surface version; a second report on a version already relieved raises OverflowUnrecoverable
+    and applies nothing."""
+    state = Surface.objects.filter(session=session).first()
+    version = state.version if state is not None else 0
+    if surface_version is not None and surface_version > version:
+        raise ValueError(f"surface_version {surface_version} is ahead of the session's ({version})")
+    reported = version if surface_version is None else surface_version
+    if surface_version is not None and surface_version < version:
+        # The surface already changed since that request; the agent should retry on the new one.
+        OverflowEvent.objects.create(session=session, surface_version=reported, detail=detail)
+        return RunOutcome(_stale_run(session, reported, version), state)
+    if OverflowEvent.objects.filter(
+        session=session, surface_version=reported, recovered=True
+    ).exists():
+        OverflowEvent.objects.create(session=session, surface_version=reported, detail=detail)
+        raise OverflowUnrecoverable(
+            f"the surface at version {reported} was already compacted after an overflow; it cannot shrink further safely"
+        )
+    outcome = compact_session(
+        session_id=session.pk,
+        mode="overflow",
+        trigger="context_length_exceeded",
+        requested_by="agent",
+    )
+    try:
+        OverflowEvent.objects.create(
+            session=session,
+            surface_version=reported,
+            recovered=True,
+            run=outcome.run,
+            detail=detail,
+        )
+    except IntegrityError:
+        raise OverflowUnrecoverable(
+            f"an overflow on surface version {reported} was already handled"
+        ) from None
+    return outcome
+
+
+def _stale_run(session: AgentSession, reported: int, current: int) -> CompactionRun:
+    run = CompactionRun.objects.create(
+        session=session, mode="overflow", trigger="context_length_exceeded", requested_by="agent"
+    )
+    return _finish(
+        run,
+        "noop",
+        action="nothing",
+        reason=f"the overflow was on version {reported}; the surface is already at {current}",
+        surface_version_before=current,
+    )

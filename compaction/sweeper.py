@@ -1,0 +1,50 @@
+"""The periodic sweeper: sessions at or above their prune threshold with no pending job.
+
+Ingest enqueues relief after commit, but a broker outage loses that publish; this catches up.
+A session already tried at its current surface version is skipped, so a surface that cannot be
+relieved further is not compacted again every minute.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db.models import Exists, F, OuterRef
+from django.utils import timezone
+
+from compaction.models import CompactionRun
+from telemetry.models import AgentProfile, AgentSession
+from telemetry.policies import effective_policy
+from telemetry.relief import request_relief
+
+# A claim older than this is from a job that was lost (broker restarted without it).
+STALE_CLAIM = timedelta(minutes=15)
+
+
+def sessions_needing_relief(limit: int = 500) -> list[int]:
+    now = timezone.now()
+    tried = CompactionRun.objects.filter(
+        session=OuterRef("pk"), surface_version_before=OuterRef("surface_version")
+    ).exclude(status__in=["failed", "superseded"])
+    ids: list[int] = []
+    for profile in AgentProfile.objects.all():
+        threshold = effective_policy(profile).prune_threshold
+        rows = (
+            AgentSession.objects.filter(profile=profile, pressure__gte=threshold)
+            .exclude(relief_requested_at__gt=now - STALE_CLAIM)
+            .annotate(tried=Exists(tried))
+            .filter(tried=False)
+            .order_by(F("pressure").desc())
+            .values_list("pk", flat=True)[: limit - len(ids)]
+        )
+        ids.extend(rows)
+        if len(ids) >= limit:
+            break
+    return ids
+
+
+def sweep_sessions_over_threshold() -> list[int]:
+    ids = sessions_needing_relief()
+    # A stale claim is released first so request_relief can claim it again.
+    AgentSession.objects.filter(pk__in=ids).update(relief_requested_at=None)
+    return request_relief(ids)

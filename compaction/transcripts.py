@@ -1,0 +1,272 @@
+"""The transcript log and its materialised surface: append, load, derive, serve.
+
+`append_messages` is the one write path of the log. The surface is re-derived from scratch with
+`compaction.core.derive_surface` after every change, so the stored surface always equals the
+derivation from the log and the operations (D1): there is no incremental state to drift.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from compaction.core import (
+    BoundSpec,
+    Message,
+    Operation,
+    TranscriptError,
+    canonical_json,
+    derive_surface,
+    operation_from_dict,
+    parse_anthropic,
+    parse_message,
+    parse_openai,
+)
+from compaction.core import Surface as CoreSurface
+from compaction.models import CompactionOperation, LogMessage, Surface, SurfaceVersion
+from compaction.rawjson import Span
+from telemetry.models import AgentSession
+from telemetry.policies import effective_policy
+
+FORMATS = ("anthropic", "openai")
+
+
+class AppendError(ValueError):
+    """A refused append; `field` names the body field or message (`messages.3.seq`)."""
+
+    def __init__(self, field: str, message: str, *, status: int = 422) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+        self.status = status
+
+
+@dataclass
+class AppendResult:
+    created: list[int] = field(default_factory=list)
+    duplicates: list[int] = field(default_factory=list)
+    surface: Surface | None = None
+
+
+def content_hash(value: Any) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _without_seq(value: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in value.items() if k != "seq"}
+
+
+def load_log(session: AgentSession) -> list[Message]:
+    """The session's log as core messages, rehydrated from the stored original text."""
+    rows = (
+        LogMessage.objects.filter(session=session)
+        .order_by("seq")
+        .values_list("seq", "format", "raw", "bound_cap")
+    )
+    return [
+        parse_message(
+            _without_seq(json.loads(raw)),
+            format="openai" if fmt == "openai" else "anthropic",
+            seq=seq,
+            bound=BoundSpec(cap) if cap is not None else None,
+        )
+        for seq, fmt, raw, cap in rows
+    ]
+
+
+def load_operations(session: AgentSession) -> list[Operation]:
+    rows = (
+        CompactionOperation.objects.filter(session=session)
+        .order_by("pk")
+        .values_list("data", flat=True)
+    )
+    return [operation_from_dict(data) for data in rows]
+
+
+def derive(session: AgentSession) -> tuple[list[Message], list[Operation], CoreSurface]:
+    log = load_log(session)
+    operations = load_operations(session)
+    return log, operations, derive_surface(log, operations)
+
+
+def store_surface(session: AgentSession, fmt: str, surface: CoreSurface, *, bump: bool) -> Surface:
+    """Write the derived surface as the session's materialised one (caller holds the lock)."""
+    body = canonical_json(surface, format=fmt).decode("ascii")  # type: ignore[arg-type]
+    state, _ = Surface.objects.get_or_create(session=session, defaults={"format": fmt})
+    if bump:
+        state.version += 1
+    state.format = fmt
+    state.body = body
+    state.etag = hashlib.sha256(f"{state.version}:{body}".encode()).hexdigest()[:32]
+    state.chars = surface.chars
+    state.tokens_estimate = surface.tokens
+    state.messages = len(surface.messages)
+    state.log_messages = LogMessage.objects.filter(session=session).count()
+    state.save()
+    SurfaceVersion.objects.get_or_create(
+        session=session,
+        version=state.version,
+        defaults={
+            "log_messages": state.log_messages,
+            "operations": CompactionOperation.objects.filter(session=session).count(),
+        },
+    )
+    AgentSession.objects.filter(pk=session.pk).update(surface_version=state.version)
+    return state
+
+
+def surface_at(session: AgentSession, version: int) -> CoreSurface | None:
+    """The surface exactly as it was at `version`, rebuilt from the log and operations."""
+    record = SurfaceVersion.objects.filter(session=session, version=version).first()
+    if record is None:
+        return None
+    log = load_log(session)[: record.log_messages]
+    return derive_surface(log, load_operations(session)[: record.operations])
+
+
+def append_messages(
+    *, session: AgentSession, fmt: str, system: Span | None, messages: Sequence[Span]
+) -> AppendResult:
+    """Append messages to the session's log (idempotent on `seq`) and re-derive the surface.
+
+    Each message's original JSON text is kept byte for byte. The same content again at a taken
+    seq is a duplicate; different content is a conflict (409). New messages must continue the log
+    without a gap and keep the pairing rules (a result needs its call, call ids are unique).
+    The Anthropic `system` prompt is the log's seq 0: it is accepted on the append that starts
+    the log, whose messages then begin at seq 1.
+    """
+    if fmt not in FORMATS:
+        raise AppendError("format", f"must be one of {', '.join(FORMATS)}")
+    if system is not None and fmt != "anthropic":
+        raise AppendError(
+            "system", "is for the Anthropic format; send OpenAI system prompts as a message"
+        )
+    items = _checked_items(messages)
+    policy = effective_policy(session.profile)
+    result = AppendResult()
+    with transaction.atomic():
+        AgentSession.objects.select_for_update().filter(pk=session.pk).first()
+        state = Surface.objects.filter(session=session).first()
+        if state is not None and state.format != fmt:
+            raise AppendError(
+                "format", f"this session's transcript is in the {state.format} format", status=409
+            )
+        existing = dict(LogMessage.objects.filter(session=session).values_list("seq", "raw_hash"))
+        next_seq = len(existing)
+        new_items: list[tuple[int, int, Span]] = []
+        if system is not None:
+            items = [
+                (0, -1, Span({"role": "system", "content": system.value}, _system_raw(system))),
+                *items,
+            ]
+            if items[1][0] != 1 and 0 not in existing:
+                raise AppendError(
+                    "messages.0.seq",
+                    "with a top-level system prompt (seq 0) the messages start at seq 1",
+                )
+        for seq, index, span in items:
+            name = "system" if index < 0 else f"messages.{index}"
+            digest = content_hash(_without_seq(span.value))
+            if seq in existing:
+                if existing[seq] != digest:
+                    raise AppendError(
+                        f"{name}.seq",
+                        f"seq {seq} is already stored with different content",
+                        status=409,
+                    )
+                result.duplicates.append(seq)
+                continue
+            expected = next_seq + len(new_items)
+            if seq != expected:
+                raise AppendError(
+                    f"{name}.seq", f"expected seq {expected} (the log holds {next_seq}), got {seq}"
+                )
+            new_items.append((seq, index, span))
+        if not new_items:
+            result.surface = state
+            return result
+        preceding = load_log(session)
+        bound = BoundSpec(policy.max_result_chars)
+        parsed = _parse(fmt, preceding, new_items, bound)
+        LogMessage.objects.bulk_create(
+            LogMessage(
+                session=session,
+                seq=message.seq,
+                format=fmt,
+                role=message.role,
+                raw=span.text,
+                raw_hash=content_hash(_without_seq(span.value)),
+                chars=message.chars,
+                bound_cap=policy.max_result_chars,
+            )
+            for message, (_, _, span) in zip(parsed, new_items, strict=True)
+        )
+        surface = derive_surface([*preceding, *parsed], load_operations(session))
+        result.surface = store_surface(session, fmt, surface, bump=True)
+        result.created = [seq for seq, _, _ in new_items]
+    return result
+
+
+def _system_raw(system: Span) -> str:
+    return '{"role":"system","content":' + system.text + "}"
+
+
+def _checked_items(messages: Sequence[Span]) -> list[tuple[int, int, Span]]:
+    if not messages:
+        raise AppendError("messages", "must hold at least one message")
+    items = []
+    previous: int | None = None
+    for index, span in enumerate(messages):
+        value = span.value
+        if not isinstance(value, dict):
+            raise AppendError(f"messages.{index}", "must be a JSON object")
+        seq = value.get("seq")
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            raise AppendError(
+                f"messages.{index}.seq", "is required: an integer position in the log"
+            )
+        if not 0 <= seq < 2**31:
+            raise AppendError(f"messages.{index}.seq", "must be between 0 and 2147483647")
+        if previous is not None and seq <= previous:
+            raise AppendError(f"messages.{index}.seq", f"must increase (after {previous})")
+        previous = seq
+        items.append((seq, index, span))
+    return items
+
+
+def _parse(
+    fmt: str, preceding: list[Message], new_items: list[tuple[int, int, Span]], bound: BoundSpec
+) -> list[Message]:
+    system = None
+    bodies: list[dict[str, Any]] = []
+    first_seq = new_items[0][0]
+    for _, index, span in new_items:
+        body = _without_seq(span.value)
+        if index < 0:
+            system = body["content"]
+            continue
+        bodies.append(body)
+    try:
+        if fmt == "anthropic":
+            return parse_anthropic(
+                bodies, system=system, first_seq=first_seq, preceding=preceding, bound=bound
+            )
+        return parse_openai(bodies, first_seq=first_seq, preceding=preceding, bound=bound)
+    except TranscriptError as exc:
+        offset = 1 if system is not None else 0
+        position = exc.index + offset
+        index = new_items[position][1] if 0 <= position < len(new_items) else exc.index
+        name = "system" if index < 0 else f"messages.{index}"
+        raise AppendError(name, str(exc)) from None
+
+
+def surface_response_bytes(state: Surface) -> bytes:
+    """The stored surface as served: byte-identical until the version changes (D1)."""
+    head = f'{{"format":"{state.format}","surface_version":{state.version},'
+    return (head + state.body[1:]).encode("ascii")
