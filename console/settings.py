@@ -194,13 +194,14 @@ CELERY_BROKER_URL = env_url(
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # The embedded broker: kombu's filesystem transport crosses processes (memory:// does not).
-    for sub in ("queue", "processed"):
+    for sub in ("queue", "processed", "control"):
         (_BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_BROKER_DIR / "queue"),
         "data_folder_out": str(_BROKER_DIR / "queue"),
         "processed_folder": str(_BROKER_DIR / "processed"),
         "store_processed": False,
+        "control_folder": str(_BROKER_DIR / "control"),
     }
 # A publish must never hang a request when the broker is down: bounded retries, short timeouts.
 CELERY_BROKER_CONNECTION_TIMEOUT = 2

@@ -1,0 +1,72 @@
+"""Prometheus metrics computed from the database rows at scrape time.
+
+Counters are derived from `CompactionRun` and `OverflowEvent` rows rather than kept in process
+memory, so they add up across web and worker processes and hosts and survive a crash or restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from compaction.models import Archive, CompactionRun, OverflowEvent
+from telemetry.models import AgentSession, LLMCall
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class DatabaseCollector(Collector):
+    def collect(self) -> Iterator[Metric]:
+        runs = CounterMetricFamily(
+            "compaction_runs", "Compaction runs by mode and status", labels=["mode", "status"]
+        )
+        for row in (
+            CompactionRun.objects.values("mode", "status")
+            .annotate(n=Count("id"))
+            .order_by("mode", "status")
+        ):
+            runs.add_metric([row["mode"], row["status"]], row["n"])
+        yield runs
+        failures = CounterMetricFamily(
+            "compaction_archive_failures",
+            "Compaction runs whose archive failed (automatic ones compacted anyway, D5)",
+            labels=["mode"],
+        )
+        for row in (
+            CompactionRun.objects.exclude(archive_error="")
+            .values("mode")
+            .annotate(n=Count("id"))
+            .order_by("mode")
+        ):
+            failures.add_metric([row["mode"]], row["n"])
+        yield failures
+        overflows = CounterMetricFamily(
+            "compaction_overflows",
+            "Context-length overflows reported by agents",
+            labels=["recovered"],
+        )
+        for row in (
+            OverflowEvent.objects.values("recovered").annotate(n=Count("id")).order_by("recovered")
+        ):
+            overflows.add_metric(["true" if row["recovered"] else "false"], row["n"])
+        yield overflows
+        yield CounterMetricFamily(
+            "telemetry_calls", "LLM calls ingested", value=LLMCall.objects.count()
+        )
+        yield GaugeMetricFamily(
+            "telemetry_sessions", "Agent sessions known", value=AgentSession.objects.count()
+        )
+        yield GaugeMetricFamily(
+            "compaction_archives", "Archives kept", value=Archive.objects.count()
+        )
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DatabaseCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE)
