@@ -214,7 +214,7 @@ def append_messages(
 
 
 def _system_raw(system: Span) -> str:
-    return '{"role":"system","content":' + system.text + "}"
+    return '{"seq":0,"role":"system","content":' + system.text + "}"
 
 
 def _checked_items(messages: Sequence[Span]) -> list[tuple[int, int, Span]]:

@@ -52,7 +52,7 @@ class Agent:
         return self.client.get(path, headers=self.headers(), **extra)
 
     def post(self, path: str, data: Any = None, **extra: Any) -> Any:
-        body = data if isinstance(data, str | bytes) else _json(data)
+        body = "" if data is None else data if isinstance(data, str | bytes) else _json(data)
         return self.client.post(
             path, body, content_type="application/json", headers=self.headers(), **extra
         )
@@ -180,7 +180,9 @@ def celery_worker(transactional_db: None, tmp_path: Path) -> Iterator[WorkerProc
         stop_worker(worker)
 
 
-def wait_until(predicate: Callable[[], bool], *, timeout: float = 30, what: str = "condition") -> None:
+def wait_until(
+    predicate: Callable[[], bool], *, timeout: float = 30, what: str = "condition"
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -32,7 +32,9 @@ def test_deploy_check_passes_with_production_settings():
 
 
 def test_deploy_check_fails_when_debug_is_on():
-    result = _run(PRODUCTION | {"DJANGO_DEBUG": "true"}, "check", "--deploy", "--fail-level", "WARNING")
+    result = _run(
+        PRODUCTION | {"DJANGO_DEBUG": "true"}, "check", "--deploy", "--fail-level", "WARNING"
+    )
     assert result.returncode != 0
     assert "DEBUG" in result.stdout + result.stderr
 

@@ -1,0 +1,496 @@
+"""Transcript log, surface, manual compaction, overflow, archives and retention on the real DB."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from compaction import services
+from compaction.archives import purge_expired_archives
+from compaction.core import canonical_json
+from compaction.models import (
+    Archive,
+    ArchiveChunk,
+    CompactionOperation,
+    CompactionRun,
+    LogMessage,
+    Surface,
+)
+from compaction.transcripts import derive
+from telemetry.models import AgentSession
+from telemetry.policies import update_policy
+from tests.support import append_body, tool_transcript
+
+pytestmark = pytest.mark.django_db
+
+
+def session_of(agent, session_id: str = "run-1") -> AgentSession:
+    return AgentSession.objects.get(profile=agent.key.profile, external_id=session_id)
+
+
+def assert_surface_is_derived_from_the_log(session: AgentSession) -> None:
+    """D1: the materialised surface equals derive_surface(log, operations) from scratch."""
+    state = Surface.objects.get(session=session)
+    _, _, surface = derive(session)
+    assert canonical_json(surface, format=state.format).decode() == state.body
+
+
+def state_of(session: AgentSession) -> tuple[Any, ...]:
+    state = Surface.objects.get(session=session)
+    return (
+        list(LogMessage.objects.filter(session=session).order_by("seq").values_list("seq", "raw")),
+        hashlib.sha256(state.body.encode()).hexdigest(),
+        state.version,
+        list(CompactionOperation.objects.values_list("pk", "data")),
+    )
+
+
+@pytest.fixture
+def transcript(compactor):
+    response = compactor.post("/api/v1/sessions/run-1/messages", append_body(12))
+    assert response.status_code == 201, response.content
+    return session_of(compactor)
+
+
+# --- the log ----------------------------------------------------------------------------------
+
+
+def test_append_keeps_the_original_bytes_of_every_message_including_nul_escapes(agent):
+    body = (
+        '{"format": "openai", "messages": [\n'
+        '  {"seq": 0, "role": "system",   "content": "be brief"},\n'
+        '  {"seq": 1, "role": "user", "content": "run it"},\n'
+        '  {"seq": 2, "role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",'
+        ' "function": {"name": "sh", "arguments": "{\\"cmd\\": \\"cat bin\\"}"}}]},\n'
+        '  {"seq": 3, "role": "tool", "tool_call_id": "c1", "content": "a\\u0000b \\u00e9"}\n]}'
+    )
+    response = agent.post("/api/v1/sessions/raw/messages", body)
+    assert response.status_code == 201, response.content
+    rows = dict(LogMessage.objects.values_list("seq", "raw"))
+    assert rows[0] == '{"seq": 0, "role": "system",   "content": "be brief"}'
+    assert (
+        rows[3]
+        == '{"seq": 3, "role": "tool", "tool_call_id": "c1", "content": "a\\u0000b \\u00e9"}'
+    )
+    surface = agent.get("/api/v1/sessions/raw/surface").json()
+    assert surface["messages"][3]["content"] == "a\x00b é"
+    assert_surface_is_derived_from_the_log(session_of(agent, "raw"))
+
+
+def test_replaying_an_append_is_idempotent_and_different_content_is_a_conflict(
+    compactor, transcript
+):
+    before = state_of(transcript)
+    again = compactor.post("/api/v1/sessions/run-1/messages", append_body(12))
+    assert again.status_code == 200
+    assert again.json()["appended"] == [] and len(again.json()["duplicates"]) == 26
+    assert state_of(transcript) == before
+    changed = append_body(12)
+    changed["messages"][3]["content"][0]["text"] = "something else"
+    clash = compactor.post("/api/v1/sessions/run-1/messages", changed)
+    assert clash.status_code == 409
+    assert clash.json()["field"] == "messages.3.seq"
+    assert state_of(transcript) == before
+
+
+@pytest.mark.parametrize(
+    ("messages", "status", "field"),
+    [
+        ([{"seq": 30, "role": "user", "content": "gap"}], 422, "messages.0.seq"),
+        ([{"role": "user", "content": "no seq"}], 422, "messages.0.seq"),
+        ([{"seq": 26, "role": "wizard", "content": "?"}], 422, "messages.0"),
+        (
+            [
+                {
+                    "seq": 26,
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "ghost", "content": "x"}],
+                }
+            ],
+            422,
+            "messages.0",
+        ),
+        (
+            [
+                {
+                    "seq": 26,
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "toolu_001", "name": "x", "input": {}}],
+                },
+            ],
+            422,
+            "messages.0",
+        ),
+        (
+            [
+                {"seq": 26, "role": "user", "content": "ok"},
+                {"seq": 26, "role": "user", "content": "again"},
+            ],
+            422,
+            "messages.1.seq",
+        ),
+        ("not a list", 422, "messages"),
+        ([5], 422, "messages.0"),
+    ],
+)
+def test_bad_appends_get_a_4xx_naming_the_message_and_change_nothing(
+    compactor, transcript, messages, status, field
+):
+    before = state_of(transcript)
+    response = compactor.post(
+        "/api/v1/sessions/run-1/messages", {"format": "anthropic", "messages": messages}
+    )
+    assert response.status_code == status, response.content
+    assert response.json()["field"] == field
+    assert state_of(transcript) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        ("{broken", 400, "body"),
+        (json.dumps({"messages": []}), 422, "format"),
+        (
+            json.dumps(
+                {"format": "openai", "messages": [{"seq": 26, "role": "user", "content": "x"}]}
+            ),
+            409,
+            "format",
+        ),
+        (json.dumps({"format": "anthropic", "messages": [], "extra": 1}), 422, "extra"),
+        (json.dumps({"format": "anthropic", "messages": []}), 422, "messages"),
+    ],
+)
+def test_malformed_append_bodies_are_refused(compactor, transcript, body, status, field):
+    before = state_of(transcript)
+    response = compactor.post("/api/v1/sessions/run-1/messages", body)
+    assert response.status_code == status, response.content
+    assert response.json()["field"] == field
+    assert state_of(transcript) == before
+
+
+def test_append_takes_32_mb_and_answers_413_above(agent, settings):
+    big = "y" * (33 * 1024 * 1024)
+    body = json.dumps(
+        {"format": "openai", "messages": [{"seq": 0, "role": "user", "content": big}]}
+    )
+    response = agent.post("/api/v1/sessions/big/messages", body)
+    assert response.status_code == 413
+    assert not LogMessage.objects.exists()
+    ok_body = json.dumps(
+        {
+            "format": "openai",
+            "messages": [{"seq": 0, "role": "user", "content": "z" * (31 * 1024 * 1024)}],
+        }
+    )
+    assert agent.post("/api/v1/sessions/big/messages", ok_body).status_code == 201
+
+
+def test_tool_results_over_max_result_chars_are_bounded_on_the_surface_and_kept_whole_in_the_log(
+    agent,
+):
+    update_policy(profile=agent.key.profile, values={"max_result_chars": 5_000})
+    agent.post("/api/v1/sessions/run-1/messages", append_body(2, result_chars=20_000))
+    surface = agent.get("/api/v1/sessions/run-1/surface").json()
+    bounded = surface["messages"][2]["content"][0]["content"]
+    assert len(bounded) <= 5_000 and "chars omitted" in bounded
+    original = json.loads(LogMessage.objects.get(seq=3).raw)
+    assert len(original["content"][0]["content"]) > 19_000
+    # D3: a later policy change does not re-derive what was bounded before
+    update_policy(profile=agent.key.profile, values={"max_result_chars": 50_000})
+    agent.post(
+        "/api/v1/sessions/run-1/messages",
+        {"format": "anthropic", "messages": [{"seq": 6, "role": "user", "content": "go on"}]},
+    )
+    again = agent.get("/api/v1/sessions/run-1/surface").json()
+    assert again["messages"][2]["content"][0]["content"] == bounded
+
+
+# --- the surface ------------------------------------------------------------------------------
+
+
+def test_surface_is_byte_identical_until_something_changes_it_and_answers_304(
+    compactor, transcript
+):
+    first = compactor.get("/api/v1/sessions/run-1/surface")
+    second = compactor.get("/api/v1/sessions/run-1/surface")
+    assert first.content == second.content
+    etag = first["ETag"]
+    assert (
+        compactor.get("/api/v1/sessions/run-1/surface", HTTP_IF_NONE_MATCH=etag).status_code == 304
+    )
+    version = first.json()["surface_version"]
+    compactor.post(
+        "/api/v1/sessions/run-1/messages",
+        {"format": "anthropic", "messages": [{"seq": 26, "role": "user", "content": "next"}]},
+    )
+    third = compactor.get("/api/v1/sessions/run-1/surface")
+    assert third.json()["surface_version"] == version + 1
+    assert third["ETag"] != etag
+    assert_surface_is_derived_from_the_log(transcript)
+
+
+def test_the_surface_never_replays_cache_control_markers(agent):
+    body = {
+        "format": "anthropic",
+        "system": [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {
+                "seq": 1,
+                "role": "user",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "hi",
+                        "cache_control": {"type": "ephemeral", "ttl": "1h"},
+                    }
+                ],
+            }
+        ],
+    }
+    assert agent.post("/api/v1/sessions/cc/messages", body).status_code == 201
+    response = agent.get("/api/v1/sessions/cc/surface")
+    assert b"cache_control" not in response.content
+    assert "cache_control" in LogMessage.objects.get(seq=1).raw
+
+
+def test_surface_converts_across_formats_only_when_lossless(agent):
+    agent.post(
+        "/api/v1/sessions/conv/messages",
+        {"format": "anthropic", "messages": [{"seq": 0, "role": "user", "content": "hello"}]},
+    )
+    openai = agent.get("/api/v1/sessions/conv/surface?format=openai")
+    assert openai.status_code == 200
+    assert openai.json()["messages"] == [{"role": "user", "content": "hello"}]
+    agent.post(
+        "/api/v1/sessions/conv/messages",
+        {
+            "format": "anthropic",
+            "messages": [
+                {
+                    "seq": 1,
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "hm", "signature": "sig=="},
+                        {"type": "text", "text": "hi"},
+                    ],
+                }
+            ],
+        },
+    )
+    refused = agent.get("/api/v1/sessions/conv/surface?format=openai")
+    assert refused.status_code == 422
+    assert "format" in refused.json()["detail"]
+
+
+def test_another_profile_sees_none_of_a_sessions_transcript(compactor, transcript, outsider):
+    assert outsider.get("/api/v1/sessions/run-1/surface").status_code == 404
+    assert outsider.get("/api/v1/sessions/run-1/archives").status_code == 404
+    compactor.post("/api/v1/sessions/run-1/compact")
+    archive = Archive.objects.get()
+    assert outsider.get(f"/api/v1/archives/{archive.pk}").status_code == 404
+    assert outsider.get("/api/v1/archives?q=build").json() == []
+
+
+# --- manual compaction ------------------------------------------------------------------------
+
+
+def test_manual_compact_archives_first_then_shrinks_the_surface(compactor, transcript):
+    before = compactor.get("/api/v1/sessions/run-1/surface").json()
+    response = compactor.post("/api/v1/sessions/run-1/compact")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["status"] == "applied" and body["archived"] is True
+    assert body["tokens_after"] < body["tokens_before"]
+    after = compactor.get("/api/v1/sessions/run-1/surface").json()
+    assert after["surface_version"] == before["surface_version"] + 1
+    assert len(json.dumps(after)) < len(json.dumps(before))
+    archive = compactor.get(f"/api/v1/archives/{body['archive_id']}").json()
+    assert archive["namespace"] == f"chat-archive:{compactor.profile}:run-1"
+    assert archive["surface"]["messages"] == before["messages"]
+    assert [m["seq"] for m in archive["log"]] == list(range(26))
+    assert LogMessage.objects.filter(session=transcript).count() == 26
+    assert_surface_is_derived_from_the_log(transcript)
+
+
+def test_manual_compact_with_a_failing_archive_refuses_and_changes_nothing(
+    compactor, transcript, settings
+):
+    settings.COMPACTION_ARCHIVE_BACKEND = "compaction.archives.FailingArchive"
+    before = state_of(transcript)
+    response = compactor.post("/api/v1/sessions/run-1/compact")
+    assert response.status_code == 409
+    body = response.json()
+    assert body["error"] == "archive_failed"
+    assert "archive store unavailable" in body["detail"]
+    assert state_of(transcript) == before
+    assert not CompactionOperation.objects.exists()
+    assert CompactionRun.objects.get().status == "refused"
+    assert_surface_is_derived_from_the_log(transcript)
+
+
+def test_compact_needs_the_compact_scope(agent):
+    agent.post("/api/v1/sessions/run-1/messages", append_body(3))
+    response = agent.post("/api/v1/sessions/run-1/compact")
+    assert response.status_code == 403
+    assert not CompactionRun.objects.exists()
+
+
+def test_compact_refuses_when_the_surface_moved_past_the_expected_version(compactor, transcript):
+    response = compactor.post("/api/v1/sessions/run-1/compact", {"expected_surface_version": 0})
+    assert response.status_code == 409
+    assert response.json()["error"] == "compaction_busy"
+    assert not CompactionOperation.objects.exists()
+
+
+def test_automatic_compaction_with_a_failing_archive_compacts_logs_one_error_and_counts_it(
+    compactor, transcript, settings, caplog, client
+):
+    settings.COMPACTION_ARCHIVE_BACKEND = "compaction.archives.FailingArchive"
+    AgentSession.objects.filter(pk=transcript.pk).update(
+        window_tokens=200_000, projected_tokens=170_000, pressure=0.92
+    )
+    with caplog.at_level(logging.ERROR, logger="compaction"):
+        outcome = services.relieve_session(session_id=transcript.pk)
+    assert outcome is not None and outcome.run.status == "applied"
+    assert outcome.run.archived is False and "unavailable" in outcome.run.archive_error
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and str(transcript.pk) in errors[0].getMessage()
+    metrics = client.get("/metrics").content.decode()
+    assert 'compaction_archive_failures_total{mode="auto"} 1.0' in metrics
+    assert_surface_is_derived_from_the_log(transcript)
+
+
+# --- concurrency --------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ten_concurrent_compactions_of_one_session_apply_exactly_one_operation(make_agent):
+    compactor = make_agent("default", scopes=("compact",))
+    compactor.post("/api/v1/sessions/run-1/messages", append_body(12))
+    session = session_of(compactor)
+    version = Surface.objects.get(session=session).version
+    barrier = threading.Barrier(10)
+    outcomes: list[str] = []
+
+    def compact() -> None:
+        try:
+            barrier.wait()
+            try:
+                result = services.compact_session(
+                    session_id=session.pk, mode="manual", expected_version=version
+                )
+                outcomes.append(result.run.status)
+            except services.CompactionBusy as exc:
+                outcomes.append(exc.run.status)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=compact) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes).count("applied") == 1, outcomes
+    assert CompactionOperation.objects.values("run").distinct().count() == 1
+    assert Archive.objects.count() == 1
+    assert Surface.objects.get(session=session).version == version + 1
+    assert_surface_is_derived_from_the_log(session)
+
+
+# --- overflow -----------------------------------------------------------------------------------
+
+
+def test_overflow_compacts_now_returns_the_new_surface_and_a_second_on_that_version_is_409(
+    compactor, transcript, client
+):
+    first = compactor.post("/api/v1/sessions/run-1/overflow", {"detail": "prompt is too long"})
+    assert first.status_code == 200, first.content
+    body = first.json()
+    assert body["mode"] == "overflow" and body["status"] == "applied"
+    assert body["surface"]["surface_version"] == body["surface_version"]
+    second = compactor.post(
+        "/api/v1/sessions/run-1/overflow", {"surface_version": body["surface_version"]}
+    )
+    assert second.status_code == 200  # a new surface version gets its own forced pass
+    again = compactor.post(
+        "/api/v1/sessions/run-1/overflow", {"surface_version": second.json()["surface_version"]}
+    )
+    assert again.status_code == 409
+    assert again.json()["error"] == "overflow_unrecoverable"
+    assert CompactionOperation.objects.count() == len(
+        CompactionOperation.objects.filter(run__mode="overflow")
+    )
+    metrics = client.get("/metrics").content.decode()
+    assert 'compaction_overflows_total{recovered="false"} 1.0' in metrics
+    assert 'compaction_overflows_total{recovered="true"} 2.0' in metrics
+    assert_surface_is_derived_from_the_log(transcript)
+
+
+def test_an_overflow_on_an_older_version_applies_nothing(compactor, transcript):
+    compactor.post("/api/v1/sessions/run-1/compact")
+    response = compactor.post("/api/v1/sessions/run-1/overflow", {"surface_version": 1})
+    assert response.status_code == 200
+    assert response.json()["status"] == "noop"
+    assert CompactionRun.objects.filter(status="applied").count() == 1
+
+
+# --- archives -------------------------------------------------------------------------------------
+
+
+def test_archives_are_listed_searchable_with_highlights_and_returned_whole(compactor, transcript):
+    compactor.post("/api/v1/sessions/run-1/compact")
+    listed = compactor.get("/api/v1/sessions/run-1/archives").json()
+    assert len(listed) == 1 and listed[0]["log_messages"] == 26
+    hits = compactor.get("/api/v1/archives?q=nightly").json()
+    assert hits and "<mark>" in hits[0]["snippet"].lower()
+    assert hits[0]["session_id"] == "run-1"
+    assert compactor.get("/api/v1/archives?q=zebracorn").json() == []
+
+
+def test_big_messages_are_chunked_at_64kb_for_the_search_index(compactor):
+    compactor.post("/api/v1/sessions/huge/messages", append_body(6, result_chars=300_000))
+    session = session_of(compactor, "huge")
+    compactor.post("/api/v1/sessions/huge/compact")
+    chunks = ArchiveChunk.objects.filter(archive__session=session)
+    assert max(len(c.text.encode()) for c in chunks) <= 64 * 1024
+    assert chunks.filter(seq=3).count() >= 5
+    whole = compactor.get(f"/api/v1/archives/{Archive.objects.get().pk}").json()
+    assert json.loads(LogMessage.objects.get(session=session, seq=3).raw) == whole["log"][3]
+
+
+def test_retention_keeps_each_sessions_newest_archive_and_never_touches_the_log(
+    compactor, transcript
+):
+    update_policy(profile=compactor.key.profile, values={"archive_retention_days": 7})
+    for extra in range(3):
+        compactor.post(
+            "/api/v1/sessions/run-1/messages",
+            {
+                "format": "anthropic",
+                "messages": tool_transcript(
+                    6, first_seq=26 + 12 * extra, first_round=12 + 6 * extra
+                ),
+            },
+        )
+        compactor.post("/api/v1/sessions/run-1/compact")
+    total = Archive.objects.count()
+    assert total >= 3
+    Archive.objects.update(created_at=timezone.now() - timedelta(days=30))
+    newest = Archive.objects.order_by("-pk").first()
+    Archive.objects.filter(pk=newest.pk).update(created_at=timezone.now() - timedelta(days=29))
+    log_before = list(LogMessage.objects.values_list("seq", "raw"))
+    assert purge_expired_archives(batch_size=total - 2) == (total - 2, True)
+    assert purge_expired_archives(batch_size=total - 2) == (1, False)
+    assert purge_expired_archives(batch_size=total - 2) == (0, False)
+    assert list(Archive.objects.values_list("pk", flat=True)) == [newest.pk]
+    assert list(LogMessage.objects.values_list("seq", "raw")) == log_before
+    assert_surface_is_derived_from_the_log(transcript)
