@@ -14,7 +14,7 @@ index it is told to keep.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -325,7 +325,7 @@ def pressure_figure(
             }
         )
     layout = _layout("Context pressure", shapes=shapes, annotations=notes)
-    layout["yaxis"] = {**layout["yaxis"], "title": {"text": "tokens"}, "tickformat": "~s"}
+    layout["yaxis"] = {**layout["yaxis"], "title": {"text": "tokens"}, "tickformat": ".3~s"}
     return {"data": data, "layout": layout}
 
 
@@ -337,9 +337,10 @@ def cache_figure(
     write_1h: Sequence[int],
     max_points: int = CACHE_POINTS,
 ) -> Figure:
-    """Cache-hit % per turn (left axis) and cache-write tokens per turn (bars, right axis).
+    """Cache-hit % per turn (upper pane) and cache-write tokens per turn (a stacked step area,
+    lower pane, same turn axis).
 
-    The write bars keep every spike (above `SPIKE_FACTOR` × the median write, at most a quarter
+    The writes keep every spike (above `SPIKE_FACTOR` × the median write, at most a quarter
     of the budget, the largest first) and the hit line keeps the turns of those spikes too, so a
     rewrite and the hit ratio it cost line up.
     """
@@ -348,27 +349,27 @@ def cache_figure(
     write_idx = downsample(writes, max_points, keep=spikes)
     hit_idx = downsample(list(hit_ratio), max_points, keep=spikes)
     percent = [None if r is None else _round(r * 100.0, 4) for r in hit_ratio]
+    # Writes are a stacked step area, not bars: at 1,500 turns a bar is under a pixel wide and
+    # a spike would vanish; a step area's edge stays visible at any density.
     data: list[dict[str, Any]] = [
         {
-            "type": "bar",
-            "name": "5m cache writes",
+            "type": "scatter",
+            "mode": "lines",
+            "stackgroup": "writes",
+            "name": name,
             "x": _pick(turns, write_idx),
-            "y": _pick(write_5m, write_idx),
+            "y": _pick(series, write_idx),
             "yaxis": "y2",
-            "marker": {"color": COLORS["write_5m"]},
-            "opacity": 0.75,
-            "hovertemplate": "%{y:,} tokens<extra>5m writes</extra>",
-        },
-        {
-            "type": "bar",
-            "name": "1h cache writes",
-            "x": _pick(turns, write_idx),
-            "y": _pick(write_1h, write_idx),
-            "yaxis": "y2",
-            "marker": {"color": COLORS["write_1h"]},
-            "opacity": 0.75,
-            "hovertemplate": "%{y:,} tokens<extra>1h writes</extra>",
-        },
+            "line": {"color": COLORS[key], "width": 1, "shape": "hv"},
+            "fillcolor": COLORS[key] + "99",
+            "hovertemplate": "%{y:,} tokens<extra>" + name + "</extra>",
+        }
+        for key, name, series in (
+            ("write_5m", "5m cache writes", write_5m),
+            ("write_1h", "1h cache writes", write_1h),
+        )
+    ]
+    data.append(
         {
             "type": "scatter",
             "mode": "lines",
@@ -378,31 +379,33 @@ def cache_figure(
             "line": {"color": COLORS["hit"], "width": 2},
             "connectgaps": False,
             "hovertemplate": "%{y:.1f} %<extra>cache hit</extra>",
-        },
-    ]
-    layout = _layout("Cache health", barmode="stack")
+        }
+    )
+    # Two stacked panes on one turn axis: the hit ratio above, the writes below, so a rewrite
+    # spike and the hit-ratio drop it caused line up without drawing over each other.
+    layout = _layout("Cache health", height=380)
     layout["yaxis"] = {
         **layout["yaxis"],
         "title": {"text": "cache hit %"},
-        "range": [0, 100.5],
+        "range": [0, 102],
         "rangemode": "normal",
+        "domain": [0.42, 1],
     }
     layout["yaxis2"] = {
-        "title": {"text": "cache-write tokens"},
-        "overlaying": "y",
-        "side": "right",
-        "showgrid": False,
+        "title": {"text": "writes"},
+        "domain": [0, 0.32],
+        "anchor": "x",
+        "gridcolor": "#eceff1",
         "rangemode": "tozero",
-        "tickformat": "~s",
+        "tickformat": ".3~s",
     }
-    layout["margin"] = {**layout["margin"], "r": 64}
     return {"data": data, "layout": layout}
 
 
 def cost_figure(
     *,
     turns: Sequence[int],
-    buckets: dict[str, Sequence[float | None]],
+    buckets: Mapping[str, Sequence[float | None]],
     max_points: int = COST_POINTS,
 ) -> Figure:
     """Cost per turn in dollars, stacked by bucket (`COST_BUCKETS` order).
@@ -475,7 +478,7 @@ def gauge_figure(
             "number": {"valueformat": ",d", "suffix": " tokens", "font": {"size": 22}},
             "gauge": {
                 "shape": "angular",
-                "axis": {"range": [0, top], "tickformat": "~s"},
+                "axis": {"range": [0, top], "tickformat": ".3~s"},
                 "bar": {"color": bar, "thickness": 0.35},
                 "steps": steps,
                 "threshold": {
@@ -488,7 +491,7 @@ def gauge_figure(
     ]
     layout = {
         "height": 220,
-        "margin": {"l": 28, "r": 28, "t": 16, "b": 8},
+        "margin": {"l": 40, "r": 48, "t": 24, "b": 8},
         "paper_bgcolor": "#ffffff",
         "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
     }

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from console import views
@@ -8,4 +9,23 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("healthz", views.healthz, name="healthz"),
+    # the operator console
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(redirect_authenticated_user=True),
+        name="login",
+    ),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", views.sessions_list, name="sessions"),
+    path("sessions/<int:pk>/", views.session_page, name="session"),
+    path("sessions/<int:pk>/live", views.session_live, name="session_live"),
+    path("policy/", views.policy_overview, name="policy"),
+    path("policy/global/", views.policy_edit, name="policy_global"),
+    path("policy/profiles/new", views.profile_create, name="profile_create"),
+    path("policy/profiles/<str:name>/", views.policy_edit, name="policy_profile"),
+    path("catalogue/", views.catalogue_list, name="catalogue"),
+    path("catalogue/new/", views.catalogue_edit, name="catalogue_new"),
+    path("catalogue/<int:pk>/", views.catalogue_edit, name="catalogue_edit"),
+    path("keys/", views.keys, name="keys"),
+    path("keys/<int:pk>/revoke", views.key_revoke, name="key_revoke"),
 ]

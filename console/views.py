@@ -1,13 +1,56 @@
-"""Operator-facing views. (The full console arrives with its own issue.)"""
+"""Operator-facing views: look up, validate, call, respond.
+
+The same view renders the page or, for an htmx request, just the fragment (a named
+`{% partialdef %}`). Every view checks the role on the server (`console.roles.require_role`);
+writes go through the services (`telemetry.policies`, `telemetry.keys`, `telemetry.profiles`).
+"""
 
 from __future__ import annotations
 
-from django.db import connection
-from django.http import HttpRequest, JsonResponse
-from django.utils import timezone
-from django.views.decorators.http import require_GET
+from typing import Any
 
-from telemetry.models import Heartbeat
+from django.contrib import messages
+from django.db import connection
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.middleware import HtmxDetails
+
+from console import charts
+from console.forms import (
+    CatalogueForm,
+    KeyCreateForm,
+    PolicyForm,
+    ProfileCreateForm,
+    SessionFilterForm,
+)
+from console.queries import (
+    BANDS,
+    load_policies,
+    profiles_overview,
+    session_band,
+    session_detail,
+    session_series,
+    sessions_page,
+    sessions_version,
+    turns_page,
+)
+from console.queries import compaction_markers as load_compaction_markers
+from console.roles import Role, require_role
+from telemetry.keys import create_agent_key, revoke_agent_key
+from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel, Heartbeat, Policy
+from telemetry.policies import update_policy
+from telemetry.policy import POLICY_FIELDS, PolicyError, PolicyValues
+from telemetry.pressure import round_signal
+from telemetry.profiles import ProfileError, get_or_create_profile
+
+
+class HtmxHttpRequest(HttpRequest):
+    """What django-htmx's middleware makes of every request (for the type checker)."""
+
+    htmx: HtmxDetails
 
 
 @require_GET
@@ -18,3 +61,315 @@ def healthz(request: HttpRequest) -> JsonResponse:
     beat = Heartbeat.objects.filter(name="worker").first()
     age = (timezone.now() - beat.at).total_seconds() if beat else None
     return JsonResponse({"database": connection.vendor, "worker_heartbeat_age_s": age})
+
+
+def _versioned(request: HttpRequest, version: str) -> HttpResponse | None:
+    """304 when the poller already holds `version` (it sends it back as If-None-Match)."""
+    return get_conditional_response(request, etag=f'"{version}"')
+
+
+def _mark_polled(response: HttpResponse, version: str) -> HttpResponse:
+    # The fragment is per user and changes any second: keep it out of shared caches, and let
+    # the htmx poller ask with If-None-Match (the browser passes the 304 through to it).
+    response["ETag"] = f'"{version}"'
+    patch_cache_control(response, private=True, no_cache=True)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+# --- sessions ------------------------------------------------------------------------------------
+
+# (sort key, header, numeric column)
+SESSION_COLUMNS = (
+    ("session", "Session", False),
+    ("profile", "Profile", False),
+    ("model", "Model", False),
+    ("pressure", "Pressure", False),
+    ("last_hit", "Cache hit, last turn", True),
+    ("hit", "Cache hit, overall", True),
+    ("cost", "Cost", True),
+    ("turns", "Turns", True),
+    ("rounds", "Rounds, last turn", True),
+    ("last_seen", "Last seen", False),
+)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
+    """Every session, sortable, filterable, searchable and paginated; the table polls itself."""
+    filters = SessionFilterForm(request.GET).filters()
+    version = sessions_version(request.GET.urlencode())
+    if request.htmx:
+        not_modified = _versioned(request, version)
+        if not_modified is not None:
+            return not_modified
+    context = {
+        "listing": sessions_page(filters),
+        "version": version,
+        "filters": filters,
+        "columns": SESSION_COLUMNS,
+        "bands": BANDS,
+        "nav": "sessions",
+    }
+    if request.htmx:
+        return _mark_polled(render(request, "console/sessions.html#table", context), version)
+    context["filter_form"] = SessionFilterForm(request.GET)
+    return render(request, "console/sessions.html", context)
+
+
+def _live_context(session: AgentSession, policy: PolicyValues, version: str) -> dict[str, Any]:
+    savings = (
+        session.no_cache_cost_usd - session.cost_usd
+        if session.no_cache_cost_usd is not None and session.cost_usd is not None
+        else None
+    )
+    gauge = None
+    if (
+        session.window_tokens is not None
+        and session.projected_tokens is not None
+        and session.window_tokens > policy.reserved_output_tokens
+    ):
+        gauge = charts.gauge_figure(
+            projected=session.projected_tokens,
+            window=session.window_tokens,
+            reserved=policy.reserved_output_tokens,
+            prune_threshold=policy.prune_threshold,
+            summarize_threshold=policy.summarize_threshold,
+        )
+    signal = round_signal(session.last_turn_rounds, policy.round_soft_limit, policy.round_hard_cap)
+    return {
+        "session": session,
+        "policy": policy,
+        "band": session_band(session, policy),
+        "usable_window": (
+            session.window_tokens - policy.reserved_output_tokens
+            if session.window_tokens is not None
+            else None
+        ),
+        "savings": savings,
+        "gauge": gauge,
+        "round_signal": signal,
+        "version": version,
+    }
+
+
+def _session_or_404(pk: int) -> tuple[AgentSession, PolicyValues, str]:
+    found = session_detail(pk)
+    if found is None:
+        raise Http404("no such session")
+    return found
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """One session: live figures and gauge, pressure, cache and cost charts, the turns table,
+    and the places the compaction service fills (surface, runs, Compact now)."""
+    session, policy, version = _session_or_404(pk)
+    turns = turns_page(session, request.GET.get("turns_page"))
+    if request.htmx and request.htmx.target == "turns":
+        return render(request, "console/session.html#turns", {"session": session, "turns": turns})
+    series = session_series(session)
+    markers = load_compaction_markers(session)
+    figures = {
+        "pressure": charts.pressure_figure(
+            turns=series.turns,
+            context_tokens=series.context,
+            projected=session.projected_tokens,
+            window=session.window_tokens,
+            reserved=policy.reserved_output_tokens,
+            prune_threshold=policy.prune_threshold,
+            summarize_threshold=policy.summarize_threshold,
+            markers=markers,
+        ),
+        "cache": charts.cache_figure(
+            turns=series.turns,
+            hit_ratio=series.hit,
+            write_5m=series.write_5m,
+            write_1h=series.write_1h,
+        ),
+        "cost": charts.cost_figure(turns=series.turns, buckets=series.costs),
+    }
+    context = _live_context(session, policy, version) | {
+        "figures": figures,
+        "turns": turns,
+        "markers": markers,
+        "has_turns": bool(series.turns),
+        "nav": "sessions",
+    }
+    return render(request, "console/session.html", context)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def session_live(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The badges and the gauge, polled by htmx: 304 while nothing they show has changed."""
+    session, policy, version = _session_or_404(pk)
+    not_modified = _versioned(request, version)
+    if not_modified is not None:
+        return not_modified
+    response = render(request, "console/session.html#live", _live_context(session, policy, version))
+    return _mark_polled(response, version)
+
+
+# --- policy and profiles (admins) ----------------------------------------------------------------
+
+
+@require_GET
+@require_role(Role.ADMIN)
+def policy_overview(request: HttpRequest) -> HttpResponse:
+    """Profiles with their effective policy, and the TTL counterfactual of their traffic."""
+    policies = load_policies()
+    return render(
+        request,
+        "console/policy.html",
+        {
+            "global_policy": policies.global_policy,
+            "overviews": profiles_overview(),
+            "profile_form": ProfileCreateForm(),
+            "nav": "policy",
+        },
+    )
+
+
+def _stored_overrides(profile: AgentProfile) -> dict[str, object]:
+    row = Policy.objects.filter(profile=profile).first()
+    return {} if row is None else {name: getattr(row, name) for name in POLICY_FIELDS}
+
+
+@require_http_methods(["GET", "POST"])
+@require_role(Role.ADMIN)
+def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
+    """Edit the global policy (no `name`) or a profile's overrides (blank inherits)."""
+    profile = get_object_or_404(AgentProfile, name=name) if name is not None else None
+    global_policy = load_policies().global_policy
+    if profile is None:
+        inherited, current = None, global_policy.as_dict()
+    else:
+        inherited, current = global_policy, _stored_overrides(profile)
+    form = PolicyForm(request.POST or None, inherited=inherited, current=current)
+    if request.method == "POST" and form.is_valid():
+        try:
+            update_policy(profile=profile, values=form.values())
+        except PolicyError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        else:
+            messages.success(request, f"Saved the policy of {profile or 'all profiles'}.")
+            return redirect("policy")
+    status = 400 if request.method == "POST" else 200
+    return render(
+        request,
+        "console/policy_form.html",
+        {"form": form, "profile": profile, "nav": "policy"},
+        status=status,
+    )
+
+
+@require_POST
+@require_role(Role.ADMIN)
+def profile_create(request: HttpRequest) -> HttpResponse:
+    form = ProfileCreateForm(request.POST)
+    if form.is_valid():
+        try:
+            profile = get_or_create_profile(
+                name=form.cleaned_data["name"], description=form.cleaned_data["description"]
+            )
+        except ProfileError as exc:
+            form.add_error("name", exc.message)
+        else:
+            messages.success(request, f"Profile {profile.name} is ready; it inherits the policy.")
+            return redirect("policy_profile", name=profile.name)
+    return render(
+        request,
+        "console/policy.html",
+        {
+            "global_policy": load_policies().global_policy,
+            "overviews": profiles_overview(),
+            "profile_form": form,
+            "nav": "policy",
+        },
+        status=400,
+    )
+
+
+# --- model catalogue (admins) --------------------------------------------------------------------
+
+
+@require_GET
+@require_role(Role.ADMIN)
+def catalogue_list(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "console/catalogue.html",
+        {"rows": CatalogueModel.objects.order_by("provider", "model"), "nav": "catalogue"},
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@require_role(Role.ADMIN)
+def catalogue_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
+    """Add or edit a model's window and prices; they apply to calls reported from now on."""
+    row = get_object_or_404(CatalogueModel, pk=pk) if pk is not None else None
+    form = CatalogueForm(request.POST or None, instance=row)
+    if request.method == "POST" and form.is_valid():
+        saved = form.save()
+        messages.success(request, f"Saved {saved.model}.")
+        return redirect("catalogue")
+    status = 400 if request.method == "POST" else 200
+    return render(
+        request,
+        "console/catalogue_form.html",
+        {"form": form, "row": row, "nav": "catalogue"},
+        status=status,
+    )
+
+
+# --- agent keys (admins) -------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+@require_role(Role.ADMIN)
+def keys(request: HttpRequest) -> HttpResponse:
+    """Agent keys; a created key is shown in this response only (it is stored as a hash)."""
+    form = KeyCreateForm(request.POST or None)
+    issued = None
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                issued = create_agent_key(
+                    profile_name=form.cleaned_data["profile"].name,
+                    scopes=["compact"] if form.cleaned_data["compact"] else [],
+                    name=form.cleaned_data["name"],
+                )
+            except ProfileError as exc:
+                form.add_error(None, str(exc))
+            else:
+                form = KeyCreateForm()
+        if issued is None:
+            status = 400
+    response = render(
+        request,
+        "console/keys.html",
+        {
+            "form": form,
+            "issued": issued,
+            "keys": AgentKey.objects.select_related("profile").order_by("-created_at"),
+            "nav": "keys",
+        },
+        status=status,
+    )
+    if issued is not None:
+        patch_cache_control(response, no_store=True)
+    return response
+
+
+@require_POST
+@require_role(Role.ADMIN)
+def key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    if not AgentKey.objects.filter(pk=pk).exists():
+        raise Http404("no such key")
+    key = revoke_agent_key(key_id=pk)
+    messages.success(request, f"Revoked clc_{key.prefix}_… ({key.profile.name}).")
+    return redirect("keys")

@@ -1,0 +1,200 @@
+"""Forms of the console. They parse and validate input; the services do the writing."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+
+from console.queries import BANDS, DEFAULT_SORT, SORTS, SessionFilters
+from telemetry.models import AgentProfile, CatalogueModel
+from telemetry.policy import POLICY_FIELDS, PolicyValues
+
+# --- sessions list -----------------------------------------------------------------------------
+
+
+class SessionFilterForm(forms.Form):
+    q = forms.CharField(required=False, max_length=200, label="Search id")
+    profile = forms.CharField(required=False, max_length=63)
+    model = forms.CharField(required=False, max_length=200)
+    band = forms.ChoiceField(
+        required=False, choices=[("", "any pressure")] + [(b, b) for b in BANDS]
+    )
+    active = forms.BooleanField(required=False, label="active in the last hour")
+    sort = forms.CharField(required=False, max_length=20)
+    page = forms.IntegerField(required=False, min_value=1)
+
+    def filters(self) -> SessionFilters:
+        """The valid filters; anything malformed falls back to its default (a list never 400s)."""
+        data: dict[str, Any] = self.cleaned_data if self.is_valid() else {}
+        sort = data.get("sort") or DEFAULT_SORT
+        if sort.lstrip("-") not in SORTS:
+            sort = DEFAULT_SORT
+        return SessionFilters(
+            q=(data.get("q") or "").strip(),
+            profile=data.get("profile") or "",
+            model=data.get("model") or "",
+            band=data.get("band") or "",
+            active=bool(data.get("active")),
+            sort=sort,
+            page=data.get("page") or 1,
+        )
+
+
+# --- policy ------------------------------------------------------------------------------------
+
+POLICY_HELP: dict[str, str] = {
+    "cache_ttl": "prompt-cache tier: 1h pays when gaps between requests fall between 5 and 60 min",
+    "prune_threshold": "pressure (share of window − reserved output) at which tool results are pruned",
+    "summarize_threshold": "pressure at which an older span is summarized (≥ prune threshold)",
+    "keep_rounds": "recent rounds whose tool results are never pruned",
+    "keep_rounds_verbatim": "recent rounds never summarized",
+    "stub_head_chars": "characters kept at the head of a pruned result",
+    "stub_tail_chars": "characters kept at the tail of a pruned result",
+    "max_result_chars": "tool results are bounded to this size at write time",
+    "prune_min_free_tokens": "a prune must free at least this many tokens",
+    "prune_exclude_tools": "tool names never pruned, comma-separated",
+    "summary_max_tokens": "size of a summary message",
+    "reserved_output_tokens": "window kept free for the reply",
+    "round_soft_limit": "rounds in one turn before the re-grounding nudge",
+    "nudge_text": "the nudge returned to the agent at the soft limit",
+    "round_hard_cap": "rounds in one turn before the agent is told to stop",
+    "archive_retention_days": "days archived transcripts are kept",
+}
+_FLOAT_FIELDS = ("prune_threshold", "summarize_threshold")
+
+
+class PolicyForm(forms.Form):
+    """Every policy field. On a profile form a blank field inherits the global value."""
+
+    def __init__(
+        self,
+        *args: Any,
+        inherited: PolicyValues | None = None,
+        current: dict[str, object] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """`inherited`: the global policy, for a profile form (None: the global form itself).
+        `current`: the stored values to start from."""
+        super().__init__(*args, **kwargs)
+        self.for_profile = inherited is not None
+        self.inherited = inherited
+        current = current or {}
+        for name in POLICY_FIELDS:
+            field = self._field(name)
+            field.required = False
+            field.help_text = POLICY_HELP.get(name, "")
+            if inherited is not None:
+                shown = getattr(inherited, name)
+                if isinstance(shown, tuple):
+                    shown = ", ".join(shown) or "none"
+                field.widget.attrs["placeholder"] = f"inherit: {shown}"
+            value = current.get(name)
+            if isinstance(value, list | tuple):
+                value = ", ".join(str(v) for v in value)
+            field.initial = value
+            self.fields[name] = field
+
+    def _field(self, name: str) -> forms.Field:
+        label = "cache TTL" if name == "cache_ttl" else name.replace("_", " ")
+        if name == "cache_ttl":
+            choices = [("5m", "5 minutes"), ("1h", "1 hour")]
+            if self.inherited is not None:
+                choices = [("", f"inherit: {self.inherited.cache_ttl}"), *choices]
+            return forms.ChoiceField(choices=choices, label=label)
+        if name in _FLOAT_FIELDS:
+            return forms.FloatField(label=label)
+        if name == "nudge_text":
+            return forms.CharField(label=label, widget=forms.Textarea(attrs={"rows": 3}))
+        if name == "prune_exclude_tools":
+            return forms.CharField(label=label)
+        return forms.IntegerField(label=label)
+
+    def values(self) -> dict[str, object]:
+        """What to hand to `update_policy`: blank is None (inherit on a profile; refused, naming
+        the field, on the global policy)."""
+        values: dict[str, object] = {}
+        for name in POLICY_FIELDS:
+            value = self.cleaned_data.get(name)
+            if name == "prune_exclude_tools":
+                text = (value or "").strip()
+                if not text:
+                    value = None if self.for_profile else []
+                else:
+                    value = [part.strip() for part in text.split(",") if part.strip()]
+            elif value == "":
+                value = None
+            values[name] = value
+        return values
+
+
+class ProfileCreateForm(forms.Form):
+    name = forms.CharField(max_length=63, help_text="lowercase letters, digits, - and _")
+    description = forms.CharField(max_length=500, required=False)
+
+
+# --- catalogue ---------------------------------------------------------------------------------
+
+PRICE_FIELDS = (
+    "input",
+    "output",
+    "cache_read",
+    "cache_write_5m",
+    "cache_write_1h",
+    "lc_input",
+    "lc_output",
+    "lc_cache_read",
+    "lc_cache_write_5m",
+    "lc_cache_write_1h",
+)
+
+
+class CatalogueForm(forms.ModelForm[CatalogueModel]):
+    """A model's window and prices ($ per million tokens)."""
+
+    class Meta:
+        model = CatalogueModel
+        fields = (
+            "model",
+            "provider",
+            "family",
+            "window_tokens",
+            *PRICE_FIELDS[:5],
+            "long_context_threshold",
+            *PRICE_FIELDS[5:],
+        )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        for name in PRICE_FIELDS:
+            value = data.get(name)
+            if isinstance(value, Decimal) and value < 0:
+                self.add_error(name, "A price must not be negative.")
+        window = data.get("window_tokens")
+        if window is not None and window <= 0:
+            self.add_error("window_tokens", "The window must be greater than 0 tokens.")
+        threshold = data.get("long_context_threshold")
+        if threshold is not None and threshold <= 0:
+            self.add_error("long_context_threshold", "Must be greater than 0 tokens.")
+        lc_required = ("lc_input", "lc_output", "lc_cache_read")
+        if threshold is not None:
+            for name in lc_required:
+                if data.get(name) is None:
+                    self.add_error(name, "Needed when a long-context threshold is set.")
+        elif any(data.get(name) is not None for name in PRICE_FIELDS[5:]):
+            self.add_error(
+                "long_context_threshold", "Set the threshold the long-context prices apply above."
+            )
+        return data
+
+
+# --- agent keys --------------------------------------------------------------------------------
+
+
+class KeyCreateForm(forms.Form):
+    profile = forms.ModelChoiceField(
+        queryset=AgentProfile.objects.order_by("name"), to_field_name="name", empty_label=None
+    )
+    name = forms.CharField(max_length=200, required=False, help_text="who or what uses it")
+    compact = forms.BooleanField(required=False, label="may also compact (scope compact)")

@@ -1,0 +1,398 @@
+"""Read functions of the console. Views call these; nothing here writes.
+
+Query counts are constant: a page of sessions costs the same whatever the number of sessions,
+and a session's series costs one query whatever its number of turns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any, Final
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, F, FloatField, Max, OrderBy, Q, QuerySet, Sum
+from django.db.models.functions import Cast, NullIf
+from django.utils import timezone
+
+from console.charts import Marker
+from telemetry.cache_tiers import CachedCall, TierComparison, compare_ttl_tiers
+from telemetry.catalogue import load_catalogue
+from telemetry.models import AgentProfile, AgentSession, LLMCall, Policy, Turn
+from telemetry.policy import DEFAULT_POLICY, POLICY_FIELDS, PolicyValues, merge_policy
+from telemetry.pressure import PressureBand, pressure_band, round_signal
+from telemetry.pricing import ModelPrice, find_price
+
+SESSIONS_PER_PAGE: Final = 25
+TURNS_PER_PAGE: Final = 25
+ACTIVE_WINDOW: Final = timedelta(hours=1)
+TRAFFIC_WINDOW: Final = timedelta(days=7)
+
+BANDS: Final[tuple[PressureBand, ...]] = ("ok", "prune", "compact", "over", "unknown")
+
+# Sort keys of the sessions list → the expression ordered by. Nulls sort last either way.
+SORTS: Final[dict[str, Any]] = {
+    "session": F("external_id"),
+    "profile": F("profile__name"),
+    "model": F("model"),
+    "pressure": F("pressure"),
+    "last_hit": F("last_turn_cache_hit_ratio"),
+    "hit": F("overall_hit"),
+    "cost": F("cost_usd"),
+    "turns": F("turns_count"),
+    "rounds": F("last_turn_rounds"),
+    "last_seen": F("last_seen_at"),
+}
+DEFAULT_SORT: Final = "-last_seen"
+
+
+# --- policies ----------------------------------------------------------------------------------
+
+
+def _overrides(row: Policy | None) -> dict[str, object]:
+    return {} if row is None else {name: getattr(row, name) for name in POLICY_FIELDS}
+
+
+@dataclass(frozen=True)
+class Policies:
+    """Every profile's effective policy from one read of the policy rows.
+
+    Computes what `telemetry.policies.effective_policy` computes, for all profiles at once.
+    `version` changes whenever any policy row changes (for conditional GETs).
+    """
+
+    global_policy: PolicyValues
+    by_profile: dict[int, PolicyValues]
+    overridden: dict[int, frozenset[str]]
+    version: str
+
+    def of(self, profile_id: int) -> PolicyValues:
+        return self.by_profile.get(profile_id, self.global_policy)
+
+
+def load_policies(profile_ids: Iterable[int] | None = None) -> Policies:
+    """One query: the global row and the override rows of `profile_ids` (all when None)."""
+    rows = Policy.objects.all()
+    if profile_ids is not None:
+        rows = rows.filter(Q(is_global=True) | Q(profile_id__in=list(profile_ids)))
+    global_row: Policy | None = None
+    overrides: list[Policy] = []
+    stamps: list[str] = []
+    for row in rows.order_by("pk"):
+        stamps.append(f"{row.pk}:{row.updated_at.isoformat()}")
+        if row.is_global:
+            global_row = row
+        else:
+            overrides.append(row)
+    base = merge_policy(DEFAULT_POLICY, _overrides(global_row))
+    by_profile: dict[int, PolicyValues] = {}
+    overridden: dict[int, frozenset[str]] = {}
+    for row in overrides:
+        assert row.profile_id is not None
+        values = _overrides(row)
+        by_profile[row.profile_id] = merge_policy(base, values)
+        overridden[row.profile_id] = frozenset(k for k, v in values.items() if v is not None)
+    return Policies(base, by_profile, overridden, ",".join(stamps))
+
+
+# --- the sessions list -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionFilters:
+    q: str = ""
+    profile: str = ""
+    model: str = ""
+    band: str = ""
+    active: bool = False
+    sort: str = DEFAULT_SORT
+    page: int = 1
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    session: AgentSession
+    policy: PolicyValues
+    band: PressureBand
+    # "hard" once a turn reached round_hard_cap, "soft" once one reached round_soft_limit.
+    round_flag: str | None
+    hit_ratio: float | None
+
+
+@dataclass
+class SessionsPage:
+    rows: list[SessionRow]
+    page: Page[AgentSession]
+    profiles: list[str]
+    models: list[str]
+    filters: SessionFilters
+
+
+def round_flag(max_rounds: int, policy: PolicyValues) -> str | None:
+    signal = round_signal(max_rounds, policy.round_soft_limit, policy.round_hard_cap)
+    return {"stop": "hard", "nudge": "soft"}.get(signal)
+
+
+def session_band(session: AgentSession, policy: PolicyValues) -> PressureBand:
+    return pressure_band(session.pressure, policy.prune_threshold, policy.summarize_threshold)
+
+
+def _band_filter(band: str, profiles: list[AgentProfile], policies: Policies) -> Q:
+    """The SQL condition for a pressure band; each profile has its own thresholds."""
+    if band == "unknown":
+        return Q(pressure__isnull=True)
+    if band == "over":
+        return Q(pressure__gt=1.0)
+    condition = Q(pk__in=[])
+    for profile in profiles:
+        policy = policies.of(profile.pk)
+        prune, summarize = policy.prune_threshold, policy.summarize_threshold
+        ranges = {
+            "ok": Q(pressure__lt=prune),
+            "prune": Q(pressure__gte=prune, pressure__lt=summarize),
+            "compact": Q(pressure__gte=summarize, pressure__lte=1.0),
+        }
+        condition |= Q(profile_id=profile.pk) & ranges[band]
+    return condition
+
+
+def filtered_sessions(
+    filters: SessionFilters, profiles: list[AgentProfile], policies: Policies
+) -> QuerySet[AgentSession]:
+    sessions = AgentSession.objects.select_related("profile").annotate(
+        overall_hit=Cast("cache_read_tokens", FloatField())
+        / NullIf(Cast("cache_denominator_tokens", FloatField()), 0.0)
+    )
+    if filters.q:
+        sessions = sessions.filter(external_id__icontains=filters.q)
+    if filters.profile:
+        sessions = sessions.filter(profile__name=filters.profile)
+    if filters.model:
+        sessions = sessions.filter(model=filters.model)
+    if filters.band in BANDS:
+        sessions = sessions.filter(_band_filter(filters.band, profiles, policies))
+    if filters.active:
+        sessions = sessions.filter(last_seen_at__gte=timezone.now() - ACTIVE_WINDOW)
+    return sessions.order_by(*_ordering(filters.sort))
+
+
+def _ordering(sort: str) -> list[OrderBy | str]:
+    descending = sort.startswith("-")
+    key = sort.lstrip("-")
+    expression = SORTS.get(key, SORTS["last_seen"])
+    if key not in SORTS:
+        descending = True
+    ordered = expression.desc(nulls_last=True) if descending else expression.asc(nulls_last=True)
+    return [ordered, "-pk"]
+
+
+def sessions_page(filters: SessionFilters) -> SessionsPage:
+    """A page of the sessions list with each row's band and round flag. Four queries."""
+    profiles = list(AgentProfile.objects.order_by("name"))
+    policies = load_policies()
+    paginator = Paginator(
+        filtered_sessions(filters, profiles, policies),
+        SESSIONS_PER_PAGE,
+        allow_empty_first_page=True,
+    )
+    page = paginator.get_page(filters.page)
+    rows = []
+    for session in page.object_list:
+        policy = policies.of(session.profile_id)
+        rows.append(
+            SessionRow(
+                session=session,
+                policy=policy,
+                band=session_band(session, policy),
+                round_flag=round_flag(session.max_turn_rounds, policy),
+                hit_ratio=session.cache_hit_ratio,
+            )
+        )
+    models = list(
+        AgentSession.objects.exclude(model="")
+        .order_by("model")
+        .values_list("model", flat=True)
+        .distinct()
+    )
+    return SessionsPage(rows, page, [p.name for p in profiles], models, filters)
+
+
+def sessions_version(query_string: str) -> str:
+    """A cheap key that changes when anything the list shows may have changed. Two queries."""
+    figures = AgentSession.objects.aggregate(
+        n=Count("id"),
+        seen=Max("last_seen_at"),
+        pressure=Sum("pressure"),
+        surface=Sum("surface_version"),
+        calls=Sum("calls_count"),
+    )
+    policies = load_policies().version
+    return _digest(repr(sorted(figures.items())), policies, query_string)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+
+
+# --- one session -------------------------------------------------------------------------------
+
+
+def session_detail(pk: int) -> tuple[AgentSession, PolicyValues, str] | None:
+    """The session, its profile's effective policy and a version key of what the live fragment
+    shows (figures + policy). Two queries; None when there is no such session."""
+    session = AgentSession.objects.select_related("profile").filter(pk=pk).first()
+    if session is None:
+        return None
+    policies = load_policies([session.profile_id])
+    policy = policies.of(session.profile_id)
+    version = _digest(
+        str(session.pk),
+        session.last_seen_at.isoformat() if session.last_seen_at else "",
+        repr(
+            (
+                session.pressure,
+                session.projected_tokens,
+                session.window_tokens,
+                session.turns_count,
+                session.calls_count,
+                session.surface_version,
+                session.surface_estimate_tokens,
+                str(session.cost_usd),
+                session.cache_read_tokens,
+                session.cache_denominator_tokens,
+                session.last_turn_rounds,
+            )
+        ),
+        policies.version,
+    )
+    return session, policy, version
+
+
+def session_last_modified(session: AgentSession) -> datetime | None:
+    return session.last_seen_at
+
+
+COST_FIELDS: Final = ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h", "output")
+
+
+@dataclass
+class SessionSeries:
+    """Per-turn figures in turn order, ready for `console.charts`."""
+
+    turns: list[int] = field(default_factory=list)
+    context: list[int] = field(default_factory=list)
+    hit: list[float | None] = field(default_factory=list)
+    write_5m: list[int] = field(default_factory=list)
+    write_1h: list[int] = field(default_factory=list)
+    costs: dict[str, list[float | None]] = field(
+        default_factory=lambda: {key: [] for key in COST_FIELDS}
+    )
+
+
+def _float(value: Decimal | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def session_series(session: AgentSession) -> SessionSeries:
+    """Every turn's figures for the charts. One query, whatever the number of turns."""
+    series = SessionSeries()
+    rows = (
+        Turn.objects.filter(session=session)
+        .order_by("turn")
+        .values_list(
+            "turn",
+            "context_tokens",
+            "cache_reported_calls",
+            "cache_read_reported",
+            "cache_denominator",
+            "cache_write_5m",
+            "cache_write_1h",
+            *(f"cost_{key}" for key in COST_FIELDS),
+        )
+    )
+    for turn, context, reported, read, denominator, w5, w1, *costs in rows:
+        series.turns.append(turn)
+        series.context.append(context)
+        series.hit.append(None if not reported else (read / denominator if denominator else 0.0))
+        series.write_5m.append(w5)
+        series.write_1h.append(w1)
+        for key, value in zip(COST_FIELDS, costs, strict=True):
+            series.costs[key].append(_float(value))
+    return series
+
+
+def turns_page(session: AgentSession, number: str | None) -> Page[Turn]:
+    """A page of the turns table, latest first. Two queries."""
+    turns = Turn.objects.filter(session=session).order_by("-turn")
+    return Paginator(turns, TURNS_PER_PAGE, allow_empty_first_page=True).get_page(number)
+
+
+def compaction_markers(session: AgentSession) -> list[Marker]:
+    """Compactions to mark on the pressure chart (turn + label).
+
+    Empty until the compaction service lands; it replaces this body with one read of the
+    session's compaction runs, e.g. `[Marker(run.turn, run.kind) for run in runs]`.
+    """
+    return []
+
+
+# --- policy page -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProfileOverview:
+    profile: AgentProfile
+    policy: PolicyValues
+    overridden: frozenset[str]
+    tiers: TierComparison
+    sessions: int
+
+
+def profiles_overview(now: datetime | None = None) -> list[ProfileOverview]:
+    """Every profile with its effective policy and the TTL counterfactual of its recent traffic.
+
+    The counterfactual covers calls of the last `TRAFFIC_WINDOW` whose model has a price (an
+    unpriced model cannot be costed). Four queries, whatever the traffic.
+    """
+    since = (now or timezone.now()) - TRAFFIC_WINDOW
+    profiles = list(AgentProfile.objects.annotate(n_sessions=Count("sessions")).order_by("name"))
+    policies = load_policies()
+    catalogue = load_catalogue()
+    prices: dict[str, ModelPrice | None] = {}
+    per_profile: dict[int, dict[int, list[CachedCall]]] = defaultdict(lambda: defaultdict(list))
+    calls = (
+        LLMCall.objects.filter(at__gte=since)
+        .order_by("session_id", "turn", "call")
+        .values_list(
+            "session__profile_id",
+            "session_id",
+            "at",
+            "cache_read",
+            "cache_write_5m",
+            "cache_write_1h",
+            "model",
+        )
+    )
+    for profile_id, session_id, at, read, w5, w1, model in calls.iterator(chunk_size=5000):
+        if model not in prices:
+            prices[model] = find_price(model, catalogue)
+        price = prices[model]
+        if price is None:
+            continue
+        per_profile[profile_id][session_id].append(
+            CachedCall(at=at, cached_prefix_tokens=read + w5 + w1, input_price=price.input)
+        )
+    return [
+        ProfileOverview(
+            profile=profile,
+            policy=policies.of(profile.pk),
+            overridden=policies.overridden.get(profile.pk, frozenset()),
+            tiers=compare_ttl_tiers(per_profile[profile.pk].values()),
+            sessions=profile.n_sessions,
+        )
+        for profile in profiles
+    ]

@@ -1,0 +1,93 @@
+"""Formatting filters and query-string tags of the console templates."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django import template
+from django.http import HttpRequest
+
+register = template.Library()
+
+
+@register.filter
+def tokens(value: int | None) -> str:
+    """12345 → "12,345"; None → "—"."""
+    return "—" if value is None else f"{value:,}"
+
+
+@register.filter
+def percent(value: float | None, digits: int = 0) -> str:
+    """0.625 → "63 %"; None → "unknown"."""
+    if value is None:
+        return "unknown"
+    return f"{value * 100:.{int(digits)}f} %"
+
+
+@register.filter
+def money(value: Decimal | float | None) -> str:
+    """Dollars with four decimals below $10 (a turn costs cents), two above; None → "unpriced"."""
+    if value is None:
+        return "unpriced"
+    amount = Decimal(value) if not isinstance(value, Decimal) else value
+    sign = "−" if amount < 0 else ""
+    amount = abs(amount)
+    places = "0.01" if amount >= 10 else "0.0001"
+    return f"{sign}${amount.quantize(Decimal(places)):,}"
+
+
+@register.filter
+def gap(value: timedelta | None) -> str:
+    """A gap between requests: "42 s", "7.5 min", "2.1 h"; None → "—"."""
+    if value is None:
+        return "—"
+    seconds = value.total_seconds()
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+@register.simple_tag(takes_context=True)
+def query(context: dict[str, Any], **changes: Any) -> str:
+    """The current query string with `changes` applied (None removes a key), e.g.
+    `?{% query page=2 %}`. A change of filter or sort drops the page number."""
+    request: HttpRequest = context["request"]
+    params = request.GET.copy()
+    if "page" not in changes:
+        params.pop("page", None)
+    for key, value in changes.items():
+        if value is None or value == "":
+            params.pop(key, None)
+        else:
+            params[key] = str(value)
+    return params.urlencode()
+
+
+@register.simple_tag(takes_context=True)
+def sort_query(context: dict[str, Any], key: str) -> str:
+    """The query string sorting by `key`: descending first, ascending when already descending."""
+    current = context["request"].GET.get("sort") or "-last_seen"
+    target = key if current == f"-{key}" else f"-{key}"
+    return query(context, sort=target)
+
+
+@register.simple_tag(takes_context=True)
+def sort_mark(context: dict[str, Any], key: str) -> str:
+    current = context["request"].GET.get("sort") or "-last_seen"
+    if current == f"-{key}":
+        return "▼"
+    if current == key:
+        return "▲"
+    return ""
+
+
+@register.filter
+def price(value: Decimal | None) -> str:
+    """A $/MTok rate without trailing zeros: Decimal("0.300000") → "0.3"; None → "—"."""
+    if value is None:
+        return "—"
+    return f"{value.normalize():f}"
