@@ -280,7 +280,7 @@ class Command(BaseCommand):
 
         scenario = build_scenario(
             seed=options["seed"],
-            now=timezone.now().replace(microsecond=0),
+            now=timezone.now(),
             sessions=options["sessions"],
             limits=limits,
         )
