@@ -148,6 +148,7 @@ def _live_context(session: AgentSession, policy: PolicyValues, version: str) -> 
             else None
         ),
         "savings": savings,
+        "cache_extra_cost": -savings if savings is not None and savings < 0 else None,
         "gauge": gauge,
         "round_signal": signal,
         "version": version,
