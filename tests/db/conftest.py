@@ -23,6 +23,7 @@ from django.test import Client
 
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey
+from telemetry.seeding import ensure_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,6 +67,10 @@ def _json(data: Any) -> str:
 
 @pytest.fixture
 def make_agent(db: None) -> Callable[..., Agent]:
+    # A transactional test flushes the tables afterwards, seeded rows included; put back what is
+    # missing (policy, D7 profiles, catalogue) so every test starts from the same defaults.
+    ensure_defaults()
+
     def make(profile: str = "default", scopes: tuple[str, ...] = (), name: str = "") -> Agent:
         issued = create_agent_key(profile_name=profile, scopes=scopes, name=name)
         return Agent(key=issued.key, plaintext=issued.plaintext, client=Client())

@@ -22,12 +22,13 @@ from pytest_django.live_server_helper import LiveServer
 from telemetry.ingest import session_band
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn
 from telemetry.policies import effective_policy
+from telemetry.seeding import ensure_defaults
 from telemetry.simulation import ROSTER, build_scenario
 
-# Transactional (the live server's thread must see the data), and serialized: a flush after an
-# earlier transactional test removes the seeded catalogue, profiles and policies, and the
-# scenario's prices, windows and cache tiers depend on them.
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Transactional: the live server's thread must see the data. A flush after an earlier
+# transactional test removes the seeded catalogue, profiles and policies, which the scenario's
+# prices, windows and cache tiers depend on; `_defaults` puts them back.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +48,10 @@ def live_server() -> Iterator[LiveServer]:
 
 
 @pytest.fixture(autouse=True)
-def _no_relief_jobs(settings: Any) -> None:
-    """Sessions over the prune threshold would enqueue relief; keep the shared broker clean."""
+def _defaults(settings: Any) -> None:
+    """Seeded defaults present; no relief jobs (sessions over the prune threshold would enqueue
+    them on the shared broker with no worker to take them)."""
+    ensure_defaults()
     settings.COMPACTION_AUTO_ENQUEUE = False
 
 
