@@ -22,7 +22,13 @@ from compaction.services import (
     compact_session,
     report_overflow,
 )
-from compaction.transcripts import append_messages, derive, surface_at, surface_response_bytes
+from compaction.transcripts import (
+    append_messages,
+    derive,
+    format_of,
+    surface_at,
+    surface_response_bytes,
+)
 from telemetry.api import BadBody
 from telemetry.auth import compact_auth, ingest_auth, request_key
 from telemetry.models import AgentKey, AgentSession
@@ -167,7 +173,7 @@ def get_surface(
     else:
         _, _, surface = derive(session)
         try:
-            converted = canonical_json(surface, format=fmt)  # type: ignore[arg-type]
+            converted = canonical_json(surface, format=format_of(fmt))
         except ConversionError as exc:
             raise HttpError(
                 422,

@@ -17,6 +17,7 @@ from django.db import transaction
 
 from compaction.core import (
     BoundSpec,
+    Format,
     Message,
     Operation,
     TranscriptError,
@@ -53,6 +54,11 @@ class AppendResult:
     surface: Surface | None = None
 
 
+def format_of(value: str) -> Format:
+    """A stored format name as the core's type."""
+    return "openai" if value == "openai" else "anthropic"
+
+
 def content_hash(value: Any) -> str:
     canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
@@ -72,7 +78,7 @@ def load_log(session: AgentSession) -> list[Message]:
     return [
         parse_message(
             _without_seq(json.loads(raw)),
-            format="openai" if fmt == "openai" else "anthropic",
+            format=format_of(fmt),
             seq=seq,
             bound=BoundSpec(cap) if cap is not None else None,
         )
@@ -97,7 +103,7 @@ def derive(session: AgentSession) -> tuple[list[Message], list[Operation], CoreS
 
 def store_surface(session: AgentSession, fmt: str, surface: CoreSurface, *, bump: bool) -> Surface:
     """Write the derived surface as the session's materialised one (caller holds the lock)."""
-    body = canonical_json(surface, format=fmt).decode("ascii")  # type: ignore[arg-type]
+    body = canonical_json(surface, format=format_of(fmt)).decode("ascii")
     state, _ = Surface.objects.get_or_create(session=session, defaults={"format": fmt})
     if bump:
         state.version += 1

@@ -24,7 +24,7 @@ from compaction.models import (
     LogMessage,
     Surface,
 )
-from compaction.transcripts import derive
+from compaction.transcripts import derive, format_of
 from telemetry.models import AgentSession
 from telemetry.policies import update_policy
 from tests.support import append_body, tool_transcript
@@ -40,8 +40,7 @@ def assert_surface_is_derived_from_the_log(session: AgentSession) -> None:
     """D1: the materialised surface equals derive_surface(log, operations) from scratch."""
     state = Surface.objects.get(session=session)
     _, _, surface = derive(session)
-    fmt = "openai" if state.format == "openai" else "anthropic"
-    assert canonical_json(surface, format=fmt).decode() == state.body
+    assert canonical_json(surface, format=format_of(state.format)).decode() == state.body
 
 
 def state_of(session: AgentSession) -> tuple[Any, ...]:
