@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -176,14 +177,15 @@ def ingest_records(
     if valid:
         with transaction.atomic():
             sessions = _lock_sessions(profile, {v.record.session_id for v in valid})
-            created_ids, decided, turn_figures = _store_calls(profile, sessions, valid)
+            created_ids, decided, turn_calls = _store_calls(profile, sessions, valid)
             result.sessions = _refresh_sessions(profile, policy, sessions, created_ids)
             for item in decided:
-                figures = turn_figures.get((sessions[item.session_id or ""].pk, item.turn or 0))
-                if figures is not None and item.status in ("created", "duplicate"):
-                    signal = round_signal(
-                        figures.calls, policy.round_soft_limit, policy.round_hard_cap
-                    )
+                calls = turn_calls.get((sessions[item.session_id or ""].pk, item.turn or 0))
+                if calls is not None and item.status in ("created", "duplicate"):
+                    # D8: the rounds this call completes (its own position in the turn), so a
+                    # batch of calls 30-45 flags only those at or past the limits.
+                    rounds = bisect_right(calls, item.call or 0)
+                    signal = round_signal(rounds, policy.round_soft_limit, policy.round_hard_cap)
                     item.nudge = policy.nudge_text if signal in ("nudge", "stop") else None
                     item.stop = signal == "stop"
                 outcomes[item.index] = item
@@ -216,7 +218,7 @@ def _lock_sessions(profile: AgentProfile, external_ids: set[str]) -> dict[str, A
 
 def _store_calls(
     profile: AgentProfile, sessions: dict[str, AgentSession], valid: list[_Valid]
-) -> tuple[set[int], list[ItemResult], dict[tuple[int, int], TurnFigures]]:
+) -> tuple[set[int], list[ItemResult], dict[tuple[int, int], list[int]]]:
     session_ids = [s.pk for s in sessions.values()]
     turns = {v.record.turn for v in valid}
     request_ids = {v.record.request_id for v in valid if v.record.request_id is not None}
@@ -275,8 +277,8 @@ def _store_calls(
     touched |= {
         (sessions[d.session_id or ""].pk, d.turn or 0) for d in decided if d.status == "duplicate"
     }
-    figures = _rederive_turns(touched, write={(c.session_id, c.turn) for c in new_calls})
-    return created_sessions, decided, figures
+    turn_calls = _rederive_turns(touched, write={(c.session_id, c.turn) for c in new_calls})
+    return created_sessions, decided, turn_calls
 
 
 def _call_row(session: AgentSession, v: _Valid, price: ModelPrice | None, now: datetime) -> LLMCall:
@@ -370,8 +372,11 @@ def _figures_of(row: dict[str, Any]) -> CallFigures:
 
 def _rederive_turns(
     touched: set[tuple[int, int]], *, write: set[tuple[int, int]]
-) -> dict[tuple[int, int], TurnFigures]:
-    """Re-derive the figures of `touched` turns from all their calls; upsert those in `write`."""
+) -> dict[tuple[int, int], list[int]]:
+    """Re-derive the figures of `touched` turns from all their calls; upsert those in `write`.
+
+    Returns each touched turn's call numbers, sorted.
+    """
     if not touched:
         return {}
     grouped: dict[tuple[int, int], list[CallFigures]] = defaultdict(list)
@@ -391,7 +396,7 @@ def _rederive_turns(
             unique_fields=["session", "turn"],
             update_fields=_TURN_UPDATE_FIELDS,
         )
-    return figures
+    return {pair: sorted(c.call for c in calls) for pair, calls in grouped.items()}
 
 
 _TURN_UPDATE_FIELDS = [

@@ -1156,8 +1156,8 @@ def expected_signals(
 ) -> list[list[Signal]]:
     """Per submission, per item: the round signal the API should answer.
 
-    The API judges a turn by its stored calls after the submission, so a batch holding rounds
-    30-45 of a turn flags all of them once the turn reaches `round_soft_limit`.
+    The API judges each call by the rounds it completes: the stored calls of its turn numbered
+    at or below it, so a batch holding rounds 30-45 flags only those at or past the limits.
     """
     all_limits = {**DEFAULT_LIMITS, **(limits or {})}
     stored: dict[tuple[str, int], set[int]] = {}
@@ -1166,6 +1166,11 @@ def expected_signals(
         for r in sub.records:
             stored.setdefault((r.session_id, r.turn), set()).add(r.call)
         answers.append(
-            [all_limits[r.profile].signal(len(stored[(r.session_id, r.turn)])) for r in sub.records]
+            [
+                all_limits[r.profile].signal(
+                    sum(1 for call in stored[(r.session_id, r.turn)] if call <= r.call)
+                )
+                for r in sub.records
+            ]
         )
     return answers

@@ -371,3 +371,11 @@ def test_round_soft_limit_returns_the_nudge_and_the_hard_cap_says_stop(agent):
     assert [a["stop"] for a in answers] == [False, False, False, False, True]
     session = agent.get("/api/v1/sessions/s-1").json()
     assert session["round_signal"] == "stop"
+
+
+def test_in_a_batch_each_call_is_judged_by_the_rounds_it_completes(agent):
+    update_policy(profile=agent.key.profile, values={"round_soft_limit": 3, "round_hard_cap": 5})
+    batch = {"records": [record(turn=0, call=i) for i in range(6)]}
+    items = agent.post("/api/v1/telemetry", batch).json()["items"]
+    assert [item["nudge"] is not None for item in items] == [False, False, True, True, True, True]
+    assert [item["stop"] for item in items] == [False, False, False, False, True, True]
