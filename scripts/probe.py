@@ -1,6 +1,7 @@
 """Exit 0 when a service answers: `probe.py postgres URL` or `probe.py amqp URL`."""
 
 import sys
+from urllib.parse import urlsplit, urlunsplit
 
 
 def main() -> int:
@@ -9,7 +10,9 @@ def main() -> int:
         if kind == "postgres":
             import psycopg
 
-            with psycopg.connect(url.replace("/console", "/postgres", 1), connect_timeout=3) as conn:
+            # The test database does not exist yet; the server's maintenance database does.
+            maintenance = urlunsplit(urlsplit(url)._replace(path="/postgres"))
+            with psycopg.connect(maintenance, connect_timeout=3) as conn:
                 conn.execute("SELECT 1")
         elif kind == "amqp":
             from kombu import Connection
