@@ -31,8 +31,10 @@ from compaction.core import (
 from compaction.core import Surface as CoreSurface
 from compaction.models import CompactionOperation, LogMessage, Surface, SurfaceVersion
 from compaction.rawjson import Span
+from telemetry.ingest import refresh_projection
 from telemetry.models import AgentSession
 from telemetry.policies import effective_policy
+from telemetry.relief import request_relief
 
 FORMATS = ("anthropic", "openai")
 
@@ -136,6 +138,30 @@ def surface_at(session: AgentSession, version: int) -> CoreSurface | None:
     return derive_surface(log, load_operations(session)[: record.operations])
 
 
+def chars_appended_after_reply(session_id: int, surface_version: int) -> int | None:
+    """D6: what the log holds after the reply to a call whose request used `surface_version`.
+
+    The request held the log's first `log_messages` messages at that version; the first
+    assistant message after them is the reply (counted as output tokens), and everything after
+    the reply — tool results, new user input — is what the next request adds. None when the
+    session has no record of that version.
+    """
+    record = SurfaceVersion.objects.filter(session_id=session_id, version=surface_version).first()
+    if record is None:
+        return None
+    rows = LogMessage.objects.filter(session_id=session_id, seq__gte=record.log_messages).order_by(
+        "seq"
+    )
+    total, seen_reply = 0, False
+    for role, chars in rows.values_list("role", "chars"):
+        if not seen_reply and role == "assistant":
+            seen_reply = True
+            continue
+        if seen_reply:
+            total += chars
+    return total
+
+
 def append_messages(
     *, session: AgentSession, fmt: str, system: Span | None, messages: Sequence[Span]
 ) -> AppendResult:
@@ -216,6 +242,11 @@ def append_messages(
         surface = derive_surface([*preceding, *parsed], load_operations(session))
         result.surface = store_surface(session, fmt, surface, bump=True)
         result.created = [seq for seq, _, _ in new_items]
+        state = result.surface
+        # D6: the projection now counts what was appended (or the grown post-compaction surface).
+        over = refresh_projection(session.pk, surface_tokens=state.tokens_estimate)
+        if over is not None:
+            transaction.on_commit(lambda: request_relief([session.pk]))
     return result
 
 

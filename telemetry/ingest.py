@@ -19,9 +19,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from pydantic import ValidationError
 
 from telemetry.accounting import CallFigures, TurnFigures, summarize_turn
@@ -529,16 +531,7 @@ def _refresh_sessions(
             # D6: a new report supersedes the surface estimate left by a compaction.
             session.surface_estimate_tokens = None
         session.window_tokens = resolve_window(profile, last, catalogue)
-        session.projected_tokens = session_projection(session, last)
-        session.pressure = (
-            None
-            if session.window_tokens is None
-            else pressure_of(
-                session.projected_tokens, session.window_tokens, policy.reserved_output_tokens
-            )
-            if session.window_tokens > policy.reserved_output_tokens
-            else None
-        )
+        _project(session, last, policy)
     AgentSession.objects.bulk_update(list(by_pk.values()), _SESSION_FIELDS)
     return list(by_pk.values())
 
@@ -580,15 +573,67 @@ def resolve_window(profile: AgentProfile, last: Turn, catalogue: list[ModelPrice
 
 
 def session_projection(session: AgentSession, last: Turn) -> int:
-    """D6: the surface estimate after a compaction, else the latest call + reply + appended."""
+    """D6: the surface estimate after a compaction, else the latest call + reply + appended.
+
+    The appended size is the record's `appended_chars` when the agent sent it, else what the
+    transcript log holds after that call's reply (`TELEMETRY_LOG_APPENDED_PROVIDER`: telemetry
+    asks through a setting so it never imports compaction).
+    """
     if session.surface_estimate_tokens is not None:
         return session.surface_estimate_tokens
+    appended = last.last_call_appended_chars
+    if appended is None and last.surface_version is not None:
+        appended = _log_appended_chars(session.pk, last.surface_version)
     return projected_next_request(
         context_tokens=last.last_call_context_tokens,
         output=last.last_call_output,
         reasoning_output=last.last_call_reasoning_output,
-        appended_chars=last.last_call_appended_chars or 0,
+        appended_chars=appended or 0,
     )
+
+
+def _log_appended_chars(session_id: int, surface_version: int) -> int | None:
+    provider = getattr(settings, "TELEMETRY_LOG_APPENDED_PROVIDER", "")
+    if not provider:
+        return None
+    result = import_string(provider)(session_id, surface_version)
+    return None if result is None else int(result)
+
+
+def _project(session: AgentSession, last: Turn, policy: PolicyValues) -> None:
+    session.projected_tokens = session_projection(session, last)
+    window = session.window_tokens
+    session.pressure = (
+        pressure_of(session.projected_tokens, window, policy.reserved_output_tokens)
+        if window is not None and window > policy.reserved_output_tokens
+        else None
+    )
+
+
+def refresh_projection(
+    session_id: int, *, surface_tokens: int | None = None
+) -> AgentSession | None:
+    """Re-project a session after its transcript changed (called by the transcript log).
+
+    `surface_tokens` replaces a standing post-compaction estimate (the surface grew since).
+    Returns the session when it is at or above its prune threshold, so the caller may ask for
+    relief; None otherwise.
+    """
+    with transaction.atomic():
+        session = (
+            AgentSession.objects.select_for_update().select_related("profile").get(pk=session_id)
+        )
+        if session.last_turn is None:
+            return None
+        last = Turn.objects.get(session=session, turn=session.last_turn)
+        if session.surface_estimate_tokens is not None and surface_tokens is not None:
+            session.surface_estimate_tokens = surface_tokens
+        policy = effective_policy(session.profile)
+        _project(session, last, policy)
+        session.save(update_fields=["surface_estimate_tokens", "projected_tokens", "pressure"])
+    if session.pressure is not None and session.pressure >= policy.prune_threshold:
+        return session
+    return None
 
 
 def session_band(session: AgentSession, policy: PolicyValues) -> str:

@@ -494,3 +494,35 @@ def test_retention_keeps_each_sessions_newest_archive_and_never_touches_the_log(
     assert list(Archive.objects.values_list("pk", flat=True)) == [newest.pk]
     assert list(LogMessage.objects.values_list("seq", "raw")) == log_before
     assert_surface_is_derived_from_the_log(transcript)
+
+
+# --- projection from the log (D6) -----------------------------------------------------------------
+
+
+def test_the_log_supplies_the_appended_size_when_the_record_does_not(agent):
+    body = {"format": "openai", "messages": [{"seq": 0, "role": "user", "content": "go"}]}
+    version = agent.post("/api/v1/sessions/p-1/messages", body).json()["surface_version"]
+    usage = {"prompt_tokens": 1_000, "completion_tokens": 100}
+    record = {
+        "session_id": "p-1",
+        "turn": 0,
+        "model": "gpt-4o",
+        "usage": usage,
+        "surface_version": version,
+    }
+    first = agent.post("/api/v1/telemetry", record).json()["sessions"][0]
+    assert first["projected_next_request_tokens"] == 1_100
+    # the reply (already counted as output) and then 8,000 chars of tool output
+    reply = {
+        "seq": 1,
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}
+        ],
+    }
+    result = {"seq": 2, "role": "tool", "tool_call_id": "c1", "content": "r" * 8_000}
+    agent.post("/api/v1/sessions/p-1/messages", {"format": "openai", "messages": [reply, result]})
+    after = agent.get("/api/v1/sessions/p-1").json()
+    assert after["projected_next_request_tokens"] == 1_100 + 8_000 // 4
+    assert after["pressure"] == pytest.approx((1_100 + 2_000) / (128_000 - 16_000))
