@@ -391,6 +391,8 @@ def cache_figure(
         "rangemode": "normal",
         "domain": [0.42, 1],
     }
+    # the turn axis (ticks and title) sits under the lower pane
+    layout["xaxis"] = {**layout["xaxis"], "anchor": "y2"}
     layout["yaxis2"] = {
         "title": {"text": "writes"},
         "domain": [0, 0.32],

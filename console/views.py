@@ -258,12 +258,10 @@ def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
         else:
             messages.success(request, f"Saved the policy of {profile or 'all profiles'}.")
             return redirect("policy")
-    status = 400 if request.method == "POST" else 200
     return render(
         request,
         "console/policy_form.html",
         {"form": form, "profile": profile, "nav": "policy"},
-        status=status,
     )
 
 
@@ -290,7 +288,6 @@ def profile_create(request: HttpRequest) -> HttpResponse:
             "profile_form": form,
             "nav": "policy",
         },
-        status=400,
     )
 
 
@@ -317,12 +314,10 @@ def catalogue_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
         saved = form.save()
         messages.success(request, f"Saved {saved.model}.")
         return redirect("catalogue")
-    status = 400 if request.method == "POST" else 200
     return render(
         request,
         "console/catalogue_form.html",
         {"form": form, "row": row, "nav": "catalogue"},
-        status=status,
     )
 
 
@@ -335,21 +330,17 @@ def keys(request: HttpRequest) -> HttpResponse:
     """Agent keys; a created key is shown in this response only (it is stored as a hash)."""
     form = KeyCreateForm(request.POST or None)
     issued = None
-    status = 200
-    if request.method == "POST":
-        if form.is_valid():
-            try:
-                issued = create_agent_key(
-                    profile_name=form.cleaned_data["profile"].name,
-                    scopes=["compact"] if form.cleaned_data["compact"] else [],
-                    name=form.cleaned_data["name"],
-                )
-            except ProfileError as exc:
-                form.add_error(None, str(exc))
-            else:
-                form = KeyCreateForm()
-        if issued is None:
-            status = 400
+    if request.method == "POST" and form.is_valid():
+        try:
+            issued = create_agent_key(
+                profile_name=form.cleaned_data["profile"].name,
+                scopes=["compact"] if form.cleaned_data["compact"] else [],
+                name=form.cleaned_data["name"],
+            )
+        except ProfileError as exc:
+            form.add_error(None, str(exc))
+        else:
+            form = KeyCreateForm()
     response = render(
         request,
         "console/keys.html",
@@ -359,7 +350,6 @@ def keys(request: HttpRequest) -> HttpResponse:
             "keys": AgentKey.objects.select_related("profile").order_by("-created_at"),
             "nav": "keys",
         },
-        status=status,
     )
     if issued is not None:
         patch_cache_control(response, no_store=True)

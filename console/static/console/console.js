@@ -11,6 +11,8 @@
       var source = document.getElementById(holder.dataset.figure);
       if (!source || typeof Plotly === "undefined") return;
       var figure = JSON.parse(source.textContent);
+      // the container takes the figure's height, so a tall chart never spills over the next
+      if (figure.layout.height) holder.style.height = figure.layout.height + "px";
       Plotly.react(holder, figure.data, figure.layout, config);
     });
   }
