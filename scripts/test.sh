@@ -45,7 +45,7 @@ stage "collectstatic (production static storage needs its manifest)"
 "$BIN/python" manage.py collectstatic --noinput -v0
 
 stage "unit tests: pure modules, no Django (-p no:django)"
-run_pytest "unit (no Django)" -p no:django tests/unit -q
+run_pytest "unit (no Django)" -p no:django -W ignore::pytest.PytestConfigWarning tests/unit -q
 
 pg_up=$("$BIN/python" scripts/probe.py postgres "$PG_URL" && echo yes || echo no)
 amqp_up=$("$BIN/python" scripts/probe.py amqp "$AMQP_URL" && echo yes || echo no)

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,7 +113,7 @@ def test_anthropic_results_come_first_in_the_one_next_user_message():
 
 
 def test_openai_calls_are_answered_before_the_next_non_tool_message():
-    calls = {
+    calls: dict[str, Any] = {
         "role": "assistant",
         "content": None,
         "tool_calls": [
@@ -120,7 +121,7 @@ def test_openai_calls_are_answered_before_the_next_non_tool_message():
             {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}},
         ],
     }
-    partial = [calls, {"role": "tool", "tool_call_id": "a", "content": "1"}]
+    partial: list[dict[str, Any]] = [calls, {"role": "tool", "tool_call_id": "a", "content": "1"}]
     assert len(parse_openai(partial)) == 2  # pending trailing call: valid
     with pytest.raises(
         TranscriptError, match="'b' \\(seq 0\\) has no result before this message"
@@ -168,7 +169,7 @@ def test_thinking_blocks_stay_opaque_with_their_signature():
 
 
 def test_unknown_fields_and_blocks_survive_the_round_trip():
-    items = [
+    items: list[dict[str, Any]] = [
         {
             "role": "user",
             "content": [{"type": "image", "source": {"type": "base64", "data": "QQ=="}}],
@@ -177,7 +178,7 @@ def test_unknown_fields_and_blocks_survive_the_round_trip():
         {"role": "assistant", "content": [{"type": "text", "text": "t", "citations": [{"x": 1}]}]},
     ]
     assert to_anthropic(parse_anthropic(items)) == (None, items)
-    openai_items = [
+    openai_items: list[dict[str, Any]] = [
         {"role": "developer", "content": "rules", "name": "ops"},
         {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:"}}]},
         {"role": "assistant", "content": None, "refusal": None, "tool_calls": []},
@@ -215,7 +216,7 @@ def test_surface_strips_cache_control_everywhere():
 
 
 def test_openai_transcript_converts_to_anthropic_with_results_merged_first():
-    items = [
+    items: list[dict[str, Any]] = [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "go"},
         {
@@ -251,7 +252,7 @@ def test_openai_transcript_converts_to_anthropic_with_results_merged_first():
 
 
 def test_invalid_json_arguments_refuse_conversion():
-    items = [
+    items: list[dict[str, Any]] = [
         {
             "role": "assistant",
             "content": None,

@@ -143,7 +143,7 @@ def test_prune_never_touches_excluded_tools_recent_rounds_or_the_first_user_mess
 
 
 def test_prune_skips_the_tool_loop_in_progress():
-    items = [
+    items: list[dict[str, Any]] = [
         {"role": "user", "content": "go"},
         {
             "role": "assistant",

@@ -38,8 +38,16 @@ def usage(provider: Any = "anthropic", **buckets: int) -> NormalizedUsage:
         "cache_write_1h": 0,
         "output": 0,
     }
+    counts: dict[str, int] = {**fields, **buckets}
     return NormalizedUsage(
-        provider=provider, reasoning_output=None, reported_cache=True, **{**fields, **buckets}
+        provider=provider,
+        uncached_input=counts["uncached_input"],
+        cache_read=counts["cache_read"],
+        cache_write_5m=counts["cache_write_5m"],
+        cache_write_1h=counts["cache_write_1h"],
+        output=counts["output"],
+        reasoning_output=None,
+        reported_cache=True,
     )
 
 
