@@ -314,7 +314,7 @@ def relieve_session(*, session_id: int, task_id: str = "", attempts: int = 1) ->
             finished_at=timezone.now(),
         )
     try:
-        return compact_session(
+        outcome = compact_session(
             session_id=session_id,
             mode="auto",
             trigger="pressure",
@@ -326,6 +326,11 @@ def relieve_session(*, session_id: int, task_id: str = "", attempts: int = 1) ->
         return None
     finally:
         AgentSession.objects.filter(pk=session_id).update(relief_requested_at=None)
+    if outcome.run.surface_version_before is not None:
+        AgentSession.objects.filter(pk=session_id).update(
+            relief_tried_version=outcome.run.surface_version_before
+        )
+    return outcome
 
 
 def record_failed_run(

@@ -30,8 +30,11 @@ def sessions_needing_relief(limit: int = 500) -> list[int]:
     for profile in AgentProfile.objects.all():
         threshold = effective_policy(profile).prune_threshold
         rows = (
-            AgentSession.objects.filter(profile=profile, pressure__gte=threshold)
+            AgentSession.objects.filter(
+                profile=profile, pressure__gte=threshold, surface_version__gt=0
+            )
             .exclude(relief_requested_at__gt=now - STALE_CLAIM)
+            .exclude(relief_tried_version=F("surface_version"))
             .annotate(tried=Exists(tried))
             .filter(tried=False)
             .order_by(F("pressure").desc())

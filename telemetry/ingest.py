@@ -191,11 +191,7 @@ def ingest_records(
                     item.nudge = policy.nudge_text if signal in ("nudge", "stop") else None
                     item.stop = signal == "stop"
                 outcomes[item.index] = item
-            result.over_threshold = [
-                s.pk
-                for s in result.sessions
-                if s.pressure is not None and s.pressure >= policy.prune_threshold
-            ]
+            result.over_threshold = [s.pk for s in result.sessions if needs_relief(s, policy)]
             if on_commit is not None and result.over_threshold:
                 ids = list(result.over_threshold)
                 transaction.on_commit(lambda: on_commit(ids))
@@ -631,9 +627,18 @@ def refresh_projection(
         policy = effective_policy(session.profile)
         _project(session, last, policy)
         session.save(update_fields=["surface_estimate_tokens", "projected_tokens", "pressure"])
-    if session.pressure is not None and session.pressure >= policy.prune_threshold:
-        return session
-    return None
+    return session if needs_relief(session, policy) else None
+
+
+def needs_relief(session: AgentSession, policy: PolicyValues) -> bool:
+    """At or above the prune threshold, with a transcript log to relieve, not yet tried at
+    this surface version (D4)."""
+    return (
+        session.pressure is not None
+        and session.pressure >= policy.prune_threshold
+        and session.surface_version > 0
+        and session.relief_tried_version != session.surface_version
+    )
 
 
 def session_band(session: AgentSession, policy: PolicyValues) -> str:

@@ -211,6 +211,9 @@ class AgentSession(models.Model):
     surface_version = models.PositiveIntegerField(default=0)
     # Set when an automatic relief job is enqueued, cleared when it finishes: one pending job.
     relief_requested_at = models.DateTimeField(null=True, blank=True)
+    # The surface version the last automatic relief ran on: one job per surface version, so a
+    # surface that cannot shrink further is not re-planned on every report.
+    relief_tried_version = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [

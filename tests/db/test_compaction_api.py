@@ -526,3 +526,33 @@ def test_the_log_supplies_the_appended_size_when_the_record_does_not(agent):
     after = agent.get("/api/v1/sessions/p-1").json()
     assert after["projected_next_request_tokens"] == 1_100 + 8_000 // 4
     assert after["pressure"] == pytest.approx((1_100 + 2_000) / (128_000 - 16_000))
+
+
+def test_a_surface_that_cannot_shrink_is_tried_once_per_version(agent):
+    from telemetry.ingest import ingest_records
+
+    agent.post(
+        "/api/v1/sessions/tiny/messages",
+        {"format": "openai", "messages": [{"seq": 0, "role": "user", "content": "hi"}]},
+    )
+    usage = {"prompt_tokens": 150_000, "completion_tokens": 10}
+    record = {
+        "session_id": "tiny",
+        "turn": 0,
+        "model": "gpt-4o",
+        "usage": usage,
+        "window_tokens": 200_000,
+    }
+    first = ingest_records(key=agent.key, raw_items=[record], batch=False)
+    session = session_of(agent, "tiny")
+    assert first.over_threshold == [session.pk]
+    outcome = services.relieve_session(session_id=session.pk)
+    assert outcome is not None and outcome.run.status == "noop"
+    again = ingest_records(key=agent.key, raw_items=[{**record, "turn": 1}], batch=False)
+    assert again.over_threshold == []
+    agent.post(
+        "/api/v1/sessions/tiny/messages",
+        {"format": "openai", "messages": [{"seq": 1, "role": "user", "content": "more"}]},
+    )
+    later = ingest_records(key=agent.key, raw_items=[{**record, "turn": 2}], batch=False)
+    assert later.over_threshold == [session.pk]
