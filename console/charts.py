@@ -350,7 +350,8 @@ def cache_figure(
     hit_idx = downsample(list(hit_ratio), max_points, keep=spikes)
     percent = [None if r is None else _round(r * 100.0, 4) for r in hit_ratio]
     # Writes are a stacked step area, not bars: at 1,500 turns a bar is under a pixel wide and
-    # a spike would vanish; a step area's edge stays visible at any density.
+    # a spike would vanish; a step area's edge stays visible at any density. Steps are centred
+    # on their turn (hvh) so a write lines up with the hit-ratio drop it caused.
     data: list[dict[str, Any]] = [
         {
             "type": "scatter",
@@ -360,7 +361,7 @@ def cache_figure(
             "x": _pick(turns, write_idx),
             "y": _pick(series, write_idx),
             "yaxis": "y2",
-            "line": {"color": COLORS[key], "width": 1, "shape": "hv"},
+            "line": {"color": COLORS[key], "width": 1, "shape": "hvh"},
             "fillcolor": COLORS[key] + "99",
             "hovertemplate": "%{y:,} tokens<extra>" + name + "</extra>",
         }

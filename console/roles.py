@@ -16,6 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Permissi
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django_htmx.http import HttpResponseClientRedirect
 
 P = ParamSpec("P")
 R = TypeVar("R", bound=HttpRequest)
@@ -75,14 +76,20 @@ def require_role(
     [Callable[Concatenate[R, P], HttpResponse]],
     Callable[Concatenate[R, P], HttpResponse],
 ]:
-    """Anonymous → the login page; signed in without `minimum` → 403; else the view runs."""
+    """Anonymous → the login page (an htmx request is told to move the page there); signed in
+    without `minimum` → 403; else the view runs."""
 
     def decorator(
         view: Callable[Concatenate[R, P], HttpResponse],
     ) -> Callable[Concatenate[R, P], HttpResponse]:
         def wrapped(request: R, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
             if not request.user.is_authenticated:
-                return redirect_to_login(request.get_full_path())
+                to_login = redirect_to_login(request.get_full_path())
+                if getattr(request, "htmx", False):
+                    # A poll after the sign-in expired: move the whole page to the login form
+                    # instead of swapping the form into a table cell.
+                    return HttpResponseClientRedirect(to_login["Location"])
+                return to_login
             role = role_of(request.user)
             if role is None or role < minimum:
                 return forbidden(request, minimum)

@@ -179,6 +179,15 @@ def test_anonymous_visitors_are_sent_to_sign_in_from_every_page(client: Client, 
         assert response["Location"].startswith(reverse("login") + "?next="), url
 
 
+def test_an_expired_sign_in_moves_a_polling_page_to_the_login_form(client: Client, session) -> None:
+    response = client.get(
+        reverse("session_live", args=[session.pk]), headers={"HX-Request": "true"}
+    )
+    assert response.status_code == 200
+    assert response["HX-Redirect"].startswith(reverse("login") + "?next=")
+    assert response.content == b""
+
+
 def test_anonymous_unsafe_actions_are_refused_and_change_nothing(client: Client, key) -> None:
     for url in (
         reverse("policy_global"),
