@@ -99,7 +99,9 @@ SESSION_COLUMNS = (
 def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
     """Every session, sortable, filterable, searchable and paginated; the table polls itself."""
     filters = SessionFilterForm(request.GET).filters()
-    version = sessions_version(request.GET.urlencode())
+    # "active in the last hour" changes with the clock alone: such a list is new every minute
+    minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active else ""
+    version = sessions_version(request.GET.urlencode() + minute)
     if request.htmx:
         not_modified = _versioned(request, version)
         if not_modified is not None:
@@ -114,7 +116,6 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
     }
     if request.htmx:
         return _mark_polled(render(request, "console/sessions.html#table", context), version)
-    context["filter_form"] = SessionFilterForm(request.GET)
     return render(request, "console/sessions.html", context)
 
 
