@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('telemetry', '0004_seed_catalogue'),
+        ("telemetry", "0004_seed_catalogue"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='agentsession',
-            name='relief_tried_version',
+            model_name="agentsession",
+            name="relief_tried_version",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
     ]
