@@ -24,8 +24,22 @@ What the fleet shows (numbers from `ROSTER`):
 
 Each turn is a `TurnEvent`: the user message, then per round the call record to report, the
 assistant reply and the tool results appended after it (wire-format messages, Anthropic or
-OpenAI Chat). The telemetry records carry `appended_chars` equal to the characters of those
-results, so a later step can append the same messages as a transcript.
+OpenAI Chat). Tool results read like their tool's output (code, logs, test runs, JSON, git
+log, tickets), with non-ASCII text throughout; a few are whole files or long logs of 20-80k
+characters early in a session (so a later prune has something to stub, and some exceed the
+50,000-character bound), and one carries a NUL character.
+
+Transcripts: `SessionScript.appends()` is the log as the agent appends it, one append before
+each call (see there), so each record can carry the `surface_version` its request used. A
+record's `appended_chars` is exactly the characters, as the compaction core counts them
+(`Message.chars`: text, tool-call name plus compact JSON arguments, tool-result text), of the
+tool results appended after its reply; the reply is counted by the output tokens. A changed
+system prompt cannot replace the log's seq 0, so it reaches the log as a reminder at the head of
+that turn's user message.
+
+Compaction demo: three roster sessions carry a `demo` role the command acts on itself. The
+`overflow` session gets an `OverflowTurn`: a pasted log takes its next request past the wall,
+the agent reports the overflow and retries on the compacted surface.
 """
 
 from __future__ import annotations
@@ -35,7 +49,7 @@ import json
 import math
 import random
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 
@@ -49,6 +63,8 @@ Shape = Literal[
 Band = Literal["ok", "prune", "compact"]
 Signal = Literal["none", "nudge", "stop"]
 WireFormat = Literal["anthropic", "openai"]
+# The compaction step a session is kept for (the command runs it itself, see the module doc).
+DemoRole = Literal["overflow", "archive_outage", "manual_compact"]
 Message = dict[str, Any]
 
 CHARS_PER_TOKEN: Final = 4  # the projection's chars/4 (telemetry.pressure.CHARS_PER_TOKEN)
@@ -60,6 +76,11 @@ ANTHROPIC_TTL_SECONDS: Final[Mapping[CacheTTL, float]] = {"5m": 300.0, "1h": 360
 OPENAI_IDLE_SECONDS: Final = 420.0  # OpenAI drops an idle prefix after 5-10 minutes
 OPENAI_CACHE_MIN: Final = 1024
 OPENAI_CACHE_STEP: Final = 128
+BIG_RESULT_CHARS: Final = (20_000, 80_000)  # a whole source file, a long log
+# Tools whose result can be a whole file or a long log.
+BIG_TOOLS: Final = frozenset(
+    {"read_file", "bash", "query_logs", "fetch_log", "git_log", "run_tests", "http_get", "get_diff"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +149,9 @@ class SessionSpec:
     between summarize_threshold and the wall. `gaps` has one letter per turn boundary:
     "s" a 1-4 minute gap, "l" a 10-50 minute one. `long_turn` is (turn, "nudge" | "stop"):
     that turn runs past round_soft_limit, or exactly to round_hard_cap.
+    `big_results` tool results of 20-80k characters (a whole file, a long log) land in the first
+    half of the session, where a later prune can stub them; `nul_turn`'s first tool result
+    carries a NUL character. `demo` marks the session the command keeps for one compaction step.
     """
 
     slug: str
@@ -149,12 +173,17 @@ class SessionSpec:
     reasoning: bool = False
     priced: bool = True
     tool_names: tuple[str, ...] = ("bash", "read_file", "grep", "edit_file")
+    big_results: int = 0
+    nul_turn: int | None = None
+    demo: DemoRole | None = None
 
     def __post_init__(self) -> None:
         if len(self.gaps) != self.turns - 1 or set(self.gaps) - {"s", "l"}:
             raise ValueError(f"{self.slug}: gaps needs {self.turns - 1} letters of 's'/'l'")
         if not 0 < self.position < 1:
             raise ValueError(f"{self.slug}: position must be inside (0, 1)")
+        if self.big_results and not set(self.tool_names) & BIG_TOOLS:
+            raise ValueError(f"{self.slug}: big_results needs a tool that returns files or logs")
 
     @property
     def wire(self) -> WireFormat:
@@ -178,6 +207,8 @@ ROSTER: Final[tuple[SessionSpec, ...]] = (
         gaps="sslsssss",
         ends_ago_minutes=6,
         system_change_turn=6,
+        big_results=2,
+        demo="overflow",
     ),
     SessionSpec(
         slug="incident-triage",
@@ -195,6 +226,8 @@ ROSTER: Final[tuple[SessionSpec, ...]] = (
         gaps="lsllls",
         ends_ago_minutes=12,
         tool_names=("query_logs", "get_metrics", "bash", "read_file"),
+        big_results=3,
+        nul_turn=2,
     ),
     SessionSpec(
         slug="flaky-test-bisect",
@@ -213,6 +246,7 @@ ROSTER: Final[tuple[SessionSpec, ...]] = (
         ends_ago_minutes=3,
         long_turn=(3, "stop"),
         tool_names=("bash", "git_log", "run_tests", "read_file"),
+        big_results=2,
     ),
     SessionSpec(
         slug="monorepo-migration",
@@ -229,6 +263,8 @@ ROSTER: Final[tuple[SessionSpec, ...]] = (
         prefix_tokens=21_500,
         gaps="lsllsls",
         ends_ago_minutes=25,
+        big_results=3,
+        demo="manual_compact",
     ),
     SessionSpec(
         slug="dependency-audit",
@@ -246,6 +282,8 @@ ROSTER: Final[tuple[SessionSpec, ...]] = (
         gaps="lslsl",
         ends_ago_minutes=40,
         tool_names=("bash", "read_file", "http_get"),
+        big_results=2,
+        demo="archive_outage",
     ),
     SessionSpec(
         slug="api-docs-writer",
@@ -264,6 +302,7 @@ ROSTER: Final[tuple[SessionSpec, ...]] = (
         ends_ago_minutes=9,
         long_turn=(3, "nudge"),
         reasoning=True,
+        big_results=1,
     ),
     SessionSpec(
         slug="support-triage",
@@ -299,6 +338,7 @@ ROSTER: Final[tuple[SessionSpec, ...]] = (
         ends_ago_minutes=30,
         reasoning=True,
         tool_names=("fetch_log", "grep"),
+        big_results=1,
     ),
     SessionSpec(
         slug="local-coder",
@@ -316,6 +356,7 @@ ROSTER: Final[tuple[SessionSpec, ...]] = (
         gaps="ssss",
         ends_ago_minutes=15,
         priced=False,
+        big_results=1,
     ),
     SessionSpec(
         slug="desktop-notes",
@@ -381,8 +422,9 @@ class CallRecord:
     reasoning: int | None
     projected_next: int
 
-    def payload(self) -> dict[str, Any]:
-        """The JSON record for POST /api/v1/telemetry."""
+    def payload(self, surface_version: int | None = None) -> dict[str, Any]:
+        """The JSON record for POST /api/v1/telemetry; `surface_version` is the transcript
+        surface the request was built from (the agent read it from its last append)."""
         body: dict[str, Any] = {
             "session_id": self.session_id,
             "turn": self.turn,
@@ -396,6 +438,8 @@ class CallRecord:
             value = getattr(self, name)
             if value is not None:
                 body[name] = value
+        if surface_version is not None:
+            body["surface_version"] = surface_version
         return body
 
 
@@ -442,12 +486,180 @@ class TurnEvent:
             yield from r.appended
 
 
+CallKey = tuple[int, int]  # (turn, call)
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """One POST /api/v1/sessions/{session_id}/messages: messages the agent adds to its log.
+
+    `before` is the call whose request is built from the surface right after this append, so
+    that call's record carries the `surface_version` this append answers; None for the reply
+    that ends the session. The Anthropic `system` prompt is the log's seq 0 (first append only);
+    OpenAI sends it as its first message.
+    """
+
+    session_id: str
+    profile: Profile
+    format: WireFormat
+    first_seq: int
+    messages: tuple[Message, ...]
+    before: CallKey | None
+    system: str | None = None
+
+    @property
+    def last_seq(self) -> int:
+        return self.first_seq + len(self.messages) - 1
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"format": self.format}
+        if self.system is not None:
+            body["system"] = self.system
+        body["messages"] = [
+            {"seq": self.first_seq + i, **_plain(m)} for i, m in enumerate(self.messages)
+        ]
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class OverflowTurn:
+    """The turn after the session's last: the user pastes a long log, and the request built from
+    the surface that includes it is rejected as too long (D4).
+
+    The agent reports the overflow with the surface version the request used, reads the
+    compacted surface from the answer and retries once. Only the server knows how small the
+    surface became, so `retry(surface_tokens)` makes the retried call's record from it: the
+    request is that surface plus what the log does not hold (tool schemas), the stable prefix
+    (tool schemas and system prompt) is still cached, the compacted history is written anew.
+    """
+
+    session_id: str
+    spec: SessionSpec
+    limits: Limits
+    turn: int
+    user: Message
+    reply: Message
+    rejected_tokens: int
+    detail: str
+    overhead_tokens: int
+    stable_tokens: int
+    output: int
+    uncached: int
+    request_id: str | None
+    at: datetime
+    first_seq: int
+
+    def appends(self) -> tuple[Append, Append]:
+        """The pasted log (before the rejected request) and the retried call's reply."""
+        fmt = self.spec.wire
+        profile = self.spec.profile
+        return (
+            Append(self.session_id, profile, fmt, self.first_seq, (self.user,), (self.turn, 0)),
+            Append(self.session_id, profile, fmt, self.first_seq + 1, (self.reply,), None),
+        )
+
+    def retry(self, surface_tokens: int) -> CallRecord:
+        """The retried call, on a compacted surface of `surface_tokens` (the server's estimate)."""
+        context = surface_tokens + self.overhead_tokens
+        uncached = min(self.uncached, context)
+        read = 0
+        if self.spec.shape in ("anthropic", "bedrock"):
+            read = min(self.stable_tokens, context - uncached)
+        elif self.spec.shape != "openai_compatible" and self.stable_tokens >= OPENAI_CACHE_MIN:
+            read = min(self.stable_tokens, context) // OPENAI_CACHE_STEP * OPENAI_CACHE_STEP
+            uncached = context - read
+        draft = _RoundDraft(
+            clock=0.0,
+            context=context,
+            read=read,
+            write=context - read - uncached,
+            uncached=uncached,
+            output=self.output,
+            reasoning=None,
+            appended_chars=0,
+            request_chars=0,
+            reply=self.reply,
+            appended=(),
+        )
+        return CallRecord(
+            session_id=self.session_id,
+            profile=self.spec.profile,
+            turn=self.turn,
+            call=0,
+            model=self.spec.model,
+            usage=_usage(self.spec.shape, draft, self.limits.cache_ttl),
+            provider=self.spec.provider,
+            request_id=self.request_id,
+            request_chars=None,
+            appended_chars=0,
+            window_tokens=self.spec.window_tokens if self.spec.report_window else None,
+            at=self.at,
+            context_tokens=context,
+            cache_read=read,
+            cache_write=draft.write,
+            output=self.output,
+            reasoning=None,
+            projected_next=context + self.output,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class SessionScript:
     session_id: str
     spec: SessionSpec
     limits: Limits
     turns: tuple[TurnEvent, ...]
+    overflow: OverflowTurn | None = None
+
+    def appends(self) -> tuple[Append, ...]:
+        """The transcript as the agent appends it, one append before each call.
+
+        First the system prompt and the first user message; before each further call of a turn
+        the previous call's reply and its tool results; before a turn's first call the last
+        reply of the turn before and the new user message; at the end the last reply. So each
+        call's request is exactly the log up to its append, and the tool results appended after
+        a call are the messages whose characters are its record's `appended_chars`.
+        """
+        fmt = self.spec.wire
+        out: list[Append] = []
+        seq = 1 if fmt == "anthropic" else 0
+        system: str | None = self.turns[0].system
+        pending: list[Message] = []
+        if fmt == "openai":
+            pending.append({"role": "system", "content": system})
+            system = None
+
+        def flush(before: CallKey | None) -> None:
+            nonlocal seq, system
+            out.append(
+                Append(
+                    self.session_id,
+                    self.spec.profile,
+                    fmt,
+                    seq,
+                    tuple(pending),
+                    before,
+                    system,
+                )
+            )
+            seq += len(pending)
+            system = None
+            pending.clear()
+
+        for event in self.turns:
+            pending.append(event.user)
+            for k, rnd in enumerate(event.rounds):
+                flush((event.turn, k))
+                pending.append(rnd.reply)
+                pending.extend(rnd.appended)
+        flush(None)
+        return tuple(out)
+
+    @property
+    def log_length(self) -> int:
+        """Messages in the log after every scripted append (the system prompt included)."""
+        last = self.appends()[-1]
+        return last.last_seq + 1
 
     @property
     def records(self) -> tuple[CallRecord, ...]:
@@ -575,6 +787,7 @@ class _Plan:
     user_tokens: list[int]
     gaps: list[float]
     system_delta: int
+    big: dict[tuple[int, int], int]  # (turn index, round) -> characters of a big tool result
 
 
 class _SessionBuilder:
@@ -649,14 +862,43 @@ class _SessionBuilder:
                     w = rng.uniform(0.3, 1.7)
                     row.append(w * 3 if rng.random() < 0.08 else w)  # now and then a big file
             weights.append(row)
-        total_weight = sum(sum(row) for row in weights)
         budget = max(target - fixed, 0)
+        big = self._big_results(rounds, budget)
+        for t, k in big:
+            weights[t][k] = 0.0
+        total_weight = sum(sum(row) for row in weights)
+        rest = budget - sum(chars // CHARS_PER_TOKEN for chars in big.values())
         results = [
-            [0 if w == 0 else max(40, math.floor(budget * w / total_weight)) for w in row]
-            for row in weights
+            [
+                big[(t, k)] // CHARS_PER_TOKEN
+                if (t, k) in big
+                else 0
+                if w == 0
+                else max(40, math.floor(rest * w / total_weight))
+                for k, w in enumerate(row)
+            ]
+            for t, row in enumerate(weights)
         ]
         gaps = [rng.uniform(*(SHORT_GAP if g == "s" else LONG_GAP)) for g in spec.gaps]
-        return _Plan(rounds, outputs, reasoning, results, user_tokens, gaps, system_delta)
+        return _Plan(rounds, outputs, reasoning, results, user_tokens, gaps, system_delta, big)
+
+    def _big_results(self, rounds: list[int], budget: int) -> dict[tuple[int, int], int]:
+        """Rounds of the first half of the session that read a whole file or a long log.
+
+        Early, so that by the time the session needs relief they are older than the rounds a
+        prune keeps; together at most half of the results' budget, so the rest stays varied.
+        """
+        if not self.spec.big_results:
+            return {}
+        half = max(1, (len(rounds) + 1) // 2)
+        candidates = [
+            (t, k) for t, n in enumerate(rounds[:half]) if n <= ROUNDS[1] for k in range(n - 1)
+        ]
+        chosen = sorted(self.rng.sample(candidates, min(self.spec.big_results, len(candidates))))
+        sizes = {key: self.rng.randint(*BIG_RESULT_CHARS) for key in chosen}
+        while sizes and sum(sizes.values()) // CHARS_PER_TOKEN > budget // 2:
+            sizes.pop(max(sizes))
+        return sizes
 
     def build(self) -> SessionScript:
         spec, rng = self.spec, self.rng
@@ -667,6 +909,7 @@ class _SessionBuilder:
         history = history_chars = 0  # the messages so far, in tokens and characters
         clock = 0.0  # seconds from the session's first response; shifted to wall time below
         drafts: list[_TurnDraft] = []
+        nul_pending = spec.nul_turn is not None
         for t, n in enumerate(plan.rounds):
             turn = t + 1
             gap = plan.gaps[t - 1] if t else None
@@ -676,7 +919,9 @@ class _SessionBuilder:
                 system = self.texts.system(spec, changed=True)
             if gap is not None:
                 clock += gap
-            user = self.texts.user(spec, turn, plan.user_tokens[t])
+            # The log keeps the first system prompt (seq 0); a changed one reaches the model as
+            # a reminder at the head of that turn's user message, as coding agents do.
+            user = self.texts.user(spec, turn, plan.user_tokens[t], reminder=changed)
             history += plan.user_tokens[t]
             history_chars += _chars(user)
             draft = _TurnDraft(turn, user, system, changed, cache.expires_after(gap), gap, [])
@@ -687,8 +932,11 @@ class _SessionBuilder:
                 context = prefix + history
                 read, write, uncached = cache.call(clock, context, reset=changed and k == 0)
                 reply_tokens = output - (reasoning or 0)
-                reply, calls = self.texts.reply(spec, reply_tokens, final=k == n - 1)
-                appended = self.texts.results(spec, calls, plan.results[t][k])
+                big = (t, k) in plan.big
+                reply, calls = self.texts.reply(spec, reply_tokens, final=k == n - 1, big=big)
+                nul = nul_pending and bool(calls) and turn >= (spec.nul_turn or 0)
+                nul_pending = nul_pending and not nul
+                appended = self.texts.results(spec, calls, plan.results[t][k], nul=nul)
                 appended_chars = sum(_chars(m) for m in appended)
                 draft.rounds.append(
                     _RoundDraft(
@@ -710,7 +958,42 @@ class _SessionBuilder:
             drafts.append(draft)
         start = self.ends - timedelta(seconds=clock)
         turns = tuple(self._event(d, start) for d in drafts)
-        return SessionScript(self.session_id, spec, self.limits, turns)
+        script = SessionScript(self.session_id, spec, self.limits, turns)
+        if spec.demo != "overflow":
+            return script
+        return replace(script, overflow=self._overflow(script, drafts[-1].rounds[-1]))
+
+    def _overflow(self, script: SessionScript, last: _RoundDraft) -> OverflowTurn:
+        """A pasted log that takes the next request past the provider's limit."""
+        spec, rng, limits = self.spec, self.rng, self.limits
+        projected = script.last.projected_next
+        user_tokens = max(limits.usable(spec.window_tokens) - projected, 0) + rng.randint(
+            3_000, 9_000
+        )
+        user = self.texts.pasted_log(spec, user_tokens)
+        rejected = projected + user_tokens
+        gap = rng.uniform(SHORT_GAP[0], min(SHORT_GAP[1], spec.ends_ago_minutes * 60 - 30))
+        output = rng.randint(250, 900)
+        reply, _ = self.texts.reply(spec, output, final=True)
+        overhead = max(last.context - last.request_chars // CHARS_PER_TOKEN, 0)
+        log_system = len(script.turns[0].system) // CHARS_PER_TOKEN
+        return OverflowTurn(
+            session_id=self.session_id,
+            spec=spec,
+            limits=limits,
+            turn=len(script.turns) + 1,
+            user=user,
+            reply=reply,
+            rejected_tokens=rejected,
+            detail=_overflow_detail(spec, rejected, limits),
+            overhead_tokens=overhead,
+            stable_tokens=overhead + log_system,
+            output=output,
+            uncached=rng.randint(1, 12),
+            request_id=_request_id(spec.shape, rng),
+            at=script.last.at + timedelta(seconds=gap + rng.uniform(3.0, 8.0)),
+            first_seq=script.log_length,
+        )
 
     def _event(self, draft: _TurnDraft, start: datetime) -> TurnEvent:
         spec = self.spec
@@ -925,29 +1208,97 @@ def _request_id(shape: Shape, rng: random.Random) -> str | None:
 
 # --- message text ----------------------------------------------------------------------------
 
-_CORPUS_LINES: Final = (
+# What each kind of tool returns, a line at a time; filler is cut from these to exact lengths.
+# Some lines are not ASCII (names, units, arrows, CJK, an emoji): transcripts are UTF-8 text.
+_CODE: Final = (
     "def apply_rounding(amount: Decimal, mode: str = 'half_even') -> Decimal:",
     "    return amount.quantize(Decimal('0.01'), rounding=ROUNDING[mode])",
+    "    # Kaufmännisch runden: 0,005 € → 0,01 € (the Finanzamt's rule, not banker's)",
+    "src/orders/api.py:212:    raise HTTPException(status_code=409, detail='stale version')",
+    "    for line in reader:  # streaming: never holds the whole file",
+    "import { parse } from '@acme/csv-stream';",
+    "      at Object.<anonymous> (packages/web/src/index.ts:14:7)",
+    "class InvoiceLine(NamedTuple):",
+    "    label: str  # 'Größe', 'Menge' and '数量' all occur in the imported files",
+    "    unit_price_µ: int  # micro-euros, so 1 µ€ never rounds away",
+    "        if attempt >= self.retry_budget:",
+    '    """Return the total in cents; raises ValueError on a negative quantity."""',
+    "export const retryBudget = { attempts: 3, backoffMs: [100, 400, 1600] } as const;",
+)
+_LOGS: Final = (
     "2026-11-29T23:41:07.112Z ERROR upstream timed out (504) path=/v2/checkout attempt=3",
     "2026-11-29T23:41:07.398Z WARN  retry budget exhausted for payments-client",
+    "2026-11-29T23:41:08.020Z INFO  pool=checkout-db active=48/50 wait_p99=1.8s",
+    "2026-11-29T23:41:09.551Z ERROR TLS handshake with payments.internal → reset by peer",
+    "2026-11-29T23:41:10.004Z INFO  request_id=7f3c latency=1834ms µs_in_queue=912004",
+    "2026-11-29T23:41:11.730Z WARN  名前解決に失敗しました (DNS lookup failed) host=ledger-2",
+    "2026-11-29T23:41:12.090Z ERROR 🔥 circuit open for payments-client (5 failures / 10 s)",
+    "Step 7/12 : RUN npm ci --omit=dev",
+    "npm WARN deprecated left-pad@1.3.0: use String.prototype.padStart()",
+    "make: *** [Makefile:41: test] Error 1",
+)
+_TESTS: Final = (
     "tests/integration/test_sync.py::test_resume_after_disconnect PASSED     [ 41%]",
     "tests/integration/test_sync.py::test_concurrent_writers FAILED          [ 42%]",
     "E       AssertionError: expected 3 rows, found 2",
-    "commit 9f1c2ab  Retry idempotent writes on connection reset",
-    '  "name": "left-pad", "version": "1.3.0", "license": "WTFPL", "deprecated": false,',
-    "| ticket | subject                          | priority | queue    |",
-    "| 48213  | Refund not received after 10 days | high     | billing  |",
-    "src/orders/api.py:212:    raise HTTPException(status_code=409, detail='stale version')",
-    "    for line in reader:  # streaming: never holds the whole file",
-    "- [ ] Ask Priya for the Q3 numbers before Thursday",
-    "GET /v1/orders/{order_id} -> 200 Order | 404 NotFound | 410 Gone",
-    "import { parse } from '@acme/csv-stream';",
-    "WARNING: 3 packages have known vulnerabilities (2 high, 1 moderate)",
-    "      at Object.<anonymous> (packages/web/src/index.ts:14:7)",
-    "diff --git a/payments/client.py b/payments/client.py",
-    "+        if attempt >= self.retry_budget:",
+    "E       assert 'Zoë' == 'Zoe'",
+    "tests/unit/test_rounding.py ✓✓✓✓✓✓✓✓✓✓✓✓                                  [ 57%]",
+    "FAILED tests/integration/test_sync.py::test_concurrent_writers - AssertionError",
+    "=========== 1 failed, 312 passed, 4 skipped in 48.91s ===========",
 )
-_CORPUS: Final = "\n".join(_CORPUS_LINES) + "\n"
+_GIT: Final = (
+    "commit 9f1c2ab  Retry idempotent writes on connection reset",
+    "Author: José Álvarez <jose@example.org>",
+    "Date:   Fri Nov 27 18:02:11 2026 +0100",
+    "    sync: take the row lock before reading the cursor (李雷 found the race)",
+    "commit 41d07ee  Bump the sync client's batch size from 100 to 500",
+)
+_JSON: Final = (
+    '  "name": "left-pad", "version": "1.3.0", "license": "WTFPL", "deprecated": false,',
+    '  {"id": "GHSA-29mw-wpgm-hmr9", "severity": "high", "package": "lodash", "fixed": "4.17.21"},',
+    '  {"metric": "http_5xx_total", "labels": {"route": "/v2/checkout"}, "value": 1841},',
+    '  {"metric": "p99_latency_seconds", "labels": {"route": "/v2/checkout"}, "value": 2.31},',
+    '  "description": "Prototype pollution in zipObjectDeep — upgrade to ≥ 4.17.21",',
+)
+_TICKETS: Final = (
+    "| ticket | subject                              | priority | queue    |",
+    "| 48213  | Refund not received after 10 days    | high     | billing  |",
+    "| 48217  | Rechnung doppelt abgebucht (€ 49,00) | high     | billing  |",
+    "| 48230  | App crashes on login — iOS 18.2      | normal   | mobile   |",
+    "| 48241  | 配送状況が更新されません              | normal   | shipping |",
+)
+_DIFF: Final = (
+    "diff --git a/payments/client.py b/payments/client.py",
+    "@@ -88,11 +88,19 @@ class PaymentsClient:",
+    "+        if attempt >= self.retry_budget:",
+    "+            raise RetryBudgetExceeded(f'gave up after {attempt} attempts')",
+    "-        time.sleep(2 ** attempt)",
+    "+        time.sleep(min(self.max_backoff, 0.1 * 2 ** attempt) * random.uniform(0.5, 1.5))",
+)
+_NOTES: Final = (
+    "- [ ] Ask Priya for the Q3 numbers before Thursday",
+    "- [x] Send the offsite agenda to Zoë and Łukasz",
+    "Decision: we ship the importer behind a flag – default off until 2026-12-08",
+    "GET /v1/orders/{order_id} -> 200 Order | 404 NotFound | 410 Gone",
+)
+_TOOL_OUTPUT: Final[Mapping[str, tuple[str, ...]]] = {
+    "read_file": _CODE,
+    "edit_file": _DIFF,
+    "write_file": _NOTES,
+    "grep": _CODE,
+    "bash": _TESTS + _LOGS,
+    "run_tests": _TESTS,
+    "query_logs": _LOGS,
+    "fetch_log": _LOGS + _TESTS,
+    "git_log": _GIT,
+    "http_get": _JSON,
+    "get_metrics": _JSON,
+    "search_tickets": _TICKETS,
+    "get_ticket": _TICKETS,
+    "set_label": _TICKETS,
+    "get_diff": _DIFF,
+}
+_PROSE: Final = _CODE + _LOGS + _NOTES + _DIFF
 _FOLLOW_UPS: Final = (
     "Looks right. Go on with the next part.",
     "That test still fails on CI, see the log below.",
@@ -957,31 +1308,63 @@ _FOLLOW_UPS: Final = (
     "OK, continue, and tell me when you are done.",
     "Here is the output I get locally:",
 )
+SYSTEM_REMINDER: Final = (
+    "<system-reminder>Updated project instructions: run the linters before every commit."
+    "</system-reminder>"
+)
 _ARGUMENTS: Final[Mapping[str, tuple[str, ...]]] = {
     "bash": ("pytest -q tests/unit", "git status --short", "ls -la src/", "make lint"),
     "read_file": ("src/billing/rounding.py", "README.md", "pyproject.toml", "src/orders/api.py"),
     "grep": ("retry_budget", "def apply_rounding", "TODO", "HTTPException"),
     "edit_file": ("src/billing/rounding.py", "src/orders/api.py", "CHANGELOG.md"),
 }
+# What an agent runs when it reads something whole.
+_BIG_ARGUMENTS: Final[Mapping[str, str]] = {
+    "read_file": "src/billing/legacy_invoices.py",
+    "bash": "pytest -vv tests/ 2>&1 | tee /tmp/full-run.log",
+    "query_logs": "service:checkout level:>=WARN since:-12h",
+    "fetch_log": "nightly/2026-11-29/full.log",
+    "git_log": "--stat --since=2026-10-01 -- tests/integration",
+    "run_tests": "tests/integration -vv --count=20",
+    "http_get": "https://api.osv.dev/v1/query?ecosystem=npm",
+    "get_diff": "--full-index",
+}
+
+
+def _argument_key(name: str) -> str:
+    if name not in _ARGUMENTS and name not in _BIG_ARGUMENTS:
+        return "query"
+    return {"bash": "command", "grep": "pattern", "run_tests": "target"}.get(name, "path")
+
+
+def _compact(value: Any) -> str:
+    """JSON text as the compaction core measures a tool call's arguments."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 class _TextSource:
-    """Deterministic filler text of exact lengths, cut from a small code/log corpus."""
+    """Deterministic text of exact lengths, cut from small code/log/data corpora."""
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.tool_ids = 0
+        self.corpora: dict[tuple[str, ...], str] = {}
 
-    def fill(self, chars: int) -> str:
+    def fill(self, chars: int, lines: tuple[str, ...] = _PROSE) -> str:
         if chars <= 0:
             return ""
-        start = self.rng.randrange(len(_CORPUS))
-        repeated = _CORPUS * (chars // len(_CORPUS) + 2)
+        corpus = self.corpora.get(lines)
+        if corpus is None:
+            corpus = self.corpora[lines] = "\n".join(lines) + "\n"
+        start = self.rng.randrange(len(corpus))
+        repeated = corpus * (chars // len(corpus) + 2)
         return repeated[start : start + chars]
 
-    def padded(self, head: str, chars: int, *, exact: bool = False) -> str:
+    def padded(
+        self, head: str, chars: int, *, exact: bool = False, lines: tuple[str, ...] = _PROSE
+    ) -> str:
         """`head`, a newline and filler: `chars` long (at least `head` unless `exact`)."""
-        text = head + "\n" + self.fill(chars - len(head) - 1)
+        text = head + "\n" + self.fill(chars - len(head) - 1, lines)
         return text[:chars] if exact else text[: max(chars, len(head))]
 
     def system(self, spec: SessionSpec, *, changed: bool) -> str:
@@ -990,9 +1373,16 @@ class _TextSource:
             head += " Updated project instructions: run the linters before every commit."
         return self.padded(head, spec.prefix_tokens * 2)
 
-    def user(self, spec: SessionSpec, turn: int, tokens: int) -> Message:
+    def user(self, spec: SessionSpec, turn: int, tokens: int, *, reminder: bool = False) -> Message:
         head = f"Please {spec.task}." if turn == 1 else self.rng.choice(_FOLLOW_UPS)
+        if reminder:
+            head = SYSTEM_REMINDER + "\n" + head
         return {"role": "user", "content": self.padded(head, tokens * CHARS_PER_TOKEN)}
+
+    def pasted_log(self, spec: SessionSpec, tokens: int) -> Message:
+        head = "Here is the full log of last night's failing run, all of it:"
+        text = self.padded(head, tokens * CHARS_PER_TOKEN, exact=True, lines=_LOGS + _TESTS)
+        return {"role": "user", "content": text}
 
     def _tool_id(self, spec: SessionSpec) -> str:
         self.tool_ids += 1
@@ -1000,18 +1390,22 @@ class _TextSource:
         return f"toolu_{suffix}" if spec.wire == "anthropic" else f"call_{suffix}"
 
     def reply(
-        self, spec: SessionSpec, tokens: int, *, final: bool
+        self, spec: SessionSpec, tokens: int, *, final: bool, big: bool = False
     ) -> tuple[Message, list[tuple[str, str, str]]]:
-        """The assistant's reply of about `tokens` tokens and its tool calls (id, name, args)."""
+        """The assistant's reply of about `tokens` tokens and its tool calls (id, name, args).
+
+        `big`: one call to a tool that reads something whole (a file, a long log).
+        """
         calls: list[tuple[str, str, str]] = []
-        if not final:
+        if big:
+            name = self.rng.choice([n for n in spec.tool_names if n in BIG_TOOLS])
+            value = _BIG_ARGUMENTS[name]
+            calls.append((self._tool_id(spec), name, _compact({_argument_key(name): value})))
+        elif not final:
             for _ in range(1 if self.rng.random() < 0.7 else self.rng.randint(2, 3)):
                 name = self.rng.choice(spec.tool_names)
                 value = self.rng.choice(_ARGUMENTS.get(name, ("latest",)))
-                key = {"bash": "command", "grep": "pattern"}.get(name, "path")
-                if name not in _ARGUMENTS:
-                    key = "query"
-                calls.append((self._tool_id(spec), name, json.dumps({key: value})))
+                calls.append((self._tool_id(spec), name, _compact({_argument_key(name): value})))
         call_chars = sum(len(name) + len(args) for _, name, args in calls)
         head = "Done. Summary of the changes:" if final else "Let me check that."
         text = self.padded(head, max(tokens * CHARS_PER_TOKEN - call_chars, len(head)))
@@ -1031,18 +1425,35 @@ class _TextSource:
         return message, calls
 
     def results(
-        self, spec: SessionSpec, calls: Sequence[tuple[str, str, str]], tokens: int
+        self,
+        spec: SessionSpec,
+        calls: Sequence[tuple[str, str, str]],
+        tokens: int,
+        *,
+        nul: bool = False,
     ) -> list[Message]:
-        """Tool results for `calls` whose characters total `tokens` × 4 (+0-3)."""
+        """Tool results for `calls` whose characters total `tokens` × 4 (+0-3).
+
+        `nul`: the first result holds a NUL character (a binary byte in a log line), which JSON
+        carries as the escape \\u0000.
+        """
         if not calls:
             return []
         total = tokens * CHARS_PER_TOKEN + self.rng.randint(0, CHARS_PER_TOKEN - 1)
         sizes = [total // len(calls)] * len(calls)
         sizes[0] += total - sum(sizes)
         texts = [
-            self.padded(f"[{name}] {json.loads(args).popitem()[1]}", size, exact=True)
+            self.padded(
+                f"[{name}] {json.loads(args).popitem()[1]}",
+                size,
+                exact=True,
+                lines=_TOOL_OUTPUT.get(name, _PROSE),
+            )
             for (_, name, args), size in zip(calls, sizes, strict=True)
         ]
+        if nul and len(texts[0]) > 2:
+            at = len(texts[0]) // 2
+            texts[0] = texts[0][:at] + "\x00" + texts[0][at + 1 :]
         if spec.wire == "anthropic":
             blocks = [
                 {"type": "tool_result", "tool_use_id": i, "content": text}
@@ -1055,8 +1466,24 @@ class _TextSource:
         ]
 
 
+def _overflow_detail(spec: SessionSpec, rejected: int, limits: Limits) -> str:
+    """The provider's context-length error, as its API words it."""
+    reserved, window = limits.reserved_output_tokens, spec.window_tokens
+    if spec.wire == "anthropic":
+        return (
+            f"input length and `max_tokens` exceed context limit: {rejected} + {reserved} > "
+            f"{window}, decrease input length or `max_tokens` and try again"
+        )
+    return (
+        f"This model's maximum context length is {window} tokens. However, you requested "
+        f"{rejected + reserved} tokens ({rejected} in the messages, {reserved} in the "
+        "completion). Please reduce the length of the messages or completion."
+    )
+
+
 def _chars(message: Mapping[str, Any]) -> int:
-    """Characters of a message's text, tool calls and tool results (what chars/4 estimates)."""
+    """Characters of a message as the compaction core counts them (`Message.chars`): text,
+    each tool call's name plus its arguments as compact JSON, each tool result's text."""
     content = message.get("content")
     total = 0
     if isinstance(content, str):
@@ -1067,7 +1494,7 @@ def _chars(message: Mapping[str, Any]) -> int:
             if kind == "text":
                 total += len(block["text"])
             elif kind == "tool_use":
-                total += len(block["name"]) + len(json.dumps(block["input"]))
+                total += len(block["name"]) + len(_compact(block["input"]))
             elif kind == "tool_result":
                 total += len(block["content"])
     for call in message.get("tool_calls") or ():
@@ -1094,11 +1521,15 @@ class Submission:
     batch: bool
     replay: bool = False
 
-    def body(self) -> dict[str, Any]:
+    def body(self, versions: Mapping[tuple[str, int, int], int] | None = None) -> dict[str, Any]:
+        """The request body; `versions` gives each call's surface version by (session, turn,
+        call) when the transcript is appended too."""
+        known = versions or {}
+        payloads = [r.payload(known.get((r.session_id, r.turn, r.call))) for r in self.records]
         if self.batch:
-            return {"records": [r.payload() for r in self.records]}
-        (record,) = self.records
-        return record.payload()
+            return {"records": payloads}
+        (payload,) = payloads
+        return payload
 
 
 def plan_submissions(scenario: Scenario) -> list[Submission]:

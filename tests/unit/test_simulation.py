@@ -1,29 +1,50 @@
 """The demo scenario (`telemetry.simulation`): deterministic, valid for the API, and interesting.
 
 Pure: runs with `-p no:django`. The usage objects are checked with the one normaliser the ingest
-API uses, so a shape the API would refuse fails here first.
+API uses, and the transcripts with the compaction core's parsers and planners (the scenario
+itself imports neither), so a shape the API would refuse, or a demo the worker would find
+nothing to do in, fails here first.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from compaction.core import (
+    BoundSpec,
+    ExtractiveSummarizer,
+    Message,
+    ReliefPlan,
+    ReliefPolicy,
+    Surface,
+    TranscriptError,
+    derive_surface,
+    parse_anthropic,
+    parse_openai,
+    plan_relief,
+)
+from telemetry.policy import default_policy_for
 from telemetry.pressure import projected_next_request
 from telemetry.pricing import SEED_CATALOGUE, find_price
 from telemetry.simulation import (
+    BIG_RESULT_CHARS,
     DEFAULT_LIMITS,
     LONG_GAP,
     MAX_ROUND_GAP,
     ROSTER,
     ROUNDS,
     SHORT_GAP,
+    SYSTEM_REMINDER,
+    Append,
     CallRecord,
     Limits,
     Scenario,
@@ -65,6 +86,14 @@ def _fingerprint(s: Scenario) -> list[Any]:
             [(r.record.payload(), r.reply, r.appended) for r in event.rounds],
         )
         for event in s.turn_events()
+    ] + [
+        (
+            script.session_id,
+            [a.body() for a in script.appends()],
+            script.overflow and [a.body() for a in script.overflow.appends()],
+            script.overflow and script.overflow.retry(50_000).payload(),
+        )
+        for script in s.sessions
     ]
 
 
@@ -312,6 +341,21 @@ def test_every_seed_lands_in_the_same_bands_with_valid_usage(seed: int) -> None:
             assert usage.context_tokens == r.context_tokens
 
 
+@pytest.mark.parametrize("seed", range(1, 7))
+def test_every_seed_gives_the_worker_and_the_demo_steps_work(seed: int) -> None:
+    s = build_scenario(seed=seed, now=NOW)
+
+    for x in s.sessions:
+        if x.final_band == "ok" and x.spec.demo is None:
+            continue
+        log, _ = replay_log(x)  # a valid log for the core
+        surface = derive_surface(log, [])
+        normal = plan(x, surface, "normal")
+        assert normal.action == ("nothing" if x.final_band == "ok" else "prune"), x.spec.slug
+        if x.spec.demo is not None:
+            assert plan(x, surface, "forced").action == "prune+summarize", x.spec.slug
+
+
 def test_targets_follow_the_policy_the_server_reports() -> None:
     strict = {p: Limits(prune_threshold=0.4, summarize_threshold=0.5) for p in DEFAULT_LIMITS}
     s = build_scenario(seed=7, now=NOW, limits=strict)
@@ -497,6 +541,14 @@ def test_submissions_send_every_record_once_mostly_in_batches(scenario: Scenario
     assert Counter((r.session_id, r.turn, r.call) for r in sent) == Counter(
         (r.session_id, r.turn, r.call) for r in scenario.records
     )
+    # With the transcript appended, each record carries the version its append answered.
+    versions = {(r.session_id, r.turn, r.call): 40 + r.call for r in scenario.records}
+    for sub in subs:
+        body = sub.body(versions)
+        for payload in body["records"] if sub.batch else [body]:
+            key = (payload["session_id"], payload["turn"], payload["call"])
+            assert payload["surface_version"] == versions[key]
+        assert all("surface_version" not in p for p in _payloads(sub.body()))
     assert not any(s.replay for s in first) and replay.replay and replay.batch
     assert any(s.records == replay.records and s.batch for s in first)
     assert len({r.session_id for r in replay.records}) >= 2
@@ -513,3 +565,263 @@ def test_submissions_send_every_record_once_mostly_in_batches(scenario: Scenario
     for r in sent:
         order.setdefault(r.session_id, []).append((r.turn, r.call))
     assert all(v == sorted(v) for v in order.values())
+
+
+def _payloads(body: dict[str, Any]) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = body.get("records", [body])
+    return records
+
+
+# --- transcripts -------------------------------------------------------------------------------
+
+CAP = default_policy_for("default").max_result_chars
+
+
+def _parse_append(append: Append, log: list[Message]) -> list[Message]:
+    """What the server's append does with the body: the core parses it as the log's sequel."""
+    body = json.loads(json.dumps(append.body()))  # through JSON, as it travels
+    seqs = [m.pop("seq") for m in body["messages"]]
+    first = 0 if "system" in body else seqs[0]
+    assert seqs == list(range(append.first_seq, append.first_seq + len(seqs)))
+    if append.format == "anthropic":
+        return parse_anthropic(
+            body["messages"],
+            system=body.get("system"),
+            first_seq=first,
+            preceding=log,
+            bound=BoundSpec(CAP),
+        )
+    assert "system" not in body
+    return parse_openai(body["messages"], first_seq=first, preceding=log, bound=BoundSpec(CAP))
+
+
+def replay_log(script: SessionScript) -> tuple[list[Message], dict[tuple[int, int], int]]:
+    """The session's log after every scripted append, and each call's log length before it."""
+    log: list[Message] = []
+    before: dict[tuple[int, int], int] = {}
+    for append in script.appends():
+        assert append.first_seq == (1 if append.system is not None else len(log))
+        log += _parse_append(append, log)
+        if append.before is not None:
+            before[append.before] = len(log)
+    return log, before
+
+
+def test_every_transcript_is_a_valid_log_for_the_core(scenario: Scenario) -> None:
+    for s in scenario.sessions:
+        log, before = replay_log(s)
+        calls = [(r.turn, r.call) for r in s.records]
+        # One append before every call, in call order; then the reply that ends the session.
+        assert list(before) == calls
+        assert [a.before for a in s.appends()] == [*calls, None]
+        assert [m.seq for m in log] == list(range(len(log)))
+        assert log[0].role == "system" and log[0].text == s.turns[0].system
+        assert log[-1].role == "assistant" and not log[-1].call_ids
+        expected = [m for event in s.turns for m in event.messages()]
+        assert len(log) == 1 + len(expected)
+        for message, parsed in zip(expected, log[1:], strict=True):
+            assert message_chars(message) == parsed.chars
+
+
+def test_appended_chars_are_the_core_chars_of_the_results_after_the_reply(
+    scenario: Scenario,
+) -> None:
+    """The rule: a record's `appended_chars` is what the agent added to its log after the
+    call's reply and before the next call, counted as the core counts (`Message.chars`); the
+    reply itself is in the usage's output tokens. A turn's last call appends nothing."""
+    for s in scenario.sessions:
+        log, before = replay_log(s)
+        keys = list(before)
+        for event in s.turns:
+            for k, rnd in enumerate(event.rounds):
+                key = (event.turn, k)
+                start = before[key]
+                index = keys.index(key)
+                stop = before[keys[index + 1]] if index + 1 < len(keys) else len(log)
+                after_reply = log[start + 1 : stop]
+                if k + 1 < len(event.rounds):
+                    assert rnd.record.appended_chars == sum(m.chars for m in after_reply)
+                    assert all(m.is_tool_result_carrier for m in after_reply)
+                else:
+                    assert rnd.record.appended_chars == 0
+                    # Only the next turn's user message follows, reported by the next call.
+                    assert [m.role for m in after_reply] in ([], ["user"])
+
+
+def test_request_chars_are_the_log_before_the_call_plus_any_newer_system_prompt(
+    scenario: Scenario,
+) -> None:
+    for s in scenario.sessions:
+        if s.spec.shape not in ("anthropic", "openai_chat", "openai_responses"):
+            continue
+        log, before = replay_log(s)
+        by_turn = {t.turn: t for t in s.turns}
+        for r in s.records:
+            newer_system = len(by_turn[r.turn].system) - len(s.turns[0].system)
+            assert r.request_chars == sum(m.chars for m in log[: before[(r.turn, r.call)]]) + (
+                newer_system
+            )
+
+
+def test_a_changed_system_prompt_reaches_the_log_as_a_reminder(scenario: Scenario) -> None:
+    billing = script(scenario, "billing-refactor")
+    (changed,) = [t for t in billing.turns if t.system_changed]
+    assert changed.user["content"].startswith(SYSTEM_REMINDER)
+    assert sum(SYSTEM_REMINDER in str(t.user["content"]) for t in billing.turns) == 1
+
+
+def _results(s: SessionScript) -> list[str]:
+    texts = []
+    for event in s.turns:
+        for rnd in event.rounds:
+            for m in rnd.appended:
+                if m["role"] == "tool":
+                    texts.append(m["content"])
+                else:
+                    texts += [b["content"] for b in m["content"]]
+    return texts
+
+
+def test_tool_results_are_realistic_some_large_some_unicode_one_with_a_nul(
+    scenario: Scenario,
+) -> None:
+    results = [(s, text) for s in scenario.sessions for text in _results(s)]
+    big = [(s.spec.slug, len(t)) for s, t in results if len(t) >= BIG_RESULT_CHARS[0]]
+    # Besides the planned whole-file reads, ordinary results grow with the session's budget.
+    assert len(big) >= 15
+    assert max(n for _, n in big) <= BIG_RESULT_CHARS[1]
+    assert sum(n > CAP for _, n in big) >= 3  # bounded on the surface, kept whole in the log
+    assert {slug for slug, _ in big} >= {
+        "billing-refactor",
+        "incident-triage",
+        "flaky-test-bisect",
+        "monorepo-migration",
+        "dependency-audit",
+        "local-coder",
+    }
+    assert sum(any(ord(c) > 127 for c in t) for _, t in results) > len(results) / 2
+    assert any(any(ord(c) > 0xFFFF for c in t) for _, t in results)  # beyond the BMP: 🔥
+    with_nul = [(s.spec.slug, t) for s, t in results if "\x00" in t]
+    assert [slug for slug, _ in with_nul] == ["incident-triage"]
+    assert "\\u0000" in json.dumps(with_nul[0][1])
+    # A result starts with the tool and what it was asked, and reads like that tool's output.
+    reads = [t for _, t in results if t.startswith("[read_file] ")]
+    logs = [t for _, t in results if t.startswith("[query_logs] ")]
+    assert reads and all("def " in t or "class " in t or len(t) < 400 for t in reads)
+    assert logs and all("Z " in t or len(t) < 200 for t in logs)
+
+
+def test_big_results_come_early_enough_to_be_pruned_later(scenario: Scenario) -> None:
+    for s in scenario.sessions:
+        log, _ = replay_log(s)
+        rounds_after = 0
+        early_big = 0
+        for message in reversed(log):
+            if message.role == "assistant":
+                rounds_after += 1
+            keep = default_policy_for(s.spec.profile).keep_rounds
+            if message.longest_result >= BIG_RESULT_CHARS[0] and rounds_after > keep:
+                early_big += 1
+        assert early_big >= s.spec.big_results, s.spec.slug
+
+
+# --- what compaction will find in them -----------------------------------------------------------
+
+
+def relief_policy(s: SessionScript) -> ReliefPolicy:
+    """The profile's default policy as the compaction service maps it (window from the spec)."""
+    p = default_policy_for(s.spec.profile)
+    return ReliefPolicy(
+        prune_threshold=p.prune_threshold,
+        summarize_threshold=p.summarize_threshold,
+        keep_rounds=p.keep_rounds,
+        keep_rounds_verbatim=p.keep_rounds_verbatim,
+        stub_head_chars=p.stub_head_chars,
+        stub_tail_chars=p.stub_tail_chars,
+        max_result_chars=p.max_result_chars,
+        prune_min_free_tokens=p.prune_min_free_tokens,
+        prune_exclude_tools=frozenset(p.prune_exclude_tools),
+        summary_max_tokens=p.summary_max_tokens,
+        window_tokens=s.spec.window_tokens,
+        reserved_output_tokens=p.reserved_output_tokens,
+    )
+
+
+def plan(s: SessionScript, surface: Surface, mode: str) -> ReliefPlan:
+    return plan_relief(
+        surface,
+        policy=relief_policy(s),
+        mode="forced" if mode == "forced" else "normal",
+        summarizer=ExtractiveSummarizer(),
+        context_tokens=s.last.projected_next if mode == "normal" else None,
+    )
+
+
+def test_the_demo_roles_are_one_session_each_in_the_band_their_step_needs(
+    scenario: Scenario,
+) -> None:
+    roles = {s.spec.demo: s for s in scenario.sessions if s.spec.demo}
+    assert sorted(roles) == ["archive_outage", "manual_compact", "overflow"]
+    assert sum(1 for spec in ROSTER if spec.demo) == 3
+    assert roles["overflow"].final_band == "compact"  # near the wall
+    assert roles["archive_outage"].final_band in ("prune", "compact")  # automatic relief acts
+    assert roles["manual_compact"].final_band == "ok"  # the worker never takes it
+    assert all(s.overflow is None for s in scenario.sessions if s.spec.demo != "overflow")
+
+
+def test_sessions_over_the_prune_threshold_give_automatic_relief_work(scenario: Scenario) -> None:
+    for s in scenario.sessions:
+        log, _ = replay_log(s)
+        surface = derive_surface(log, [])
+        normal = plan(s, surface, "normal")
+        if s.final_band == "ok":
+            assert normal.action == "nothing", s.spec.slug
+            continue
+        # The prune pass frees well over the policy's minimum and brings pressure under it.
+        assert normal.action == "prune", (s.spec.slug, normal.reason)
+        assert normal.freed_tokens > 10 * relief_policy(s).prune_min_free_tokens
+        assert normal.pressure_after < relief_policy(s).prune_threshold
+        forced = plan(s, surface, "forced")
+        assert forced.action == "prune+summarize", (s.spec.slug, forced.reason)
+
+
+def test_the_overflow_turn_goes_past_the_wall_and_the_retry_fits(scenario: Scenario) -> None:
+    s = script(scenario, "billing-refactor")
+    turn = s.overflow
+    assert turn is not None and turn.turn == len(s.turns) + 1
+    usable = s.usable_window
+    assert s.last.projected_next < usable < turn.rejected_tokens < usable * 1.1
+    assert f"{turn.rejected_tokens} + 16000 > 200000" in turn.detail
+    pasted, reply = turn.appends()
+    assert (pasted.first_seq, reply.first_seq) == (s.log_length, s.log_length + 1)
+    assert (pasted.before, reply.before) == ((turn.turn, 0), None)
+    log, _ = replay_log(s)
+    log += _parse_append(pasted, log)
+    overflowed = plan(s, derive_surface(log, []), "forced")
+    assert overflowed.action == "prune+summarize"
+    assert overflowed.pressure_after < 0.5
+    log += _parse_append(reply, log)
+
+    retry = turn.retry(overflowed.tokens_after)
+    usage = normalize_usage(retry.usage, provider=retry.provider, cache_ttl=s.limits.cache_ttl)
+    assert (
+        usage.context_tokens
+        == retry.context_tokens
+        == overflowed.tokens_after + (turn.overhead_tokens)
+    )
+    assert usage.cache_read == retry.cache_read == turn.stable_tokens  # tools + system cached
+    assert (retry.turn, retry.call, retry.appended_chars) == (turn.turn, 0, 0)
+    assert s.last.at < retry.at < NOW
+    assert retry.payload(99)["surface_version"] == 99
+    assert retry.projected_next / usable < DEFAULT_LIMITS["default"].prune_threshold
+
+
+def test_a_transcript_out_of_order_is_refused_by_the_core(scenario: Scenario) -> None:
+    """The check above has teeth: an append that skips its predecessor does not parse."""
+    s = script(scenario, "incident-triage")
+    first, second = s.appends()[:2]
+    log = _parse_append(first, [])
+    results_only = replace(second, messages=second.messages[1:])
+    with pytest.raises(TranscriptError, match="result"):
+        _parse_append(results_only, log)  # results whose call was never appended
+    assert _parse_append(second, log)
