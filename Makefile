@@ -29,7 +29,7 @@ test: install-dev
 
 ## make bench: benchmarks against baselines measured in the same run (not part of make test).
 bench: install-dev
-	$(BIN)/python -m bench.bench_core
+	$(BIN)/python -m bench.run
 
 lint: install-dev
 	$(BIN)/ruff format --check .

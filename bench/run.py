@@ -1,0 +1,1167 @@
+"""`make bench`: the product measured against raw baselines taken in the same run.
+
+Run: `python -m bench.run [--smoke] [--runs N] [--out PATH]`. Needs PostgreSQL
+(`BENCH_DATABASE_URL`, default postgres://postgres@127.0.0.1:5432/console_bench; the bench creates
+and drops that database) and RabbitMQ (`BENCH_BROKER_URL`, default amqp://guest:guest@127.0.0.1//).
+
+It starts gunicorn with the production settings (DEBUG off; `bench.settings` only adds the
+B_noop route) and a Celery worker on its own queue, measures the baselines B_* and P1–P9 of
+issue 7, prints the table with PASS/MISS per bar and writes every figure to
+`var/bench/latest.json`. Throughputs are the median of `--runs` runs after a warm-up; latencies
+are pooled over the measured runs (p50/p95/p99). `--smoke` uses tiny sizes and one run, to
+prove the harness works (tests/db/test_bench_smoke.py); its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import secrets
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.load import LoadResult, Request, latency_summary, median, run_load, sequential
+from bench.services import (
+    DEFAULT_BROKER_URL,
+    DEFAULT_DATABASE_URL,
+    ROOT,
+    Cleanup,
+    Started,
+    broker_reachable,
+    create_database,
+    database_name,
+    pool_children,
+    postgres_reachable,
+    reset_peak_rss,
+    start_gunicorn,
+    start_worker,
+    status_kb,
+)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    runs: int
+    core_runs: int
+    p1_clients: int
+    p1_posts: int  # per client and run
+    p1_batch: int
+    p2_clients: int
+    p2_requests: int  # per client and run
+    b_row_rows: int
+    p3_turns: int
+    p3_small_turns: int
+    p5_sessions: int
+    p5_small_sessions: int
+    page_requests: int
+    transcript_messages: int
+    result_chars: int
+    p8_samples: int
+
+    @classmethod
+    def full(cls, runs: int) -> Sizes:
+        return cls(
+            runs=runs,
+            core_runs=5,
+            p1_clients=4,
+            p1_posts=5,
+            p1_batch=1_000,
+            p2_clients=8,
+            p2_requests=150,
+            b_row_rows=2_000,
+            p3_turns=10_000,
+            p3_small_turns=1_000,
+            p5_sessions=5_000,
+            p5_small_sessions=1_000,
+            page_requests=30,
+            transcript_messages=10_000,
+            result_chars=1_000,
+            p8_samples=20,
+        )
+
+    @classmethod
+    def smoke(cls) -> Sizes:
+        return cls(
+            runs=1,
+            core_runs=1,
+            p1_clients=4,
+            p1_posts=1,
+            p1_batch=20,
+            p2_clients=8,
+            p2_requests=3,
+            b_row_rows=50,
+            p3_turns=120,
+            p3_small_turns=30,
+            p5_sessions=150,
+            p5_small_sessions=60,
+            page_requests=3,
+            transcript_messages=41,
+            result_chars=400,
+            p8_samples=2,
+        )
+
+
+@dataclass
+class Bar:
+    id: str
+    measurement: str
+    value: str
+    baseline: str
+    ratio: float | None
+    bar: str
+    passed: bool | None  # None: reported, no bar
+    note: str = ""
+
+    @property
+    def result(self) -> str:
+        return "REPORT" if self.passed is None else "PASS" if self.passed else "MISS"
+
+
+def _ms(value: float) -> str:
+    return f"{value:.1f} ms" if value >= 10 else f"{value:.2f} ms"
+
+
+@contextmanager
+def step(name: str) -> Iterator[None]:
+    began = time.monotonic()
+    print(f"… {name}", flush=True)
+    yield
+    print(f"  done in {time.monotonic() - began:.1f} s", flush=True)
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, cleanup: Cleanup) -> None:
+        self.args = args
+        self.sizes = Sizes.smoke() if args.smoke else Sizes.full(args.runs)
+        self.cleanup = cleanup
+        self.results: dict[str, Any] = {"baselines": {}, "measurements": {}}
+        self.bars: list[Bar] = []
+        self.queue = f"bench-{os.getpid()}"
+        self.var_dir = Path(args.var_dir).resolve()
+        self.log_dir = self.var_dir / "logs"
+        self.events = self.var_dir / "worker-events.txt"
+        self.port = 0
+        self.worker: Started | None = None
+        self.started = time.monotonic()
+
+    # --- set-up ------------------------------------------------------------------------------
+
+    def environment(self) -> dict[str, str]:
+        env = {
+            "DJANGO_SETTINGS_MODULE": "bench.settings",
+            "DATABASE_URL": self.args.database_url,
+            "DJANGO_DEBUG": "false",
+            "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(64),
+            "DJANGO_SECURE_SSL_REDIRECT": "false",
+            "API_RATE_LIMIT_PER_MINUTE": str(10**9),
+            "CELERY_BROKER_URL": self.args.broker_url,
+            "CELERY_TASK_DEFAULT_QUEUE": self.queue,
+            "CELERY_WORKER_CONCURRENCY": str(self.args.worker_concurrency),
+            "CONSOLE_VAR_DIR": str(self.var_dir / "console"),
+            "LOG_LEVEL": "WARNING",
+            "BENCH_EVENTS_FILE": str(self.events),
+            "COMPACTION_AUTO_ENQUEUE": "true",
+        }
+        if len(env["DJANGO_SECRET_KEY"]) < 50:
+            env["DJANGO_SECRET_KEY"] = secrets.token_urlsafe(64)
+        return env
+
+    def setup(self) -> None:
+        for name, why in (
+            ("PostgreSQL", postgres_reachable(self.args.database_url)),
+            ("RabbitMQ", broker_reachable(self.args.broker_url)),
+        ):
+            if why is not None:
+                raise SystemExit(f"bench: {name} is not reachable: {why}")
+        database_name(self.args.database_url)  # refuses protected names before anything else
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.events.write_text("")
+        os.environ.update(self.environment())
+        with step(f"database {database_name(self.args.database_url)}: create, migrate, seed"):
+            create_database(self.args.database_url, self.cleanup, keep=self.args.keep_db)
+            import django
+
+            django.setup()
+            from django.core.management import call_command
+
+            from telemetry.seeding import ensure_defaults
+
+            call_command("migrate", verbosity=0)
+            ensure_defaults()
+            call_command("collectstatic", interactive=False, verbosity=0)
+        from django.contrib.auth.models import Group, User
+        from django.test import Client
+
+        from telemetry.keys import create_agent_key
+
+        issued = create_agent_key(profile_name="bench", name="bench")
+        self.key = issued.key
+        self.auth = (("Authorization", f"Bearer {issued.plaintext}"),)
+        self.json_auth = (*self.auth, ("Content-Type", "application/json"))
+        viewer = User.objects.create_user("bench-viewer", password=secrets.token_urlsafe(16))
+        viewer.groups.add(Group.objects.get_or_create(name="viewer")[0])
+        self.client = Client(HTTP_HOST="127.0.0.1")
+        self.client.force_login(viewer)
+        from django.conf import settings
+
+        cookie = self.client.cookies[settings.SESSION_COOKIE_NAME].value
+        self.page_headers = (("Cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}"),)
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def baseline(self, name: str, **figures: Any) -> None:
+        self.results["baselines"][name] = figures
+
+    def measurement(self, name: str, **figures: Any) -> None:
+        self.results["measurements"][name] = figures
+
+    def ingest(self, records: list[dict[str, Any]]) -> None:
+        from telemetry.ingest import ingest_records
+
+        for start in range(0, len(records), 1_000):
+            result = ingest_records(
+                key=self.key, raw_items=records[start : start + 1_000], batch=True
+            )
+            assert result.count("created") == len(records[start : start + 1_000]), result.items[:3]
+
+    def runs(self, measure: Callable[[int], Any]) -> list[Any]:
+        """A warm-up (index -1, discarded), then `runs` measured runs."""
+        measure(-1)
+        return [measure(i) for i in range(self.sizes.runs)]
+
+    # --- P9: the pure core -------------------------------------------------------------------
+
+    def core(self) -> None:
+        from bench.bench_core import build_transcript
+        from compaction.core import (
+            BoundSpec,
+            ReliefPolicy,
+            derive_surface,
+            parse_anthropic,
+            plan_relief,
+        )
+
+        s = self.sizes
+        items = build_transcript(s.transcript_messages, s.result_chars)
+        log = parse_anthropic(items, system="You are an auditor.", bound=BoundSpec(50_000))
+        surface = derive_surface(log)
+        policy = ReliefPolicy(
+            window_tokens=int(surface.tokens / 0.7) + 16_000, reserved_output_tokens=16_000
+        )
+
+        def core_pass() -> None:
+            fresh = derive_surface(log)
+            plan = plan_relief(fresh, policy=policy)
+            derive_surface(log, plan.operations)
+
+        def json_pass() -> None:
+            json.loads(json.dumps(items))
+
+        def timed(fn: Callable[[], None]) -> float:
+            fn()
+            samples = []
+            for _ in range(s.core_runs):
+                began = time.perf_counter()
+                fn()
+                samples.append((time.perf_counter() - began) * 1000)
+            return median(samples)
+
+        core_ms, json_ms = timed(core_pass), timed(json_pass)
+        self.baseline("B_json_roundtrip", ms=json_ms, messages=len(log), tokens=surface.tokens)
+        self.measurement("P9", plan_and_derive_ms=core_ms, messages=len(log), tokens=surface.tokens)
+        self.bars.append(
+            Bar(
+                "P9",
+                f"core: derive + plan + derive of {len(log):,} msgs / {surface.tokens:,} tokens",
+                _ms(core_ms),
+                f"JSON round trip {_ms(json_ms)}",
+                core_ms / json_ms,
+                "≤ 2 ×",
+                core_ms / json_ms <= 2,
+            )
+        )
+
+    # --- B_copy, B_row -----------------------------------------------------------------------
+
+    def raw_writes(self) -> None:
+        from bench.data import CALL_COLUMNS, call_row
+
+        s = self.sizes
+        n = s.p1_clients * s.p1_posts * s.p1_batch
+        now = datetime.now(UTC)
+        rows = [call_row(1 + i // 100, i % 100 // 2, i % 2, now) for i in range(n)]
+        cols = ", ".join(CALL_COLUMNS)
+        with self.raw() as conn:
+            conn.execute("DROP TABLE IF EXISTS bench_scratch_call")
+            conn.execute("CREATE TABLE bench_scratch_call (LIKE telemetry_llmcall INCLUDING ALL)")
+
+            def copy(run: int) -> float:
+                conn.execute("TRUNCATE bench_scratch_call")
+                began = time.perf_counter()
+                statement = f"COPY bench_scratch_call ({cols}) FROM STDIN"
+                with conn.transaction(), conn.cursor() as cur, cur.copy(statement) as copy:
+                    for row in rows:
+                        copy.write_row(row)
+                return n / (time.perf_counter() - began)
+
+            copies = self.runs(copy)
+            insert = (
+                f"INSERT INTO bench_scratch_call ({cols}) "
+                f"VALUES ({', '.join(['%s'] * len(CALL_COLUMNS))})"
+            )
+            single = rows[: s.b_row_rows]
+
+            def row_by_row(run: int) -> float:
+                conn.execute("TRUNCATE bench_scratch_call")
+                began = time.perf_counter()
+                with conn.cursor() as cur:
+                    for row in single:
+                        cur.execute(insert, row)  # autocommit: one transaction per row
+                return len(single) / (time.perf_counter() - began)
+
+            row_rates = self.runs(row_by_row)
+            conn.execute("DROP TABLE bench_scratch_call")
+        self.baseline("B_copy", rows_per_s=median(copies), runs=copies, rows=n)
+        self.baseline("B_row", rows_per_s=median(row_rates), runs=row_rates, rows=len(single))
+
+    @contextmanager
+    def raw(self) -> Iterator[Any]:
+        import psycopg
+
+        with psycopg.connect(self.args.database_url, autocommit=True) as conn:
+            yield conn
+
+    # --- seeding for P3/P5 -------------------------------------------------------------------
+
+    def seed_reads(self) -> None:
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        from bench.data import record
+        from telemetry.models import AgentSession
+
+        s = self.sizes
+        self.ingest([record("p3-small", t) for t in range(s.p3_small_turns)])
+        self.ingest([record("p3-big", t) for t in range(s.p3_turns)])
+        sessions = AgentSession.objects.filter(profile=self.key.profile)
+        self.small = sessions.get(external_id="p3-small")
+        self.big = sessions.get(external_id="p3-big")
+
+        def count(path: str) -> int:
+            self.client.get(path)  # warm (the first request of a process loads more)
+            with CaptureQueriesContext(connection) as ctx:
+                response = self.client.get(path)
+            assert response.status_code == 200, (path, response.status_code)
+            return len(ctx.captured_queries)
+
+        page_small, page_big = (count(f"/sessions/{x.pk}/") for x in (self.small, self.big))
+
+        def fill(total: int) -> None:
+            have = AgentSession.objects.count()
+            self.ingest([record(f"p5-{i:06d}", i % 7) for i in range(have, total)])
+
+        fill(s.p5_small_sessions)
+        list_small = count("/")
+        fill(s.p5_sessions)
+        list_big = count("/")
+        self.query_counts = {
+            "P3": {f"{s.p3_small_turns} turns": page_small, f"{s.p3_turns} turns": page_big},
+            "P5": {
+                f"{s.p5_small_sessions} sessions": list_small,
+                f"{s.p5_sessions} sessions": list_big,
+            },
+        }
+        # B_read: the raw SELECT of the big session's turns; B_page: one page of the list.
+        with self.raw() as conn:
+
+            def read(run: int) -> float:
+                began = time.perf_counter()
+                rows = conn.execute(
+                    "SELECT * FROM telemetry_turn WHERE session_id = %s ORDER BY turn",
+                    [self.big.pk],
+                ).fetchall()
+                assert len(rows) == s.p3_turns
+                return (time.perf_counter() - began) * 1000
+
+            reads = self.runs(read) + [read(0) for _ in range(4)]
+
+            def page(run: int) -> float:
+                began = time.perf_counter()
+                rows = conn.execute(
+                    "SELECT s.*, p.* FROM telemetry_agentsession s "
+                    "JOIN telemetry_agentprofile p ON p.id = s.profile_id "
+                    "ORDER BY s.last_seen_at DESC NULLS LAST, s.id DESC LIMIT 25"
+                ).fetchall()
+                assert len(rows) == 25
+                return (time.perf_counter() - began) * 1000
+
+            pages = self.runs(page) + [page(0) for _ in range(8)]
+        self.baseline("B_read", ms=median(reads), samples_ms=reads, turns=s.p3_turns)
+        self.baseline("B_page", ms=median(pages), samples_ms=pages, sessions=s.p5_sessions)
+
+    # --- HTTP: B_noop, P2, P3, P4, P5, P1 ----------------------------------------------------
+
+    def serve(self) -> None:
+        workers = self.args.web_workers or 2 * (os.cpu_count() or 1)
+        self.gunicorn, self.port = start_gunicorn(
+            dict(os.environ),
+            self.log_dir,
+            self.cleanup,
+            workers=workers,
+            worker_class=self.args.worker_class,
+            threads=self.args.threads,
+        )
+        self.results["server"] = {
+            "command": " ".join(self.gunicorn.process.args),  # type: ignore[arg-type]
+            "workers": workers,
+            "worker_class": self.args.worker_class,
+            "threads": self.args.threads if self.args.worker_class == "gthread" else 1,
+        }
+
+    def single_records(self) -> None:
+        """B_noop and P2 alternate run by run, so drift in the machine hits both alike."""
+        from bench.data import record, single_body
+        from bench.urls import NOOP_PATH
+
+        s = self.sizes
+        noop_runs: list[LoadResult] = []
+        ingest_runs: list[LoadResult] = []
+
+        def plan(path: str, label: str) -> list[list[Request]]:
+            return [
+                [
+                    Request("POST", path, single_body(record(f"{label}-c{c}", t)), self.json_auth)
+                    for t in range(s.p2_requests)
+                ]
+                for c in range(s.p2_clients)
+            ]
+
+        def one(run: int) -> None:
+            noop = run_load(self.port, plan(NOOP_PATH, f"noop-r{run}"))
+            p2 = run_load(self.port, plan("/api/v1/telemetry", f"p2-r{run}"))
+            if run >= 0:
+                noop_runs.append(noop)
+                ingest_runs.append(p2)
+            bad = {k: v for k, v in p2.statuses.items() if k != 201}
+            assert not bad and not p2.errors, (p2.statuses, p2.errors)
+
+        self.runs(one)
+        noop_rate = median([r.per_second for r in noop_runs])
+        rate = median([r.per_second for r in ingest_runs])
+        noop_lat = latency_summary([ms for r in noop_runs for ms in r.latencies_ms])
+        lat = latency_summary([ms for r in ingest_runs for ms in r.latencies_ms])
+        self.baseline(
+            "B_noop",
+            requests_per_s=noop_rate,
+            runs=[r.per_second for r in noop_runs],
+            latency=noop_lat,
+            clients=s.p2_clients,
+            client_cores=median([r.client_cores for r in noop_runs]),
+        )
+        self.measurement(
+            "P2",
+            requests_per_s=rate,
+            runs=[r.per_second for r in ingest_runs],
+            latency=lat,
+            clients=s.p2_clients,
+            client_cores=median([r.client_cores for r in ingest_runs]),
+        )
+        self.bars.append(
+            Bar(
+                "P2",
+                f"single-record ingest over HTTP, {s.p2_clients} clients "
+                f"(p50/p95/p99 {lat['p50_ms']:.1f}/{lat['p95_ms']:.1f}/{lat['p99_ms']:.1f} ms)",
+                f"{rate:,.0f} req/s",
+                f"B_noop {noop_rate:,.0f} req/s",
+                rate / noop_rate,
+                "≥ 0.25 ×",
+                rate / noop_rate >= 0.25,
+                f"clients used {median([r.client_cores for r in ingest_runs]):.2f} cores "
+                f"(B_noop: {median([r.client_cores for r in noop_runs]):.2f})",
+            )
+        )
+
+    def pages(self) -> None:
+        s = self.sizes
+
+        def timed(
+            path: str, headers: tuple[tuple[str, str], ...] = self.page_headers
+        ) -> tuple[list[float], bytes]:
+            requests = [Request("GET", path, None, headers)] * s.page_requests
+            sequential(self.port, requests[:3])  # warm-up: every gunicorn worker may serve it
+            samples: list[float] = []
+            body = b""
+            for _ in range(max(1, s.runs)):
+                latencies, statuses, body = sequential(self.port, requests)
+                assert set(statuses) == {200}, (path, statuses)
+                samples += latencies
+            return samples, body
+
+        b_read = self.results["baselines"]["B_read"]["ms"]
+        samples, html = timed(f"/sessions/{self.big.pk}/")
+        page = latency_summary(samples)
+        api_samples, api_body = timed(f"/api/v1/sessions/{self.big.external_id}", self.auth)
+        api = latency_summary(api_samples)
+        api_counts = self.api_query_counts()
+        counts = self.query_counts["P3"]
+        constant = len(set(counts.values())) == 1
+        self.measurement(
+            "P3",
+            session_page=page,
+            api_session=api | {"bytes": len(api_body), "query_counts": api_counts},
+            query_counts=counts,
+            turns=s.p3_turns,
+        )
+        self.bars.append(
+            Bar(
+                "P3",
+                f"session page, {s.p3_turns:,} turns: p95 (p50 {_ms(page['p50_ms'])}); "
+                f"queries {' vs '.join(map(str, counts.values()))}",
+                _ms(page["p95_ms"]),
+                f"B_read {_ms(b_read)}",
+                page["p95_ms"] / b_read,
+                "≤ 5 ×; same query count",
+                page["p95_ms"] / b_read <= 5 and constant,
+                f"API /api/v1/sessions/{{id}} (all {s.p3_turns:,} turns, not downsampled): "
+                f"p95 {_ms(api['p95_ms'])}, {len(api_body) / 1024:,.0f} KB, "
+                f"queries {' vs '.join(map(str, api_counts.values()))}",
+            )
+        )
+        self.figures(html)
+
+        b_page = self.results["baselines"]["B_page"]["ms"]
+        samples, _ = timed("/")
+        listing = latency_summary(samples)
+        counts = self.query_counts["P5"]
+        constant = len(set(counts.values())) == 1
+        self.measurement("P5", sessions_list=listing, query_counts=counts, sessions=s.p5_sessions)
+        self.bars.append(
+            Bar(
+                "P5",
+                f"sessions list, {s.p5_sessions:,} sessions: p95 (p50 {_ms(listing['p50_ms'])}); "
+                f"queries {' vs '.join(map(str, counts.values()))}",
+                _ms(listing["p95_ms"]),
+                f"B_page {_ms(b_page)}",
+                listing["p95_ms"] / b_page,
+                "≤ 5 ×; same query count",
+                listing["p95_ms"] / b_page <= 5 and constant,
+            )
+        )
+
+    def api_query_counts(self) -> dict[str, int]:
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        counts = {}
+        for session in (self.small, self.big):
+            path = f"/api/v1/sessions/{session.external_id}"
+            headers = dict(self.auth)
+            self.client.get(path, headers=headers)
+            with CaptureQueriesContext(connection) as ctx:
+                assert self.client.get(path, headers=headers).status_code == 200
+            counts[f"{session.turns_count} turns"] = len(ctx.captured_queries)
+        return counts
+
+    def figures(self, html: bytes) -> None:
+        text = html.decode()
+        scripts = re.findall(
+            r'<script id="(fig-[\w-]+)" type="application/json">(.*?)</script>', text, re.S
+        )
+        traces: dict[str, int] = {}
+        payload = 0
+        for fig_id, body in scripts:
+            payload += len(body.encode())
+            figure = json.loads(body)
+            for i, trace in enumerate(figure.get("data", [])):
+                points = max(
+                    (len(trace[k]) for k in ("x", "y") if isinstance(trace.get(k), list)), default=0
+                )
+                traces[f"{fig_id}/{trace.get('name') or i}"] = points
+        most = max(traces.values(), default=0)
+        self.measurement(
+            "P4",
+            points_per_trace=traces,
+            max_points=most,
+            payload_bytes=payload,
+            page_bytes=len(html),
+        )
+        ok = bool(scripts) and most <= 2_000 and payload <= 300 * 1024
+        self.bars.append(
+            Bar(
+                "P4",
+                f"series payload of the {self.sizes.p3_turns:,}-turn session "
+                f"({len(traces)} traces, page {len(html) / 1024:,.0f} KB)",
+                f"{most:,} pts, {payload / 1024:,.0f} KB",
+                "—",
+                None,
+                "≤ 2,000 pts/trace; ≤ 300 KB",
+                ok,
+            )
+        )
+
+    def batched(self, label: str) -> LoadResult:
+        """P1's load: each client posts its own sessions, 1,000 records a POST."""
+        from bench.data import batch_body, record
+
+        s = self.sizes
+        per_session = 50
+        sessions_per_post = max(1, s.p1_batch // (per_session * 2))
+        plan = []
+        for c in range(s.p1_clients):
+            requests = []
+            for p in range(s.p1_posts):
+                records = [
+                    record(f"{label}-c{c}-s{j}", p * per_session + t, call)
+                    for j in range(sessions_per_post)
+                    for t in range(per_session)
+                    for call in range(2)
+                ][: s.p1_batch]
+                requests.append(
+                    Request("POST", "/api/v1/telemetry", batch_body(records), self.json_auth)
+                )
+            plan.append(requests)
+        return run_load(self.port, plan, parse_items=True)
+
+    def check_stored(self, label: str, sent: int) -> tuple[int, int]:
+        """(lost, duplicated) calls of the sessions whose ids start with `label`."""
+        with self.raw() as conn:
+            total, distinct = conn.execute(
+                "SELECT count(*), count(DISTINCT (c.session_id, c.turn, c.call)) "
+                "FROM telemetry_llmcall c JOIN telemetry_agentsession s ON s.id = c.session_id "
+                "WHERE s.external_id LIKE %s",
+                [f"{label}-%"],
+            ).fetchone()
+        return max(0, sent - distinct), total - distinct
+
+    def batch_ingest(self) -> None:
+        s = self.sizes
+        sent = s.p1_clients * s.p1_posts * s.p1_batch
+        runs: list[LoadResult] = []
+        losses: list[dict[str, Any]] = []
+
+        def one(run: int) -> None:
+            label = f"p1-r{run}"
+            result = self.batched(label)
+            assert not result.errors, result.errors
+            lost, duplicated = self.check_stored(label, sent)
+            losses.append(
+                {
+                    "lost": lost,
+                    "duplicated": duplicated,
+                    "created": result.created,
+                    "duplicates_answered": result.duplicates,
+                    "other": result.other_items,
+                    "statuses": result.statuses,
+                }
+            )
+            if run >= 0:
+                runs.append(result)
+
+        self.runs(one)
+        rates = [sent / r.wall_s for r in runs]
+        rate = median(rates)
+        self.p1_wall = median([r.wall_s for r in runs])
+        b_copy = self.results["baselines"]["B_copy"]["rows_per_s"]
+        b_row = self.results["baselines"]["B_row"]["rows_per_s"]
+        lost = sum(x["lost"] for x in losses)
+        duplicated = sum(x["duplicated"] for x in losses)
+        wrong = sum(x["other"] + x["duplicates_answered"] for x in losses)
+        lat = latency_summary([ms for r in runs for ms in r.latencies_ms])
+        self.measurement(
+            "P1",
+            rows_per_s=rate,
+            runs=rates,
+            rows_per_run=sent,
+            latency_per_post=lat,
+            integrity=losses,
+            client_cores=median([r.client_cores for r in runs]),
+            vs_B_row=rate / b_row,
+        )
+        self.bars.append(
+            Bar(
+                "P1",
+                f"batched ingest, {s.p1_batch:,} records/POST, {s.p1_clients} clients "
+                f"({sent:,} rows/run); lost {lost}, duplicated {duplicated}",
+                f"{rate:,.0f} rows/s",
+                f"B_copy {b_copy:,.0f} rows/s",
+                rate / b_copy,
+                "≥ 0.15 ×; 0 lost, 0 dup",
+                rate / b_copy >= 0.15 and lost == 0 and duplicated == 0 and wrong == 0,
+                f"{rate / b_row:.1f} × B_row ({b_row:,.0f} rows/s); POST p50/p95 "
+                f"{lat['p50_ms']:.0f}/{lat['p95_ms']:.0f} ms",
+            )
+        )
+
+    # --- the worker: P8, B_io, P6, P7 --------------------------------------------------------
+
+    def start_worker(self) -> None:
+        from bench.celery_app import NOOP_TASK
+
+        self.worker = start_worker(
+            dict(os.environ),
+            self.log_dir,
+            self.cleanup,
+            queue=self.queue,
+            concurrency=self.args.worker_concurrency,
+        )
+        self.cleanup.push("delete the bench queue", self.delete_queue)
+        deadline = time.monotonic() + 90
+        task_id = self.send(NOOP_TASK)
+        while self.event("end", task_id) is None:
+            if self.worker.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the Celery worker did not start:\n{self.worker.log_tail()}")
+            time.sleep(0.05)
+
+    def delete_queue(self) -> None:
+        from kombu import Queue
+
+        from bench.celery_app import app
+
+        with app.connection_for_write() as conn:
+            Queue(self.queue).bind(conn.default_channel).delete()
+
+    def send(self, name: str, args: list[Any] | None = None) -> str:
+        from bench.celery_app import app
+
+        return str(app.send_task(name, args=args or []).id)
+
+    def events_of(self) -> dict[tuple[str, str], float]:
+        found = {}
+        for line in self.events.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 4:
+                found[(parts[0], parts[1])] = float(parts[3])
+        return found
+
+    def event(self, kind: str, task_id: str) -> float | None:
+        return self.events_of().get((kind, task_id))
+
+    def wait_end(self, task_id: str, timeout: float = 600) -> tuple[float, float]:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.events_of()
+            if ("end", task_id) in found:
+                return found[("start", task_id)], found[("end", task_id)]
+            assert self.worker is not None
+            if self.worker.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"task {task_id} did not finish:\n{self.worker.log_tail()}")
+            time.sleep(0.002)
+
+    def enqueue_latency(self) -> None:
+        from bench.celery_app import NOOP_TASK
+
+        relief = "compaction.relieve_session"
+        samples: dict[str, list[float]] = {NOOP_TASK: [], relief: []}
+        for i in range(-1, self.sizes.p8_samples):
+            for name, args in ((NOOP_TASK, []), (relief, [self.small.pk])):
+                sent_at = time.time()
+                task_id = self.send(name, args)
+                started, _ = self.wait_end(task_id)
+                if i >= 0:
+                    samples[name].append((started - sent_at) * 1000)
+                time.sleep(0.05)  # idle again
+        noop, job = latency_summary(samples[NOOP_TASK]), latency_summary(samples[relief])
+        self.baseline("B_noop_task", enqueue_to_start=noop)
+        self.measurement("P8", enqueue_to_start=job, task=relief)
+        self.bars.append(
+            Bar(
+                "P8",
+                f"enqueue → start, idle worker: {relief} p50/p95 "
+                f"{job['p50_ms']:.1f}/{job['p95_ms']:.1f} ms",
+                _ms(job["p50_ms"]),
+                f"no-op task p50/p95 {noop['p50_ms']:.1f}/{noop['p95_ms']:.1f} ms",
+                job["p50_ms"] / noop["p50_ms"],
+                "report",
+                None,
+            )
+        )
+
+    def transcript(self) -> None:
+        """The template session: a 1M-token transcript appended through the product's write path,
+        then one call report that puts it at 0.7 of its window (automatic relief: prune)."""
+        from bench.bench_core import build_transcript
+        from bench.data import MODEL
+        from compaction.rawjson import Span
+        from compaction.transcripts import append_messages
+        from telemetry.ingest import ingest_records
+        from telemetry.models import AgentSession
+
+        s = self.sizes
+        items = build_transcript(s.transcript_messages, s.result_chars)
+        spans = []
+        for seq, item in enumerate(items):
+            value = {"seq": seq, **item}
+            spans.append(Span(value, json.dumps(value, ensure_ascii=False)))
+        session = AgentSession.objects.create(profile=self.key.profile, external_id="p6-template")
+        session.profile = self.key.profile
+        began = time.perf_counter()
+        result = append_messages(session=session, fmt="anthropic", system=None, messages=spans)
+        append_s = time.perf_counter() - began
+        assert result.surface is not None
+        tokens = result.surface.tokens_estimate
+        window = int(tokens / 0.7) + 16_000
+        report = {
+            "session_id": "p6-template",
+            "turn": 0,
+            "model": MODEL,
+            "usage": {
+                "input_tokens": 5_000,
+                "cache_read_input_tokens": max(0, tokens - 5_000),
+                "cache_creation_input_tokens": 0,
+                "output_tokens": 500,
+            },
+            "window_tokens": window,
+        }
+        ingest_records(key=self.key, raw_items=[report], batch=False)
+        self.template = AgentSession.objects.get(pk=session.pk)
+        assert self.template.pressure is not None and self.template.pressure >= 0.6
+        self.transcript_figures = {
+            "messages": len(items),
+            "chars": sum(len(span.text) for span in spans),
+            "tokens_estimate": tokens,
+            "append_s": append_s,
+        }
+
+    def clone(self, label: str) -> int:
+        """A copy of the template session with the same log and surface (raw SQL, not timed)."""
+        from compaction.models import Surface, SurfaceVersion
+        from telemetry.models import AgentSession
+
+        copy = AgentSession.objects.get(pk=self.template.pk)
+        copy.pk = None
+        copy.external_id = label
+        copy.relief_requested_at = None
+        copy.save()
+        with self.raw() as conn:
+            conn.execute(
+                "INSERT INTO compaction_logmessage "
+                "(session_id, seq, format, role, raw, raw_hash, chars, bound_cap, created_at) "
+                "SELECT %s, seq, format, role, raw, raw_hash, chars, bound_cap, created_at "
+                "FROM compaction_logmessage WHERE session_id = %s",
+                [copy.pk, self.template.pk],
+            )
+        surface = Surface.objects.get(session_id=self.template.pk)
+        surface.pk = None
+        surface.session_id = copy.pk
+        surface.save()
+        for version in SurfaceVersion.objects.filter(session_id=self.template.pk):
+            version.pk = None
+            version.session_id = copy.pk
+            version.save()
+        return int(copy.pk)
+
+    def raw_io(self) -> None:
+        """B_io: read the template's message rows, write them into a scratch copy of the archive
+        chunk table (same indexes, the full-text GIN one included) — the I/O an archive needs."""
+        with self.raw() as conn:
+            conn.execute("DROP TABLE IF EXISTS bench_scratch_chunk")
+            conn.execute(
+                "CREATE TABLE bench_scratch_chunk (LIKE compaction_archivechunk INCLUDING ALL)"
+            )
+            conn.execute("DROP TABLE IF EXISTS bench_scratch_log")
+            conn.execute(
+                "CREATE TABLE bench_scratch_log (LIKE compaction_logmessage INCLUDING ALL)"
+            )
+
+            def read_rows() -> list[tuple[Any, ...]]:
+                rows: list[tuple[Any, ...]] = conn.execute(
+                    "SELECT seq, format, role, raw, raw_hash, chars, bound_cap, created_at "
+                    "FROM compaction_logmessage WHERE session_id = %s ORDER BY seq",
+                    [self.template.pk],
+                ).fetchall()
+                return rows
+
+            def io(run: int) -> float:
+                conn.execute("TRUNCATE bench_scratch_chunk")
+                began = time.perf_counter()
+                rows = read_rows()
+                with (
+                    conn.transaction(),
+                    conn.cursor() as cur,
+                    cur.copy(
+                        "COPY bench_scratch_chunk (archive_id, seq, part, role, text) FROM STDIN"
+                    ) as copy,
+                ):
+                    for row in rows:
+                        copy.write_row((1, row[0], 0, row[2], row[3]))
+                return time.perf_counter() - began
+
+            def io_plain(run: int) -> float:
+                conn.execute("TRUNCATE bench_scratch_log")
+                began = time.perf_counter()
+                rows = read_rows()
+                with (
+                    conn.transaction(),
+                    conn.cursor() as cur,
+                    cur.copy(
+                        "COPY bench_scratch_log (session_id, seq, format, role, raw, raw_hash, "
+                        "chars, bound_cap, created_at) FROM STDIN"
+                    ) as copy,
+                ):
+                    for row in rows:
+                        copy.write_row((1, *row))
+                return time.perf_counter() - began
+
+            indexed = self.runs(io)
+            plain = self.runs(io_plain)
+            conn.execute("DROP TABLE bench_scratch_chunk")
+            conn.execute("DROP TABLE bench_scratch_log")
+        self.baseline(
+            "B_io",
+            s=median(indexed),
+            runs=indexed,
+            without_fulltext_index_s=median(plain),
+            **self.transcript_figures,
+        )
+
+    def compaction(self) -> None:
+        from compaction.models import CompactionRun
+
+        assert self.worker is not None
+        durations: list[float] = []
+        rss_mb: list[float] = []
+        breakdown: list[dict[str, Any]] = []
+
+        def one(run: int) -> None:
+            assert self.worker is not None
+            session_id = self.clone(f"p6-r{run}")
+            children = pool_children(self.worker.process.pid)
+            for child in children:
+                reset_peak_rss(child)
+            task_id = self.send("compaction.relieve_session", [session_id])
+            started, ended = self.wait_end(task_id)
+            peak = max((status_kb(c, "VmHWM") or 0) for c in pool_children(self.worker.process.pid))
+            done = CompactionRun.objects.get(task_id=task_id)
+            assert done.status == "applied" and done.archived, (
+                done.status,
+                done.reason,
+                done.error,
+            )
+            if run >= 0:
+                durations.append(ended - started)
+                rss_mb.append(peak / 1024)
+                breakdown.append(
+                    {
+                        "plan_ms": done.plan_ms,
+                        "archive_ms": done.archive_ms,
+                        "apply_ms": done.apply_ms,
+                        "tokens_before": done.tokens_before,
+                        "tokens_after": done.tokens_after,
+                        "action": done.action,
+                    }
+                )
+
+        self.runs(one)
+        took = median(durations)
+        peak_mb = max(rss_mb)
+        b_io = self.results["baselines"]["B_io"]["s"]
+        self.p6_seconds = took
+        self.measurement(
+            "P6",
+            s=took,
+            runs=durations,
+            worker_peak_rss_mb=peak_mb,
+            rss_runs_mb=rss_mb,
+            runs_breakdown=breakdown,
+            rss_reset_per_run=True,
+        )
+        plan = median([b["plan_ms"] or 0 for b in breakdown])
+        archive = median([b["archive_ms"] or 0 for b in breakdown])
+        apply = median([b["apply_ms"] or 0 for b in breakdown])
+        tokens = self.transcript_figures["tokens_estimate"]
+        self.bars.append(
+            Bar(
+                "P6",
+                f"compaction of a {tokens:,}-token transcript in the worker, archive included; "
+                f"peak RSS {peak_mb:,.0f} MB",
+                f"{took:.2f} s",
+                f"B_io {b_io:.2f} s",
+                took / b_io,
+                "≤ 10 ×; RSS ≤ 500 MB",
+                took / b_io <= 10 and peak_mb <= 500,
+                f"plan {plan / 1000:.2f} s, archive {archive / 1000:.2f} s, apply {apply / 1000:.2f} s "
+                f"(B_io without the full-text index: "
+                f"{self.results['baselines']['B_io']['without_fulltext_index_s']:.2f} s)",
+            )
+        )
+
+    def ingest_under_compaction(self) -> None:
+        s = self.sizes
+        sent = s.p1_clients * s.p1_posts * s.p1_batch
+        jobs_per_run = max(2, math.ceil(2 * self.p1_wall / max(self.p6_seconds, 0.01)) + 1)
+        rates, coverage, losses = [], [], []
+        for run in range(s.runs):
+            sessions = [self.clone(f"p7-r{run}-j{j}") for j in range(jobs_per_run)]
+            task_ids = [self.send("compaction.relieve_session", [sid]) for sid in sessions]
+            # Wait until the first compaction is running, then load.
+            deadline = time.monotonic() + 120
+            while self.event("start", task_ids[0]) is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            t0 = time.time()
+            result = self.batched(f"p7-r{run}")
+            t1 = time.time()
+            assert not result.errors, result.errors
+            lost, duplicated = self.check_stored(f"p7-r{run}", sent)
+            losses.append({"lost": lost, "duplicated": duplicated})
+            rates.append(sent / result.wall_s)
+            spans = []
+            for task_id in task_ids:
+                started, ended = self.wait_end(task_id)
+                spans.append((started, ended))
+            busy = sum(max(0.0, min(t1, e) - max(t0, b)) for b, e in spans)
+            coverage.append(min(1.0, busy / (t1 - t0)))
+        rate = median(rates)
+        p1 = self.results["measurements"]["P1"]["rows_per_s"]
+        self.measurement(
+            "P7",
+            rows_per_s=rate,
+            runs=rates,
+            compaction_coverage=coverage,
+            jobs_per_run=jobs_per_run,
+            integrity=losses,
+        )
+        ok = rate / p1 >= 0.5 and all(x["lost"] == 0 and x["duplicated"] == 0 for x in losses)
+        self.bars.append(
+            Bar(
+                "P7",
+                f"batched ingest while compactions run (a compaction ran during "
+                f"{100 * min(coverage):.0f}% of every run)",
+                f"{rate:,.0f} rows/s",
+                f"P1 {p1:,.0f} rows/s",
+                rate / p1,
+                "≥ 0.5 ×",
+                ok,
+            )
+        )
+
+    # --- output ------------------------------------------------------------------------------
+
+    def report(self) -> None:
+        self.results["bars"] = [asdict(b) | {"result": b.result} for b in self.bars]
+        self.results["meta"] = {
+            "when": datetime.now(UTC).isoformat(timespec="seconds"),
+            "smoke": self.args.smoke,
+            "runs": self.sizes.runs,
+            "sizes": asdict(self.sizes),
+            "host": platform.node(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "postgres": self.postgres_version(),
+            "seconds": time.monotonic() - self.started,
+            "worker_concurrency": self.args.worker_concurrency,
+        }
+        out = Path(self.args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(self.results, indent=2, default=str) + "\n")
+        print()
+        print(render_table(self.bars))
+        print(f"\nwritten to {out} in {time.monotonic() - self.started:.0f} s")
+
+    def postgres_version(self) -> str:
+        with self.raw() as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+        return str(row[0])
+
+    # --- the whole run -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.setup()
+        with step("P9: the pure core"):
+            self.core()
+        with step("B_copy, B_row: raw writes into a scratch copy of the calls table"):
+            self.raw_writes()
+        with step("seed P3/P5 sessions; query counts; B_read, B_page"):
+            self.seed_reads()
+        with step("gunicorn"):
+            self.serve()
+        with step("B_noop and P2: single requests, alternating runs"):
+            self.single_records()
+        with step("P3, P4, P5: console pages"):
+            self.pages()
+        with step("P1: batched ingest"):
+            self.batch_ingest()
+        with step("Celery worker"):
+            self.start_worker()
+        with step("P8: enqueue → start on the idle worker"):
+            self.enqueue_latency()
+        with step("1M-token transcript; B_io"):
+            self.transcript()
+            self.raw_io()
+        with step("P6: compaction in the worker"):
+            self.compaction()
+        with step("P7: ingest while compactions run"):
+            self.ingest_under_compaction()
+        self.report()
+
+
+def render_table(bars: list[Bar]) -> str:
+    header = ("#", "measurement", "measured", "baseline", "ratio", "bar", "result")
+    rows = [
+        (
+            b.id,
+            b.measurement,
+            b.value,
+            b.baseline,
+            "—" if b.ratio is None else f"{b.ratio:.2f}",
+            b.bar,
+            b.result,
+        )
+        for b in bars
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    for row, bar in zip(rows, bars, strict=True):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+        if bar.note:
+            lines.append(" " * (widths[0] + 2) + f"  ({bar.note})")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny sizes, one run: proves the harness"
+    )
+    parser.add_argument("--runs", type=int, default=3, help="measured runs after the warm-up")
+    parser.add_argument(
+        "--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_DATABASE_URL)
+    )
+    parser.add_argument(
+        "--broker-url", default=os.environ.get("BENCH_BROKER_URL", DEFAULT_BROKER_URL)
+    )
+    parser.add_argument("--out", default=str(ROOT / "var" / "bench" / "latest.json"))
+    parser.add_argument("--var-dir", default=str(ROOT / "var" / "bench" / "run"))
+    parser.add_argument("--web-workers", type=int, default=0, help="default: 2 × CPU cores")
+    parser.add_argument("--worker-class", default="gthread", choices=("gthread", "sync"))
+    parser.add_argument("--threads", type=int, default=2, help="threads per gthread worker")
+    parser.add_argument("--worker-concurrency", type=int, default=1, help="Celery pool processes")
+    parser.add_argument("--keep-db", action="store_true", help="leave the bench database behind")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cleanup = Cleanup()
+    cleanup.install_signal_handlers()
+    try:
+        Bench(args, cleanup).run()
+    finally:
+        cleanup.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
