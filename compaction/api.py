@@ -8,7 +8,7 @@ from typing import Any, Literal
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import Router
+from ninja import Router, Status
 from ninja.errors import HttpError
 
 from compaction.archives import archive_document, search_archives
@@ -98,7 +98,7 @@ MESSAGES_BODY = {
     openapi_extra={"requestBody": MESSAGES_BODY},
     summary="Append transcript messages (idempotent on seq; up to 32 MB)",
 )
-def post_messages(request: HttpRequest, session_id: str) -> tuple[int, dict[str, Any]]:
+def post_messages(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
     """Append to the session's append-only log; the surface is re-derived (D1, D3).
 
     201 when something was appended, 200 when every message was a duplicate. A different
@@ -132,14 +132,17 @@ def post_messages(request: HttpRequest, session_id: str) -> tuple[int, dict[str,
     )
     state = result.surface
     status = 201 if result.created else 200
-    return status, {
-        "session_id": session.external_id,
-        "appended": result.created,
-        "duplicates": result.duplicates,
-        "surface_version": state.version if state else 0,
-        "surface_tokens_estimate": state.tokens_estimate if state else 0,
-        "log_messages": state.log_messages if state else 0,
-    }
+    return Status(
+        status,
+        {
+            "session_id": session.external_id,
+            "appended": result.created,
+            "duplicates": result.duplicates,
+            "surface_version": state.version if state else 0,
+            "surface_tokens_estimate": state.tokens_estimate if state else 0,
+            "log_messages": state.log_messages if state else 0,
+        },
+    )
 
 
 @router.get(
@@ -281,7 +284,7 @@ def _optional_version(body: dict[str, Any], name: str) -> int | None:
     response={200: dict[str, Any], 404: ErrorOut, 409: dict[str, Any], 422: ErrorOut},
     summary="Manual, never-lossy compaction (key with the `compact` scope)",
 )
-def post_compact(request: HttpRequest, session_id: str) -> tuple[int, dict[str, Any]]:
+def post_compact(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
     """Plan (forced), archive, apply (D5). If the archive fails: 409 and nothing changes.
     Optional body `{"expected_surface_version": n}` refuses (409) when the surface moved."""
     key = request_key(request)
@@ -300,10 +303,14 @@ def post_compact(request: HttpRequest, session_id: str) -> tuple[int, dict[str, 
             expected_version=expected,
         )
     except CompactionRefused as exc:
-        return 409, {"error": "archive_failed", "detail": str(exc), **run_payload(exc.run, None)}
+        return Status(
+            409, {"error": "archive_failed", "detail": str(exc), **run_payload(exc.run, None)}
+        )
     except CompactionBusy as exc:
-        return 409, {"error": "compaction_busy", "detail": str(exc), **run_payload(exc.run, None)}
-    return 200, run_payload(outcome.run, outcome.surface)
+        return Status(
+            409, {"error": "compaction_busy", "detail": str(exc), **run_payload(exc.run, None)}
+        )
+    return Status(200, run_payload(outcome.run, outcome.surface))
 
 
 @router.post(
@@ -312,9 +319,7 @@ def post_compact(request: HttpRequest, session_id: str) -> tuple[int, dict[str, 
     response={200: dict[str, Any], 404: ErrorOut, 409: dict[str, Any], 422: ErrorOut},
     summary="Report a context-length error: forced compaction now, the new surface returned",
 )
-def post_overflow(
-    request: HttpRequest, session_id: str
-) -> tuple[int, dict[str, Any]] | HttpResponse:
+def post_overflow(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
     """D4: compacts (forced) and returns the new surface; counted. A second overflow on the same
     surface version answers 409 `overflow_unrecoverable` and applies nothing."""
     key = request_key(request)
@@ -332,11 +337,11 @@ def post_overflow(
     try:
         outcome = report_overflow(session=session, surface_version=version, detail=detail)
     except OverflowUnrecoverable as exc:
-        return 409, {"error": "overflow_unrecoverable", "detail": str(exc)}
+        return Status(409, {"error": "overflow_unrecoverable", "detail": str(exc)})
     except CompactionBusy as exc:
-        return 409, {"error": "compaction_busy", "detail": str(exc)}
+        return Status(409, {"error": "compaction_busy", "detail": str(exc)})
     except ValueError as exc:
         raise BadBody("surface_version", str(exc), status=422) from None
     state = outcome.surface
     surface = json.loads(surface_response_bytes(state)) if state is not None else None
-    return 200, {**run_payload(outcome.run, state), "surface": surface}
+    return Status(200, {**run_payload(outcome.run, state), "surface": surface})

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import Router
+from ninja import Router, Status
 
 from telemetry.auth import ingest_auth, request_key
 from telemetry.ingest import IngestResult, ingest_records, session_band
@@ -96,7 +96,7 @@ def _telemetry_body_schema() -> dict[str, Any]:
     openapi_extra={"requestBody": _telemetry_body_schema()},
     summary='Report LLM calls (one record, or {"records": [...]} with up to 1,000)',
 )
-def post_telemetry(request: HttpRequest, response: HttpResponse) -> tuple[int, dict[str, Any]]:
+def post_telemetry(request: HttpRequest, response: HttpResponse) -> Status[dict[str, Any]]:
     """Store per-call usage as the provider returned it; answer each item and the session figures.
 
     Idempotent on (session, turn, call), or on `request_id` when given. A single record answers
@@ -129,11 +129,11 @@ def post_telemetry(request: HttpRequest, response: HttpResponse) -> tuple[int, d
     result = ingest_records(key=key, raw_items=raw_items, batch=batch, on_commit=enqueue_relief)
     payload = ingest_payload(result)
     if batch:
-        return 200, payload
+        return Status(200, payload)
     status = {"created": 201, "duplicate": 200, "conflict": 409, "invalid": 422}[
         result.items[0].status
     ]
-    return status, payload
+    return Status(status, payload)
 
 
 def ingest_payload(result: IngestResult) -> dict[str, Any]:
