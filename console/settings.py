@@ -63,6 +63,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    # ninja as an app serves /api/docs from its own static files, not a CDN (works offline)
+    "ninja",
     "telemetry",
     "compaction",
     "console",

@@ -1,0 +1,30 @@
+import re
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+def test_openapi_schema_lists_every_agent_route(client):
+    schema = client.get("/api/openapi.json").json()
+    paths = set(schema["paths"])
+    assert {
+        "/api/v1/policy",
+        "/api/v1/telemetry",
+        "/api/v1/sessions/{session_id}",
+        "/api/v1/sessions/{session_id}/messages",
+        "/api/v1/sessions/{session_id}/surface",
+        "/api/v1/sessions/{session_id}/compact",
+        "/api/v1/sessions/{session_id}/overflow",
+        "/api/v1/sessions/{session_id}/archives",
+        "/api/v1/archives/{archive_id}",
+    } <= paths
+    schemes = schema["components"]["securitySchemes"].values()
+    assert any(scheme.get("scheme") == "bearer" for scheme in schemes)
+
+
+def test_api_docs_load_their_assets_from_this_server_not_a_cdn(client):
+    response = client.get("/api/docs")
+    assert response.status_code == 200
+    assets = re.findall(r'(?:src|href)="([^"]+)"', response.content.decode())
+    assert assets and all(url.startswith("/static/") or url.startswith("#") for url in assets)
