@@ -7,18 +7,52 @@ and a session's series costs one query whatever its number of turns.
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, F, FloatField, Max, OrderBy, Q, QuerySet, Sum
+from django.db.models import (
+    Count,
+    F,
+    FloatField,
+    Max,
+    OrderBy,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+)
 from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 
+from compaction.archives import SearchHit, archive_document, search_archives
+from compaction.core import (
+    OMISSION_MARKER,
+    STUB_HEADER,
+    SUMMARY_HEADER,
+    Block,
+    Format,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResult,
+    TranscriptError,
+    parse_anthropic,
+    parse_message,
+    parse_openai,
+)
+from compaction.models import Archive, CompactionRun
+from compaction.transcripts import derive, format_of, surface_at
 from console.charts import Marker
 from telemetry.cache_tiers import CachedCall, TierComparison, compare_ttl_tiers
 from telemetry.catalogue import load_catalogue
@@ -332,12 +366,313 @@ def turns_page(session: AgentSession, number: str | None) -> Page[Turn]:
 
 
 def compaction_markers(session: AgentSession) -> list[Marker]:
-    """Compactions to mark on the pressure chart (turn + label).
+    """The session's applied compactions, to mark on the pressure chart. One query.
 
-    Empty until the compaction service lands; it replaces this body with one read of the
-    session's compaction runs, e.g. `[Marker(run.turn, run.kind) for run in runs]`.
+    A run is drawn at the turn it took effect at: the first turn after the latest turn that had
+    ended when the run finished (the turn count at that time; 0 before any turn), so the chart
+    keeps the two turns either side of the drop it caused.
     """
-    return []
+    ended = Turn.objects.filter(
+        session_id=OuterRef("session_id"), last_at__lte=OuterRef("finished_at")
+    ).order_by("-turn")
+    rows = (
+        CompactionRun.objects.filter(session=session, status="applied")
+        .annotate(before=Subquery(ended.values("turn")[:1]))
+        .order_by("finished_at", "pk")
+        .values_list("before", "mode", "action")
+    )
+    return [
+        Marker(0 if before is None else before + 1, f"{action or 'compact'} ({mode})")
+        for before, mode, action in rows
+    ]
+
+
+# --- compaction runs, surfaces and archives -----------------------------------------------------
+
+RUNS_SHOWN: Final = 20
+ARCHIVES_SHOWN: Final = 20
+ARCHIVES_PER_PAGE: Final = 25
+# A block longer than this is cut in the page (the downloads and the API keep every byte).
+SHOWN_BLOCK_CHARS: Final = 20_000
+
+_STUB_START: Final = STUB_HEADER.split("{", 1)[0]
+_SUMMARY_START: Final = SUMMARY_HEADER.split("{", 1)[0]
+# D3: a result bounded at write time carries the one omission marker
+_OMITTED: Final = re.compile(re.escape(OMISSION_MARKER).replace(re.escape("{omitted}"), r"\d+"))
+
+
+@dataclass(frozen=True)
+class RunsTable:
+    runs: list[CompactionRun]
+    total: int
+
+
+def compaction_runs(session: AgentSession) -> RunsTable:
+    """The session's latest compaction runs, newest first, and how many there are. Two queries."""
+    runs = CompactionRun.objects.filter(session=session).order_by("-started_at", "-pk")
+    return RunsTable(list(runs[:RUNS_SHOWN]), runs.count())
+
+
+def session_archives(session: AgentSession) -> list[Archive]:
+    """The session's latest archives, newest first. One query."""
+    return list(
+        Archive.objects.filter(session=session).order_by("-created_at", "-pk")[:ARCHIVES_SHOWN]
+    )
+
+
+@dataclass(frozen=True)
+class ShownBlock:
+    """One block of a message as the transcript viewer draws it."""
+
+    kind: Literal["text", "call", "result", "thinking", "other"]
+    text: str
+    chars: int
+    cut: int = 0  # characters left out of `text` (SHOWN_BLOCK_CHARS)
+    name: str = ""  # the tool's name (calls and results)
+    call_id: str = ""
+    pruned: bool = False
+    bounded: bool = False
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class ShownMessage:
+    seq: int
+    role: str
+    blocks: list[ShownBlock]
+    chars: int
+    summarizes: tuple[int, int] | None = None
+
+    @property
+    def is_summary(self) -> bool:
+        return self.summarizes is not None
+
+
+@dataclass(frozen=True)
+class ShownSurface:
+    """A surface for the viewer: `turn` None is the surface now; `missing` says why there is
+    nothing to show."""
+
+    messages: list[ShownMessage] = field(default_factory=list)
+    version: int | None = None
+    turn: int | None = None
+    tokens: int = 0
+    chars: int = 0
+    missing: str = ""
+
+    @property
+    def stubs(self) -> int:
+        return sum(1 for m in self.messages for b in m.blocks if b.pruned)
+
+    @property
+    def summaries(self) -> int:
+        return sum(1 for m in self.messages if m.is_summary)
+
+
+def _cut(text: str) -> tuple[str, int]:
+    if len(text) <= SHOWN_BLOCK_CHARS:
+        return text, 0
+    return text[:SHOWN_BLOCK_CHARS], len(text) - SHOWN_BLOCK_CHARS
+
+
+def _pretty_arguments(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except ValueError:
+        return arguments  # OpenAI passes arguments through as the model wrote them
+
+
+def _shown_block(block: Block, tools: dict[str, str]) -> ShownBlock:
+    if isinstance(block, TextBlock):
+        text, cut = _cut(block.text)
+        return ShownBlock("text", text, block.chars, cut)
+    if isinstance(block, ToolCall):
+        tools[block.id] = block.name
+        text, cut = _cut(_pretty_arguments(block.arguments))
+        return ShownBlock("call", text, block.chars, cut, name=block.name, call_id=block.id)
+    if isinstance(block, ToolResult):
+        whole = block.text
+        text, cut = _cut(whole)
+        return ShownBlock(
+            "result",
+            text,
+            block.chars,
+            cut,
+            name=tools.get(block.call_id, ""),
+            call_id=block.call_id,
+            # a surface read back from JSON (an archive) has lost the flag; the header tells
+            pruned=block.pruned or whole.startswith(_STUB_START),
+            bounded=not block.pruned and _OMITTED.search(whole) is not None,
+            is_error=bool(block.is_error),
+        )
+    if isinstance(block, ThinkingBlock):
+        return ShownBlock("thinking", "", block.chars, name=block.kind)
+    text, cut = _cut(block.native)
+    return ShownBlock("other", text, block.chars, cut, name=block.type)
+
+
+def shown_messages(messages: Iterable[Message]) -> list[ShownMessage]:
+    """Messages as the viewer draws them: roles, text, calls and results (named after their
+    call), pruned stubs and summaries marked. Never changes a message."""
+    tools: dict[str, str] = {}
+    shown = []
+    for message in messages:
+        blocks = [_shown_block(block, tools) for block in message.blocks]
+        summarizes = message.summarizes
+        if summarizes is None and message.text.startswith(_SUMMARY_START):
+            summarizes = _summary_span(message.text) or (message.seq, message.seq)
+        shown.append(ShownMessage(message.seq, message.role, blocks, message.chars, summarizes))
+    return shown
+
+
+_SUMMARY_SPAN: Final = re.compile(r"\(seq (\d+)-(\d+)\)")
+
+
+def _summary_span(text: str) -> tuple[int, int] | None:
+    found = _SUMMARY_SPAN.search(text.split("\n", 1)[0])
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def current_surface(session: AgentSession) -> ShownSurface:
+    """The surface as the model sees it now, derived from the log and the operations (D1)."""
+    if session.surface_version == 0:
+        return ShownSurface(missing="no transcript has been appended to this session yet")
+    _, _, surface = derive(session)
+    return ShownSurface(
+        shown_messages(surface.messages),
+        version=session.surface_version,
+        tokens=surface.tokens,
+        chars=surface.chars,
+    )
+
+
+def surface_on_turn(session: AgentSession, turn: int) -> ShownSurface:
+    """The surface the model saw on `turn`: the version its last call's request used, rebuilt
+    exactly (`surface_at`)."""
+    version = (
+        Turn.objects.filter(session=session, turn=turn)
+        .values_list("surface_version", flat=True)
+        .first()
+    )
+    if version is None:
+        exists = Turn.objects.filter(session=session, turn=turn).exists()
+        why = "its calls did not name a surface version" if exists else "there is no such turn"
+        return ShownSurface(turn=turn, missing=f"Turn {turn}: {why}.")
+    surface = surface_at(session, version)
+    if surface is None:
+        return ShownSurface(
+            turn=turn, version=version, missing=f"Surface version {version} is not recorded."
+        )
+    return ShownSurface(
+        shown_messages(surface.messages),
+        version=version,
+        turn=turn,
+        tokens=surface.tokens,
+        chars=surface.chars,
+    )
+
+
+def safe_snippet(snippet: str) -> SafeString:
+    """A search snippet as HTML: everything escaped except balanced <mark>…</mark> pairs.
+
+    The database highlighter wraps hits in <mark> but escapes nothing else, and the archived
+    text is whatever an agent sent (a `<script>` included)."""
+    out: list[str] = []
+    open_marks = 0
+    for part in _MARK_TAG.split(snippet):
+        if part == "<mark>":
+            out.append(part)
+            open_marks += 1
+        elif part == "</mark>":
+            if open_marks:
+                out.append(part)
+                open_marks -= 1
+        else:
+            out.append(escape(part))
+    out.append("</mark>" * open_marks)
+    return mark_safe("".join(out))  # noqa: S308 (every other character was escaped above)
+
+
+_MARK_TAG: Final = re.compile(r"(</?mark>)")
+
+
+@dataclass(frozen=True)
+class ShownHit:
+    hit: SearchHit
+    snippet: SafeString
+    profile: str
+    session_pk: int | None
+
+
+def archive_hits(query: str, session: AgentSession | None = None) -> list[ShownHit]:
+    """Full-text hits across every profile's archives (or one session's), snippets made safe.
+    Two queries."""
+    hits = search_archives(query, session=session)
+    owners = dict(
+        Archive.objects.filter(pk__in={h.archive_id for h in hits}).values_list("pk", "session_id")
+    )
+    sessions = {
+        s.pk: s
+        for s in AgentSession.objects.filter(pk__in=set(owners.values())).select_related("profile")
+    }
+    shown = []
+    for hit in hits:
+        owner = sessions.get(owners.get(hit.archive_id, -1))
+        shown.append(
+            ShownHit(
+                hit,
+                safe_snippet(hit.snippet),
+                owner.profile.name if owner else "",
+                owner.pk if owner else None,
+            )
+        )
+    return shown
+
+
+def archives_page(number: str | None, session: AgentSession | None = None) -> Page[Archive]:
+    """Every archive (or one session's), newest first. Two queries."""
+    archives = Archive.objects.select_related("session__profile").order_by("-created_at", "-pk")
+    if session is not None:
+        archives = archives.filter(session=session)
+    return Paginator(archives, ARCHIVES_PER_PAGE, allow_empty_first_page=True).get_page(number)
+
+
+@dataclass(frozen=True)
+class ShownArchive:
+    archive: Archive
+    document: dict[str, Any]
+    log: list[ShownMessage]
+    surface: list[ShownMessage]
+    problem: str = ""
+
+
+def _parse_archived(fmt: Format, document: dict[str, Any]) -> tuple[list[Message], list[Message]]:
+    log = [
+        parse_message(
+            {k: v for k, v in entry.items() if k != "seq"},
+            format=fmt,
+            seq=int(entry.get("seq", index)),
+            index=index,
+        )
+        for index, entry in enumerate(document["log"])
+    ]
+    surface_doc = document["surface"]
+    if fmt == "anthropic":
+        surface = parse_anthropic(surface_doc["messages"], system=surface_doc.get("system"))
+    else:
+        surface = parse_openai(surface_doc["messages"])
+    return log, surface
+
+
+def archive_view(archive: Archive) -> ShownArchive:
+    """An archive for the transcript viewer: its log and the surface as it was."""
+    document = archive_document(archive)
+    try:
+        log, surface = _parse_archived(format_of(archive.format), document)
+    except (TranscriptError, KeyError, TypeError, ValueError) as exc:
+        # an archive is shown even when it no longer parses: the downloads keep every byte
+        return ShownArchive(archive, document, [], [], problem=str(exc))
+    return ShownArchive(archive, document, shown_messages(log), shown_messages(surface))
 
 
 # --- policy page -------------------------------------------------------------------------------

@@ -2,22 +2,31 @@
 
 The same view renders the page or, for an htmx request, just the fragment (a named
 `{% partialdef %}`). Every view checks the role on the server (`console.roles.require_role`);
-writes go through the services (`telemetry.policies`, `telemetry.keys`, `telemetry.profiles`).
+writes go through the services (`telemetry.policies`, `telemetry.keys`, `telemetry.profiles`,
+`compaction.services`).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from django.contrib import messages
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
+from compaction.archives import archive_document
+from compaction.models import Archive, CompactionRun
+from compaction.services import CompactionBusy, CompactionRefused, compact_session
 from console import charts
 from console.forms import (
     CatalogueForm,
@@ -28,13 +37,20 @@ from console.forms import (
 )
 from console.queries import (
     BANDS,
+    archive_hits,
+    archive_view,
+    archives_page,
+    compaction_runs,
+    current_surface,
     load_policies,
     profiles_overview,
+    session_archives,
     session_band,
     session_detail,
     session_series,
     sessions_page,
     sessions_version,
+    surface_on_turn,
     turns_page,
 )
 from console.queries import compaction_markers as load_compaction_markers
@@ -163,15 +179,57 @@ def _session_or_404(pk: int) -> tuple[AgentSession, PolicyValues, str]:
     return found
 
 
+# The session page's fragments an htmx request may ask for by target (HX-Target).
+SESSION_FRAGMENTS = ("turns", "surface", "runs", "archives")
+
+
+def _surface_turn(request: HttpRequest) -> int | None:
+    """`?surface_turn=N` picks the surface the model saw on turn N; anything else means now."""
+    value = request.GET.get("surface_turn", "")
+    return int(value) if value.isdigit() and len(value) < 10 else None
+
+
+def _compaction_context(
+    session: AgentSession, *, surface_turn: int | None = None
+) -> dict[str, Any]:
+    """What the surface, runs and archives fragments show."""
+    return {
+        "session": session,
+        "surface": (
+            current_surface(session)
+            if surface_turn is None
+            else surface_on_turn(session, surface_turn)
+        ),
+        "runs": compaction_runs(session),
+        "archives": session_archives(session),
+    }
+
+
 @require_GET
 @require_role(Role.VIEWER)
 def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """One session: live figures and gauge, pressure, cache and cost charts, the turns table,
-    and the places the compaction service fills (surface, runs, Compact now)."""
+    the surface (now or on a chosen turn), the compaction runs and archives, and Compact now."""
     session, policy, version = _session_or_404(pk)
-    turns = turns_page(session, request.GET.get("turns_page"))
-    if request.htmx and request.htmx.target == "turns":
+    target = request.htmx.target if request.htmx else None
+    if target == "turns":
+        turns = turns_page(session, request.GET.get("turns_page"))
         return render(request, "console/session.html#turns", {"session": session, "turns": turns})
+    if target == "surface":
+        surface = (
+            current_surface(session)
+            if (turn := _surface_turn(request)) is None
+            else surface_on_turn(session, turn)
+        )
+        context = {"session": session, "surface": surface}
+        return render(request, "console/session.html#surface", context)
+    if target == "runs":
+        context = {"session": session, "runs": compaction_runs(session)}
+        return render(request, "console/session.html#runs", context)
+    if target == "archives":
+        context = {"session": session, "archives": session_archives(session)}
+        return render(request, "console/session.html#archives", context)
+    turns = turns_page(session, request.GET.get("turns_page"))
     series = session_series(session)
     markers = load_compaction_markers(session)
     figures = {
@@ -193,14 +251,63 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         ),
         "cost": charts.cost_figure(turns=series.turns, buckets=series.costs),
     }
-    context = _live_context(session, policy, version) | {
-        "figures": figures,
-        "turns": turns,
-        "markers": markers,
-        "has_turns": bool(series.turns),
-        "nav": "sessions",
-    }
+    context = (
+        _live_context(session, policy, version)
+        | _compaction_context(session, surface_turn=_surface_turn(request))
+        | {
+            "figures": figures,
+            "turns": turns,
+            "markers": markers,
+            "has_turns": bool(series.turns),
+            "nav": "sessions",
+        }
+    )
     return render(request, "console/session.html", context)
+
+
+def _outcome_message(run: CompactionRun) -> str:
+    if run.status == "applied":
+        return (
+            f"Compacted ({run.action}): {run.tokens_before or 0:,} → {run.tokens_after or 0:,} "
+            f"tokens, surface v{run.surface_version_before} → v{run.surface_version_after}."
+        )
+    if run.status == "noop":
+        return f"Nothing to compact: {run.reason}"
+    if run.status == "refused":
+        return f"Refused — {run.reason}"
+    return f"Not applied ({run.get_status_display()}): {run.reason or run.error}"
+
+
+@require_POST
+@require_role(Role.OPERATOR)
+def session_compact(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Compact now: the manual, never-lossy compaction (D5), shown in place.
+
+    A refusal (the archive failed, nothing changed) or a busy session is an answer, not an
+    error: 200 with the reason, so the page shows it where the button is. The surface, runs and
+    archives on the page are swapped out of band with what the compaction left.
+    """
+    session, _, _ = _session_or_404(pk)
+    try:
+        run = compact_session(
+            session_id=session.pk,
+            mode="manual",
+            trigger="console",
+            requested_by=f"user:{request.user.get_username()}",
+        ).run
+    except (CompactionRefused, CompactionBusy) as exc:
+        run = exc.run
+    message = _outcome_message(run)
+    if not request.htmx:
+        level = messages.success if run.status in ("applied", "noop") else messages.error
+        level(request, message)
+        return redirect(reverse("session", args=[session.pk]) + "#compaction")
+    session.refresh_from_db()
+    context = _compaction_context(session) | {"compact_run": run, "message": message}
+    html = render_to_string("console/session.html#compact", context, request)
+    for name in ("surface", "runs", "archives"):
+        html += render_to_string(f"console/session.html#{name}", context | {"oob": True}, request)
+    return HttpResponse(html)
 
 
 @require_GET
@@ -213,6 +320,79 @@ def session_live(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return not_modified
     response = render(request, "console/session.html#live", _live_context(session, policy, version))
     return _mark_polled(response, version)
+
+
+# --- archives ------------------------------------------------------------------------------------
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def archives(request: HtmxHttpRequest) -> HttpResponse:
+    """Full-text search across every profile's archives (or one session's), else the latest
+    archives. Operators are trusted staff: every profile's archives are visible to all roles."""
+    query = request.GET.get("q", "").strip()[:200]
+    session = None
+    session_pk = request.GET.get("session", "")
+    if session_pk.isdigit():
+        session = AgentSession.objects.select_related("profile").filter(pk=session_pk).first()
+    context = {
+        "query": query,
+        "scope": session,
+        "hits": archive_hits(query, session) if query else [],
+        "listing": None if query else archives_page(request.GET.get("page"), session),
+        "nav": "archives",
+    }
+    if request.htmx and request.htmx.target == "results":
+        return render(request, "console/archives.html#results", context)
+    return render(request, "console/archives.html", context)
+
+
+def _archive_or_404(pk: int) -> Archive:
+    return get_object_or_404(Archive.objects.select_related("session__profile"), pk=pk)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def archive_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One archive: the log as received and the surface as it was, side by side."""
+    shown = archive_view(_archive_or_404(pk))
+    return render(request, "console/archive.html", {"shown": shown, "nav": "archives"})
+
+
+def _download_name(archive: Archive, extension: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", archive.session.external_id)[:80].strip("._")
+    return f"archive-{archive.pk}-{stem or 'session'}.{extension}"
+
+
+def _json_text(value: Any, **options: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, **options).encode("utf-8").decode("utf-8")
+    except UnicodeEncodeError:
+        # a lone surrogate (an agent may send "\ud800") has no UTF-8 form: keep it escaped
+        return json.dumps(value, ensure_ascii=True, **options)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def archive_download(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
+    """The archive whole as JSON (`archive_document`), or its log as JSONL: one message a line,
+    each with its seq."""
+    if fmt not in ("json", "jsonl"):
+        raise Http404("downloads are .json or .jsonl")
+    archive = _archive_or_404(pk)
+    document = archive_document(archive)
+    if fmt == "json":
+        body = _json_text(document, indent=2) + "\n"
+        content_type = "application/json; charset=utf-8"
+    else:
+        body = "".join(_json_text(entry, separators=(",", ":")) + "\n" for entry in document["log"])
+        content_type = "application/x-ndjson; charset=utf-8"
+    response = HttpResponse(body.encode("utf-8"), content_type=content_type)
+    disposition = content_disposition_header(
+        as_attachment=True, filename=_download_name(archive, fmt)
+    )
+    response["Content-Disposition"] = disposition or "attachment"
+    return response
 
 
 # --- policy and profiles (admins) ----------------------------------------------------------------

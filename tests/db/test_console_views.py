@@ -20,12 +20,19 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from compaction.archives import archive_document
+from compaction.models import Archive, CompactionOperation, CompactionRun, LogMessage, Surface
+from compaction.rawjson import Span
+from compaction.services import CompactionRefused, compact_session, report_overflow
+from compaction.transcripts import append_messages
+from console.queries import safe_snippet
 from console.roles import Role, role_of
 from telemetry.catalogue import seed_catalogue
 from telemetry.ingest import ingest_records
 from telemetry.keys import create_agent_key, find_active_key
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel
 from telemetry.policies import effective_policy, update_policy
+from tests.support import tool_transcript
 
 pytestmark = pytest.mark.django_db
 
@@ -469,15 +476,6 @@ def test_a_cache_that_costs_more_than_no_cache_says_so(client_as, key) -> None:
     assert "the cache cost $" in page and "more than no caching" in page
 
 
-def test_the_compaction_places_are_empty_and_named(client_as, session) -> None:
-    page = fragment(client_as("operator").get(reverse("session", args=[session.pk])))
-    assert 'id="surface"' in page and "<h3>Surface</h3>" in page
-    assert 'id="runs"' in page and "<h3>Compaction runs</h3>" in page
-    assert re.search(
-        r'<button type="button" class="primary" disabled[^>]*>Compact now</button>', page
-    )
-
-
 def test_a_session_without_a_known_window_has_no_gauge_and_an_unknown_badge(client_as, key) -> None:
     session = make_session(key, "mystery", turns=2, model="mystery-model-9")
     page = fragment(client_as("viewer").get(reverse("session", args=[session.pk])))
@@ -805,3 +803,460 @@ def test_collectstatic_takes_plotly_from_its_package_and_nothing_else_of_it(tmp_
     paths = json.loads((tmp_path / "staticfiles.json").read_text())["paths"]
     for name in ("plotly/plotly.min.js", "console/console.js", "django_htmx/htmx-2.min.js"):
         assert name in paths
+
+
+# --- compaction on the session page: surface, runs, Compact now ---------------------------------
+
+FAILING_ARCHIVE = "compaction.archives.FailingArchive"
+
+
+def append(
+    session: AgentSession, messages: list[dict[str, Any]], system: str | None = None
+) -> None:
+    """Append through the log's one write path, as the HTTP API does (original bytes kept)."""
+    append_messages(
+        session=session,
+        fmt="anthropic",
+        system=None if system is None else Span(system, json.dumps(system)),
+        messages=[Span(message, json.dumps(message)) for message in messages],
+    )
+
+
+def worked_session(
+    key: AgentKey, session_id: str = "work-1", *, compact: bool = True
+) -> AgentSession:
+    """An agent's session as it happens: turn 0 reported before any transcript, a transcript of
+    eight tool rounds (surface v1) that turn 1 used, a manual compaction (v2) seen by turn 2.
+
+    The profile prunes all but 2 rounds and summarizes all but 4: the compacted surface holds a
+    summary and pruned stubs."""
+    update_policy(profile=key.profile, values={"keep_rounds": 2, "keep_rounds_verbatim": 4})
+    session = make_session(key, session_id, turns=1)
+    append(session, tool_transcript(8, result_chars=8_000), system="You are a build engineer.")
+    report(key, [call(session_id, 1, surface_version=1)])
+    if compact:
+        compact_session(session_id=session.pk, mode="manual", trigger="test", requested_by="test")
+        report(key, [call(session_id, 2, surface_version=2)])
+    session.refresh_from_db()
+    return session
+
+
+def state_of(session: AgentSession) -> tuple[Any, ...]:
+    """Everything a compaction could change: the log, the surface, the operations."""
+    surface = Surface.objects.get(session=session)
+    return (
+        list(LogMessage.objects.filter(session=session).order_by("seq").values_list("seq", "raw")),
+        surface.body,
+        surface.version,
+        list(CompactionOperation.objects.filter(session=session).values_list("pk", "data")),
+    )
+
+
+def htmx(target: str) -> dict[str, str]:
+    return {"HX-Request": "true", "HX-Target": target}
+
+
+@pytest.fixture
+def worked(key: AgentKey) -> AgentSession:
+    return worked_session(key)
+
+
+def _compaction_pages(session: AgentSession) -> list[tuple[str, dict[str, str]]]:
+    """Every compaction page, partial and download a viewer may read: (URL, headers)."""
+    page = reverse("session", args=[session.pk])
+    archive = Archive.objects.get(session=session)
+    return [
+        (page, {}),
+        (page + "?surface_turn=1", {}),
+        (page + "?surface_turn=1", htmx("surface")),
+        (page, htmx("surface")),
+        (page, htmx("runs")),
+        (page, htmx("archives")),
+        (reverse("archives"), {}),
+        (reverse("archives") + "?q=nightly", {}),
+        (reverse("archives") + "?q=nightly", htmx("results")),
+        (reverse("archives") + f"?session={session.pk}", {}),
+        (reverse("archive", args=[archive.pk]), {}),
+        (reverse("archive_download", args=[archive.pk, "json"]), {}),
+        (reverse("archive_download", args=[archive.pk, "jsonl"]), {}),
+    ]
+
+
+@pytest.mark.parametrize("role", [None, "viewer", "operator", "admin"])
+def test_every_compaction_page_and_partial_answers_by_role(client_as, worked, role) -> None:
+    client = client_as(role)
+    for url, headers in _compaction_pages(worked):
+        response = client.get(url, headers=headers)
+        assert response.status_code == (403 if role is None else 200), (role, url, headers)
+
+
+def test_anonymous_visitors_are_sent_to_sign_in_from_every_compaction_page(
+    client: Client, worked
+) -> None:
+    for url, headers in _compaction_pages(worked):
+        response = client.get(url, headers=headers)
+        if headers:
+            assert response["HX-Redirect"].startswith(reverse("login") + "?next="), url
+        else:
+            assert response.status_code == 302, url
+            assert response["Location"].startswith(reverse("login") + "?next="), url
+
+
+def test_fragments_are_fragments(client_as, worked) -> None:
+    client = client_as("viewer")
+    url = reverse("session", args=[worked.pk])
+    for target, start in (
+        ("surface", '<section id="surface"'),
+        ("runs", '<div id="runs"'),
+        ("archives", '<div id="archives"'),
+    ):
+        body = fragment(client.get(url, headers=htmx(target)))
+        assert body.lstrip().startswith(start) and "<html" not in body, target
+    results = fragment(client.get(reverse("archives"), {"q": "build"}, headers=htmx("results")))
+    assert results.lstrip().startswith('<div id="results"') and "<html" not in results
+
+
+def test_compaction_markers_sit_where_the_compaction_took_effect(client_as, worked) -> None:
+    page = fragment(client_as("viewer").get(reverse("session", args=[worked.pk])))
+    shapes = _figure(page, "pressure")["layout"]["shapes"]
+    # turns 0 and 1 had ended when the compaction finished: it took effect at turn 2
+    assert [s["x0"] for s in shapes if s["xref"] == "x"] == [2]
+    notes = _figure(page, "pressure")["layout"]["annotations"]
+    action = CompactionRun.objects.get().action
+    assert f"{action} (manual)" in [n["text"] for n in notes]
+
+
+def test_refused_and_noop_runs_are_not_marked(client_as, key, settings) -> None:
+    session = worked_session(key, compact=False)
+    settings.COMPACTION_ARCHIVE_BACKEND = FAILING_ARCHIVE
+    with pytest.raises(CompactionRefused):
+        compact_session(session_id=session.pk, mode="manual")
+    page = fragment(client_as("viewer").get(reverse("session", args=[session.pk])))
+    assert [s for s in _figure(page, "pressure")["layout"]["shapes"] if s["xref"] == "x"] == []
+
+
+def test_the_surface_now_marks_stubs_and_turn_1_shows_what_the_model_saw_then(
+    client_as, worked
+) -> None:
+    client = client_as("viewer")
+    url = reverse("session", args=[worked.pk])
+    now = fragment(client.get(url))
+    assert "Surface as the model sees it now" in now
+    assert "version 2 · 11 messages" in now
+    assert now.count('<span class="tag pruned" title=') == 2
+    assert now.count('<details class="block result pruned">') == 2
+    assert 'class="msg role-system"' in now and 'class="msg role-user"' in now
+    assert 'class="msg role-assistant"' in now
+    assert '<details class="block call">' in now and "<code>read_log</code>" in now
+    assert "[tool result pruned: read_log returned" in now
+
+    then = fragment(client.get(url, {"surface_turn": 1}, headers=htmx("surface")))
+    assert "Surface as the model saw it on turn 1" in then and "version 1 ·" in then
+    assert "pruned" not in then
+    assert then.count("part 0 line " + "x" * 60) == 8_000 // 75  # the whole result
+
+    assert "Turn 0: its calls did not name a surface version." in fragment(
+        client.get(url, {"surface_turn": 0}, headers=htmx("surface"))
+    )
+    assert "Turn 99: there is no such turn." in fragment(client.get(url, {"surface_turn": 99}))
+    # the turns table links each turn to the surface it used, with a real href
+    assert 'href="?surface_turn=2#surface" hx-get="?surface_turn=2"' in now
+
+
+def test_a_summary_is_marked_on_the_surface(client_as, worked) -> None:
+    page = fragment(client_as("viewer").get(reverse("session", args=[worked.pk])))
+    assert page.count('class="msg role-user is-summary"') == 1
+    assert '<span class="tag summary" title=' in page
+    assert (
+        "summary of seq 2–9</span>" in page and "[Summary of 8 earlier messages (seq 2-9)" in page
+    )
+
+
+def test_a_session_without_a_transcript_says_so(client_as, session) -> None:
+    page = fragment(client_as("viewer").get(reverse("session", args=[session.pk])))
+    assert "no transcript has been appended to this session yet" in page
+    assert "No compaction runs yet." in page and "No archives" in page
+
+
+def test_operators_see_compact_now_and_viewers_see_it_disabled_with_a_reason(
+    client_as, worked
+) -> None:
+    url = reverse("session", args=[worked.pk])
+    viewer = fragment(client_as("viewer").get(url))
+    assert re.search(
+        r'<button type="button" class="primary" disabled title="Compacting needs the operator '
+        r'role; you are a viewer.">Compact now</button>',
+        viewer,
+    )
+    assert reverse("session_compact", args=[worked.pk]) not in viewer
+    operator = fragment(client_as("operator").get(url))
+    compact_url = reverse("session_compact", args=[worked.pk])
+    assert f'action="{compact_url}"' in operator and f'hx-post="{compact_url}"' in operator
+    assert "hx-confirm=" in operator and 'name="csrfmiddlewaretoken"' in operator
+
+
+@pytest.mark.parametrize("role", [None, "viewer"])
+def test_compact_now_is_forbidden_below_operator_and_changes_nothing(
+    client_as, worked, role
+) -> None:
+    before = state_of(worked)
+    runs = CompactionRun.objects.count()
+    response = client_as(role).post(
+        reverse("session_compact", args=[worked.pk]), headers={"HX-Request": "true"}
+    )
+    assert response.status_code == 403
+    assert state_of(worked) == before and CompactionRun.objects.count() == runs
+
+
+def test_compact_now_needs_a_post_a_sign_in_and_a_known_session(client: Client, client_as, worked):
+    url = reverse("session_compact", args=[worked.pk])
+    assert client.post(url).status_code == 302
+    operator = client_as("operator")
+    assert operator.get(url).status_code == 405
+    assert operator.post(reverse("session_compact", args=[999_999])).status_code == 404
+
+
+def test_compact_now_needs_the_csrf_token(client_as, key) -> None:
+    session = worked_session(key, compact=False)
+    client = client_as("operator", enforce_csrf=True)
+    url = reverse("session_compact", args=[session.pk])
+    before = state_of(session)
+    assert client.post(url, headers={"HX-Request": "true"}).status_code == 403
+    assert state_of(session) == before and not CompactionRun.objects.exists()
+    page = fragment(client.get(reverse("session", args=[session.pk])))
+    found = re.search(r"<body hx-headers='\{\"X-CSRFToken\": \"([^\"]+)\"\}'>", page)
+    assert found is not None
+    response = client.post(url, headers={"HX-Request": "true", "X-CSRFToken": found.group(1)})
+    assert response.status_code == 200
+    assert CompactionRun.objects.get().status == "applied"
+
+
+def test_compact_now_compacts_shows_the_result_and_swaps_the_other_parts(client_as, key) -> None:
+    session = worked_session(key, compact=False)
+    client = client_as("operator")
+    response = client.post(
+        reverse("session_compact", args=[session.pk]), headers={"HX-Request": "true"}
+    )
+    assert response.status_code == 200
+    body = fragment(response)
+    run = CompactionRun.objects.get()
+    assert (run.mode, run.trigger, run.status, run.archived) == (
+        "manual",
+        "console",
+        "applied",
+        True,
+    )
+    assert run.requested_by.startswith("user:user-operator-")
+    assert body.lstrip().startswith('<div id="compact"') and "<html" not in body
+    assert "<strong>Compacted</strong>" in body
+    assert f"{run.tokens_before:,} → {run.tokens_after:,} tokens, surface v1 → v2" in body
+    assert f'href="/archives/{run.archive_id}/"' in body
+    for swapped in ('<section id="surface"', '<div id="runs"', '<div id="archives"'):
+        start = body.index(swapped)
+        assert 'hx-swap-oob="true"' in body[start : body.index(">", start)], swapped
+    assert "version 2 ·" in body and "pruned stub" in body
+    assert "user:user-operator-" in body
+
+
+def test_compact_now_without_javascript_redirects_back_with_the_outcome(client_as, key) -> None:
+    session = worked_session(key, compact=False)
+    client = client_as("admin")
+    response = client.post(reverse("session_compact", args=[session.pk]), follow=True)
+    assert response.redirect_chain[-1][0] == reverse("session", args=[session.pk]) + "#compaction"
+    assert "Compacted (prune+summarize)" in fragment(response)
+
+
+def test_a_refusal_shows_its_reason_in_place_and_changes_nothing(client_as, key, settings) -> None:
+    session = worked_session(key, compact=False)
+    settings.COMPACTION_ARCHIVE_BACKEND = FAILING_ARCHIVE
+    before = state_of(session)
+    response = client_as("operator").post(
+        reverse("session_compact", args=[session.pk]), headers={"HX-Request": "true"}
+    )
+    # an answer, not an error: the page shows it where the button is
+    assert response.status_code == 200
+    body = fragment(response)
+    assert "<strong>Refused</strong>" in body
+    assert "archive failed, nothing changed: ArchiveError: archive store unavailable" in body
+    assert state_of(session) == before
+    assert not Archive.objects.exists()
+    run = CompactionRun.objects.get()
+    assert run.status == "refused" and not run.archived
+    runs = body[body.index('<div id="runs"') :]
+    assert '<span class="outcome refused">refused</span>' in runs
+    assert "archive failed</span>" in runs
+
+
+def test_a_refusal_without_javascript_is_an_error_message(client_as, key, settings) -> None:
+    session = worked_session(key, compact=False)
+    settings.COMPACTION_ARCHIVE_BACKEND = FAILING_ARCHIVE
+    response = client_as("operator").post(
+        reverse("session_compact", args=[session.pk]), follow=True
+    )
+    assert '<li class="error">Refused — archive failed, nothing changed' in fragment(response)
+
+
+def test_the_runs_table_shows_each_outcome_and_compacted_without_archive(
+    client_as, key, settings
+) -> None:
+    session = worked_session(key, compact=False)
+    empty = make_session(key, "no-log", turns=1)
+    compact_session(session_id=empty.pk, mode="manual", requested_by="user:someone")
+    settings.COMPACTION_ARCHIVE_BACKEND = FAILING_ARCHIVE
+    with pytest.raises(CompactionRefused):
+        compact_session(session_id=session.pk, mode="manual", requested_by="user:ops")
+    # D5: the automatic and overflow paths compact even when the archive fails
+    report_overflow(session=session, surface_version=None, detail="prompt is too long")
+    client = client_as("viewer")
+    runs = fragment(client.get(reverse("session", args=[session.pk]), headers=htmx("runs")))
+    rows = runs.split("<tr class=")[1:]
+    assert len(rows) == 2
+    assert rows[0].startswith('"run-applied unarchived"')
+    assert "compacted without archive</span>" in rows[0] and "overflow" in rows[0]
+    assert "ArchiveError: archive store unavailable" in rows[0]
+    assert rows[1].startswith('"run-refused"') and "user:ops" in rows[1]
+    assert re.search(r"\d+ / \d+ / — ms", rows[1])  # planned and tried to archive, never applied
+    noop = fragment(client.get(reverse("session", args=[empty.pk]), headers=htmx("runs")))
+    assert '<span class="outcome noop">nothing to do</span>' in noop
+    assert "the session has no transcript log to compact" in noop
+
+
+def test_the_session_page_costs_the_same_queries_with_a_short_or_long_transcript(
+    client_as, key
+) -> None:
+    client = client_as("viewer")
+    short = worked_session(key, "short-t", compact=True)
+    long = worked_session(key, "long-t", compact=True)
+    append(long, tool_transcript(20, result_chars=2_000, first_seq=18, first_round=8))
+    compact_session(session_id=long.pk, mode="manual")
+
+    def count(session: AgentSession) -> int:
+        client.get(reverse("session", args=[session.pk]))
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(reverse("session", args=[session.pk])).status_code == 200
+        return len(queries)
+
+    assert count(long) == count(short)
+
+
+# --- archives: search, transcript viewer, downloads ---------------------------------------------
+
+HOSTILE = '<script>alert("owned")</script> zebrafish <mark onclick="x()">hi</mark> </mark>'
+
+
+@pytest.fixture
+def hostile(key: AgentKey) -> AgentSession:
+    """A compacted session whose archived transcript carries markup an agent should not inject."""
+    update_policy(profile=key.profile, values={"keep_rounds": 2, "keep_rounds_verbatim": 4})
+    session = make_session(key, "hostile-1", turns=1)
+    messages = tool_transcript(6, result_chars=4_000)
+    messages[0]["content"] = f"Please look at {HOSTILE} in the page."
+    append(session, messages, system="You read web pages.")
+    compact_session(session_id=session.pk, mode="manual")
+    return session
+
+
+def test_safe_snippet_keeps_only_balanced_marks() -> None:
+    assert safe_snippet("a <mark>b</mark> <script>x</script>") == (
+        "a <mark>b</mark> &lt;script&gt;x&lt;/script&gt;"
+    )
+    assert safe_snippet('</mark><mark onclick="x">y <mark>z') == (
+        "&lt;mark onclick=&quot;x&quot;&gt;y <mark>z</mark>"
+    )
+    assert safe_snippet("&amp; <b>") == "&amp;amp; &lt;b&gt;"
+
+
+def test_search_highlights_hits_and_never_injects_the_transcripts_markup(
+    client_as, hostile
+) -> None:
+    client = client_as("viewer")
+    page = fragment(client.get(reverse("archives"), {"q": "zebrafish"}))
+    assert "1 hit for “zebrafish”" in page
+    assert "<mark>zebrafish</mark>" in page
+    # PostgreSQL's highlighter drops tags it recognises, SQLite's keeps them: either way
+    # nothing but a bare <mark> reaches the page as markup
+    assert "<script" not in page.split("</head>", 1)[1]
+    assert re.findall(r"<mark[^>]*>", page) == ["<mark>"]
+    assert "&lt;mark onclick=" in page
+    archive = Archive.objects.get(session=hostile)
+    assert f'href="/archives/{archive.pk}/#log-seq-1"' in page
+    # the query itself is escaped too
+    echoed = fragment(client.get(reverse("archives"), {"q": "<script>alert(1)</script>"}))
+    assert "<script>alert(1)" not in echoed and "&lt;script&gt;alert(1)&lt;/script&gt;" in echoed
+
+
+def test_the_transcript_viewer_escapes_and_marks_roles_calls_results_and_stubs(
+    client_as, hostile
+) -> None:
+    archive = Archive.objects.get(session=hostile)
+    page = fragment(client_as("viewer").get(reverse("archive", args=[archive.pk])))
+    assert "<script>alert" not in page and "&lt;script&gt;alert(&quot;owned&quot;)" in page
+    log = page[page.index('id="log"') : page.index('id="archived-surface"')]
+    assert log.count('class="msg role-assistant"') == 6
+    assert log.count('<details class="block call">') == 6
+    assert log.count('<details class="block result">') == 6
+    assert 'id="log-seq-1"' in log and 'id="log-seq-12"' in log
+    assert "chat-archive:default:hostile-1" in page
+    assert reverse("archive_download", args=[archive.pk, "jsonl"]) in page
+    # a later compaction archives a surface that carries stubs and a summary: both are marked
+    append(hostile, tool_transcript(4, result_chars=4_000, first_seq=14, first_round=6))
+    compact_session(session_id=hostile.pk, mode="manual")
+    newer = Archive.objects.filter(session=hostile).order_by("-pk").first()
+    assert newer is not None and newer.pk != archive.pk
+    page = fragment(client_as("viewer").get(reverse("archive", args=[newer.pk])))
+    surface = page[page.index('id="archived-surface"') :]
+    assert '<details class="block result pruned">' in surface
+    assert 'class="msg role-user is-summary"' in surface and "summary of seq 2–" in surface
+
+
+def test_downloads_are_the_archive_as_json_and_its_log_as_jsonl(client_as, hostile) -> None:
+    archive = Archive.objects.get(session=hostile)
+    client = client_as("viewer")
+    whole = client.get(reverse("archive_download", args=[archive.pk, "json"]))
+    assert whole["Content-Type"] == "application/json; charset=utf-8"
+    assert whole["Content-Disposition"] == (
+        f'attachment; filename="archive-{archive.pk}-hostile-1.json"'
+    )
+    assert json.loads(whole.content) == archive_document(archive)
+    lines = client.get(reverse("archive_download", args=[archive.pk, "jsonl"]))
+    assert lines["Content-Disposition"] == (
+        f'attachment; filename="archive-{archive.pk}-hostile-1.jsonl"'
+    )
+    decoded = [json.loads(line) for line in lines.content.decode().splitlines()]
+    assert [m["seq"] for m in decoded] == list(range(14))  # the system prompt is seq 0
+    assert decoded == archive_document(archive)["log"]
+    assert HOSTILE in decoded[1]["content"]
+    assert client.get(f"/archives/{archive.pk}/download.xml").status_code == 404
+    assert client.get(reverse("archive_download", args=[999_999, "json"])).status_code == 404
+    assert client.get(reverse("archive", args=[999_999])).status_code == 404
+
+
+def test_a_download_name_keeps_only_safe_characters(client_as, key) -> None:
+    session = make_session(key, 'we"ird/../id\n', turns=1)
+    append(session, tool_transcript(6, result_chars=4_000), system="You read web pages.")
+    compact_session(session_id=session.pk, mode="manual")
+    archive = Archive.objects.get(session=session)
+    response = client_as("viewer").get(reverse("archive_download", args=[archive.pk, "json"]))
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="archive-{archive.pk}-we_ird_.._id.json"'
+    )
+
+
+def test_every_profiles_archives_are_listed_and_searchable(client_as, key, worked) -> None:
+    fleet = create_agent_key(profile_name="fleet").key
+    other = worked_session(fleet, "fleet-work")
+    client = client_as("viewer")
+    listing = fragment(client.get(reverse("archives")))
+    assert "work-1" in listing and "fleet-work" in listing and "Latest archives" in listing
+    hits = fragment(client.get(reverse("archives"), {"q": "nightly build"}))
+    assert "default/" in hits and "fleet/" in hits
+    scoped = fragment(client.get(reverse("archives"), {"q": "nightly build", "session": other.pk}))
+    assert "fleet/" in scoped and "default/" not in scoped
+    assert "only fleet/fleet-work" in scoped
+    per_session = fragment(
+        client.get(reverse("session", args=[worked.pk]), headers=htmx("archives"))
+    )
+    archive = Archive.objects.get(session=worked)
+    assert f'href="/archives/{archive.pk}/"' in per_session
+    assert f'href="/archives/{archive.pk}/download.jsonl" download' in per_session
+    assert "fleet-work" not in per_session
