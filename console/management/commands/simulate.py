@@ -1,10 +1,31 @@
-"""`python manage.py simulate [--base-url URL] [--seed 7] [--sessions N] [--quiet]`.
+"""`python manage.py simulate [--base-url URL] [--seed 7] [--sessions N] [--no-compaction] [--quiet]`.
 
 Seeds the console's demo: a small fleet of realistic agent sessions (`telemetry.simulation`)
-reported through the real HTTP API, as agents would, with keys this command creates for the
-`default`, `fleet` and `desktop` profiles. Every answer is checked against what the scenario
-expects (status, per-item outcome, the round nudge and stop, the session's context and
-projection); anything else stops the run with a CommandError naming the request and the answer.
+driven through the real HTTP API, as agents would, with keys this command creates for the
+`default`, `fleet` and `desktop` profiles (each with the `compact` scope).
+
+1. **Traffic.** Each session's transcript is appended turn by turn
+   (`POST /api/v1/sessions/{id}/messages`: the system prompt and the first user message, then
+   before each call the previous reply and its tool results), and each call is reported
+   (`POST /api/v1/telemetry`) with the `surface_version` its request was built from, read from
+   the append before it. Every answer is checked against what the scenario expects (status,
+   per-item outcome, the round nudge and stop, the session's context and projection).
+2. **Compaction** (skipped with `--no-compaction`), on the sessions the roster keeps for it:
+   an overflow (the provider rejects a request near the wall; `POST .../overflow` compacts and
+   the agent retries once on the new surface), a manual never-lossy `POST .../compact` (prunes
+   and summarizes, archive first), and one automatic relief run in this process with the
+   archive backend failing on purpose (D5's safety valve: it compacts anyway, the run records
+   `archived=False` and the error, and the `compaction` logger writes one ERROR line).
+   The other sessions over `prune_threshold` are left to the worker: the command enqueues their
+   relief jobs by task name, as ingest does, and names them.
+
+   The scenario's telemetry is planned in advance and cannot shrink after a compaction, so
+   compaction waits until the traffic is replayed: from each session's first append the
+   command holds its relief claim (`relief_requested_at`, the mark of a pending job, so ingest
+   and the sweeper enqueue nothing), and releases every claim at the end. The overflow and the
+   archive-outage run therefore happen the same way on every run, worker or not.
+
+Anything unexpected stops the run with a CommandError naming the request and the answer.
 `make run` calls it once, when the database holds no session.
 """
 
@@ -17,18 +38,30 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import Q, QuerySet
+from django.test.utils import override_settings
 from django.utils import timezone
 
+from compaction.models import CompactionRun
+from compaction.services import relieve_session
 from telemetry.keys import create_agent_key
+from telemetry.models import AgentSession
+from telemetry.relief import request_relief
 from telemetry.simulation import (
     PROFILES,
     ROSTER,
+    Append,
     CallRecord,
+    DemoRole,
     Limits,
+    OverflowTurn,
     Profile,
     Scenario,
     SessionScript,
@@ -36,11 +69,18 @@ from telemetry.simulation import (
     Submission,
     build_scenario,
     expected_signals,
+    message_chars,
     plan_submissions,
 )
 
 TELEMETRY = "api/v1/telemetry"
 POLICY = "api/v1/policy"
+SESSIONS = "api/v1/sessions"
+FAILING_ARCHIVE = "compaction.archives.FailingArchive"
+# Figures a compaction changes between two ingest answers (the worker may run in between).
+RELIEF_FIGURES = frozenset(
+    {"projected_next_request_tokens", "pressure", "pressure_band", "surface_version"}
+)
 TIMEOUT = 30
 RETRIES_ON_429 = 5
 
@@ -65,7 +105,12 @@ class Api:
 
     def call(self, method: str, path: str, key: str, body: object | None = None) -> tuple[int, Any]:
         url = urllib.parse.urljoin(self.base_url, path)
-        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        # UTF-8 as is (as JavaScript agents send it); control characters such as NUL stay escaped.
+        data = (
+            None
+            if body is None
+            else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        )
         headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
@@ -211,8 +256,11 @@ class _Tracker:
         else:
             expected["unpriced_calls"] = 0
         if replay:
-            # A replay changes nothing: the figures are the ones the last answer gave.
-            expected = {k: self.figures[session_id].get(k) for k in figures}
+            # A replay changes nothing: the figures are the ones the last answer gave, except
+            # what appends and compactions (the worker's, meanwhile) have moved since.
+            expected = {
+                k: self.figures[session_id].get(k) for k in figures if k not in RELIEF_FIGURES
+            }
         got = {k: figures.get(k) for k in expected}
         if got != expected:
             diff = {k: (expected[k], got[k]) for k in expected if expected[k] != got[k]}
@@ -238,8 +286,268 @@ def _first_problem(body: dict[str, Any]) -> str:
     return f"items {str(body.get('items'))[:300]}"
 
 
+@dataclass
+class _Transcripts:
+    """Appends each session's transcript as its agent would: before each call, what it needs.
+
+    `versions` holds, per call, the surface version the append before it answered.
+    """
+
+    api: Api
+    keys: dict[Profile, str]
+    scenario: Scenario
+    on_created: Callable[[SessionScript], None] = lambda script: None
+    versions: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    current: dict[str, int] = field(default_factory=dict)
+    appends: int = 0
+    messages: int = 0
+    chars: int = 0
+    largest_result: int = 0
+    nul_results: int = 0
+
+    def __post_init__(self) -> None:
+        self.scripts = {s.session_id: s for s in self.scenario.sessions}
+        self.pending = {s.session_id: list(s.appends()) for s in self.scenario.sessions}
+
+    def before(self, records: tuple[CallRecord, ...]) -> None:
+        """Append what each of `records`' requests was built from (already done is skipped)."""
+        for record in records:
+            key = (record.session_id, record.turn, record.call)
+            queue = self.pending[record.session_id]
+            while key not in self.versions:
+                if not queue or queue[0].before is None:
+                    raise CommandError(f"no append precedes call {key} in the scenario")
+                self.send(queue.pop(0))
+
+    def finish(self) -> None:
+        """The replies that ended each session."""
+        for queue in self.pending.values():
+            while queue:
+                self.send(queue.pop(0))
+
+    def send(self, append: Append) -> int:
+        script = self.scripts[append.session_id]
+        path = f"{SESSIONS}/{urllib.parse.quote(append.session_id, safe='')}/messages"
+        status, body = self.api.call("POST", path, self.keys[append.profile], append.body())
+        first = 0 if append.system is not None else append.first_seq
+        expected = list(range(first, append.last_seq + 1))
+        what = f"POST /{path} (seq {first}-{append.last_seq})"
+        if status != 201 or not isinstance(body, dict):
+            raise CommandError(f"{what}: expected HTTP 201, got {status}: {body}")
+        if body.get("appended") != expected or body.get("duplicates") != []:
+            raise CommandError(
+                f"{what}: expected seqs {expected} appended, got {body.get('appended')} "
+                f"(duplicates {body.get('duplicates')})"
+            )
+        version = body.get("surface_version")
+        previous = self.current.get(append.session_id, 0)
+        if not isinstance(version, int) or version <= previous:
+            raise CommandError(f"{what}: expected a surface version above {previous}: {body}")
+        if previous == 0:
+            self.on_created(script)
+        self.current[append.session_id] = version
+        if append.before is not None:
+            turn, call = append.before
+            self.versions[(append.session_id, turn, call)] = version
+        self.appends += 1
+        self.messages += len(append.messages) + (append.system is not None)
+        self.chars += sum(message_chars(m) for m in append.messages)
+        self.chars += len(append.system or "")
+        for message in append.messages:
+            for text in _result_texts(message):
+                self.largest_result = max(self.largest_result, len(text))
+                self.nul_results += "\x00" in text
+        return version
+
+
+def _result_texts(message: dict[str, Any]) -> Iterator[str]:
+    if message.get("role") == "tool":
+        yield str(message.get("content") or "")
+    content = message.get("content")
+    if message.get("role") == "user" and isinstance(content, list):
+        for block in content:
+            if block.get("type") == "tool_result":
+                yield str(block.get("content") or "")
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One compaction the command made happen, as the run row recorded it."""
+
+    role: DemoRole
+    session_id: str
+    run: dict[str, Any]
+    note: str = ""
+
+
+class _Demo:
+    """The compaction steps: an overflow, an archive outage, a manual compact."""
+
+    def __init__(
+        self, api: Api, keys: dict[Profile, str], tracker: _Tracker, transcripts: _Transcripts
+    ) -> None:
+        self.api = api
+        self.keys = keys
+        self.tracker = tracker
+        self.transcripts = transcripts
+        self.steps: list[_Step] = []
+        self.claimed: dict[str, SessionScript] = {}
+        self.roles: dict[DemoRole, SessionScript] = {}
+        for script in tracker.scenario.sessions:
+            role = script.spec.demo
+            if role is not None and role not in self.roles:
+                self.roles[role] = script
+
+    @property
+    def own(self) -> set[str]:
+        return {s.session_id for s in self.roles.values()}
+
+    def claim(self, script: SessionScript) -> None:
+        """Keep the worker off a session until the traffic is replayed: hold its relief claim,
+        as a pending job would (ingest and the sweeper then enqueue nothing for it)."""
+        _session(script).update(relief_requested_at=timezone.now())
+        self.claimed[script.session_id] = script
+
+    def release(self) -> None:
+        for script in self.claimed.values():
+            _session(script).update(relief_requested_at=None)
+        self.claimed.clear()
+
+    def hand_over(self, figures: dict[str, dict[str, Any]]) -> tuple[list[str], list[str]]:
+        """Enqueue relief, as ingest would, for the sessions over prune_threshold that the
+        command did not compact itself. Returns (those sessions, those enqueued)."""
+        over = [
+            s
+            for s in self.tracker.scenario.sessions
+            if s.session_id not in self.own
+            and figures.get(s.session_id, {}).get("pressure_band") in ("prune", "compact", "over")
+        ]
+        ids = dict(_sessions(over).values_list("pk", "external_id"))
+        enqueued = request_relief(list(ids))  # nothing when COMPACTION_AUTO_ENQUEUE is off
+        return [s.session_id for s in over], [ids[pk] for pk in enqueued]
+
+    def run(self) -> None:
+        overflow = self.roles.get("overflow")
+        if overflow is not None and overflow.overflow is not None:
+            self.overflow(overflow, overflow.overflow)
+        outage = self.roles.get("archive_outage")
+        if outage is not None:
+            self.archive_outage(outage)
+        manual = self.roles.get("manual_compact")
+        if manual is not None:
+            self.manual_compact(manual)
+
+    def _path(self, script: SessionScript, tail: str) -> str:
+        return f"{SESSIONS}/{urllib.parse.quote(script.session_id, safe='')}/{tail}"
+
+    def overflow(self, script: SessionScript, turn: OverflowTurn) -> None:
+        """D4: the request with the pasted log is rejected; report it, retry on the new surface."""
+        key = self.keys[script.spec.profile]
+        pasted, reply = turn.appends()
+        used = self.transcripts.send(pasted)
+        path = self._path(script, "overflow")
+        status, body = self.api.call(
+            "POST", path, key, {"surface_version": used, "detail": turn.detail}
+        )
+        what = f"POST /{path} (surface version {used})"
+        if status != 200 or not isinstance(body, dict) or body.get("status") != "applied":
+            raise CommandError(f"{what}: expected 200 with an applied compaction: {status} {body}")
+        new_version = body.get("surface_version")
+        tokens_after = body.get("tokens_after")
+        surface = body.get("surface")
+        if not isinstance(new_version, int) or new_version <= used:
+            raise CommandError(f"{what}: expected a newer surface version: {body}")
+        if not isinstance(tokens_after, int) or not isinstance(surface, dict):
+            raise CommandError(f"{what}: expected tokens_after and the new surface: {body}")
+        # The agent rebuilds its request from the surface; it is the one the answer carried.
+        status, current = self.api.call("GET", self._path(script, "surface"), key)
+        if status != 200 or current != surface:
+            raise CommandError(
+                f"GET /{self._path(script, 'surface')}: expected the surface the overflow "
+                f"answer returned (version {new_version}), got {status}"
+            )
+        retry = turn.retry(tokens_after)
+        self.transcripts.versions[(retry.session_id, retry.turn, retry.call)] = new_version
+        sub = Submission(script.spec.profile, (retry,), batch=False)
+        status, answer = self.api.call("POST", TELEMETRY, key, sub.body(self.transcripts.versions))
+        self.tracker.check(sub, status, answer, ["none"])
+        self.transcripts.send(reply)
+        self.steps.append(
+            _Step(
+                "overflow",
+                script.session_id,
+                body,
+                f"rejected at ~{turn.rejected_tokens:,} tokens; retried at "
+                f"{retry.context_tokens:,} on surface v{new_version}",
+            )
+        )
+
+    def archive_outage(self, script: SessionScript) -> None:
+        """D5's safety valve, on purpose: the automatic path compacts without an archive."""
+        session = _session(script).get()
+        with override_settings(COMPACTION_ARCHIVE_BACKEND=FAILING_ARCHIVE):
+            outcome = relieve_session(session_id=session.pk, task_id="")
+        self.claimed.pop(script.session_id, None)  # relieve_session released it
+        run = outcome.run if outcome is not None else None
+        if run is None or run.status != "applied" or run.archived or not run.archive_error:
+            raise CommandError(
+                f"automatic relief of {script.session_id} with {FAILING_ARCHIVE}: expected an "
+                f"applied run without an archive, got "
+                f"{_run_fields(run) if run is not None else 'no run (busy)'}"
+            )
+        self.steps.append(
+            _Step("archive_outage", script.session_id, _run_fields(run), "archive store down")
+        )
+
+    def manual_compact(self, script: SessionScript) -> None:
+        """An operator's never-lossy compaction: archive first, then prune and summarize."""
+        path = self._path(script, "compact")
+        status, body = self.api.call("POST", path, self.keys[script.spec.profile], {})
+        if (
+            status != 200
+            or not isinstance(body, dict)
+            or body.get("status") != "applied"
+            or not body.get("archived")
+        ):
+            raise CommandError(
+                f"POST /{path}: expected 200 with an archived, applied run: {status} {body}"
+            )
+        self.steps.append(_Step("manual_compact", script.session_id, body))
+
+
+def _session(script: SessionScript) -> QuerySet[AgentSession]:
+    return _sessions([script])
+
+
+def _sessions(scripts: list[SessionScript]) -> QuerySet[AgentSession]:
+    match = Q(pk__in=[])
+    for script in scripts:
+        match |= Q(profile__name=script.spec.profile, external_id=script.session_id)
+    return AgentSession.objects.filter(match)
+
+
+def _run_fields(run: CompactionRun) -> dict[str, Any]:
+    return {
+        "run_id": run.pk,
+        "mode": run.mode,
+        "status": run.status,
+        "action": run.action,
+        "tokens_before": run.tokens_before,
+        "tokens_after": run.tokens_after,
+        "archived": run.archived,
+        "archive_error": run.archive_error or None,
+    }
+
+
 class Command(BaseCommand):
-    help = "Seed demo data: drive a fleet of realistic agent sessions through the telemetry API."
+    help = (
+        "Seed demo data: drive a fleet of realistic agent sessions through the API (transcripts "
+        "and telemetry), then show compaction: an overflow, a manual compact, and ONE automatic "
+        "compaction run in-process with COMPACTION_ARCHIVE_BACKEND=FailingArchive. That run is a "
+        "deliberate demo of D5's safety valve: it compacts without an archive, records "
+        "archived=False with the error and logs one ERROR line. The other sessions over "
+        "prune_threshold are left to the Celery worker."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -253,6 +561,11 @@ class Command(BaseCommand):
             type=int,
             default=len(ROSTER),
             help=f"how many sessions (default {len(ROSTER)}, the whole roster)",
+        )
+        parser.add_argument(
+            "--no-compaction",
+            action="store_true",
+            help="only traffic: no overflow, manual compact or archive-outage run",
         )
         parser.add_argument("--quiet", action="store_true", help="print nothing unless it fails")
 
@@ -286,17 +599,40 @@ class Command(BaseCommand):
         )
         submissions = plan_submissions(scenario)
         tracker = _Tracker(scenario, limits)
-        for sub, signals in zip(submissions, expected_signals(submissions, limits), strict=True):
-            status, body = api.call("POST", TELEMETRY, keys[sub.profile], sub.body())
-            tracker.check(sub, status, body, signals)
+        compaction = not options["no_compaction"]
+        transcripts = _Transcripts(api, keys, scenario)
+        demo = _Demo(api, keys, tracker, transcripts)
+        if compaction:
+            transcripts.on_created = demo.claim
+        with _released(demo):
+            for sub, signals in zip(
+                submissions, expected_signals(submissions, limits), strict=True
+            ):
+                transcripts.before(sub.records)
+                status, body = api.call(
+                    "POST", TELEMETRY, keys[sub.profile], sub.body(transcripts.versions)
+                )
+                tracker.check(sub, status, body, signals)
+            transcripts.finish()
+            traffic_seconds = time.monotonic() - started
+            traffic_figures = dict(tracker.figures)  # as the traffic left them
+            if compaction:
+                demo.run()
+        left: tuple[list[str], list[str]] = ([], [])
+        if compaction:
+            left = demo.hand_over(traffic_figures)
         if not options["quiet"]:
-            self._summary(scenario, submissions, tracker, api, time.monotonic() - started)
+            self._summary(scenario, submissions, tracker, traffic_figures, api, traffic_seconds)
+            self._transcripts(transcripts)
+            if compaction:
+                self._compaction(demo, left, time.monotonic() - started)
 
     def _summary(
         self,
         scenario: Scenario,
         submissions: list[Submission],
         tracker: _Tracker,
+        figures: dict[str, dict[str, Any]],
         api: Api,
         seconds: float,
     ) -> None:
@@ -312,7 +648,7 @@ class Command(BaseCommand):
             f"{'context':>8} {'pressure':>8} {'band':8} {'cache hit':>9} {'cost':>9}"
         )
         for script in scenario.sessions:
-            f = tracker.figures.get(script.session_id, {})
+            f = figures.get(script.session_id, {})
             pressure, hit, cost = f.get("pressure"), f.get("cache_hit_ratio"), f.get("cost_usd")
             out(
                 f"  {script.session_id:30} {script.spec.model:44} {script.spec.profile:8} "
@@ -323,12 +659,18 @@ class Command(BaseCommand):
                 f"{'unknown' if hit is None else f'{hit:.0%}':>9} "
                 f"{'unknown' if cost is None else '$' + format(float(cost), '.2f'):>9}"
             )
-        self._crossings(scenario, tracker, out)
+        self._crossings(scenario, tracker, figures, out)
 
-    def _crossings(self, scenario: Scenario, tracker: _Tracker, out: Any) -> None:
+    def _crossings(
+        self,
+        scenario: Scenario,
+        tracker: _Tracker,
+        figures: dict[str, dict[str, Any]],
+        out: Callable[[str], None],
+    ) -> None:
         by_band: dict[str, list[str]] = {}
         for script in scenario.sessions:
-            band = str(tracker.figures.get(script.session_id, {}).get("pressure_band"))
+            band = str(figures.get(script.session_id, {}).get("pressure_band"))
             by_band.setdefault(band, []).append(script.spec.slug)
         limits = tracker.limits["default"]
         out(
@@ -350,6 +692,62 @@ class Command(BaseCommand):
         if tracker.replay is not None:
             records, duplicates = tracker.replay
             out(f"Replayed a {records}-record batch: {duplicates} duplicates, nothing changed.")
+
+    def _transcripts(self, transcripts: _Transcripts) -> None:
+        self.stdout.write(
+            f"Transcripts: {transcripts.messages} messages ({transcripts.chars:,} chars) in "
+            f"{transcripts.appends} appends; largest tool result {transcripts.largest_result:,} "
+            f"chars, {transcripts.nul_results} with a NUL; every record carries the surface "
+            "version its request used."
+        )
+
+    def _compaction(self, demo: _Demo, left: tuple[list[str], list[str]], seconds: float) -> None:
+        out = self.stdout.write
+        out(f"Compaction ({seconds:.1f} s in all):")
+        labels = {
+            "overflow": "overflow, agent retried",
+            "archive_outage": "auto, archive down (D5)",
+            "manual_compact": "manual /compact",
+        }
+        for step in demo.steps:
+            run = step.run
+            archived = (
+                "archived" if run.get("archived") else f"NOT archived: {run['archive_error']}"
+            )
+            out(
+                f"  {labels[step.role]:24} {step.session_id:30} {run['mode']:8} "
+                f"{run['status']:8} {run['action']:16} "
+                f"{run['tokens_before'] or 0:>8,} -> {run['tokens_after'] or 0:>8,} tokens  "
+                f"{archived}{'; ' + step.note if step.note else ''}"
+            )
+        over, enqueued = left
+        out(
+            f"Left to the worker's relief jobs (over prune_threshold): {', '.join(over) or 'none'}."
+        )
+        out(
+            f"  {len(enqueued)} relief jobs enqueued"
+            + ("" if settings.COMPACTION_AUTO_ENQUEUE else " (COMPACTION_AUTO_ENQUEUE is off)")
+            + "."
+        )
+        runs = Counter(
+            (mode, status)
+            for mode, status in CompactionRun.objects.filter(
+                session__external_id__in=[s.session_id for s in demo.tracker.scenario.sessions]
+            ).values_list("mode", "status")
+        )
+        out(
+            "Compaction runs so far: "
+            + (", ".join(f"{m}/{s} {n}" for (m, s), n in sorted(runs.items())) or "none")
+            + "."
+        )
+
+
+@contextmanager
+def _released(demo: _Demo) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        demo.release()
 
 
 def _breaks(script: SessionScript) -> str:
