@@ -265,17 +265,18 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return render(request, "console/session.html", context)
 
 
-def _outcome_message(run: CompactionRun) -> str:
+def _outcome(run: CompactionRun) -> tuple[str, str]:
+    """A run's outcome for the operator who asked for it: a title and what happened."""
     if run.status == "applied":
-        return (
-            f"Compacted ({run.action}): {run.tokens_before or 0:,} → {run.tokens_after or 0:,} "
-            f"tokens, surface v{run.surface_version_before} → v{run.surface_version_after}."
+        return "Compacted", (
+            f"{run.action}: {run.tokens_before or 0:,} → {run.tokens_after or 0:,} tokens, "
+            f"surface v{run.surface_version_before} → v{run.surface_version_after}."
         )
     if run.status == "noop":
-        return f"Nothing to compact: {run.reason}"
+        return "Nothing to do", run.reason
     if run.status == "refused":
-        return f"Refused — {run.reason}"
-    return f"Not applied ({run.get_status_display()}): {run.reason or run.error}"
+        return "Refused", run.reason
+    return "Not applied", f"{run.get_status_display()}: {run.reason or run.error}"
 
 
 @require_POST
@@ -297,15 +298,20 @@ def session_compact(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         ).run
     except (CompactionRefused, CompactionBusy) as exc:
         run = exc.run
-    message = _outcome_message(run)
+    title, detail = _outcome(run)
     if not request.htmx:
         level = messages.success if run.status in ("applied", "noop") else messages.error
-        level(request, message)
+        level(request, f"{title} — {detail}")
         return redirect(reverse("session", args=[session.pk]) + "#compaction")
-    session.refresh_from_db()
-    context = _compaction_context(session) | {"compact_run": run, "message": message}
+    # the compaction moved the figures too (D6: the surface estimate replaces the projection)
+    session, policy, version = _session_or_404(pk)
+    context = (
+        _live_context(session, policy, version)
+        | _compaction_context(session)
+        | {"compact_run": run, "outcome_title": title, "outcome_detail": detail}
+    )
     html = render_to_string("console/session.html#compact", context, request)
-    for name in ("surface", "runs", "archives"):
+    for name in ("live", "surface", "runs", "archives"):
         html += render_to_string(f"console/session.html#{name}", context | {"oob": True}, request)
     return HttpResponse(html)
 

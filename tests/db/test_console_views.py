@@ -922,8 +922,8 @@ def test_compaction_markers_sit_where_the_compaction_took_effect(client_as, work
     # turns 0 and 1 had ended when the compaction finished: it took effect at turn 2
     assert [s["x0"] for s in shapes if s["xref"] == "x"] == [2]
     notes = _figure(page, "pressure")["layout"]["annotations"]
-    action = CompactionRun.objects.get().action
-    assert f"{action} (manual)" in [n["text"] for n in notes]
+    assert CompactionRun.objects.get().action == "prune+summarize"
+    assert "summarize (manual)" in [n["text"] for n in notes]
 
 
 def test_refused_and_noop_runs_are_not_marked(client_as, key, settings) -> None:
@@ -1051,11 +1051,19 @@ def test_compact_now_compacts_shows_the_result_and_swaps_the_other_parts(client_
     assert "<strong>Compacted</strong>" in body
     assert f"{run.tokens_before:,} → {run.tokens_after:,} tokens, surface v1 → v2" in body
     assert f'href="/archives/{run.archive_id}/"' in body
-    for swapped in ('<section id="surface"', '<div id="runs"', '<div id="archives"'):
+    swapped_parts = (
+        '<section id="live"',
+        '<section id="surface"',
+        '<div id="runs"',
+        '<div id="archives"',
+    )
+    for swapped in swapped_parts:
         start = body.index(swapped)
         assert 'hx-swap-oob="true"' in body[start : body.index(">", start)], swapped
     assert "version 2 ·" in body and "pruned stub" in body
     assert "user:user-operator-" in body
+    # the live figures follow at once: the surface estimate replaced the projection (D6)
+    assert f"{run.tokens_after:,}</span>" in body
 
 
 def test_compact_now_without_javascript_redirects_back_with_the_outcome(client_as, key) -> None:
@@ -1063,7 +1071,7 @@ def test_compact_now_without_javascript_redirects_back_with_the_outcome(client_a
     client = client_as("admin")
     response = client.post(reverse("session_compact", args=[session.pk]), follow=True)
     assert response.redirect_chain[-1][0] == reverse("session", args=[session.pk]) + "#compaction"
-    assert "Compacted (prune+summarize)" in fragment(response)
+    assert "Compacted — prune+summarize: " in fragment(response)
 
 
 def test_a_refusal_shows_its_reason_in_place_and_changes_nothing(client_as, key, settings) -> None:
