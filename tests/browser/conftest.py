@@ -6,6 +6,7 @@ in the console's role groups. Each page records JavaScript errors; a test fails 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,11 +19,15 @@ from django.contrib.auth.models import Group, User
 from django.test.utils import override_settings
 from pytest_django.live_server_helper import LiveServer
 
+from compaction.rawjson import Span
+from compaction.services import compact_session
+from compaction.transcripts import append_messages
 from telemetry.catalogue import seed_catalogue
 from telemetry.ingest import ingest_records
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey, AgentSession
 from telemetry.policies import update_policy
+from tests.support import tool_transcript
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "var" / "screenshots"
@@ -198,6 +203,8 @@ def console_data(transactional_db: None) -> Console:
     now = datetime.now(UTC)
     # the flush of an earlier transactional test may have removed the seeded D7 override
     update_policy(profile=fleet_key.profile, values={"cache_ttl": "1h"})
+    # prune all but 2 rounds, summarize all but 4: a compacted surface shows stubs and a summary
+    update_policy(profile=key.profile, values={"keep_rounds": 2, "keep_rounds_verbatim": 4})
     report(
         fleet_key,
         working_session("fleet-refactor-7", 420, start=now - timedelta(hours=5), prune_at=112_000),
@@ -210,3 +217,33 @@ def console_data(transactional_db: None) -> Console:
     report(key, [{**record, "model": "llama-3.3-70b-local"} for record in local])
     long_session = AgentSession.objects.get(external_id="fleet-refactor-7")
     return Console(key=key, fleet_key=fleet_key, long_session=long_session)
+
+
+def agent_at_work(key: AgentKey, session_id: str, *, compact: bool) -> AgentSession:
+    """A session with a transcript, made as an agent makes it: turn 0 reported, then a transcript
+    of eight tool rounds appended (surface v1) that turns 1-3 used; with `compact`, a manual
+    compaction (v2, archived) that turn 4 used. One user message carries markup that must stay
+    text."""
+    start = datetime.now(UTC) - timedelta(minutes=10)
+    records = working_session(session_id, 5, start=start)
+    report(key, records[:1])
+    session = AgentSession.objects.get(profile=key.profile, external_id=session_id)
+    messages = tool_transcript(8, result_chars=6_000)
+    messages[0]["content"] = (
+        "The nightly build fails since <script>alert('x')</script> landed in the template. "
+        "Find the cause and fix it."
+    )
+    system = "You are a careful build engineer."
+    append_messages(
+        session=session,
+        fmt="anthropic",
+        system=Span(system, f'"{system}"'),
+        messages=[Span(m, json.dumps(m)) for m in messages],
+    )
+    report(key, [{**record, "surface_version": 1} for record in records[1:4]])
+    if compact:
+        compact_session(session_id=session.pk, mode="manual", requested_by="user:ops")
+        after = datetime.now(UTC).isoformat()  # turn 4 starts after the compaction finished
+        report(key, [{**records[4], "surface_version": 2, "at": after}])
+    session.refresh_from_db()
+    return session

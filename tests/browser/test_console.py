@@ -1,15 +1,18 @@
-"""The console in Chromium: sign in, the sessions list, a session's charts and live figures, the
+"""The console in Chromium: sign in, the sessions list, a session's charts and live figures,
+Compact now (applied and refused), the surface on a past turn, the archives and a transcript, the
 admin pages. Screenshots of each page go to var/screenshots/."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from django.urls import reverse
 
-from tests.browser.conftest import Console, report, sign_in, working_session
+from compaction.models import Archive, CompactionRun, Surface
+from tests.browser.conftest import Console, agent_at_work, report, sign_in, working_session
 
 pytestmark = [
     pytest.mark.browser,
@@ -76,9 +79,9 @@ def test_a_session_page_draws_its_charts_and_updates_its_live_figures(
         page.locator("#live .gauge-chart .indicatorlayer, #live .gauge-chart .angular").count() >= 1
     )
 
-    assert page.locator("#surface h3").inner_text() == "Surface"
+    assert "no transcript has been appended" in page.inner_text("#surface")
     assert page.locator("#runs h3").inner_text() == "Compaction runs"
-    assert page.get_by_role("button", name="Compact now").is_disabled()
+    assert page.get_by_role("button", name="Compact now").is_enabled()  # ops is an operator
     tracked.screenshot("03-session")
 
     turns_before = page.locator("#live .figure").nth(4).locator(".value").inner_text()
@@ -155,3 +158,132 @@ def test_an_admin_tunes_policy_creates_a_key_and_sees_the_catalogue(
     page.click("nav >> text=Models")
     page.wait_for_selector("text=claude-sonnet-4-5")
     tracked.screenshot("08-catalogue")
+
+
+def test_an_operator_compacts_now_and_sees_the_result_in_place(open_page, console_data: Console):
+    session = agent_at_work(console_data.key, "triage-5", compact=False)
+    tracked = open_page()
+    sign_in(tracked, "ops")
+    page = tracked.page
+    page.goto(reverse("session", args=[session.pk]))
+    page.wait_for_selector("#chart-pressure .main-svg")
+    assert "Surface as the model sees it now" in page.inner_text("#surface h2")
+    assert page.locator("#surface .msg").count() == 18
+    assert page.locator("#surface .tag.pruned").count() == 0
+    assert "No compaction runs yet." in page.inner_text("#runs")
+    tracked.screenshot("09-session-with-a-transcript")
+
+    dialogs: list[str] = []
+
+    def confirm(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.accept()
+
+    page.once("dialog", confirm)
+    page.get_by_role("button", name="Compact now").click()
+    page.wait_for_selector("#compact .outcome-panel.ok")
+    assert "nothing changes" in dialogs[0]
+    outcome = page.inner_text("#compact .outcome-panel")
+    assert "Compacted" in outcome and "surface v1 → v2" in outcome
+    # the other parts were swapped in place: the new surface, the run, the archive
+    page.wait_for_selector("#surface .tag.pruned")
+    assert "version 2" in page.inner_text("#surface .surface-facts")
+    assert page.locator("#surface .msg.is-summary").count() == 1
+    assert page.locator("#runs tbody tr").count() == 1
+    assert "Applied" in page.inner_text("#runs tbody tr") or "applied" in page.inner_text(
+        "#runs tbody tr"
+    )
+    assert "user:ops" in page.inner_text("#runs tbody tr")
+    assert page.locator("#archives tbody tr").count() == 1
+    assert Surface.objects.get(session=session).version == 2
+    # the live figures followed at once: the surface estimate replaced the projection (D6)
+    run = CompactionRun.objects.get()
+    projected = page.locator("#live .figure").nth(1).locator(".value").inner_text()
+    assert projected == f"{run.tokens_after:,}"
+    page.wait_for_selector("#live .gauge-chart .main-svg")
+    page.locator("#surface details.block.pruned").first.locator("summary").click()
+    tracked.screenshot("10-compacted-in-place")
+
+
+def test_a_refusal_when_the_archive_fails_shows_its_reason(
+    open_page, console_data: Console, settings
+):
+    session = agent_at_work(console_data.key, "triage-5", compact=False)
+    # the live server runs in this process: the override reaches the view
+    settings.COMPACTION_ARCHIVE_BACKEND = "compaction.archives.FailingArchive"
+    tracked = open_page()
+    sign_in(tracked, "ops")
+    page = tracked.page
+    page.goto(reverse("session", args=[session.pk]))
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Compact now").click()
+    page.wait_for_selector("#compact .outcome-panel.bad")
+    outcome = page.inner_text("#compact .outcome-panel")
+    assert "Refused" in outcome and "archive store unavailable" in outcome
+    assert "nothing changed" in outcome
+    assert "version 1" in page.inner_text("#surface .surface-facts")
+    row = page.inner_text("#runs tbody tr")
+    assert "refused" in row.lower() and "archive failed" in row
+    assert Surface.objects.get(session=session).version == 1
+    assert not Archive.objects.exists()
+    tracked.screenshot("11-compaction-refused")
+
+
+def test_a_viewer_sees_compact_now_disabled_and_the_surface_of_a_past_turn(
+    open_page, console_data: Console
+):
+    session = agent_at_work(console_data.key, "triage-5", compact=True)
+    tracked = open_page()
+    sign_in(tracked, "watcher")
+    page = tracked.page
+    page.goto(reverse("session", args=[session.pk]))
+    button = page.get_by_role("button", name="Compact now")
+    assert button.is_disabled()
+    assert "operator role" in (button.get_attribute("title") or "")
+    # the compaction is marked on the pressure chart
+    page.wait_for_selector("#chart-pressure .main-svg")
+    assert "summarize (manual)" in page.inner_text("#chart-pressure")
+    assert page.locator("#surface .tag.pruned").count() >= 1
+    # turn 2 used surface v1: pick it in the turns table, the surface swaps in place
+    page.locator("#turns a", has_text="v1").first.click()
+    page.wait_for_selector("#surface h2:has-text('on turn')")
+    assert "version 1" in page.inner_text("#surface .surface-facts")
+    assert page.locator("#surface .tag.pruned").count() == 0
+    assert "surface_turn=" in page.url
+    # markup an agent sent stays text
+    assert "<script>alert('x')</script>" in page.inner_text("#surface")
+    tracked.screenshot("12-surface-on-a-past-turn")
+
+
+def test_search_the_archives_and_open_a_transcript(open_page, console_data: Console):
+    agent_at_work(console_data.key, "triage-5", compact=True)
+    agent_at_work(console_data.fleet_key, "fleet-ci-9", compact=True)
+    tracked = open_page()
+    sign_in(tracked, "watcher")
+    page = tracked.page
+    page.click("nav >> text=Archives")
+    page.wait_for_selector("text=Latest archives")
+    assert page.locator("#results tbody tr").count() == 2
+    tracked.screenshot("13-archives")
+
+    page.fill("#id_archive_q", "nightly template")
+    page.wait_for_selector("#results .hit mark")
+    assert "q=nightly" in page.url
+    assert page.locator("#results .hit").count() == 2  # both profiles' archives
+    assert page.locator("#results .hit script").count() == 0
+    tracked.screenshot("14-archive-search")
+
+    page.locator("#results .hit a", has_text="archive #").first.click()
+    page.wait_for_url(re.compile(r".*/archives/\d+/#log-seq-1$"))
+    page.wait_for_selector("#log .msg.role-assistant")
+    assert page.locator("#log .msg").count() == 18
+    assert page.locator("#archived-surface .msg").count() == 18
+    call = page.locator("#log details.block.call").first
+    assert not call.locator("pre").is_visible()
+    call.locator("summary").click()
+    assert '"part": 0' in call.locator("pre").inner_text()
+    assert "<script>alert('x')</script>" in page.inner_text("#log-seq-1")
+    with page.expect_download() as download:
+        page.click("text=JSONL")
+    assert download.value.suggested_filename.endswith(".jsonl")
+    tracked.screenshot("15-transcript")
