@@ -1,0 +1,119 @@
+"""A tiny run of `make bench` (`python -m bench.run --smoke`): the harness itself works.
+
+The harness always measures on PostgreSQL and RabbitMQ (its own database `bench_smoke_<pid>`
+on the server of BENCH_DATABASE_URL or TEST_DATABASE_URL, its own queue), whichever backend this
+stage of the suite uses, so it runs in the SQLite stage too. Its figures mean nothing at these
+sizes; what is checked is that every baseline and measurement is produced, the table is printed,
+the JSON is written, and everything it started is gone afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.services import (
+    DEFAULT_BROKER_URL,
+    DEFAULT_DATABASE_URL,
+    broker_reachable,
+    postgres_reachable,
+    with_database,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER_URL = (
+    os.environ.get("BENCH_DATABASE_URL")
+    or os.environ.get("TEST_DATABASE_URL")
+    or DEFAULT_DATABASE_URL
+)
+BROKER_URL = (
+    os.environ.get("BENCH_BROKER_URL") or os.environ.get("TEST_BROKER_URL") or DEFAULT_BROKER_URL
+)
+
+
+def _unreachable() -> str | None:
+    why = postgres_reachable(SERVER_URL)
+    if why is not None:
+        return f"PostgreSQL ({SERVER_URL}) is not reachable: {why}"
+    why = broker_reachable(BROKER_URL)
+    if why is not None:
+        return f"RabbitMQ ({BROKER_URL}) is not reachable: {why}"
+    return None
+
+
+def test_the_bench_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None:
+    why = _unreachable()
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the bench smoke run needs its services and CI=true: {why}")
+        pytest.skip(f"the bench smoke run needs PostgreSQL and RabbitMQ: {why}")
+    database_url = with_database(SERVER_URL, f"bench_smoke_{os.getpid()}")
+    out = tmp_path / "latest.json"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        # the harness sets its own; the stage's must not leak into gunicorn or the worker
+        if k
+        not in {
+            "DATABASE_URL",
+            "CELERY_BROKER_URL",
+            "CELERY_TASK_DEFAULT_QUEUE",
+            "DJANGO_SETTINGS_MODULE",
+        }
+    }
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.run",
+            "--smoke",
+            "--database-url",
+            database_url,
+            "--broker-url",
+            BROKER_URL,
+            "--out",
+            str(out),
+            "--var-dir",
+            str(tmp_path / "var"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
+    results = json.loads(out.read_text())
+    assert set(results["baselines"]) >= {
+        "B_copy",
+        "B_row",
+        "B_noop",
+        "B_read",
+        "B_page",
+        "B_io",
+        "B_json_roundtrip",
+        "B_noop_task",
+    }
+    assert {bar["id"] for bar in results["bars"]} == {f"P{i}" for i in range(1, 10)}
+    for bar in results["bars"]:
+        assert bar["result"] in {"PASS", "MISS", "REPORT"}, bar
+        assert bar["id"] in completed.stdout
+    # Exact ingest whatever the speed: nothing lost, nothing stored twice.
+    for run in results["measurements"]["P1"]["integrity"]:
+        assert (run["lost"], run["duplicated"], run["other"]) == (0, 0, 0), run
+    # Query counts do not grow with the data, even at smoke sizes.
+    for measurement in ("P3", "P5"):
+        counts = results["measurements"][measurement]["query_counts"]
+        assert len(set(counts.values())) == 1, (measurement, counts)
+    # The bench database is gone again.
+    import psycopg
+
+    with psycopg.connect(with_database(SERVER_URL, "postgres")) as conn:
+        name = f"bench_smoke_{os.getpid()}"
+        left = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+    assert left is None
