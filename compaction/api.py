@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Router, Status
 from ninja.errors import HttpError
+from pydantic import Field
 
 from compaction.archives import archive_document, search_archives
 from compaction.core import ConversionError, canonical_json
@@ -219,11 +220,19 @@ def list_archives(request: HttpRequest, session_id: str) -> list[dict[str, Any]]
 
 
 @router.get("/archives", auth=ingest_auth, response={200: list[dict[str, Any]], 422: ErrorOut})
-def search(request: HttpRequest, q: str, session_id: str | None = None) -> list[dict[str, Any]]:
-    """Full-text search of the key's profile's archives; hits are marked with <mark>."""
+def search(
+    request: HttpRequest,
+    q: str,
+    session_id: str | None = None,
+    limit: Annotated[int, Field(ge=1, le=200)] = 50,
+    offset: Annotated[int, Field(ge=0, le=1_000_000)] = 0,
+) -> list[dict[str, Any]]:
+    """Full-text search of the key's profile's archives, newest first, paged with `limit` and
+    `offset`; hits are marked with <mark>."""
     key = request_key(request)
     session = _session(key, session_id) if session_id else None
-    return [hit.__dict__ for hit in search_archives(q, profile=key.profile, session=session)]
+    hits = search_archives(q, profile=key.profile, session=session, limit=limit, offset=offset)
+    return [hit.__dict__ for hit in hits]
 
 
 @router.get(

@@ -59,6 +59,55 @@ def chunk_text(text: str, size: int = CHUNK_CHARS) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
+def readable_text(raw: str) -> str:
+    """Every string in a JSON message (keys of structure excluded), decoded, one per line.
+
+    What full-text search should see: words, not JSON escapes. NUL (which PostgreSQL text
+    cannot hold) becomes U+FFFD.
+    """
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw.replace("\x00", "\ufffd")
+    strings: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, str):
+            strings.append(node)
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                if key not in _STRUCTURE_KEYS:
+                    walk(item)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(value)
+    return "\n".join(strings).replace("\x00", "\ufffd")
+
+
+# Keys whose values are structure (ids, types, roles), not words anyone searches for.
+_STRUCTURE_KEYS = frozenset(
+    {"seq", "type", "role", "id", "tool_use_id", "tool_call_id", "signature", "cache_control"}
+)
+
+
+def _chunks(archive: Archive, entry: LogEntry) -> list[ArchiveChunk]:
+    raw_parts = chunk_text(entry.raw)
+    search_parts = chunk_text(readable_text(entry.raw))
+    return [
+        ArchiveChunk(
+            archive=archive,
+            seq=entry.seq,
+            part=part,
+            role=entry.role,
+            text=raw_parts[part] if part < len(raw_parts) else "",
+            search=search_parts[part] if part < len(search_parts) else "",
+        )
+        for part in range(max(len(raw_parts), len(search_parts)))
+    ]
+
+
 class DatabaseArchive:
     """Archives in this database. Idempotent: the same (session, log length, surface version)
     returns the archive already written (a retried job archives once)."""
@@ -82,11 +131,7 @@ class DatabaseArchive:
                     chars=sum(len(entry.raw) for entry in request.log),
                 )
                 ArchiveChunk.objects.bulk_create(
-                    ArchiveChunk(
-                        archive=archive, seq=entry.seq, part=part, role=entry.role, text=text
-                    )
-                    for entry in request.log
-                    for part, text in enumerate(chunk_text(entry.raw))
+                    chunk for entry in request.log for chunk in _chunks(archive, entry)
                 )
         except IntegrityError:
             # A concurrent attempt archived the same state first; theirs is ours.
@@ -151,8 +196,10 @@ def search_archives(
     profile: AgentProfile | None = None,
     session: AgentSession | None = None,
     limit: int = 50,
+    offset: int = 0,
 ) -> list[SearchHit]:
-    """Full-text search of archived messages; snippets mark hits with <mark>…</mark>.
+    """Full-text search of archived messages, newest archive first, `limit` hits from `offset`;
+    snippets of the readable text mark hits with <mark>…</mark>.
 
     PostgreSQL: websearch syntax over the GIN-indexed tsvector; SQLite: FTS5 MATCH.
     """
@@ -171,15 +218,15 @@ def search_archives(
     if connection.vendor == "postgresql":
         sql = (
             "SELECT a.id, s.external_id, a.namespace, c.seq, c.role, "
-            "ts_headline('english', c.text, q, 'StartSel=<mark>, StopSel=</mark>, MaxFragments=2, "
+            "ts_headline('english', c.search, q, 'StartSel=<mark>, StopSel=</mark>, MaxFragments=2, "
             "MaxWords=25, MinWords=8'), a.created_at "
             "FROM compaction_archivechunk c JOIN compaction_archive a ON a.id = c.archive_id "
             "JOIN telemetry_agentsession s ON s.id = a.session_id, "
             "websearch_to_tsquery('english', %s) q "
-            "WHERE to_tsvector('english', c.text) @@ q" + extra + " "
-            "ORDER BY a.created_at DESC, c.seq LIMIT %s"
+            "WHERE to_tsvector('english', c.search) @@ q" + extra + " "
+            "ORDER BY a.created_at DESC, c.seq, c.part LIMIT %s OFFSET %s"
         )
-        args: list[str | int] = [query, *params, limit]
+        args: list[str | int] = [query, *params, limit, offset]
     else:
         sql = (
             "SELECT a.id, s.external_id, a.namespace, c.seq, c.role, "
@@ -188,9 +235,9 @@ def search_archives(
             "JOIN compaction_archive a ON a.id = c.archive_id "
             "JOIN telemetry_agentsession s ON s.id = a.session_id "
             "WHERE compaction_archivechunk_fts MATCH %s" + extra + " "
-            "ORDER BY a.created_at DESC, c.seq LIMIT %s"
+            "ORDER BY a.created_at DESC, c.seq, c.part LIMIT %s OFFSET %s"
         )
-        args = [_fts5_query(query), *params, limit]
+        args = [_fts5_query(query), *params, limit, offset]
     with connection.cursor() as cursor:
         cursor.execute(sql, args)
         rows = cursor.fetchall()

@@ -193,15 +193,19 @@ class Archive(models.Model):
 class ArchiveChunk(models.Model):
     """Up to 64 KB of one archived log message; the unit of full-text search.
 
-    PostgreSQL indexes `search` (a tsvector, capped at 1 MB each, hence the chunking); SQLite
-    mirrors `text` into the FTS5 table `compaction_archivechunk_fts` (see the migration).
+    PostgreSQL indexes `to_tsvector(search)` (a tsvector is capped at 1 MB, hence the chunks);
+    SQLite mirrors `search` into the FTS5 table `compaction_archivechunk_fts` (see migrations).
     """
 
     archive = models.ForeignKey(Archive, on_delete=models.CASCADE, related_name="chunks")
     seq = models.PositiveIntegerField()
     part = models.PositiveIntegerField(default=0)
     role = models.CharField(max_length=16)
+    # `text`: this part of the message's original JSON (the parts rebuild it byte for byte).
+    # `search`: this part of its readable text — every string in it, decoded, so "\nStep" is
+    # the word "Step" and "\u00e9" is "é" — which the full-text index covers.
     text = models.TextField()
+    search = models.TextField(default="")
 
     class Meta:
         constraints = [

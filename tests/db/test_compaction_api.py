@@ -556,3 +556,25 @@ def test_a_surface_that_cannot_shrink_is_tried_once_per_version(agent):
     )
     later = ingest_records(key=agent.key, raw_items=[{**record, "turn": 2}], batch=False)
     assert later.over_threshold == [session.pk]
+
+
+def test_search_sees_words_not_json_escapes_and_pages(compactor):
+    result = "open\nStep 7/12 failed\nAuthor: José Álvarez\n" + "padding line\n" * 2_000
+    rounds = tool_transcript(6)
+    for message in rounds:
+        if message["role"] == "user" and isinstance(message["content"], list):
+            message["content"][0]["content"] = result
+    body = {"format": "anthropic", "system": "You are a build engineer.", "messages": rounds}
+    # sent with \\u escapes, as Python's json.dumps does by default
+    assert compactor.post("/api/v1/sessions/esc/messages", json.dumps(body)).status_code == 201
+    assert compactor.post("/api/v1/sessions/esc/compact").json()["status"] == "applied"
+    for word in ("Step", "Author", "José"):
+        hits = compactor.get(f"/api/v1/archives?q={word}").json()
+        assert hits, word
+        assert "\\n" not in hits[0]["snippet"] and "\\u00e9" not in hits[0]["snippet"]
+    everything = compactor.get("/api/v1/archives?q=Author&limit=200").json()
+    assert len(everything) == 6
+    first = compactor.get("/api/v1/archives?q=Author&limit=4").json()
+    rest = compactor.get("/api/v1/archives?q=Author&limit=4&offset=4").json()
+    assert [h["seq"] for h in first + rest] == [h["seq"] for h in everything]
+    assert compactor.get("/api/v1/archives?q=Author&limit=0").status_code == 422
