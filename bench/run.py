@@ -889,11 +889,12 @@ class Bench:
                     conn.transaction(),
                     conn.cursor() as cur,
                     cur.copy(
-                        "COPY bench_scratch_chunk (archive_id, seq, part, role, text) FROM STDIN"
+                        "COPY bench_scratch_chunk (archive_id, seq, part, role, text, search) FROM STDIN"
                     ) as copy,
                 ):
                     for row in rows:
-                        copy.write_row((1, row[0], 0, row[2], row[3]))
+                        # the raw text stands in for the decoded search text (same size)
+                        copy.write_row((1, row[0], 0, row[2], row[3], row[3]))
                 return time.perf_counter() - began
 
             def io_plain(run: int) -> float:
