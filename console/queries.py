@@ -403,6 +403,7 @@ def compaction_markers(session: AgentSession) -> list[Marker]:
 RUNS_SHOWN: Final = 20
 ARCHIVES_SHOWN: Final = 20
 ARCHIVES_PER_PAGE: Final = 25
+SEARCH_HITS: Final = 50
 # A block longer than this is cut in the page (the downloads and the API keep every byte).
 SHOWN_BLOCK_CHARS: Final = 20_000
 
@@ -619,7 +620,7 @@ class ShownHit:
 def archive_hits(query: str, session: AgentSession | None = None) -> list[ShownHit]:
     """Full-text hits across every profile's archives (or one session's), snippets made safe.
     Two queries."""
-    hits = search_archives(query, session=session)
+    hits = search_archives(query, session=session, limit=SEARCH_HITS)
     owners = dict(
         Archive.objects.filter(pk__in={h.archive_id for h in hits}).values_list("pk", "session_id")
     )

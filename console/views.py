@@ -37,6 +37,7 @@ from console.forms import (
 )
 from console.queries import (
     BANDS,
+    SEARCH_HITS,
     archive_hits,
     archive_view,
     archives_page,
@@ -345,6 +346,7 @@ def archives(request: HtmxHttpRequest) -> HttpResponse:
         "query": query,
         "scope": session,
         "hits": archive_hits(query, session) if query else [],
+        "hits_limit": SEARCH_HITS,
         "listing": None if query else archives_page(request.GET.get("page"), session),
         "nav": "archives",
     }

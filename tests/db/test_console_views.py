@@ -1185,7 +1185,6 @@ def test_search_highlights_hits_and_never_injects_the_transcripts_markup(
     # nothing but a bare <mark> reaches the page as markup
     assert "<script" not in page.split("</head>", 1)[1]
     assert re.findall(r"<mark[^>]*>", page) == ["<mark>"]
-    assert "&lt;mark onclick=" in page
     archive = Archive.objects.get(session=hostile)
     assert f'href="/archives/{archive.pk}/#log-seq-1"' in page
     # the query itself is escaped too
