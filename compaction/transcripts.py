@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,13 +72,52 @@ def _without_seq(value: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in value.items() if k != "seq"}
 
 
-def load_log(session: AgentSession) -> list[Message]:
-    """The session's log as core messages, rehydrated from the stored original text."""
-    rows = (
-        LogMessage.objects.filter(session=session)
-        .order_by("seq")
-        .values_list("seq", "format", "raw", "bound_cap")
-    )
+@dataclass
+class _ParsedLog:
+    messages: list[Message]
+    last_row: tuple[str, str, int | None]  # (raw_hash, format, bound_cap) of the last message
+    chars: int
+
+
+# A session is known by its id and creation time: an id reused after a rollback is another session.
+_Key = tuple[int, str]
+
+
+class _LogCache:
+    """Parsed log prefixes per session, in this process.
+
+    The log is append-only and its rows never change, so a parsed prefix stays valid; a load
+    parses only the rows after it. The prefix is trusted only while the stored hash of its last
+    row still matches (a rolled-back append or a reused session id starts over). Bounded by the
+    characters held, least recently used first out.
+    """
+
+    def __init__(self, budget_chars: int) -> None:
+        self.budget = budget_chars
+        self.entries: OrderedDict[_Key, _ParsedLog] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, session_id: _Key) -> _ParsedLog | None:
+        with self.lock:
+            entry = self.entries.get(session_id)
+            if entry is not None:
+                self.entries.move_to_end(session_id)
+            return entry
+
+    def put(self, session_id: _Key, entry: _ParsedLog) -> None:
+        with self.lock:
+            self.entries[session_id] = entry
+            self.entries.move_to_end(session_id)
+            total = sum(e.chars for e in self.entries.values())
+            while total > self.budget and len(self.entries) > 1:
+                _, evicted = self.entries.popitem(last=False)
+                total -= evicted.chars
+
+
+_LOG_CACHE = _LogCache(budget_chars=64_000_000)
+
+
+def _parse_rows(rows: Sequence[tuple[int, str, str, int | None, str]]) -> list[Message]:
     return [
         parse_message(
             _without_seq(json.loads(raw)),
@@ -84,8 +125,48 @@ def load_log(session: AgentSession) -> list[Message]:
             seq=seq,
             bound=BoundSpec(cap) if cap is not None else None,
         )
-        for seq, fmt, raw, cap in rows
+        for seq, fmt, raw, cap, _ in rows
     ]
+
+
+def load_log(session: AgentSession, *, use_cache: bool = True) -> list[Message]:
+    """The session's log as core messages, rehydrated from the stored original text.
+
+    Parses only what this process has not parsed before (see `_LogCache`), unless `use_cache`
+    is False (a from-scratch check).
+    """
+    columns = ("seq", "format", "raw", "bound_cap", "raw_hash")
+    key: _Key = (session.pk, session.created_at.isoformat() if session.created_at else "")
+    cached = _LOG_CACHE.get(key) if use_cache else None
+    messages: list[Message] = []
+    if cached is not None and cached.messages:
+        start = len(cached.messages) - 1
+        rows = list(
+            LogMessage.objects.filter(session=session, seq__gte=start)
+            .order_by("seq")
+            .values_list(*columns)
+        )
+        if rows and rows[0][0] == start and (rows[0][4], rows[0][1], rows[0][3]) == cached.last_row:
+            messages = [*cached.messages, *_parse_rows(rows[1:])]
+            tail = rows[-1]
+        else:
+            cached = None
+    if cached is None or not cached.messages:
+        rows = list(
+            LogMessage.objects.filter(session=session).order_by("seq").values_list(*columns)
+        )
+        messages = _parse_rows(rows)
+        tail = rows[-1] if rows else (0, "", "", None, "")
+    if messages:
+        _LOG_CACHE.put(
+            key,
+            _ParsedLog(
+                messages=messages,
+                last_row=(tail[4], tail[1], tail[3]),
+                chars=sum(m.chars for m in messages),
+            ),
+        )
+    return list(messages)
 
 
 def load_operations(session: AgentSession) -> list[Operation]:
@@ -97,8 +178,10 @@ def load_operations(session: AgentSession) -> list[Operation]:
     return [operation_from_dict(data) for data in rows]
 
 
-def derive(session: AgentSession) -> tuple[list[Message], list[Operation], CoreSurface]:
-    log = load_log(session)
+def derive(
+    session: AgentSession, *, use_cache: bool = True
+) -> tuple[list[Message], list[Operation], CoreSurface]:
+    log = load_log(session, use_cache=use_cache)
     operations = load_operations(session)
     return log, operations, derive_surface(log, operations)
 

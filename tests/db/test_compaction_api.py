@@ -39,7 +39,7 @@ def session_of(agent, session_id: str = "run-1") -> AgentSession:
 def assert_surface_is_derived_from_the_log(session: AgentSession) -> None:
     """D1: the materialised surface equals derive_surface(log, operations) from scratch."""
     state = Surface.objects.get(session=session)
-    _, _, surface = derive(session)
+    _, _, surface = derive(session, use_cache=False)
     assert canonical_json(surface, format=format_of(state.format)).decode() == state.body
 
 
