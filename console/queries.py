@@ -617,10 +617,29 @@ class ShownHit:
     created_at: datetime | None
 
 
-def archive_hits(query: str, session: AgentSession | None = None) -> list[ShownHit]:
-    """Full-text hits across every profile's archives (or one session's), snippets made safe.
-    Two queries."""
-    hits = search_archives(query, session=session, limit=SEARCH_HITS)
+@dataclass(frozen=True)
+class HitsPage:
+    hits: list[ShownHit]
+    number: int
+    has_more: bool
+
+    @property
+    def first(self) -> int:
+        return (self.number - 1) * SEARCH_HITS + 1
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.hits) - 1
+
+
+def archive_hits(query: str, session: AgentSession | None = None, page: int = 1) -> HitsPage:
+    """A page of full-text hits across every profile's archives (or one session's), newest
+    archive first, snippets made safe. Three queries."""
+    page = max(page, 1)
+    found = search_archives(
+        query, session=session, limit=SEARCH_HITS + 1, offset=(page - 1) * SEARCH_HITS
+    )
+    hits = found[:SEARCH_HITS]
     owners = dict(
         Archive.objects.filter(pk__in={h.archive_id for h in hits}).values_list("pk", "session_id")
     )
@@ -640,7 +659,7 @@ def archive_hits(query: str, session: AgentSession | None = None) -> list[ShownH
                 _parsed_time(hit.created_at),
             )
         )
-    return shown
+    return HitsPage(shown, page, len(found) > SEARCH_HITS)
 
 
 def _parsed_time(value: str) -> datetime | None:

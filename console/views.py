@@ -37,7 +37,6 @@ from console.forms import (
 )
 from console.queries import (
     BANDS,
-    SEARCH_HITS,
     archive_hits,
     archive_view,
     archives_page,
@@ -345,14 +344,18 @@ def archives(request: HtmxHttpRequest) -> HttpResponse:
     context = {
         "query": query,
         "scope": session,
-        "hits": archive_hits(query, session) if query else [],
-        "hits_limit": SEARCH_HITS,
+        "found": archive_hits(query, session, _page_number(request)) if query else None,
         "listing": None if query else archives_page(request.GET.get("page"), session),
         "nav": "archives",
     }
     if request.htmx and request.htmx.target == "results":
         return render(request, "console/archives.html#results", context)
     return render(request, "console/archives.html", context)
+
+
+def _page_number(request: HttpRequest) -> int:
+    value = request.GET.get("page", "")
+    return int(value) if value.isdigit() and len(value) < 7 else 1
 
 
 def _archive_or_404(pk: int) -> Archive:

@@ -1267,3 +1267,17 @@ def test_every_profiles_archives_are_listed_and_searchable(client_as, key, worke
     assert f'href="/archives/{archive.pk}/"' in per_session
     assert f'href="/archives/{archive.pk}/download.jsonl" download' in per_session
     assert "fleet-work" not in per_session
+
+
+def test_search_pages_through_many_hits(client_as, key) -> None:
+    session = make_session(key, "chatty", turns=1)
+    append(session, tool_transcript(30, result_chars=300), system="You read logs.")
+    compact_session(session_id=session.pk, mode="manual")
+    client = client_as("viewer")
+    first = fragment(client.get(reverse("archives"), {"q": "part"}))
+    assert "Hits 1–50 for “part”" in first and first.count('<li class="hit">') == 50
+    assert 'href="?q=part&amp;page=2" hx-get="?q=part&amp;page=2"' in first
+    second = fragment(
+        client.get(reverse("archives"), {"q": "part", "page": 2}, headers=htmx("results"))
+    )
+    assert "Hits 51–" in second and "← newer hits" in second and "older hits" not in second
