@@ -7,6 +7,7 @@ operator rehearsing an outage) can see the manual path refuse and the automatic 
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -199,7 +200,8 @@ def search_archives(
     offset: int = 0,
 ) -> list[SearchHit]:
     """Full-text search of archived messages, newest archive first, `limit` hits from `offset`;
-    snippets of the readable text mark hits with <mark>…</mark>.
+    snippets of the readable text are safe HTML: the text escaped, hits in <mark>…</mark>
+    (archived text is whatever an agent sent, `<script>` included).
 
     PostgreSQL: websearch syntax over the GIN-indexed tsvector; SQLite: FTS5 MATCH.
     """
@@ -218,7 +220,7 @@ def search_archives(
     if connection.vendor == "postgresql":
         sql = (
             "SELECT a.id, s.external_id, a.namespace, c.seq, c.role, "
-            "ts_headline('english', c.search, q, 'StartSel=<mark>, StopSel=</mark>, MaxFragments=2, "
+            "ts_headline('english', c.search, q, 'StartSel=\ue000, StopSel=\ue001, MaxFragments=2, "
             "MaxWords=25, MinWords=8'), a.created_at "
             "FROM compaction_archivechunk c JOIN compaction_archive a ON a.id = c.archive_id "
             "JOIN telemetry_agentsession s ON s.id = a.session_id, "
@@ -230,7 +232,7 @@ def search_archives(
     else:
         sql = (
             "SELECT a.id, s.external_id, a.namespace, c.seq, c.role, "
-            "snippet(compaction_archivechunk_fts, 0, '<mark>', '</mark>', '…', 24), a.created_at "
+            "snippet(compaction_archivechunk_fts, 0, '\ue000', '\ue001', '…', 24), a.created_at "
             "FROM compaction_archivechunk_fts f JOIN compaction_archivechunk c ON c.id = f.rowid "
             "JOIN compaction_archive a ON a.id = c.archive_id "
             "JOIN telemetry_agentsession s ON s.id = a.session_id "
@@ -248,11 +250,20 @@ def search_archives(
             namespace=row[2],
             seq=row[3],
             role=row[4],
-            snippet=row[5],
+            snippet=_safe_snippet(row[5]),
             created_at=row[6].isoformat() if hasattr(row[6], "isoformat") else str(row[6]),
         )
         for row in rows
     ]
+
+
+def _safe_snippet(snippet: str) -> str:
+    """The highlighter marks hits with private-use sentinels; escape everything, then turn the
+    sentinels into <mark> tags, so no archived text can inject markup."""
+    return html.escape(snippet).replace(_START, "<mark>").replace(_STOP, "</mark>")
+
+
+_START, _STOP = "\ue000", "\ue001"
 
 
 def _fts5_query(query: str) -> str:

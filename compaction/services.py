@@ -195,7 +195,7 @@ def _compact_locked(
         policy=relief_policy(policy, session.window_tokens),
         mode=_PLAN_MODE[mode],  # type: ignore[arg-type]
         summarizer=configured_summarizer(),
-        context_tokens=_measured_tokens(session, state) if mode == "auto" else None,
+        context_tokens=_measured_tokens(session) if mode == "auto" else None,
     )
     run.action = plan.action
     run.reason = plan.reason
@@ -282,9 +282,10 @@ def _compact_locked(
     return RunOutcome(run, new_state)
 
 
-def _measured_tokens(session: AgentSession, state: Surface) -> int | None:
-    """D6: the projected next request when telemetry has one, else the surface estimate."""
-    return session.projected_tokens if session.projected_tokens is not None else None
+def _measured_tokens(session: AgentSession) -> int | None:
+    """D6: the projected next request when telemetry has one (system prompt and tools included,
+    which the log lacks); None lets the planner estimate from the surface."""
+    return session.projected_tokens
 
 
 def _record_surface_estimate(session: AgentSession, policy: PolicyValues, plan: ReliefPlan) -> None:

@@ -7,6 +7,7 @@ and a session's series costs one query whatever its number of turns.
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import re
 from collections import defaultdict
@@ -600,7 +601,9 @@ def safe_snippet(snippet: str) -> SafeString:
                 out.append(part)
                 open_marks -= 1
         else:
-            out.append(escape(part))
+            # compaction.archives already escapes; unescape(escape(x)) == x, so escaping once
+            # more shows the text exactly, and stays safe if a snippet ever arrives unescaped.
+            out.append(escape(html.unescape(part)))
     out.append("</mark>" * open_marks)
     return mark_safe("".join(out))  # noqa: S308 (every other character was escaped above)
 

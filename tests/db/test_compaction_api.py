@@ -578,3 +578,23 @@ def test_search_sees_words_not_json_escapes_and_pages(compactor):
     rest = compactor.get("/api/v1/archives?q=Author&limit=4&offset=4").json()
     assert [h["seq"] for h in first + rest] == [h["seq"] for h in everything]
     assert compactor.get("/api/v1/archives?q=Author&limit=0").status_code == 422
+
+
+def test_search_snippets_are_safe_html(compactor):
+    rounds = tool_transcript(6)
+    for message in rounds:
+        if message["role"] == "user" and isinstance(message["content"], list):
+            message["content"][0]["content"] = (
+                "<script>alert('x')</script> quarantined & <b>bold</b>\n" + "filler line\n" * 2_000
+            )
+    body = {"format": "anthropic", "system": "You are a build engineer.", "messages": rounds}
+    compactor.post("/api/v1/sessions/xss/messages", body)
+    compactor.post("/api/v1/sessions/xss/compact")
+    hits = compactor.get("/api/v1/archives?q=quarantined").json()
+    assert hits
+    for hit in hits:
+        snippet = hit["snippet"]
+        assert "<mark>" in snippet
+        assert "<script" not in snippet and "<b>" not in snippet
+        without_marks = snippet.replace("<mark>", "").replace("</mark>", "")
+        assert "<" not in without_marks
