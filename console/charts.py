@@ -192,7 +192,14 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
         "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
         "hovermode": "x unified",
         "legend": {"orientation": "h", "x": 0, "y": -0.18},
-        "xaxis": {"title": {"text": "turn"}, "gridcolor": "#eceff1", "zeroline": False},
+        # Turns are whole numbers: no 0.5 ticks on a short session.
+        "xaxis": {
+            "title": {"text": "turn"},
+            "gridcolor": "#eceff1",
+            "zeroline": False,
+            "tickformat": "d",
+            "rangemode": "tozero",
+        },
         "yaxis": {"gridcolor": "#eceff1", "zeroline": False, "rangemode": "tozero"},
     }
     layout.update(extra)
@@ -248,9 +255,10 @@ def _marker_shapes(
                 "yref": "paper",
                 "y": 1,
                 "yanchor": "bottom",
+                # Right-aligned to its line and level, so a label near the right edge stays in.
+                "xanchor": "right",
                 "text": marker.label,
                 "showarrow": False,
-                "textangle": -30,
                 "font": {"size": 10, "color": COLORS["marker"]},
             }
         )
