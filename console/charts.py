@@ -192,12 +192,10 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
         "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
         "hovermode": "x unified",
         "legend": {"orientation": "h", "x": 0, "y": -0.18},
-        # Turns are whole numbers: no 0.5 ticks on a short session.
         "xaxis": {
             "title": {"text": "turn"},
             "gridcolor": "#eceff1",
             "zeroline": False,
-            "tickformat": "d",
             "rangemode": "tozero",
         },
         "yaxis": {"gridcolor": "#eceff1", "zeroline": False, "rangemode": "tozero"},
@@ -334,7 +332,7 @@ def pressure_figure(
         )
     layout = _layout("Context pressure", shapes=shapes, annotations=notes)
     layout["yaxis"] = {**layout["yaxis"], "title": {"text": "tokens"}, "tickformat": ".3~s"}
-    return {"data": data, "layout": layout}
+    return {"data": data, "layout": _whole_turns(layout, turns)}
 
 
 def cache_figure(
@@ -410,7 +408,7 @@ def cache_figure(
         "rangemode": "tozero",
         "tickformat": ".3~s",
     }
-    return {"data": data, "layout": layout}
+    return {"data": data, "layout": _whole_turns(layout, turns)}
 
 
 def cost_figure(
@@ -444,7 +442,14 @@ def cost_figure(
     ]
     layout = _layout("Cost per turn", barmode="stack", bargap=0.1)
     layout["yaxis"] = {**layout["yaxis"], "title": {"text": "USD"}, "tickprefix": "$"}
-    return {"data": data, "layout": layout}
+    return {"data": data, "layout": _whole_turns(layout, turns)}
+
+
+def _whole_turns(layout: dict[str, Any], turns: Sequence[int]) -> dict[str, Any]:
+    """Turns are whole numbers: a short session gets one tick per turn, never 0.5."""
+    if turns and max(turns) - min(turns) <= 12:
+        layout["xaxis"] = {**layout["xaxis"], "tick0": 0, "dtick": 1}
+    return layout
 
 
 def gauge_figure(

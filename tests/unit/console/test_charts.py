@@ -261,3 +261,12 @@ def test_the_gauge_steps_follow_the_thresholds():
 def test_the_figures_are_plain_json():
     figure = cache_figure(turns=[1, 2], hit_ratio=[None, 0.5], write_5m=[1, 2], write_1h=[0, 0])
     assert json.loads(json.dumps(figure)) == figure
+
+
+def test_short_sessions_get_one_tick_per_whole_turn_and_long_ones_keep_auto_ticks():
+    from console.charts import cost_figure
+
+    short = cost_figure(turns=[0, 1, 2], buckets={"output": [0.1, 0.2, 0.3]})
+    assert short["layout"]["xaxis"]["dtick"] == 1
+    long = cost_figure(turns=list(range(500)), buckets={"output": [0.1] * 500})
+    assert "dtick" not in long["layout"]["xaxis"]
