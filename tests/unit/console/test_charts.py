@@ -264,9 +264,11 @@ def test_the_figures_are_plain_json():
 
 
 def test_short_sessions_get_one_tick_per_whole_turn_and_long_ones_keep_auto_ticks():
-    from console.charts import cost_figure
+    from console.charts import COST_BUCKETS, cost_figure
 
-    short = cost_figure(turns=[0, 1, 2], buckets={"output": [0.1, 0.2, 0.3]})
+    short = cost_figure(turns=[0, 1, 2], buckets={key: [0.1, 0.2, 0.3] for key, _ in COST_BUCKETS})
     assert short["layout"]["xaxis"]["dtick"] == 1
-    long = cost_figure(turns=list(range(500)), buckets={"output": [0.1] * 500})
+    long = cost_figure(
+        turns=list(range(500)), buckets={key: [0.1] * 500 for key, _ in COST_BUCKETS}
+    )
     assert "dtick" not in long["layout"]["xaxis"]
