@@ -120,14 +120,14 @@ def test_automatic_compaction_with_a_failing_archive_compacts_and_logs_one_error
     assert_surface_is_derived_from_the_log(session)
 
 
-def _slow_worker(tmp_path: Path, name: str) -> tuple[Any, Path]:
+def _slow_worker(tmp_path: Path, name: str, seconds: int = 600) -> tuple[Any, Path]:
     marker = tmp_path / f"{name}.marker"
     worker = start_worker(
         tmp_path / f"{name}.log",
         extra_env={
             "COMPACTION_ARCHIVE_BACKEND": "tests.support.SlowOnceArchive",
             "TEST_SLOW_ARCHIVE_MARKER": str(marker),
-            "TEST_SLOW_ARCHIVE_SECONDS": "600",
+            "TEST_SLOW_ARCHIVE_SECONDS": str(seconds),
         },
     )
     return worker, marker
@@ -175,6 +175,34 @@ def test_main_process_killed_mid_compaction_the_job_completes_once_after_a_resta
     assert_compacted_exactly_once(session, log_before)
     lost = CompactionRun.objects.filter(session=session, status="failed")
     assert lost.count() == 1 and "worker lost" in lost.get().error
+
+
+@amqp_only
+def test_only_the_main_process_killed_mid_compaction_the_work_is_still_done_once(
+    make_agent, tmp_path: Path
+):
+    """SIGKILL to the main process alone: the broker redelivers the job to a restarted worker
+    while the orphaned pool child may still be finishing the same compaction. Whichever gets
+    there, the work happens once (advisory lock, version check, unique operation key)."""
+    worker, marker = _slow_worker(tmp_path, "orphan", seconds=8)
+    agent = make_agent("default")
+    session = session_over_threshold(agent)
+    log_before = log_of(session)
+    try:
+        wait_until(marker.exists, what="the job to reach its archive")
+        os.kill(worker.process.pid, signal.SIGKILL)
+        worker.process.wait(timeout=10)
+    finally:
+        stop_worker(worker)
+    restarted = start_worker(tmp_path / "after-orphan.log")
+    try:
+        wait_until(lambda: bool(applied_runs(session)), timeout=90, what="the compaction")
+        child = int(marker.read_text())
+        wait_until(lambda: _gone(child), timeout=60, what="the orphaned child to finish")
+        time.sleep(1)
+    finally:
+        stop_worker(restarted)
+    assert_compacted_exactly_once(session, log_before)
 
 
 @amqp_only
