@@ -244,35 +244,48 @@ def _candidates(model_id: str) -> Iterator[str]:
 
 
 def _anthropic(
-    model: str, *, input: str, output: str, long_context: tuple[str, str] | None = None
+    model: str,
+    *,
+    input: str,
+    output: str,
+    window: int = 200_000,
+    cache_read: str | None = None,
+    long_context: tuple[str, str] | None = None,
+    long_context_threshold: int = 200_000,
+    long_context_cache_read: str | None = None,
 ) -> ModelPrice:
-    """A Claude row with Anthropic's cache multipliers: read 0.1×, 5m write 1.25×, 1h write 2×."""
-    base = _anthropic_rates(Decimal(input), Decimal(output))
+    """A Claude row with Anthropic's cache multipliers: 5m write 1.25×, 1h write 2×, read 0.1×
+    (or the model's own `cache_read` price: newer models read cheaper)."""
+    base = _anthropic_rates(Decimal(input), Decimal(output), cache_read)
     premium = (
-        None if long_context is None else _anthropic_rates(*(Decimal(p) for p in long_context))
+        None
+        if long_context is None
+        else _anthropic_rates(
+            Decimal(long_context[0]), Decimal(long_context[1]), long_context_cache_read
+        )
     )
     return ModelPrice(
         model=model,
         provider="anthropic",
         family=model,
-        window_tokens=200_000,
+        window_tokens=window,
         input=base.input,
         output=base.output,
         cache_read=base.cache_read,
         cache_write_5m=base.cache_write_5m,
         cache_write_1h=base.cache_write_1h,
-        # Anthropic: a request whose input exceeds 200k tokens (reachable only with the 1M-context
-        # beta) is billed entirely at the premium rates.
-        long_context_threshold=None if premium is None else 200_000,
+        # A request whose input (cache included) exceeds the threshold is billed entirely at the
+        # premium rates: >200k on the Sonnet 4/4.5 1M beta, >100k prompts on Haiku 5.5.
+        long_context_threshold=None if premium is None else long_context_threshold,
         long_context=premium,
     )
 
 
-def _anthropic_rates(input: Decimal, output: Decimal) -> Rates:
+def _anthropic_rates(input: Decimal, output: Decimal, cache_read: str | None = None) -> Rates:
     return Rates(
         input=input,
         output=output,
-        cache_read=input * Decimal("0.1"),
+        cache_read=input * Decimal("0.1") if cache_read is None else Decimal(cache_read),
         cache_write_5m=input * Decimal("1.25"),
         cache_write_1h=input * 2,
     )
@@ -295,21 +308,48 @@ def _openai(
     )
 
 
-# List prices in $/MTok (standard tier, no batch or priority discounts) as known on 2026-11-30.
+# List prices in $/MTok (standard tier, no batch or priority discounts) as known on 2026-11-30
+# (Claude rows checked against the model pages of platform.claude.com that day; OpenAI's GPT-5.6
+# tiers were in limited preview with cache-write billing and are left for admins to add).
 # Recheck against providers' pages (platform.claude.com/docs/en/about-claude/pricing,
 # openai.com/api/pricing) before relying on an exact figure; admins edit the live table.
 SEED_CATALOGUE: Final[tuple[ModelPrice, ...]] = (
-    _anthropic("claude-opus-4-6", input="5", output="25", long_context=("10", "37.50")),
+    # Claude 5 family: 1M windows at flat rates (no long-context premium). Opus 5.5 and
+    # Sonnet 5.5 read the cache at 0.05× (Sonnet 5.5's read price was cut to $0.10 on 2026-10-07).
+    _anthropic("claude-fable-5-1", input="10", output="50", window=1_000_000, cache_read="0.25"),
+    _anthropic("claude-fable-5", input="10", output="50", window=1_000_000, cache_read="1"),
+    _anthropic("claude-mythos-5-1", input="10", output="50", window=1_000_000, cache_read="0.25"),
+    _anthropic("claude-mythos-5", input="10", output="50", window=1_000_000, cache_read="1"),
+    _anthropic("claude-opus-5-5", input="4", output="20", window=1_000_000, cache_read="0.20"),
+    _anthropic("claude-opus-5", input="5", output="25", window=1_000_000),
+    _anthropic("claude-sonnet-5-5", input="2", output="10", window=1_000_000, cache_read="0.10"),
+    _anthropic("claude-sonnet-5", input="2", output="10", window=1_000_000),
+    # Haiku 5.5 prices by prompt length: over 100k tokens the whole request is billed higher.
+    _anthropic(
+        "claude-haiku-5-5",
+        input="0.10",
+        output="0.50",
+        window=1_000_000,
+        long_context=("0.50", "2.50"),
+        long_context_threshold=100_000,
+    ),
+    # Opus 4.6+ and Sonnet 4.6: 1M windows at flat rates.
+    _anthropic("claude-opus-4-8", input="5", output="25", window=1_000_000),
+    _anthropic("claude-opus-4-7", input="5", output="25", window=1_000_000),
+    _anthropic("claude-opus-4-6", input="5", output="25", window=1_000_000),
+    _anthropic("claude-sonnet-4-6", input="3", output="15", window=1_000_000),
     _anthropic("claude-opus-4-5", input="5", output="25"),
     _anthropic("claude-opus-4-1", input="15", output="75"),
     _anthropic("claude-opus-4", input="15", output="75"),
-    _anthropic("claude-sonnet-4-6", input="3", output="15", long_context=("6", "22.50")),
+    # Sonnet 4/4.5: 200k standard; the 1M beta bills requests over 200k at $6/$22.50.
     _anthropic("claude-sonnet-4-5", input="3", output="15", long_context=("6", "22.50")),
     _anthropic("claude-sonnet-4", input="3", output="15", long_context=("6", "22.50")),
     _anthropic("claude-3-7-sonnet", input="3", output="15"),
     _anthropic("claude-haiku-4-5", input="1", output="5"),
     _anthropic("claude-3-5-haiku", input="0.80", output="4"),
     _anthropic("claude-3-haiku", input="0.25", output="1.25"),
+    _openai("gpt-5.5", window=1_050_000, input="5", cached="0.50", output="30"),
+    _openai("gpt-5.4", window=1_050_000, input="2.50", cached="0.25", output="15"),
     _openai("gpt-5.2", window=400_000, input="1.75", cached="0.175", output="14"),
     _openai("gpt-5.1", window=400_000, input="1.25", cached="0.125", output="10"),
     _openai("gpt-5", window=400_000, input="1.25", cached="0.125", output="10"),

@@ -23,6 +23,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandParser
 
+from telemetry.seeding import ensure_defaults
+
 
 class Command(BaseCommand):
     help = "Run the console: web server, Celery worker and beat, with demo data on first start."
@@ -34,6 +36,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
+        # Seed rows added since this database was created (new catalogue models) — never
+        # overwriting what an admin edited.
+        ensure_defaults()
         self._ensure_admin()
         host, port = options["host"], options["port"]
         url = f"http://{host}:{port}/"

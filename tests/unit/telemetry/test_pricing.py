@@ -117,18 +117,32 @@ def test_exactly_200k_input_stays_at_the_base_rates():
 
 
 def test_long_context_writes_bill_at_the_premium_write_rates():
-    # Opus 4.6 above 200k: $10 input, $12.50 5m write, $20 1h write, $37.50 output.
+    # Sonnet 4.5 on the 1M beta above 200k: $6 input, $7.50 5m write, $12 1h write, $22.50 output.
     call = usage(uncached_input=1000, cache_write_5m=150_000, cache_write_1h=60_000, output=4000)
 
-    cost = call_cost(call, price("claude-opus-4-6"))
+    cost = call_cost(call, price("claude-sonnet-4-5"))
 
     assert (cost.uncached_input, cost.cache_write_5m, cost.cache_write_1h, cost.output) == (
-        D("0.01"),
-        D("1.875"),
-        D("1.2"),
-        D("0.15"),
+        D("0.006"),
+        D("1.125"),
+        D("0.72"),
+        D("0.09"),
     )
-    assert cost.total == D("3.235")
+    assert cost.total == D("1.941")
+
+
+def test_haiku_5_5_bills_a_prompt_over_100k_entirely_at_the_higher_band():
+    small = call_cost(usage(uncached_input=100_000, output=1_000), price("claude-haiku-5-5"))
+    large = call_cost(usage(uncached_input=100_001, output=1_000), price("claude-haiku-5-5"))
+    assert (small.long_context, small.total) == (False, D("0.0105"))
+    assert large.long_context is True
+    assert large.total == D("100001") * D("0.50") / 10**6 + D("1000") * D("2.50") / 10**6
+
+
+def test_flat_rate_1m_models_pay_no_premium_above_200k():
+    cost = call_cost(usage(uncached_input=800_000, output=1_000), price("claude-opus-4-6"))
+    assert cost.long_context is False
+    assert cost.total == D("4") + D("0.025")
 
 
 def test_a_model_without_a_long_context_tier_never_pays_a_premium():
@@ -297,15 +311,18 @@ def test_every_seed_family_is_a_seed_row():
     "row", [r for r in SEED_CATALOGUE if r.provider == "anthropic"], ids=lambda r: r.model
 )
 def test_anthropic_rows_use_the_cache_multipliers_at_every_tier(row):
+    # Writes are always 1.25x (5m) and 2x (1h) of input; reads 0.1x, or less on the models
+    # that read cheaper (Opus 5.5, Sonnet 5.5, Fable/Mythos 5.1).
     for rates in (row.base, row.long_context):
         if rates is None:
             continue
-        assert rates.cache_read == rates.input * D("0.1")
+        assert 0 < rates.cache_read <= rates.input * D("0.1")
         assert rates.cache_write_5m == rates.input * D("1.25")
         assert rates.cache_write_1h == rates.input * 2
     if row.long_context is not None:
-        assert row.long_context_threshold == 200_000
-        assert row.long_context.input == row.input * 2
+        assert row.long_context_threshold in (100_000, 200_000)
+        assert row.long_context.input > row.input
+        assert row.long_context.output > row.output
 
 
 @pytest.mark.parametrize(
@@ -321,7 +338,10 @@ def test_openai_rows_have_no_write_charge_and_cached_at_most_input(row):
     ("model", "window", "input", "output", "cache_read"),
     [
         ("claude-sonnet-4-5", 200_000, "3", "15", "0.30"),
-        ("claude-opus-4-6", 200_000, "5", "25", "0.50"),
+        ("claude-opus-4-6", 1_000_000, "5", "25", "0.50"),
+        ("claude-sonnet-5-5", 1_000_000, "2", "10", "0.10"),
+        ("claude-opus-5-5", 1_000_000, "4", "20", "0.20"),
+        ("claude-haiku-5-5", 1_000_000, "0.10", "0.50", "0.01"),
         ("claude-opus-4-1", 200_000, "15", "75", "1.50"),
         ("claude-haiku-4-5", 200_000, "1", "5", "0.10"),
         ("claude-3-5-haiku", 200_000, "0.80", "4", "0.08"),
