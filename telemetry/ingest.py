@@ -180,8 +180,9 @@ def ingest_records(
     if valid:
         with transaction.atomic():
             sessions = _lock_sessions(profile, {v.record.session_id for v in valid})
-            created_ids, decided, turn_calls = _store_calls(profile, sessions, valid)
-            result.sessions = _refresh_sessions(profile, policy, sessions, created_ids)
+            catalogue = _OnceCatalogue()
+            created_ids, decided, turn_calls = _store_calls(profile, sessions, valid, catalogue)
+            result.sessions = _refresh_sessions(profile, policy, sessions, created_ids, catalogue)
             for item in decided:
                 calls = turn_calls.get((sessions[item.session_id or ""].pk, item.turn or 0))
                 if calls is not None and item.status in ("created", "duplicate"):
@@ -219,8 +220,23 @@ def _lock_sessions(profile: AgentProfile, external_ids: set[str]) -> dict[str, A
     return found
 
 
+class _OnceCatalogue:
+    """The model catalogue, read at most once per submission."""
+
+    def __init__(self) -> None:
+        self._rows: list[ModelPrice] | None = None
+
+    def get(self) -> list[ModelPrice]:
+        if self._rows is None:
+            self._rows = load_catalogue()
+        return self._rows
+
+
 def _store_calls(
-    profile: AgentProfile, sessions: dict[str, AgentSession], valid: list[_Valid]
+    profile: AgentProfile,
+    sessions: dict[str, AgentSession],
+    valid: list[_Valid],
+    once: _OnceCatalogue,
 ) -> tuple[set[int], list[ItemResult], dict[tuple[int, int], list[int]]]:
     session_ids = [s.pk for s in sessions.values()]
     turns = {v.record.turn for v in valid}
@@ -237,7 +253,6 @@ def _store_calls(
         if request_id is not None:
             by_request[(sid, request_id)] = digest
 
-    catalogue = load_catalogue()
     prices: dict[str, ModelPrice | None] = {}
     new_calls: list[LLMCall] = []
     decided: list[ItemResult] = []
@@ -270,7 +285,7 @@ def _store_calls(
             if record.request_id is not None:
                 by_request[(session.pk, record.request_id)] = v.payload_hash
             if record.model not in prices:
-                prices[record.model] = find_price(record.model, catalogue)
+                prices[record.model] = find_price(record.model, once.get())
             new_calls.append(_call_row(session, v, prices[record.model], now))
             created_sessions.add(session.pk)
         decided.append(base)
@@ -477,6 +492,7 @@ def _refresh_sessions(
     policy: PolicyValues,
     sessions: dict[str, AgentSession],
     created_in: set[int],
+    once: _OnceCatalogue,
 ) -> list[AgentSession]:
     """Re-derive the stored figures of `sessions` from their turns (three statements)."""
     by_pk = {s.pk: s for s in sessions.values()}
@@ -503,14 +519,12 @@ def _refresh_sessions(
     for sid, row in agg.items():
         latest_filter |= Q(session_id=sid, turn=row["last_turn_no"])
     latest = {t.session_id: t for t in Turn.objects.filter(latest_filter)}
-    catalogue: list[ModelPrice] | None = None
     for session in by_pk.values():
         found = agg.get(session.pk)
         last = latest.get(session.pk)
         if found is None or last is None:
             continue
-        if catalogue is None:
-            catalogue = load_catalogue()
+        catalogue = once.get()
         row = found
         session.model = last.model
         session.turns_count = row["n_turns"]
