@@ -6,8 +6,10 @@ memory, so they add up across web and worker processes and hosts and survive a c
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Iterator
 
+from django.conf import settings
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CollectorRegistry, generate_latest
@@ -67,6 +69,16 @@ class DatabaseCollector(Collector):
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus text. With `METRICS_TOKEN` set, scrapers must send `Authorization: Bearer …`."""
+    token = settings.METRICS_TOKEN
+    if token:
+        sent = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
+            response = HttpResponse(
+                "metrics need Authorization: Bearer <METRICS_TOKEN>\n", status=401
+            )
+            response["WWW-Authenticate"] = "Bearer"
+            return response
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE)

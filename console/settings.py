@@ -248,6 +248,9 @@ COMPACTION_SUMMARIZER_API = env_choice(
 COMPACTION_SUMMARIZER_MODEL = env_str("COMPACTION_SUMMARIZER_MODEL", "claude-haiku-4-5")
 COMPACTION_SUMMARIZER_KEY = env_str("COMPACTION_SUMMARIZER_KEY", "")
 
+# `/metrics` is open unless a token is set (then scrapers send `Authorization: Bearer <token>`).
+METRICS_TOKEN = env_optional("METRICS_TOKEN")
+
 # --- API ---------------------------------------------------------------------------------------
 # Requests per minute one agent key may make; one key cannot starve the others.
 API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 6000, minimum=1)

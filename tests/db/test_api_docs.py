@@ -28,3 +28,14 @@ def test_api_docs_load_their_assets_from_this_server_not_a_cdn(client):
     assert response.status_code == 200
     assets = re.findall(r'(?:src|href)="([^"]+)"', response.content.decode())
     assert assets and all(url.startswith("/static/") or url.startswith("#") for url in assets)
+
+
+def test_metrics_are_open_by_default_and_need_the_token_when_one_is_set(client, settings):
+    assert client.get("/metrics").status_code == 200
+    settings.METRICS_TOKEN = "scrape-me"
+    assert client.get("/metrics").status_code == 401
+    wrong = client.get("/metrics", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    right = client.get("/metrics", headers={"Authorization": "Bearer scrape-me"})
+    assert right.status_code == 200
+    assert b"# TYPE compaction_runs_total counter" in right.content
