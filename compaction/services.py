@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from compaction.archives import ArchiveRequest, LogEntry, archive_backend
 from compaction.core import (
+    Calibration,
     ExtractiveSummarizer,
     ReliefPlan,
     ReliefPolicy,
@@ -31,7 +32,7 @@ from compaction.core import (
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
 from compaction.summarizers import LLMSummarizer
 from compaction.transcripts import derive, store_surface
-from telemetry.models import AgentSession
+from telemetry.models import AgentSession, LLMCall
 from telemetry.policies import effective_policy
 from telemetry.policy import PolicyValues
 from telemetry.pressure import pressure as pressure_of
@@ -195,7 +196,8 @@ def _compact_locked(
         policy=relief_policy(policy, session.window_tokens),
         mode=_PLAN_MODE[mode],  # type: ignore[arg-type]
         summarizer=configured_summarizer(),
-        context_tokens=_measured_tokens(session) if mode == "auto" else None,
+        calibration=session_calibration(session),
+        context_tokens=_measured_tokens(session),
     )
     run.action = plan.action
     run.reason = plan.reason
@@ -280,6 +282,22 @@ def _compact_locked(
             Surface.objects.get(session=session),
         )
     return RunOutcome(run, new_state)
+
+
+def session_calibration(session: AgentSession) -> Calibration:
+    """D6: tokens ≈ slope · chars/4 + overhead, fitted on the session's own calls that reported
+    their request size (the system prompt and tools are not in the log; the overhead is them).
+    Falls back to chars // 4 when there are too few points or the fit is not sane."""
+    rows = (
+        LLMCall.objects.filter(session=session, request_chars__isnull=False)
+        .order_by("-turn", "-call")
+        .values_list("request_chars", "context_tokens")[:CALIBRATION_POINTS]
+    )
+    return Calibration.fit([(chars, tokens) for chars, tokens in rows if chars is not None])
+
+
+# The latest calls describe the current tokenizer and prompt best.
+CALIBRATION_POINTS = 200
 
 
 def _measured_tokens(session: AgentSession) -> int | None:

@@ -598,3 +598,31 @@ def test_search_snippets_are_safe_html(compactor):
         assert "<script" not in snippet and "<b>" not in snippet
         without_marks = snippet.replace("<mark>", "").replace("</mark>", "")
         assert "<" not in without_marks
+
+
+def test_compaction_plans_on_the_measured_request_size_and_a_fitted_calibration(compactor):
+    compactor.post("/api/v1/sessions/cal/messages", append_body(12))
+    # six calls: tokens = chars/4 + 3,000 (the system prompt and tools the log does not hold)
+    records = []
+    for turn, chars in enumerate([40_000, 80_000, 120_000, 160_000, 200_000, 240_000]):
+        tokens = chars // 4 + 3_000
+        usage = {"input_tokens": tokens, "output_tokens": 100}
+        records.append(
+            {
+                "session_id": "cal",
+                "turn": turn,
+                "model": "claude-sonnet-4-5",
+                "provider": "anthropic",
+                "usage": usage,
+                "request_chars": chars,
+            }
+        )
+    compactor.post("/api/v1/telemetry", {"records": records})
+    session = session_of(compactor, "cal")
+    calibration = services.session_calibration(session)
+    assert calibration.fitted
+    assert calibration.estimate(400_000) == pytest.approx(103_000, rel=0.01)
+    measured = session.projected_tokens
+    run = compactor.post("/api/v1/sessions/cal/compact").json()
+    assert run["tokens_before"] == measured
+    assert run["tokens_after"] < measured
