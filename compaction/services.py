@@ -20,8 +20,8 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from compaction.archives import ArchiveRequest, LogEntry, archive_backend
+from compaction.calibration import session_calibration
 from compaction.core import (
-    Calibration,
     ExtractiveSummarizer,
     ReliefPlan,
     ReliefPolicy,
@@ -32,7 +32,7 @@ from compaction.core import (
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
 from compaction.summarizers import LLMSummarizer
 from compaction.transcripts import derive, store_surface
-from telemetry.models import AgentSession, LLMCall
+from telemetry.models import AgentSession
 from telemetry.policies import effective_policy
 from telemetry.policy import PolicyValues
 from telemetry.pressure import pressure as pressure_of
@@ -282,22 +282,6 @@ def _compact_locked(
             Surface.objects.get(session=session),
         )
     return RunOutcome(run, new_state)
-
-
-def session_calibration(session: AgentSession) -> Calibration:
-    """D6: tokens ≈ slope · chars/4 + overhead, fitted on the session's own calls that reported
-    their request size (the system prompt and tools are not in the log; the overhead is them).
-    Falls back to chars // 4 when there are too few points or the fit is not sane."""
-    rows = (
-        LLMCall.objects.filter(session=session, request_chars__isnull=False)
-        .order_by("-turn", "-call")
-        .values_list("request_chars", "context_tokens")[:CALIBRATION_POINTS]
-    )
-    return Calibration.fit([(chars, tokens) for chars, tokens in rows if chars is not None])
-
-
-# The latest calls describe the current tokenizer and prompt best.
-CALIBRATION_POINTS = 200
 
 
 def _measured_tokens(session: AgentSession) -> int | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.db import transaction
 
+from compaction.calibration import session_calibration
 from compaction.core import (
     BoundSpec,
     Format,
@@ -327,7 +328,9 @@ def append_messages(
         result.created = [seq for seq, _, _ in new_items]
         state = result.surface
         # D6: the projection now counts what was appended (or the grown post-compaction surface).
-        over = refresh_projection(session.pk, surface_tokens=state.tokens_estimate)
+        over = refresh_projection(
+            session.pk, surface_tokens=session_calibration(session).estimate(state.chars)
+        )
         if over is not None:
             transaction.on_commit(lambda: request_relief([session.pk]))
     return result

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from compaction import services
 from compaction.archives import purge_expired_archives
+from compaction.calibration import session_calibration
 from compaction.core import canonical_json
 from compaction.models import (
     Archive,
@@ -619,7 +620,7 @@ def test_compaction_plans_on_the_measured_request_size_and_a_fitted_calibration(
         )
     compactor.post("/api/v1/telemetry", {"records": records})
     session = session_of(compactor, "cal")
-    calibration = services.session_calibration(session)
+    calibration = session_calibration(session)
     assert calibration.fitted
     assert calibration.estimate(400_000) == pytest.approx(103_000, rel=0.01)
     measured = session.projected_tokens
