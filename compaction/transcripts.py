@@ -326,10 +326,10 @@ def append_messages(
         surface = derive_surface([*preceding, *parsed], load_operations(session))
         result.surface = store_surface(session, fmt, surface, bump=True)
         result.created = [seq for seq, _, _ in new_items]
-        state = result.surface
         # D6: the projection now counts what was appended (or the grown post-compaction surface).
+        appended = sum(message.chars for message in parsed)
         over = refresh_projection(
-            session.pk, surface_tokens=session_calibration(session).estimate(state.chars)
+            session.pk, appended_tokens=session_calibration(session).delta(appended)
         )
         if over is not None:
             transaction.on_commit(lambda: request_relief([session.pk]))

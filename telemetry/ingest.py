@@ -699,14 +699,11 @@ def _project(session: AgentSession, last: Turn, policy: PolicyValues) -> None:
     )
 
 
-def refresh_projection(
-    session_id: int, *, surface_tokens: int | None = None
-) -> AgentSession | None:
-    """Re-project a session after its transcript changed (called by the transcript log).
+def refresh_projection(session_id: int, *, appended_tokens: int = 0) -> AgentSession | None:
+    """Re-project a session after its transcript grew by `appended_tokens` (called by the
+    transcript log). A standing post-compaction estimate grows by that much (D6).
 
-    `surface_tokens` replaces a standing post-compaction estimate (the surface grew since).
-    Returns the session when it is at or above its prune threshold, so the caller may ask for
-    relief; None otherwise.
+    Returns the session when it needs relief, so the caller may ask for it; None otherwise.
     """
     with transaction.atomic():
         session = (
@@ -715,8 +712,8 @@ def refresh_projection(
         if session.last_turn is None:
             return None
         last = Turn.objects.get(session=session, turn=session.last_turn)
-        if session.surface_estimate_tokens is not None and surface_tokens is not None:
-            session.surface_estimate_tokens = surface_tokens
+        if session.surface_estimate_tokens is not None:
+            session.surface_estimate_tokens += appended_tokens
         policy = effective_policy(session.profile)
         _project(session, last, policy)
         session.save(update_fields=["surface_estimate_tokens", "projected_tokens", "pressure"])

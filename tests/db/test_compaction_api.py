@@ -627,3 +627,15 @@ def test_compaction_plans_on_the_measured_request_size_and_a_fitted_calibration(
     run = compactor.post("/api/v1/sessions/cal/compact").json()
     assert run["tokens_before"] == measured
     assert run["tokens_after"] < measured
+
+
+def test_after_a_compaction_appends_grow_the_surface_estimate(compactor, transcript):
+    usage = {"input_tokens": 60_000, "output_tokens": 100}
+    record = {"session_id": "run-1", "turn": 0, "model": "claude-sonnet-4-5", "usage": usage}
+    compactor.post("/api/v1/telemetry", record)
+    after = compactor.post("/api/v1/sessions/run-1/compact").json()["tokens_after"]
+    assert compactor.get("/api/v1/sessions/run-1").json()["projected_next_request_tokens"] == after
+    more = {"seq": 26, "role": "user", "content": "z" * 4_000}
+    compactor.post("/api/v1/sessions/run-1/messages", {"format": "anthropic", "messages": [more]})
+    grown = compactor.get("/api/v1/sessions/run-1").json()["projected_next_request_tokens"]
+    assert grown == after + 1_000
