@@ -168,7 +168,14 @@ def compact_session(
         if not acquired:
             _finish(run, "superseded", reason="another compaction of this session is running")
             raise CompactionBusy(run)
-        return _compact_locked(session, run, mode, expected_version)
+        try:
+            return _compact_locked(session, run, mode, expected_version)
+        except (CompactionRefused, CompactionBusy):
+            raise
+        except Exception as exc:
+            # Nothing was applied (the apply step is one transaction); the run says why.
+            _finish(run, "failed", error=f"{type(exc).__name__}: {exc}")
+            raise
 
 
 def _compact_locked(

@@ -7,6 +7,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from compaction.api import router as compaction_router
+from compaction.summarizers import SummarizerError
 from compaction.transcripts import AppendError
 from telemetry.api import BadBody
 from telemetry.api import router as telemetry_router
@@ -96,3 +97,11 @@ def on_rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
 @api.exception_handler(AppendError)
 def on_append_error(request: HttpRequest, exc: AppendError) -> HttpResponse:
     return api.create_response(request, {"detail": str(exc), "field": exc.field}, status=exc.status)
+
+
+@api.exception_handler(SummarizerError)
+def on_summarizer_error(request: HttpRequest, exc: SummarizerError) -> HttpResponse:
+    # The configured LLM summarizer failed; the compaction applied nothing (its run says so).
+    return api.create_response(
+        request, {"detail": f"summarizer unavailable, nothing changed: {exc}"}, status=502
+    )

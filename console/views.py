@@ -27,6 +27,7 @@ from django_htmx.middleware import HtmxDetails
 from compaction.archives import archive_document
 from compaction.models import Archive, CompactionRun
 from compaction.services import CompactionBusy, CompactionRefused, compact_session
+from compaction.summarizers import SummarizerError
 from console import charts
 from console.forms import (
     CatalogueForm,
@@ -298,6 +299,9 @@ def session_compact(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         ).run
     except (CompactionRefused, CompactionBusy) as exc:
         run = exc.run
+    except SummarizerError:
+        # The configured LLM summarizer failed: nothing was applied; the run recorded why.
+        run = CompactionRun.objects.filter(session=session, status="failed").latest("pk")
     title, detail = _outcome(run)
     if not request.htmx:
         level = messages.success if run.status in ("applied", "noop") else messages.error

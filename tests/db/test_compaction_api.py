@@ -639,3 +639,23 @@ def test_after_a_compaction_appends_grow_the_surface_estimate(compactor, transcr
     compactor.post("/api/v1/sessions/run-1/messages", {"format": "anthropic", "messages": [more]})
     grown = compactor.get("/api/v1/sessions/run-1").json()["projected_next_request_tokens"]
     assert grown == after + 1_000
+
+
+def test_a_summarizer_failure_leaves_a_failed_run_and_changes_nothing(
+    compactor, transcript, settings
+):
+    # an LLM summarizer at an address where nothing listens
+    settings.COMPACTION_SUMMARIZER_URL = "http://127.0.0.1:9"
+    before = state_of(transcript)
+    with pytest.raises(Exception, match="(?i)summar|connect|refused"):
+        services.compact_session(session_id=transcript.pk, mode="manual")
+    run = CompactionRun.objects.get()
+    assert run.status == "failed" and run.error
+    assert state_of(transcript) == before
+
+
+def test_the_compact_api_answers_502_when_the_summarizer_is_down(compactor, transcript, settings):
+    settings.COMPACTION_SUMMARIZER_URL = "http://127.0.0.1:9"
+    response = compactor.post("/api/v1/sessions/run-1/compact")
+    assert response.status_code == 502
+    assert "nothing changed" in response.json()["detail"]

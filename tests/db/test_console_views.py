@@ -1283,3 +1283,18 @@ def test_search_pages_through_many_hits(client_as, key) -> None:
         client.get(reverse("archives"), {"q": "part", "page": 2}, headers=htmx("results"))
     )
     assert "Hits 51–" in second and "← newer hits" in second and "older hits" not in second
+
+
+def test_a_summarizer_outage_shows_a_failed_run_in_place_and_changes_nothing(
+    client_as, key, settings
+) -> None:
+    session = worked_session(key, compact=False)
+    settings.COMPACTION_SUMMARIZER_URL = "http://127.0.0.1:9"  # nothing listens there
+    before = state_of(session)
+    response = client_as("operator").post(
+        reverse("session_compact", args=[session.pk]), headers={"HX-Request": "true"}
+    )
+    assert response.status_code == 200
+    assert "Not applied" in fragment(response)
+    assert state_of(session) == before
+    assert CompactionRun.objects.get().status == "failed"
