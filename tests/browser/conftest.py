@@ -68,6 +68,8 @@ def live_server() -> Iterator[LiveServer]:
 def browser(django_db_setup: None) -> Iterator[Any]:
     """One Chromium for the session, started after the test database exists."""
     if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":  # CI must run the browser tests, never skip them
+            pytest.fail(f"{CHROMIUM} is missing and CI=true (apt-get install chromium)")
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
