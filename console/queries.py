@@ -56,7 +56,7 @@ from compaction.transcripts import derive, format_of, surface_at
 from console.charts import Marker
 from telemetry.cache_tiers import CachedCall, TierComparison, compare_ttl_tiers
 from telemetry.catalogue import load_catalogue
-from telemetry.models import AgentProfile, AgentSession, LLMCall, Policy, Turn
+from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall, Policy, Turn
 from telemetry.policy import DEFAULT_POLICY, POLICY_FIELDS, PolicyValues, merge_policy
 from telemetry.pressure import PressureBand, pressure_band, round_signal
 from telemetry.pricing import ModelPrice, find_price
@@ -418,12 +418,19 @@ _OMITTED: Final = re.compile(re.escape(OMISSION_MARKER).replace(re.escape("{omit
 class RunsTable:
     runs: list[CompactionRun]
     total: int
+    # Agent- and provider-side compactions, edits and overflows (not our runs), newest first.
+    events: list[ContextEvent] = field(default_factory=list)
+    events_total: int = 0
 
 
 def compaction_runs(session: AgentSession) -> RunsTable:
-    """The session's latest compaction runs, newest first, and how many there are. Two queries."""
+    """The session's latest compaction runs and its agent-/provider-side context events, newest
+    first, and how many of each there are. Four queries."""
     runs = CompactionRun.objects.filter(session=session).order_by("-started_at", "-pk")
-    return RunsTable(list(runs[:RUNS_SHOWN]), runs.count())
+    events = ContextEvent.objects.filter(session=session).order_by("-at", "-pk")
+    return RunsTable(
+        list(runs[:RUNS_SHOWN]), runs.count(), list(events[:RUNS_SHOWN]), events.count()
+    )
 
 
 def session_archives(session: AgentSession) -> list[Archive]:

@@ -334,3 +334,64 @@ class Turn(models.Model):
         if self.cache_reported_calls == 0:
             return None
         return self.cache_read_reported / self.cache_denominator if self.cache_denominator else 0.0
+
+
+class ContextEvent(models.Model):
+    """A change to a session's context that was not one of our own compaction runs.
+
+    Agents compact by themselves (Claude Code's /compact and auto-compact, Codex's
+    `compacted`), providers compact or edit server-side (Anthropic's compaction iterations and
+    `context_management.applied_edits`, OpenAI's `compaction` items), and agents report context
+    overflows through telemetry. On-ramps (OTLP, transcript import, usage normalisation) record
+    them here through `telemetry.events.record_context_event`; `compaction.models.CompactionRun`
+    stays the record of what *we* did. Idempotent on (session, source_key).
+    """
+
+    class Kind(models.TextChoices):
+        COMPACTION = "compaction", "compaction"
+        CONTEXT_EDIT = "context_edit", "context edit"
+        OVERFLOW = "overflow", "overflow"
+
+    class Origin(models.TextChoices):
+        AGENT = "agent", "agent"
+        PROVIDER = "provider", "provider"
+
+    session = models.ForeignKey(
+        AgentSession, on_delete=models.CASCADE, related_name="context_events"
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    origin = models.CharField(max_length=16, choices=Origin.choices)
+    # Where we learned of it: "otlp", "claude-code", "codex", "telemetry", ...
+    source = models.CharField(max_length=40)
+    # Unique per session: a span id, a transcript line's uuid, a request id + iteration, ...
+    source_key = models.CharField(max_length=200)
+    trigger = models.CharField(max_length=40, blank=True, default="")
+    turn = models.PositiveIntegerField(null=True, blank=True)
+    call = models.ForeignKey(
+        LLMCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="context_events"
+    )
+    tokens_before = models.BigIntegerField(null=True, blank=True)
+    tokens_after = models.BigIntegerField(null=True, blank=True)
+    # The summary text or replacement history, readable in the console.
+    summary = models.TextField(blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "source_key"], name="context_event_unique_source"
+            )
+        ]
+        indexes = [models.Index(fields=["session", "at"], name="context_event_session_at")]
+        ordering = ["at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.origin} {self.kind} of {self.session_id} at {self.at:%Y-%m-%d %H:%M}"
+
+    @property
+    def tokens_freed(self) -> int | None:
+        if self.tokens_before is None or self.tokens_after is None:
+            return None
+        return self.tokens_before - self.tokens_after
