@@ -1,0 +1,378 @@
+"""GenAI spans and Claude Code log records -> call drafts and context events (pure)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from telemetry.otlp.mapping import as_count, is_llm_call, map_log_records, map_spans
+from telemetry.otlp.wire import LogRecord, Span
+from telemetry.usage import FLAG_OTEL_INPUT_EXCLUSIVE, normalize_usage
+
+REPO = Path(__file__).resolve().parents[3]
+T0 = 1_764_547_200_000_000_000  # 2025-12-01T00:00:00Z in ns
+
+
+def span(
+    attrs=None,
+    *,
+    trace="0af7651916cd43dd8448eb211c80319c",
+    span_id="b7ad6b7169203331",
+    start=T0,
+    end=T0 + 2_000_000_000,
+    resource=None,
+    name="chat",
+):
+    return Span(
+        trace_id=trace,
+        span_id=span_id,
+        parent_span_id="",
+        name=name,
+        start_ns=start,
+        end_ns=end,
+        attributes=dict(attrs or {}),
+        resource=dict(resource or {}),
+    )
+
+
+GENAI = {
+    "gen_ai.conversation.id": "s1",
+    "gen_ai.operation.name": "chat",
+    "gen_ai.provider.name": "anthropic",
+    "gen_ai.request.model": "claude-sonnet-4-5",
+    "gen_ai.usage.input_tokens": 1167,
+    "gen_ai.usage.cache_creation.input_tokens": 1163,
+    "gen_ai.usage.output_tokens": 50,
+}
+
+
+def log(attrs, *, body=None, resource=None, time_ns=T0):
+    return LogRecord(
+        time_ns=time_ns,
+        observed_ns=time_ns,
+        body=body,
+        event_name="",
+        attributes=dict(attrs),
+        resource=dict(resource or {}),
+        trace_id="",
+        span_id="",
+    )
+
+
+def test_the_mapping_modules_import_no_django():
+    code = (
+        "import sys, telemetry.otlp.mapping, telemetry.otlp.wire; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'compaction')); "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_genai_span_becomes_a_call_of_its_conversation():
+    mapped = map_spans([span(GENAI)])
+
+    (call,) = mapped.calls
+    assert call.session_id == "s1"
+    assert call.model == "claude-sonnet-4-5"
+    assert call.request_id == "0af7651916cd43dd8448eb211c80319c/b7ad6b7169203331"
+    assert call.turn_key == "trace:0af7651916cd43dd8448eb211c80319c"
+    assert call.at == datetime(2025, 12, 1, 0, 0, 2, tzinfo=UTC)
+    usage = normalize_usage(call.usage, provider=call.provider)
+    assert (usage.uncached_input, usage.cache_write_5m, usage.output) == (4, 1163, 50)
+    assert usage.flags == ()
+    assert call.usage["gen_ai.provider.name"] == "anthropic"
+
+
+def test_response_model_wins_over_request_model_and_openinference_name_is_the_fallback():
+    with_response = {**GENAI, "gen_ai.response.model": "claude-sonnet-4-5-20250929"}
+    openinference = {
+        "session.id": "oi",
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "gpt-4o",
+        "llm.token_count.prompt": 100,
+        "llm.token_count.completion": 7,
+        "llm.token_count.prompt_details.cache_read": 60,
+    }
+    a, b = map_spans([span(with_response), span(openinference, span_id="1" * 16)]).calls
+    assert a.model == "claude-sonnet-4-5-20250929"
+    assert b.model == "gpt-4o" and b.session_id == "oi"
+    usage = normalize_usage(b.usage, provider=b.provider)
+    assert (usage.uncached_input, usage.cache_read, usage.output) == (40, 60, 7)
+
+
+def test_session_falls_back_to_span_session_id_then_resource_then_the_trace():
+    base = {k: v for k, v in GENAI.items() if k != "gen_ai.conversation.id"}
+    calls = map_spans(
+        [
+            span({**base, "session.id": "from-span"}, span_id="1" * 16),
+            span(base, span_id="2" * 16, resource={"session.id": "from-resource"}),
+            span(base, span_id="3" * 16),
+        ]
+    ).calls
+    assert [c.session_id for c in calls] == [
+        "from-span",
+        "from-resource",
+        "0af7651916cd43dd8448eb211c80319c",
+    ]
+
+
+def test_both_cache_write_names_are_read():
+    old = {**GENAI}
+    new = {k: v for k, v in GENAI.items() if "cache_creation" not in k}
+    new["gen_ai.usage.cache_write.input_tokens"] = 1163
+    for attrs in (old, new):
+        (call,) = map_spans([span(attrs)]).calls
+        assert normalize_usage(call.usage, provider="otel").cache_write_5m == 1163
+
+
+def test_exclusive_counts_are_detected_and_flagged():
+    # Anthropic-style: input (4) < read + write: the count cannot include them.
+    attrs = {**GENAI, "gen_ai.usage.input_tokens": 4}
+    (call,) = map_spans([span(attrs)]).calls
+    usage = normalize_usage(call.usage, provider="otel")
+    assert usage.context_tokens == 4 + 1163
+    assert FLAG_OTEL_INPUT_EXCLUSIVE in usage.flags
+
+
+def test_int64_as_string_and_integral_doubles_are_counts():
+    attrs = {
+        **GENAI,
+        "gen_ai.usage.input_tokens": "1167",
+        "gen_ai.usage.output_tokens": 50.0,
+    }
+    (call,) = map_spans([span(attrs)]).calls
+    assert call.usage["gen_ai.usage.input_tokens"] == 1167
+    assert call.usage["gen_ai.usage.output_tokens"] == 50
+    assert as_count(12.5) == 12.5  # left for the normaliser to refuse, naming the field
+    assert as_count(True) is True
+
+
+def test_non_genai_spans_are_ignored_and_agent_spans_with_totals_are_not_calls():
+    http = span({"http.method": "GET"}, span_id="1" * 16)
+    agent = span({**GENAI, "gen_ai.operation.name": "invoke_agent"}, span_id="2" * 16)
+    chain = span(
+        {"openinference.span.kind": "CHAIN", "llm.token_count.prompt": 5}, span_id="3" * 16
+    )
+    mapped = map_spans([http, agent, chain])
+    assert mapped.calls == [] and mapped.rejected == []
+    assert mapped.ignored == 3
+    assert not is_llm_call({"gen_ai.request.model": "x"})
+
+
+def test_missing_model_is_rejected_naming_the_attribute():
+    attrs = {k: v for k, v in GENAI.items() if k != "gen_ai.request.model"}
+    mapped = map_spans([span(attrs)])
+    assert mapped.calls == []
+    (rejection,) = mapped.rejected
+    assert rejection.field == "gen_ai.request.model"
+    assert "item 0" in str(rejection)
+
+
+def test_a_compacted_call_carries_an_agent_compaction_event():
+    mapped = map_spans([span({**GENAI, "gen_ai.conversation.compacted": True})])
+    (call,) = mapped.calls
+    (event,) = mapped.events
+    assert call.compacted
+    assert (event.kind, event.origin, event.source) == ("compaction", "agent", "otlp")
+    assert event.call_request_id == call.request_id
+    assert event.source_key.endswith("/b7ad6b7169203331")
+
+
+def test_calls_order_by_start_time_within_their_trace():
+    late = span(GENAI, span_id="a" * 16, start=T0 + 5)
+    early = span(GENAI, span_id="b" * 16, start=T0 + 1)
+    calls = sorted(map_spans([late, early]).calls, key=lambda c: c.order)
+    assert [c.request_id[-1] for c in calls] == ["b", "a"]
+
+
+# --- Claude Code -------------------------------------------------------------------------------
+
+CC_REQUEST = {
+    "event.name": "api_request",
+    "event.timestamp": "2025-12-01T00:00:05.123Z",
+    "event.sequence": 7,
+    "session.id": "cc-1",
+    "prompt.id": "p-1",
+    "model": "claude-opus-4-5",
+    "input_tokens": "12",
+    "output_tokens": "300",
+    "cache_read_tokens": "40000",
+    "cache_creation_tokens": "2000",
+    "cost_usd": "0.0412",
+    "duration_ms": "5300",
+    "request_id": "req_011",
+    "query_source": "main",
+}
+
+
+def test_claude_code_api_request_is_an_anthropic_call_with_its_own_cost():
+    mapped = map_log_records([log(CC_REQUEST, body="claude_code.api_request")])
+    (call,) = mapped.calls
+    assert (call.session_id, call.turn_key, call.request_id) == ("cc-1", "prompt:p-1", "cc:req_011")
+    assert call.at == datetime(2025, 12, 1, 0, 0, 5, 123000, tzinfo=UTC)
+    assert call.usage["cost_usd"] == "0.0412"
+    usage = normalize_usage(call.usage, provider=call.provider)
+    assert (usage.uncached_input, usage.cache_read, usage.cache_write_5m, usage.output) == (
+        12,
+        40000,
+        2000,
+        300,
+    )
+
+
+def test_claude_code_event_name_may_come_from_the_body_only():
+    attrs = {k: v for k, v in CC_REQUEST.items() if k != "event.name"}
+    assert len(map_log_records([log(attrs, body="claude_code.api_request")]).calls) == 1
+
+
+def test_claude_code_compaction_is_an_agent_side_event_with_pre_and_post_tokens():
+    record = log(
+        {
+            "event.name": "compaction",
+            "session.id": "cc-1",
+            "prompt.id": "p-2",
+            "event.timestamp": "2025-12-01T00:10:00Z",
+            "event.sequence": "12",
+            "trigger": "auto",
+            "success": "true",
+            "pre_tokens": "155000",
+            "post_tokens": "21000",
+            "duration_ms": 41000,
+        }
+    )
+    (event,) = map_log_records([record]).events
+    assert (event.kind, event.origin, event.source, event.trigger) == (
+        "compaction",
+        "agent",
+        "claude-code",
+        "auto",
+    )
+    assert (event.tokens_before, event.tokens_after) == (155000, 21000)
+    assert event.detail == {"success": True, "duration_ms": 41000}
+    assert event.turn_key == "prompt:p-2"
+
+
+def test_prompt_too_long_error_is_an_overflow_and_other_errors_are_ignored():
+    too_long = log(
+        {
+            "event.name": "api_error",
+            "session.id": "cc-1",
+            "error": "prompt is too long: 212,959 tokens > 200000 maximum",
+            "status_code": "400",
+            "model": "claude-sonnet-4-5",
+        }
+    )
+    overloaded = log({"event.name": "api_error", "session.id": "cc-1", "error": "Overloaded"})
+    mapped = map_log_records([too_long, overloaded])
+    (event,) = mapped.events
+    assert (event.kind, event.origin, event.tokens_before) == ("overflow", "provider", 212959)
+    assert event.detail["window_tokens"] == 200000
+    assert mapped.ignored == 1 and not mapped.unknown_events
+
+
+def test_unknown_events_are_ignored_and_counted_by_name():
+    mapped = map_log_records(
+        [
+            log({"event.name": "user_prompt", "session.id": "s"}),
+            log({"event.name": "brand_new_thing", "session.id": "s"}),
+            log({"event.name": "brand_new_thing", "session.id": "s"}),
+            log({"some": "app log"}, body="hello"),
+        ]
+    )
+    assert mapped.ignored == 4
+    assert mapped.unknown_events == {"brand_new_thing": 2, "hello": 1}
+
+
+def test_api_request_without_session_or_model_is_rejected_naming_the_field():
+    no_session = {k: v for k, v in CC_REQUEST.items() if k != "session.id"}
+    no_model = {k: v for k, v in CC_REQUEST.items() if k != "model"}
+    mapped = map_log_records([log(no_session), log(no_model)])
+    assert [r.field for r in mapped.rejected] == ["session.id", "model"]
+
+
+# --- properties --------------------------------------------------------------------------------
+
+attr_values = st.one_of(
+    st.integers(min_value=0, max_value=10**9),
+    st.integers(min_value=0, max_value=10**9).map(str),
+    st.text(max_size=5),
+    st.booleans(),
+    st.none(),
+)
+attr_names = st.sampled_from(
+    [
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+        "gen_ai.usage.cache_read.input_tokens",
+        "gen_ai.request.model",
+        "gen_ai.conversation.id",
+        "gen_ai.operation.name",
+        "llm.token_count.prompt",
+        "http.method",
+        "gen_ai.conversation.compacted",
+    ]
+)
+spans_strategy = st.lists(
+    st.builds(
+        span,
+        st.dictionaries(attr_names, attr_values, max_size=6),
+        span_id=st.text("0123456789abcdef", min_size=16, max_size=16),
+        start=st.integers(min_value=0, max_value=2**63),
+    ),
+    max_size=20,
+)
+
+
+@given(spans_strategy)
+def test_every_span_is_exactly_one_call_ignored_or_rejected(spans):
+    mapped = map_spans(spans)
+    compaction_only = sum(1 for e in mapped.events if e.call_request_id is None)
+    assert len(mapped.calls) + mapped.ignored + len(mapped.rejected) + compaction_only == len(spans)
+
+
+@given(spans_strategy)
+def test_mapping_is_deterministic_and_a_span_maps_alike_in_any_export(spans):
+    once = map_spans(spans)
+    assert map_spans(spans) == once
+    # A replayed export (the same spans again) gives the same drafts twice over.
+    twice = map_spans([*spans, *spans]).calls
+    key = [(c.request_id, c.usage, c.model, c.at, c.turn_key) for c in twice]
+    assert key == [(c.request_id, c.usage, c.model, c.at, c.turn_key) for c in once.calls] * 2
+
+
+@given(
+    st.integers(min_value=0, max_value=10**7),
+    st.integers(min_value=0, max_value=10**7),
+    st.integers(min_value=0, max_value=10**7),
+    st.integers(min_value=0, max_value=10**6),
+)
+def test_inclusive_counts_keep_the_input_and_exclusive_ones_add_the_cache(inp, read, write, out):
+    attrs = {
+        **GENAI,
+        "gen_ai.usage.input_tokens": inp,
+        "gen_ai.usage.cache_read.input_tokens": str(read),
+        "gen_ai.usage.cache_creation.input_tokens": write,
+        "gen_ai.usage.output_tokens": out,
+    }
+    (call,) = map_spans([span(attrs)]).calls
+    usage = normalize_usage(call.usage, provider=call.provider)
+    if inp >= read + write:
+        assert usage.context_tokens == inp and usage.flags == ()
+    else:
+        assert usage.context_tokens == inp + read + write
+        assert usage.flags == (FLAG_OTEL_INPUT_EXCLUSIVE,)
+
+
+@pytest.mark.parametrize("value", ["12000", " 12000 ", 12000, 12000.0])
+def test_claude_code_string_values_are_counts(value):
+    (call,) = map_log_records([log({**CC_REQUEST, "input_tokens": value})]).calls
+    assert call.usage["input_tokens"] == 12000

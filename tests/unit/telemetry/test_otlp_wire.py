@@ -1,0 +1,223 @@
+"""OTLP/HTTP bodies: protobuf and JSON, gzip, limits, and the responses (no Django)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord as PbLogRecord
+from opentelemetry.proto.metrics.v1.metrics_pb2 import Gauge, Metric, NumberDataPoint
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+
+from telemetry.otlp.wire import (
+    WireError,
+    data_points_of,
+    decode_request,
+    encode_response,
+    encode_status,
+    encoding_of,
+    inflate,
+    log_records_of,
+    spans_of,
+)
+
+TRACE = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
+SPAN = bytes.fromhex("b7ad6b7169203331")
+
+
+def kv(key, **value):
+    return KeyValue(key=key, value=AnyValue(**value))
+
+
+def trace_request():
+    span = PbSpan(
+        trace_id=TRACE,
+        span_id=SPAN,
+        name="chat",
+        start_time_unix_nano=1,
+        end_time_unix_nano=2,
+        attributes=[
+            kv("gen_ai.usage.input_tokens", int_value=1167),
+            kv("gen_ai.request.model", string_value="m"),
+            kv("flag", bool_value=True),
+            kv("ratio", double_value=0.5),
+        ],
+    )
+    resource_spans = ResourceSpans(scope_spans=[ScopeSpans(spans=[span])])
+    resource_spans.resource.attributes.append(kv("service.name", string_value="app"))
+    return ExportTraceServiceRequest(resource_spans=[resource_spans])
+
+
+def test_protobuf_spans_decode_to_plain_values():
+    data = trace_request().SerializeToString()
+    (span,) = spans_of(decode_request("traces", data, "protobuf"))  # type: ignore[arg-type]
+    assert span.trace_id == TRACE.hex() and span.span_id == SPAN.hex()
+    assert span.attributes == {
+        "gen_ai.usage.input_tokens": 1167,
+        "gen_ai.request.model": "m",
+        "flag": True,
+        "ratio": 0.5,
+    }
+    assert span.resource == {"service.name": "app"}
+    assert (span.start_ns, span.end_ns) == (1, 2)
+
+
+def otlp_json():
+    """OTLP JSON as the spec writes it: hex ids, int64 as strings, enum ints."""
+    return {
+        "resourceSpans": [
+            {
+                "resource": {
+                    "attributes": [{"key": "service.name", "value": {"stringValue": "a"}}]
+                },
+                "scopeSpans": [
+                    {
+                        "scope": {"name": "x"},
+                        "spans": [
+                            {
+                                "traceId": TRACE.hex(),
+                                "spanId": SPAN.hex(),
+                                "parentSpanId": "",
+                                "name": "chat",
+                                "kind": 3,
+                                "startTimeUnixNano": "1764547200000000000",
+                                "endTimeUnixNano": "1764547202000000000",
+                                "attributes": [
+                                    {
+                                        "key": "gen_ai.usage.input_tokens",
+                                        "value": {"intValue": "1167"},
+                                    }
+                                ],
+                                "status": {"code": 1},
+                                "someFutureField": {"ignored": True},
+                            }
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
+
+
+def test_otlp_json_with_hex_ids_and_string_int64_decodes():
+    data = json.dumps(otlp_json()).encode()
+    (span,) = spans_of(decode_request("traces", data, "json"))  # type: ignore[arg-type]
+    assert span.span_id == SPAN.hex() and span.trace_id == TRACE.hex()
+    assert span.attributes == {"gen_ai.usage.input_tokens": 1167}
+    assert span.end_ns == 1764547202000000000
+
+
+def test_a_bad_hex_id_is_a_400_naming_its_path():
+    body = otlp_json()
+    body["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["spanId"] = "not-hex"
+    with pytest.raises(WireError) as caught:
+        decode_request("traces", json.dumps(body).encode(), "json")
+    assert caught.value.status == 400
+    assert caught.value.field.endswith(".spanId")
+
+
+@pytest.mark.parametrize(
+    ("data", "encoding"),
+    [
+        (b"hello world", "protobuf"),
+        (b"\xff\xff\xff", "protobuf"),
+        (b"{not json", "json"),
+        (b"[1, 2]", "json"),
+        (b'{"records": []}', "json"),
+        (b'{"resourceSpans": "nope"}', "json"),
+    ],
+)
+def test_a_body_that_is_not_otlp_is_a_400(data, encoding):
+    with pytest.raises(WireError) as caught:
+        decode_request("traces", data, encoding)
+    assert caught.value.status == 400 and caught.value.field == "body"
+
+
+def test_an_empty_body_is_an_empty_export():
+    assert spans_of(decode_request("traces", b"", "protobuf")) == []  # type: ignore[arg-type]
+    assert spans_of(decode_request("traces", b"{}", "json")) == []  # type: ignore[arg-type]
+
+
+def test_gzip_inflates_and_a_bomb_is_a_413():
+    data = trace_request().SerializeToString()
+    assert inflate(gzip.compress(data), "gzip", limit=10_000) == data
+    assert inflate(data, "", limit=10_000) == data
+    bomb = gzip.compress(b"\0" * 1_000_000)
+    with pytest.raises(WireError) as caught:
+        inflate(bomb, "gzip", limit=100_000)
+    assert caught.value.status == 413
+    with pytest.raises(WireError) as caught:
+        inflate(data, "", limit=10)
+    assert caught.value.status == 413
+    with pytest.raises(WireError) as caught:
+        inflate(b"not gzip", "gzip", limit=100)
+    assert caught.value.status == 400
+    with pytest.raises(WireError) as caught:
+        inflate(gzip.compress(data)[:-12], "gzip", limit=10_000)
+    assert caught.value.status == 400
+    with pytest.raises(WireError) as caught:
+        inflate(data, "br", limit=10_000)
+    assert caught.value.status == 415
+
+
+def test_content_types():
+    assert encoding_of("application/x-protobuf") == "protobuf"
+    assert encoding_of("application/json; charset=utf-8") == "json"
+    with pytest.raises(WireError) as caught:
+        encoding_of("text/plain")
+    assert caught.value.status == 415 and caught.value.field == "Content-Type"
+
+
+def test_responses_carry_partial_success_in_the_request_encoding():
+    pb = ExportTraceServiceResponse.FromString(encode_response("traces", 3, "why", "protobuf"))
+    assert pb.partial_success.rejected_spans == 3
+    assert pb.partial_success.error_message == "why"
+    as_json = json.loads(encode_response("logs", 2, "because", "json"))
+    assert as_json == {"partialSuccess": {"rejectedLogRecords": "2", "errorMessage": "because"}}
+    parsed = json_format.Parse(json.dumps(as_json), ExportLogsServiceResponse())
+    assert parsed.partial_success.rejected_log_records == 2
+    assert encode_response("traces", 0, "", "protobuf") == b""
+    assert json.loads(encode_response("metrics", 5, "no", "json"))["partialSuccess"] == {
+        "rejectedDataPoints": "5",
+        "errorMessage": "no",
+    }
+
+
+def test_status_bodies():
+    assert json.loads(encode_status(3, "bad", "json")) == {"code": 3, "message": "bad"}
+    assert encode_status(3, "bad", "protobuf").startswith(b"\x08\x03")
+
+
+def test_log_records_and_metric_points():
+    record = PbLogRecord(
+        time_unix_nano=5,
+        body=AnyValue(string_value="claude_code.api_request"),
+        attributes=[kv("input_tokens", string_value="12")],
+    )
+    request = ExportLogsServiceRequest()
+    request.resource_logs.add().scope_logs.add().log_records.append(record)
+    data = request.SerializeToString()
+    (decoded,) = log_records_of(decode_request("logs", data, "protobuf"))  # type: ignore[arg-type]
+    assert decoded.body == "claude_code.api_request"
+    assert decoded.attributes == {"input_tokens": "12"}
+
+    metrics = ExportMetricsServiceRequest()
+    scope = metrics.resource_metrics.add().scope_metrics.add()
+    scope.metrics.append(Metric(name="m", gauge=Gauge(data_points=[NumberDataPoint(as_int=1)] * 3)))
+    decoded_metrics = decode_request("metrics", metrics.SerializeToString(), "protobuf")
+    assert data_points_of(decoded_metrics) == 3  # type: ignore[arg-type]
