@@ -29,7 +29,7 @@ test: install-dev
 
 ## make bench: benchmarks against baselines measured in the same run (not part of make test).
 bench: install-dev
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(if $(BENCH_SCALE),--scale $(BENCH_SCALE))
 
 lint: install-dev
 	$(BIN)/ruff format --check .

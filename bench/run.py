@@ -1199,22 +1199,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--broker-url", default=os.environ.get("BENCH_BROKER_URL", DEFAULT_BROKER_URL)
     )
-    parser.add_argument("--out", default=str(ROOT / "var" / "bench" / "latest.json"))
+    parser.add_argument("--out", default="", help="default var/bench/latest.json (fleet.json)")
     parser.add_argument("--var-dir", default=str(ROOT / "var" / "bench" / "run"))
     parser.add_argument("--web-workers", type=int, default=0, help="default: 2 × CPU cores")
     parser.add_argument("--worker-class", default="gthread", choices=("gthread", "sync"))
     parser.add_argument("--threads", type=int, default=2, help="threads per gthread worker")
     parser.add_argument("--worker-concurrency", type=int, default=1, help="Celery pool processes")
     parser.add_argument("--keep-db", action="store_true", help="leave the bench database behind")
+    parser.add_argument(
+        "--scale",
+        default=os.environ.get("BENCH_SCALE") or "default",
+        choices=("default", "fleet"),
+        help="fleet: 100,000 sessions / 5M calls and 2 web + 2 workers (bench.fleet)",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if not args.out:
+        name = "fleet.json" if args.scale == "fleet" else "latest.json"
+        args.out = str(ROOT / "var" / "bench" / name)
     cleanup = Cleanup()
     cleanup.install_signal_handlers()
     try:
-        Bench(args, cleanup).run()
+        if args.scale == "fleet":
+            from bench.fleet import FleetBench
+
+            FleetBench(args, cleanup).run()
+        else:
+            Bench(args, cleanup).run()
     finally:
         cleanup.run()
     return 0

@@ -219,7 +219,13 @@ def start_gunicorn(
 
 
 def start_worker(
-    env: dict[str, str], log_dir: Path, cleanup: Cleanup, *, queue: str, concurrency: int
+    env: dict[str, str],
+    log_dir: Path,
+    cleanup: Cleanup,
+    *,
+    queue: str,
+    concurrency: int,
+    name: str = "",
 ) -> Started:
     argv = [
         sys.executable,
@@ -237,7 +243,7 @@ def start_worker(
         "--queues",
         queue,
         "--hostname",
-        f"bench-{os.getpid()}@%h",
+        f"{name or f'bench-{os.getpid()}'}@%h",
         "--without-gossip",
         "--without-mingle",
         "--without-heartbeat",

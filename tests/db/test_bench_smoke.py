@@ -118,3 +118,59 @@ def test_the_bench_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None
         name = f"bench_smoke_{os.getpid()}"
         left = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
     assert left is None
+
+
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+    reason="the fleet harness measures on PostgreSQL whatever the stage; once a suite run is enough",
+)
+def test_the_fleet_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None:
+    """`make bench BENCH_SCALE=fleet` at smoke size: seeded server-side, two web instances and
+    two workers, and still nothing lost, nothing stored twice, one compaction per version."""
+    why = _unreachable()
+    if why is not None:
+        pytest.fail(f"the fleet smoke run needs its services: {why}")
+    database_url = with_database(SERVER_URL, f"bench_fleet_smoke_{os.getpid()}")
+    out = tmp_path / "fleet.json"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in {
+            "DATABASE_URL",
+            "CELERY_BROKER_URL",
+            "CELERY_TASK_DEFAULT_QUEUE",
+            "DJANGO_SETTINGS_MODULE",
+        }
+    }
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.run",
+            "--smoke",
+            "--scale",
+            "fleet",
+            "--database-url",
+            database_url,
+            "--broker-url",
+            BROKER_URL,
+            "--out",
+            str(out),
+            "--var-dir",
+            str(tmp_path / "var"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
+    results = json.loads(out.read_text())
+    seeded = results["measurements"]["fleet_seed"]
+    assert seeded["sessions"] >= 400 and seeded["calls"] == 400 * 25 * 2, seeded
+    assert seeded["bytes_per_million_calls"] > 0
+    assert {bar["id"] for bar in results["bars"]} >= {"F0", "P1", "P2", "P5", "X2"}
+    pair = results["measurements"]["pair"]
+    assert (pair["lost"], pair["duplicated"], pair["compacted_twice"]) == (0, 0, []), pair
