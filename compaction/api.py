@@ -45,8 +45,8 @@ def _session(key: AgentKey, session_id: str) -> AgentSession:
 
 
 def _session_or_new(key: AgentKey, session_id: str) -> AgentSession:
-    if not 1 <= len(session_id) <= 200 or "\x00" in session_id:
-        raise BadBody("session_id", "must be 1 to 200 characters without NUL", status=422)
+    if not 1 <= len(session_id) <= 200 or "\x00" in session_id or "/" in session_id:
+        raise BadBody("session_id", "must be 1 to 200 characters without NUL or '/'", status=422)
     try:
         with transaction.atomic():
             session, _ = AgentSession.objects.get_or_create(
@@ -124,13 +124,14 @@ def post_messages(request: HttpRequest, session_id: str) -> Status[dict[str, Any
     system = members.get("system")
     if system is not None and system.value is None:
         system = None
-    session = _session_or_new(key, session_id)
-    result = append_messages(
-        session=session,
-        fmt=members["format"].value,
-        system=system,
-        messages=array_elements(members["messages"].text),
-    )
+    with transaction.atomic():  # a refused append leaves no new session behind
+        session = _session_or_new(key, session_id)
+        result = append_messages(
+            session=session,
+            fmt=members["format"].value,
+            system=system,
+            messages=array_elements(members["messages"].text),
+        )
     state = result.surface
     status = 201 if result.created else 200
     return Status(

@@ -82,6 +82,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
 ]
 MIDDLEWARE.insert(0, "console.middleware.body_limit")
+# issue 16: 411 for chunked bodies, 422 for input no view can keep (telemetry.safejson)
+MIDDLEWARE.insert(1, "console.middleware.request_guard")
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"

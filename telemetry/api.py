@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Router, Status
 
+from telemetry import safejson
 from telemetry.auth import ingest_auth, request_key
 from telemetry.ingest import IngestResult, ingest_records, session_band
 from telemetry.models import AgentSession, Turn
@@ -53,11 +54,13 @@ def parse_json_body(request: HttpRequest) -> object:
     if not text.strip():
         raise BadBody("body", "is empty; send a JSON object")
     try:
-        return json.loads(text)
+        return safejson.decode(text)
     except json.JSONDecodeError as exc:
         raise BadBody(
             "body", f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
+    except safejson.UnsafeJson as exc:
+        raise BadBody(exc.field, exc.message, status=422) from None
 
 
 def _telemetry_body_schema() -> dict[str, Any]:

@@ -27,6 +27,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from pydantic import ValidationError
 
+from telemetry import safejson
 from telemetry.accounting import CallFigures, TurnFigures, summarize_turn
 from telemetry.catalogue import load_catalogue
 from telemetry.models import AgentKey, AgentProfile, AgentSession, LLMCall, Turn
@@ -110,6 +111,10 @@ def validate_items(
             outcomes.append(
                 ItemResult(index, "invalid", field=name, detail=f"{name}: must be a JSON object")
             )
+            continue
+        unsafe = safejson.problem(raw, base=prefix.rstrip("."))
+        if unsafe is not None:  # a lone surrogate, NaN, too deep: refused, the batch goes on
+            outcomes.append(ItemResult(index, "invalid", field=unsafe[0], detail=": ".join(unsafe)))
             continue
         try:
             record = RecordIn.model_validate(raw)

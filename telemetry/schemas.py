@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
@@ -88,6 +89,24 @@ class RecordIn(BaseModel):
     @classmethod
     def _strings_without_nul(cls, value: str | None) -> str | None:
         return None if value is None else _no_nul(value)
+
+    @field_validator("session_id")
+    @classmethod
+    def _session_id_routable(cls, value: str) -> str:
+        # every route reads a session back by its id as one path segment
+        if "/" in value:
+            raise ValueError("must not contain '/' (session ids are one URL path segment)")
+        return value
+
+    @field_validator("at")
+    @classmethod
+    def _at_in_utc_range(cls, value: datetime | None) -> datetime | None:
+        if value is not None:
+            try:
+                value.astimezone(UTC)
+            except OverflowError:
+                raise ValueError("is out of range once converted to UTC") from None
+        return value
 
     @field_validator("usage")
     @classmethod

@@ -1,0 +1,69 @@
+"""The one JSON rule (issue 16): what parses but cannot be kept is named, never raised raw."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from telemetry import safejson
+
+
+def test_a_lone_surrogate_is_named_by_its_path():
+    value = safejson.decode('{"messages": [{"content": [{"text": "a\\ud83d"}]}]}')
+    assert safejson.problem(value) == (
+        "messages.0.content.0.text",
+        safejson._SURROGATE_MESSAGE,
+    )
+
+
+def test_a_surrogate_pair_is_text():
+    assert safejson.loads('{"a": "\\ud83d\\ude00"}') == {"a": "\U0001f600"}
+
+
+def test_a_surrogate_key_is_named_with_its_escape():
+    field, message = safejson.problem(safejson.decode('{"u": {"\\udc00": 1}}')) or ("", "")
+    assert field == "u.\\udc00" and message.startswith("key ")
+
+
+@pytest.mark.parametrize("text", ['{"x": NaN}', '{"x": [Infinity]}', '{"x": -1e999}'])
+def test_non_finite_numbers_are_refused(text):
+    with pytest.raises(safejson.UnsafeJson) as caught:
+        safejson.loads(text)
+    assert caught.value.field.startswith("x")
+
+
+def test_depth_over_the_limit_is_refused_and_at_the_limit_accepted():
+    at_limit = "[" * safejson.MAX_DEPTH + "]" * safejson.MAX_DEPTH
+    assert safejson.problem(json.loads(at_limit)) is None
+    over = "[" * (safejson.MAX_DEPTH + 1) + "]" * (safejson.MAX_DEPTH + 1)
+    assert safejson.problem(json.loads(over)) is not None
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "9" * 5000])
+def test_what_python_cannot_decode_is_unsafe_not_recursion_or_value_error(text):
+    with pytest.raises(safejson.UnsafeJson) as caught:
+        safejson.decode(text)
+    assert caught.value.field == "body"
+
+
+def test_malformed_json_stays_a_decode_error():
+    with pytest.raises(json.JSONDecodeError):
+        safejson.decode("{")
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=30,
+)
+
+
+@given(_json)
+def test_whatever_passes_the_rule_encodes_as_utf8_json(value):
+    if safejson.problem(value) is None:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+        assert json.loads(text) == value
