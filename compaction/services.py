@@ -32,6 +32,7 @@ from compaction.core import (
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
 from compaction.summarizers import LLMSummarizer
 from compaction.transcripts import derive, store_surface
+from telemetry.learned_window import learn_window_from_overflow
 from telemetry.models import AgentSession
 from telemetry.policies import effective_policy
 from telemetry.policy import PolicyValues
@@ -369,7 +370,9 @@ def report_overflow(
 ) -> RunOutcome:
     """D4: the provider rejected a request as too long. Forced compaction now, counted once per
     surface version; a second report on a version already relieved raises OverflowUnrecoverable
-    and applies nothing."""
+    and applies nothing. A limit stated in `detail` (the provider's error text) becomes the
+    session's window before planning, so the compaction aims at the real wall."""
+    learn_window_from_overflow(session, detail)
     state = Surface.objects.filter(session=session).first()
     version = state.version if state is not None else 0
     if surface_version is not None and surface_version > version:

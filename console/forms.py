@@ -10,6 +10,7 @@ from django import forms
 from console.queries import BANDS, DEFAULT_SORT, SORTS, SessionFilters
 from telemetry.models import AgentProfile, CatalogueModel
 from telemetry.policy import POLICY_FIELDS, PolicyValues
+from telemetry.windows import WindowOverridesError, parse_window_overrides
 
 # --- sessions list -----------------------------------------------------------------------------
 
@@ -129,6 +130,28 @@ class PolicyForm(forms.Form):
         return values
 
 
+class WindowOverridesForm(forms.Form):
+    """A profile's windows, one `model = tokens` per line, `* = tokens` for its default."""
+
+    windows = forms.CharField(
+        required=False,
+        label="Windows in force",
+        widget=forms.Textarea(attrs={"rows": 6, "class": "mono"}),
+        help_text=(
+            "one `model = tokens` per line (a model id or catalogue family); `* = tokens` is "
+            "the profile's default. A record's own window_tokens still wins; unset models use "
+            "the catalogue's standard window."
+        ),
+    )
+
+    def overrides(self) -> dict[str, int]:
+        try:
+            return parse_window_overrides(self.cleaned_data.get("windows") or "")
+        except WindowOverridesError as exc:
+            self.add_error("windows", f"{exc.field}: {exc.message}")
+            raise
+
+
 class ProfileCreateForm(forms.Form):
     name = forms.CharField(max_length=63, help_text="lowercase letters, digits, - and _")
     description = forms.CharField(max_length=500, required=False)
@@ -160,6 +183,7 @@ class CatalogueForm(forms.ModelForm[CatalogueModel]):
             "provider",
             "family",
             "window_tokens",
+            "max_window_tokens",
             *PRICE_FIELDS[:5],
             "long_context_threshold",
             *PRICE_FIELDS[5:],
@@ -174,6 +198,9 @@ class CatalogueForm(forms.ModelForm[CatalogueModel]):
         window = data.get("window_tokens")
         if window is not None and window <= 0:
             self.add_error("window_tokens", "The window must be greater than 0 tokens.")
+        maximum = data.get("max_window_tokens")
+        if maximum is not None and window is not None and maximum < window:
+            self.add_error("max_window_tokens", "The opt-in maximum must be at least the window.")
         threshold = data.get("long_context_threshold")
         if threshold is not None and threshold <= 0:
             self.add_error("long_context_threshold", "Must be greater than 0 tokens.")

@@ -291,6 +291,7 @@ def session_detail(pk: int) -> tuple[AgentSession, PolicyValues, str] | None:
                 session.pressure,
                 session.projected_tokens,
                 session.window_tokens,
+                session.window_source,
                 session.turns_count,
                 session.calls_count,
                 session.surface_version,

@@ -33,6 +33,7 @@ urlpatterns = [
     path("policy/global/", views.policy_edit, name="policy_global"),
     path("policy/profiles/new", views.profile_create, name="profile_create"),
     path("policy/profiles/<str:name>/", views.policy_edit, name="policy_profile"),
+    path("policy/profiles/<str:name>/windows", views.profile_windows, name="profile_windows"),
     path("catalogue/", views.catalogue_list, name="catalogue"),
     path("catalogue/new/", views.catalogue_edit, name="catalogue_new"),
     path("catalogue/<int:pk>/", views.catalogue_edit, name="catalogue_edit"),

@@ -35,6 +35,7 @@ from console.forms import (
     PolicyForm,
     ProfileCreateForm,
     SessionFilterForm,
+    WindowOverridesForm,
 )
 from console.queries import (
     BANDS,
@@ -61,7 +62,8 @@ from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueMode
 from telemetry.policies import update_policy
 from telemetry.policy import POLICY_FIELDS, PolicyError, PolicyValues
 from telemetry.pressure import round_signal
-from telemetry.profiles import ProfileError, get_or_create_profile
+from telemetry.profiles import ProfileError, get_or_create_profile, set_window_overrides
+from telemetry.windows import SOURCE_LABELS, WindowOverridesError, format_window_overrides
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -170,6 +172,7 @@ def _live_context(session: AgentSession, policy: PolicyValues, version: str) -> 
         "gauge": gauge,
         "round_signal": signal,
         "version": version,
+        "window_label": SOURCE_LABELS.get(session.window_source),  # type: ignore[call-overload]
     }
 
 
@@ -457,6 +460,28 @@ def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
     return render(
         request,
         "console/policy_form.html",
+        {"form": form, "profile": profile, "nav": "policy"},
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@require_role(Role.ADMIN)
+def profile_windows(request: HttpRequest, name: str) -> HttpResponse:
+    """Edit the windows a profile's agents run with, per model and by default."""
+    profile = get_object_or_404(AgentProfile, name=name)
+    initial = {"windows": format_window_overrides(profile.window_overrides or {})}
+    form = WindowOverridesForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            set_window_overrides(profile=profile, overrides=form.overrides())
+        except (WindowOverridesError, ProfileError):
+            pass  # the form carries the error, naming the line
+        else:
+            messages.success(request, f"Saved the windows of {profile.name}.")
+            return redirect("policy")
+    return render(
+        request,
+        "console/profile_windows.html",
         {"form": form, "profile": profile, "nav": "policy"},
     )
 

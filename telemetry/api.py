@@ -25,6 +25,7 @@ from telemetry.schemas import (
     RecordIn,
     SessionDetailOut,
 )
+from telemetry.windows import SOURCE_LABELS
 
 router = Router(tags=["telemetry"])
 
@@ -175,6 +176,8 @@ def session_figures(session: AgentSession, policy: PolicyValues) -> dict[str, An
         "peak_context_tokens": session.peak_context_tokens,
         "projected_next_request_tokens": session.projected_tokens,
         "window_tokens": session.window_tokens,
+        "window_source": session.window_source or None,
+        "window_source_label": SOURCE_LABELS.get(session.window_source),  # type: ignore[call-overload]
         "reserved_output_tokens": policy.reserved_output_tokens,
         "pressure": session.pressure,
         "pressure_band": session_band(session, policy),

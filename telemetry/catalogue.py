@@ -22,6 +22,7 @@ def price_of(row: CatalogueModel) -> ModelPrice:
         provider=row.provider,  # type: ignore[arg-type]
         family=row.family,
         window_tokens=row.window_tokens,
+        max_window_tokens=row.max_window_tokens,
         input=row.input,
         output=row.output,
         cache_read=row.cache_read,
@@ -39,13 +40,17 @@ def load_catalogue() -> list[ModelPrice]:
 def seed_catalogue(model: type[CatalogueModel] = CatalogueModel) -> int:
     """Insert the seed rows that are missing (admins' edits are kept). Returns rows added."""
     existing = set(model.objects.values_list("model", flat=True))
+    # Migration 0004 runs this against the historical model, which predates the opt-in maximum.
+    has_max = any(f.name == "max_window_tokens" for f in model._meta.get_fields())
     rows = []
     for price in SEED_CATALOGUE:
         if price.model in existing:
             continue
         lc = price.long_context
+        extra = {"max_window_tokens": price.max_window_tokens} if has_max else {}
         rows.append(
             model(
+                **extra,
                 model=price.model,
                 provider=price.provider,
                 family=price.family,

@@ -38,6 +38,7 @@ from telemetry.pressure import pressure_band, projected_next_request, round_sign
 from telemetry.pricing import ModelPrice, call_cost, find_price, no_cache_cost
 from telemetry.schemas import RecordIn
 from telemetry.usage import NormalizedUsage, UsageError, normalize_usage
+from telemetry.windows import LearnedWindow, WindowInForce, window_in_force
 
 Status = Literal["created", "duplicate", "conflict", "invalid"]
 
@@ -550,7 +551,9 @@ def _refresh_sessions(
         if session.pk in created_in:
             # D6: a new report supersedes the surface estimate left by a compaction.
             session.surface_estimate_tokens = None
-        session.window_tokens = resolve_window(profile, last, catalogue)
+        window = resolve_window(profile, last, catalogue, session)
+        session.window_tokens = window.tokens if window else None
+        session.window_source = window.source if window else ""
         _project(session, last, policy)
     _write_sessions(list(by_pk.values()))
     return list(by_pk.values())
@@ -649,21 +652,30 @@ _SESSION_FIELDS = [
     "last_seen_at",
     "surface_estimate_tokens",
     "window_tokens",
+    "window_source",
     "projected_tokens",
     "pressure",
 ]
 
 
-def resolve_window(profile: AgentProfile, last: Turn, catalogue: list[ModelPrice]) -> int | None:
-    """The record's own window, else the profile's override for the model, else the catalogue's."""
-    if last.last_call_window_tokens is not None:
-        return last.last_call_window_tokens
+def resolve_window(
+    profile: AgentProfile, last: Turn, catalogue: list[ModelPrice], session: AgentSession
+) -> WindowInForce | None:
+    """The window in force for the session's next request (order in `telemetry.windows`)."""
     price = find_price(last.model, catalogue)
-    overrides = profile.window_overrides or {}
-    for name in (last.model, price.family if price else None, price.model if price else None):
-        if name is not None and isinstance(overrides.get(name), int):
-            return int(overrides[name])
-    return price.window_tokens if price is not None else None
+    learned = (
+        LearnedWindow(session.learned_window_model, session.learned_window_tokens)
+        if session.learned_window_tokens is not None
+        else None
+    )
+    return window_in_force(
+        model=last.model,
+        record_window=last.last_call_window_tokens,
+        learned=learned,
+        overrides=profile.window_overrides or {},
+        family=price.family if price else None,
+        catalogue_window=price.window_tokens if price else None,
+    )
 
 
 def session_projection(session: AgentSession, last: Turn) -> int:

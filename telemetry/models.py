@@ -29,8 +29,8 @@ class AgentProfile(models.Model):
         ],
     )
     description = models.CharField(max_length=500, blank=True, default="")
-    # Per-profile context windows by model family (e.g. {"claude-sonnet-4-5": 1000000} for the
-    # 1M beta); a record's own `window_tokens` still wins, the catalogue is the fallback.
+    # Per-profile context windows by model id or family (e.g. {"claude-sonnet-4-5": 1000000} for
+    # the 1M beta) and a profile default under "*"; see `telemetry.windows` for the order.
     window_overrides = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -155,7 +155,10 @@ class CatalogueModel(models.Model):
         max_length=20, choices=[("anthropic", "Anthropic"), ("openai", "OpenAI")]
     )
     family = models.CharField(max_length=200)
+    # The standard window every account gets; `max_window_tokens` is an opt-in maximum (a 1M
+    # beta) that only applies when a record or a profile says the agent runs with it.
     window_tokens = models.PositiveIntegerField()
+    max_window_tokens = models.PositiveIntegerField(null=True, blank=True)
     input = models.DecimalField(max_digits=12, decimal_places=6)
     output = models.DecimalField(max_digits=12, decimal_places=6)
     cache_read = models.DecimalField(max_digits=12, decimal_places=6)
@@ -197,6 +200,11 @@ class AgentSession(models.Model):
     peak_context_tokens = models.BigIntegerField(null=True, blank=True)
     projected_tokens = models.BigIntegerField(null=True, blank=True)
     window_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Where `window_tokens` came from (`telemetry.windows.WindowSource`), "" when unknown.
+    window_source = models.CharField(max_length=20, blank=True, default="")
+    # The limit a provider stated in an overflow error, for `learned_window_model` (D4, D6).
+    learned_window_tokens = models.PositiveIntegerField(null=True, blank=True)
+    learned_window_model = models.CharField(max_length=200, blank=True, default="")
     pressure = models.FloatField(null=True, blank=True)
     cache_read_tokens = models.BigIntegerField(default=0)
     cache_denominator_tokens = models.BigIntegerField(default=0)

@@ -58,8 +58,9 @@ class ModelPrice:
 
     `model` is the id rows are looked up by (see `resolve_model`); `family` is the undated id the
     model belongs to, equal to `model` except for a dated snapshot priced on its own row
-    (`gpt-4o-2024-05-13` → `gpt-4o`). `window_tokens` is the standard context window; beta
-    windows (1M) are per-record or per-profile overrides, not catalogue facts.
+    (`gpt-4o-2024-05-13` → `gpt-4o`). `window_tokens` is the standard context window every account
+    gets; `max_window_tokens` is an opt-in maximum (a 1M beta), shown for reference and never
+    assumed: a call runs in it only when its record or its profile says so (`telemetry.windows`).
 
     Long-context tier: when a request's input (`context_tokens`, cache included) exceeds
     `long_context_threshold`, the whole request, output included, is billed at `long_context`.
@@ -77,6 +78,7 @@ class ModelPrice:
     cache_write_1h: Decimal | None
     long_context_threshold: int | None = None
     long_context: Rates | None = None
+    max_window_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if not self.model or not self.family:
@@ -85,6 +87,10 @@ class ModelPrice:
             raise ValueError(f"provider must be 'anthropic' or 'openai', got {self.provider!r}")
         if type(self.window_tokens) is not int or self.window_tokens <= 0:
             raise ValueError(f"window_tokens must be a positive int, got {self.window_tokens!r}")
+        if self.max_window_tokens is not None and (
+            type(self.max_window_tokens) is not int or self.max_window_tokens < self.window_tokens
+        ):
+            raise ValueError("max_window_tokens must be an int at least window_tokens")
         _ = self.base  # building the Rates validates them
         if (self.long_context_threshold is None) != (self.long_context is None):
             raise ValueError(
@@ -249,6 +255,7 @@ def _anthropic(
     input: str,
     output: str,
     window: int = 200_000,
+    max_window: int | None = None,
     cache_read: str | None = None,
     long_context: tuple[str, str] | None = None,
     long_context_threshold: int = 200_000,
@@ -269,6 +276,7 @@ def _anthropic(
         provider="anthropic",
         family=model,
         window_tokens=window,
+        max_window_tokens=max_window,
         input=base.input,
         output=base.output,
         cache_read=base.cache_read,
@@ -333,17 +341,27 @@ SEED_CATALOGUE: Final[tuple[ModelPrice, ...]] = (
         long_context=("0.50", "2.50"),
         long_context_threshold=100_000,
     ),
-    # Opus 4.6+ and Sonnet 4.6: 1M windows at flat rates.
-    _anthropic("claude-opus-4-8", input="5", output="25", window=1_000_000),
-    _anthropic("claude-opus-4-7", input="5", output="25", window=1_000_000),
-    _anthropic("claude-opus-4-6", input="5", output="25", window=1_000_000),
-    _anthropic("claude-sonnet-4-6", input="3", output="15", window=1_000_000),
+    # Opus 4.6+ and Sonnet 4.6: 200k standard, 1M opt-in at flat rates. A real claude-opus-4-6
+    # session ran (and its agent compacted) in 200k: 1M is what the model can take, not what an
+    # agent runs with unless it opts in (telemetry.windows; migration 0007 moved these rows).
+    _anthropic("claude-opus-4-8", input="5", output="25", max_window=1_000_000),
+    _anthropic("claude-opus-4-7", input="5", output="25", max_window=1_000_000),
+    _anthropic("claude-opus-4-6", input="5", output="25", max_window=1_000_000),
+    _anthropic("claude-sonnet-4-6", input="3", output="15", max_window=1_000_000),
     _anthropic("claude-opus-4-5", input="5", output="25"),
     _anthropic("claude-opus-4-1", input="15", output="75"),
     _anthropic("claude-opus-4", input="15", output="75"),
     # Sonnet 4/4.5: 200k standard; the 1M beta bills requests over 200k at $6/$22.50.
-    _anthropic("claude-sonnet-4-5", input="3", output="15", long_context=("6", "22.50")),
-    _anthropic("claude-sonnet-4", input="3", output="15", long_context=("6", "22.50")),
+    _anthropic(
+        "claude-sonnet-4-5",
+        input="3",
+        output="15",
+        max_window=1_000_000,
+        long_context=("6", "22.50"),
+    ),
+    _anthropic(
+        "claude-sonnet-4", input="3", output="15", max_window=1_000_000, long_context=("6", "22.50")
+    ),
     _anthropic("claude-3-7-sonnet", input="3", output="15"),
     _anthropic("claude-haiku-4-5", input="1", output="5"),
     _anthropic("claude-3-5-haiku", input="0.80", output="4"),

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from telemetry.models import AgentProfile
+from telemetry.windows import MAX_WINDOW
 
 
 class ProfileError(ValueError):
@@ -32,4 +33,15 @@ def get_or_create_profile(*, name: str, description: str = "") -> AgentProfile:
     except IntegrityError:
         # Two creators raced; the other one won and the row is what we wanted.
         return AgentProfile.objects.get(name=name)
+    return profile
+
+
+def set_window_overrides(*, profile: AgentProfile, overrides: dict[str, int]) -> AgentProfile:
+    """Replace the profile's windows per model (and its default under "*"); sessions pick them up
+    with their next report (the record's own window still wins, `telemetry.windows`)."""
+    for name, tokens in overrides.items():
+        if not name or type(tokens) is not int or not 0 < tokens <= MAX_WINDOW:
+            raise ProfileError("window_overrides", f"{name!r}: {tokens!r} is not a window")
+    profile.window_overrides = dict(sorted(overrides.items()))
+    profile.save(update_fields=["window_overrides"])
     return profile

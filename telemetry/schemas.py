@@ -145,6 +145,10 @@ class SessionFiguresOut(Schema):
     peak_context_tokens: int | None
     projected_next_request_tokens: int | None
     window_tokens: int | None
+    # Where the window came from: record, overflow, profile_model, profile_default, catalogue
+    # (None: unknown); `window_source_label` says it in words.
+    window_source: str | None = None
+    window_source_label: str | None = None
     reserved_output_tokens: int
     pressure: float | None
     pressure_band: str

@@ -338,7 +338,13 @@ def test_openai_rows_have_no_write_charge_and_cached_at_most_input(row):
     ("model", "window", "input", "output", "cache_read"),
     [
         ("claude-sonnet-4-5", 200_000, "3", "15", "0.30"),
-        ("claude-opus-4-6", 1_000_000, "5", "25", "0.50"),
+        (
+            "claude-opus-4-6",
+            200_000,  # 1M is opt-in (max_window_tokens)
+            "5",
+            "25",
+            "0.50",
+        ),
         ("claude-sonnet-5-5", 1_000_000, "2", "10", "0.10"),
         ("claude-opus-5-5", 1_000_000, "4", "20", "0.20"),
         ("claude-haiku-5-5", 1_000_000, "0.10", "0.50", "0.01"),
