@@ -78,10 +78,21 @@ Relief (`relief.py`, D4)
     calibration=None, context_tokens=None, pricing=CachePricing()) -> ReliefPlan(action, mode,
     reason, tokens_before, tokens_after, pressure_before, pressure_after, first_changed_index,
     cache_write_tokens, freed_tokens, operations)`. Pressure = tokens / (window_tokens −
-    reserved_output_tokens). Worth-it rule for a prune pass:
-    `freed × read_multiplier × horizon_calls ≥ cache_write_tokens × write_multiplier` and
-    `freed ≥ prune_min_free_tokens` (defaults read 0.1×, write 1.25× for 5m / 2× for 1h,
-    horizon 50 calls). Forced mode ignores thresholds and the worth-it rule, never safety.
+    reserved_output_tokens). Worth-it rule for a prune or summarize pass (`economics.py`): it
+    frees at least `prune_min_free_tokens` and its re-write premium `rewrite × (write − read)`
+    is paid back by `freed × read` per later call within `pricing.horizon_calls` (the
+    session's typical remaining calls; `pricing.rates` the model's $/MTok). Skipped passes are
+    named in `skipped`; `economics` prices the plan as a whole. Forced mode ignores thresholds
+    and the worth-it rule, never safety.
+
+Economics (`economics.py`)
+    `CacheRates(input, read, write)`, `pass_economics(freed_tokens, rewrite_tokens, rates,
+    remaining_calls, min_free_tokens) -> PassEconomics` (re-write cost and premium, saving per
+    later call, break-even calls, worth_it), `net_saving(...)` for the measured outcome.
+
+Fingerprints (`fingerprints.py`, D1/D2)
+    `surface_fingerprints(surface, format=None, with_text=False) -> (SegmentPrint(name, hash,
+    tokens, text), ...)`: `system`, then `message k`; the same shape agents report as `prefix`.
 """
 
 from compaction.core.bounding import (
@@ -92,6 +103,8 @@ from compaction.core.bounding import (
     bound_text,
     omission_marker,
 )
+from compaction.core.economics import CacheRates, PassEconomics, net_saving, pass_economics
+from compaction.core.fingerprints import SegmentPrint, readable_text, surface_fingerprints
 from compaction.core.messages import (
     Block,
     ContentBlock,
@@ -156,6 +169,7 @@ __all__ = [
     "Block",
     "BoundSpec",
     "CachePricing",
+    "CacheRates",
     "Calibration",
     "ContentBlock",
     "ContentForm",
@@ -164,11 +178,13 @@ __all__ = [
     "Format",
     "Message",
     "OpaqueBlock",
+    "PassEconomics",
     "Operation",
     "PruneOperation",
     "PrunePlan",
     "PrunedResult",
     "RawMessage",
+    "SegmentPrint",
     "ReliefPlan",
     "ReliefPolicy",
     "Role",
@@ -189,22 +205,26 @@ __all__ = [
     "derive_surface",
     "estimate_tokens",
     "make_stub",
+    "net_saving",
     "omission_marker",
     "operation_from_dict",
     "parse_anthropic",
     "parse_message",
     "parse_openai",
+    "pass_economics",
     "pending_call_ids",
     "plan_prune",
     "plan_relief",
     "plan_summarize",
     "protected_head_end",
+    "readable_text",
     "safe_cuts",
     "split_rounds",
     "strip_cache_control",
     "summary_message",
     "summary_span",
     "summary_text",
+    "surface_fingerprints",
     "text_message",
     "to_anthropic",
     "to_openai",

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from compaction.core.economics import CacheRates, PassEconomics, pass_economics
 from compaction.core.messages import Message
 from compaction.core.operations import Operation, StubSpec
 from compaction.core.pruning import plan_prune
@@ -75,23 +76,33 @@ class ReliefPolicy:
 
 @dataclass(frozen=True, slots=True)
 class CachePricing:
-    """What the worth-it rule weighs: cache prices as multiples of the input price, and how many
-    later calls will read the freed tokens.
+    """What the worth-it rule weighs (`compaction.core.economics`): the session's model's cache
+    rates and how many calls are likely to follow (the horizon a pass must pay back within).
 
-    Defaults: read 0.1×, write 1.25× (5-minute TTL; use `for_ttl("1h")` for 2×), a horizon of 50
-    calls. A prune pass is worth it when
-    `freed_tokens × read_multiplier × horizon_calls ≥ cache_write_tokens × write_multiplier`
-    and `freed_tokens ≥ prune_min_free_tokens`.
+    Defaults: Anthropic's relative prices (input 1, read 0.1×, 5-minute write 1.25×; `for_ttl("1h")`
+    for 2×) and 50 calls. The service passes the real per-model rates and the session's typical
+    remaining calls.
     """
 
-    read_multiplier: float = 0.1
-    write_multiplier: float = 1.25
+    rates: CacheRates = field(default_factory=CacheRates.relative)
     horizon_calls: int = 50
 
     @classmethod
     def for_ttl(cls, ttl: Literal["5m", "1h"], *, horizon_calls: int = 50) -> CachePricing:
         """Anthropic prices: a 5-minute write costs 1.25×, a 1-hour write 2× (D7 tiers)."""
-        return cls(write_multiplier=2.0 if ttl == "1h" else 1.25, horizon_calls=horizon_calls)
+        return cls(
+            rates=CacheRates.relative(write="2" if ttl == "1h" else "1.25"),
+            horizon_calls=horizon_calls,
+        )
+
+    def assess(self, *, freed_tokens: int, rewrite_tokens: int, min_free: int) -> PassEconomics:
+        return pass_economics(
+            freed_tokens=freed_tokens,
+            rewrite_tokens=rewrite_tokens,
+            rates=self.rates,
+            remaining_calls=self.horizon_calls,
+            min_free_tokens=min_free,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +127,10 @@ class ReliefPlan:
     cache_write_tokens: int
     freed_tokens: int
     operations: tuple[Operation, ...]
+    # Passes the worth-it rule rejected ("prune", "summarize"), and the money of the plan as a
+    # whole (its freed tokens and the re-write from the first change on).
+    skipped: tuple[str, ...] = ()
+    economics: PassEconomics | None = None
 
 
 def plan_relief(
@@ -139,6 +154,11 @@ def plan_relief(
     says when it cannot get there. Forced mode (manual or overflow) ignores the thresholds and
     the worth-it rule: it prunes every eligible result and summarizes whenever a span exists and
     shrinks. Both modes keep every safety rule of the planners.
+
+    Worth-it rule (normal mode, `compaction.core.economics`): a prune or summarize pass is
+    skipped (and named in `skipped`) when it frees less than `prune_min_free_tokens` or cannot
+    pay back its cache re-write within `pricing.horizon_calls`; prune still runs at
+    `summarize_threshold`, and summarize at the provider's wall (pressure 1.0).
 
     `tokens_before` is `context_tokens` (the projected next request, D6) when given, else the
     calibrated estimate of the surface; reductions use the calibration's slope. Deterministic when
@@ -178,8 +198,11 @@ def plan_relief(
             write,
             freed,
             ops,
+            tuple(skipped),
+            pricing.assess(freed_tokens=freed, rewrite_tokens=write, min_free=0),
         )
 
+    skipped: list[str] = []
     p_before = pressure(tokens_before)
     if not forced and p_before < policy.prune_threshold:
         return result(
@@ -206,9 +229,10 @@ def plan_relief(
         prune_freed = calibration.delta(prune.freed_chars)
         suffix_chars = sum(m.chars for m in items[prune.first_changed_index :]) - prune.freed_chars
         write = calibration.delta(suffix_chars)
-        gain = prune_freed * pricing.read_multiplier * pricing.horizon_calls
-        cost = write * pricing.write_multiplier
-        worth = gain >= cost and prune_freed >= policy.prune_min_free_tokens
+        figures = pricing.assess(
+            freed_tokens=prune_freed, rewrite_tokens=write, min_free=policy.prune_min_free_tokens
+        )
+        worth = figures.worth_it
         urgent = p_before >= policy.summarize_threshold
         if forced or worth or urgent:
             ops.append(prune.operation)
@@ -222,10 +246,8 @@ def plan_relief(
                 f"prune {len(prune.operation.results)} results freeing ~{prune_freed} tokens ({why})"
             )
         else:
-            reasons.append(
-                f"prune not worth it: frees ~{prune_freed} tokens (min {policy.prune_min_free_tokens}),"
-                f" saves {gain:.0f} over {pricing.horizon_calls} calls vs a rewrite costing {cost:.0f}"
-            )
+            skipped.append("prune")
+            reasons.append(f"prune not worth it: {figures.why}")
     else:
         reasons.append("no prunable tool results")
 
@@ -238,7 +260,27 @@ def plan_relief(
             summary_max_tokens=policy.summary_max_tokens,
             summarizer=summarizer or ExtractiveSummarizer(),
         )
-        if plan.operation is not None:
+        summary_figures: PassEconomics | None = None
+        if plan.operation is not None and not forced:
+            summary_freed = calibration.delta(plan.freed_chars)
+            summarized_surface = derive_surface(current, [plan.operation]).messages
+            start = _index_of_seq(summarized_surface, plan.operation.first_seq)
+            summary_figures = pricing.assess(
+                freed_tokens=summary_freed,
+                rewrite_tokens=calibration.delta(sum(m.chars for m in summarized_surface[start:])),
+                min_free=policy.prune_min_free_tokens,
+            )
+        # D4: at the provider's wall the pass runs whatever it costs (the safety valve).
+        at_wall = p_after_prune >= 1.0
+        if (
+            plan.operation is not None
+            and summary_figures is not None
+            and not summary_figures.worth_it
+            and not at_wall
+        ):
+            skipped.append("summarize")
+            reasons.append(f"summarize not worth it: {summary_figures.why}")
+        elif plan.operation is not None:
             summarized = True
             ops.append(plan.operation)
             summary_freed = calibration.delta(plan.freed_chars)

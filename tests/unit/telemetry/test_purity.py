@@ -14,6 +14,7 @@ PURE_MODULES = (
     "telemetry.pricing",
     "telemetry.pressure",
     "telemetry.cache_tiers",
+    "telemetry.cache_misses",
 )
 
 

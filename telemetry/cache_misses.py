@@ -1,0 +1,531 @@
+"""Why each prompt-cache miss happened, and what it cost (D1, D2). Standard library only.
+
+A session's calls, ordered by their position (turn, call), are compared pairwise. The previous
+call made a prefix cacheable: what it read plus what it wrote (Anthropic), or its whole prompt
+(OpenAI's automatic caching, which reports no writes). The current call should read that prefix
+back, up to its own size (a smaller request, after a compaction, cannot read what it no longer
+sends). A *miss* is the shortfall when it reaches both `MISS_FLOOR_TOKENS` and `MISS_FLOOR_SHARE`
+of the expectation; its *premium* is what re-buying those tokens cost over reading them: missed
+tokens × (the write or input rate they were paid at − the read rate), at the current call's
+model's rates.
+
+The cause is the first that holds, in this order (DESIGN "Cache discipline"):
+
+1. `model_switch` — the model differs from the previous call's (caches are per model);
+2. `expiry` — the gap since the previous call (the last one that touched the prefix) exceeds the
+   life of the tier the prefix was written to (5m, 1h; OpenAI's automatic cache: 5 minutes).
+   Never claimed when the gap is within that life;
+3. `our_compaction` — one of our compaction runs changed the surface between the two calls;
+4. `agent_compaction` — the agent or the provider compacted (a recorded context event);
+5. `prefix_break` — the prefix fingerprints of the two calls differ at a named segment (tools,
+   system, message k) inside the cached part;
+6. `unexplained` — eviction, or a volatile prefix we cannot see.
+
+Everything here is a pure function of its arguments: the records' arrival order never changes
+the outcome (calls are sorted by position, events by time and id).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Context, Decimal, localcontext
+from typing import Final, Literal
+
+from telemetry.pricing import ModelPrice
+
+Cause = Literal[
+    "model_switch", "expiry", "our_compaction", "agent_compaction", "prefix_break", "unexplained"
+]
+CAUSES: Final[tuple[Cause, ...]] = (
+    "model_switch",
+    "expiry",
+    "our_compaction",
+    "agent_compaction",
+    "prefix_break",
+    "unexplained",
+)
+CAUSE_LABELS: Final[Mapping[Cause, str]] = {
+    "model_switch": "model switched",
+    "expiry": "cache expired",
+    "our_compaction": "our compaction",
+    "agent_compaction": "agent/provider compaction",
+    "prefix_break": "prefix changed",
+    "unexplained": "unexplained",
+}
+Tier = Literal["5m", "1h", "auto"]
+TIER_LIFE: Final[Mapping[Tier, timedelta]] = {
+    "5m": timedelta(minutes=5),
+    "1h": timedelta(hours=1),
+    # OpenAI keeps an idle prefix 5-10 minutes (always under an hour): 5 is the least it promises.
+    "auto": timedelta(minutes=5),
+}
+TIER_LABELS: Final[Mapping[Tier, str]] = {
+    "5m": "5-minute tier",
+    "1h": "1-hour tier",
+    "auto": "OpenAI automatic cache (5-10 min idle)",
+}
+MISS_FLOOR_TOKENS: Final = 1024
+MISS_FLOOR_SHARE: Final = 0.05
+# OpenAI caches prompts of 1,024 tokens or more only.
+AUTOMATIC_MIN_PROMPT: Final = 1024
+# D2: a profile whose system segment changes on more than this share of consecutive calls, with
+# at least `D2_MIN_PAIRS` comparable pairs, is flagged.
+D2_CHURN_SHARE: Final = 0.5
+D2_MIN_PAIRS: Final = 3
+DIFF_LINES: Final = 12
+D2_HINT: Final = "volatile context: move it into the message stream (D2)"
+
+_MONEY: Final = Context(prec=50)
+_PER_MILLION: Final = Decimal(1_000_000)
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One prefix segment: `name` is `tools`, `system` or `message k`; `text` when known."""
+
+    name: str
+    hash: str
+    tokens: int
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallObs:
+    """One call as the classifier sees it (buckets are disjoint, as stored).
+
+    `automatic` says the provider caches on its own without reporting writes (OpenAI): the whole
+    prompt is then what the call made cacheable. `prefix` is the call's prefix fingerprints, from
+    the agent's record or from the surface version it used; None when unknown.
+    """
+
+    turn: int
+    call: int
+    at: datetime
+    model: str
+    uncached_input: int
+    cache_read: int
+    cache_write_5m: int = 0
+    cache_write_1h: int = 0
+    reported_cache: bool = True
+    automatic: bool = False
+    surface_version: int | None = None
+    prefix: tuple[Segment, ...] | None = None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.turn, self.call)
+
+    @property
+    def written(self) -> int:
+        return self.cache_write_5m + self.cache_write_1h
+
+    @property
+    def context_tokens(self) -> int:
+        return self.uncached_input + self.cache_read + self.written
+
+    @property
+    def cacheable(self) -> int:
+        """The prefix this call leaves in the cache for the next one."""
+        if self.automatic:
+            size = self.uncached_input + self.cache_read
+            return size if size >= AUTOMATIC_MIN_PROMPT else 0
+        return self.cache_read + self.written
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceChange:
+    """One of our compaction runs that changed the surface (applied)."""
+
+    run_id: int
+    at: datetime
+    mode: str
+    action: str
+    version_before: int | None = None
+    version_after: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContextChange:
+    """An agent's or provider's compaction or context edit (a `ContextEvent`)."""
+
+    event_id: int
+    at: datetime
+    origin: str
+    kind: str
+    source: str = ""
+    trigger: str = ""
+    call: tuple[int, int] | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Break:
+    """Where two prefixes first differ: the segment (named as in `after`, else `before`), how many
+    tokens precede it, and both versions of it (None when absent on one side)."""
+
+    index: int
+    name: str
+    tokens_before: int
+    before: Segment | None
+    after: Segment | None
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    """One call that read less of the cache than the previous call left it.
+
+    `premium_usd` is None only when the model has no catalogue price. `evidence` is the
+    operator-readable why; `detail` the same facts as data (gap seconds, tier, run id, segment,
+    diff lines), for the API.
+    """
+
+    turn: int
+    call: int
+    at: datetime
+    model: str
+    expected_tokens: int
+    read_tokens: int
+    missed_tokens: int
+    premium_usd: Decimal | None
+    cause: Cause
+    evidence: str
+    detail: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def cause_label(self) -> str:
+        return CAUSE_LABELS[self.cause]
+
+
+def ordered(calls: Iterable[CallObs]) -> list[CallObs]:
+    """Calls in position order (turn, call): the classifier's one order, whatever the arrival."""
+    return sorted(calls, key=lambda c: (c.turn, c.call))
+
+
+def expected_read(previous: CallObs, current: CallObs) -> int:
+    """What `current` should read from the cache: `previous.cacheable`, at most its own size."""
+    return min(previous.cacheable, current.context_tokens)
+
+
+def is_miss(expected: int, read: int) -> bool:
+    """A shortfall counts when it reaches both floors: 1,024 tokens and 5 % of the expectation."""
+    missed = expected - read
+    return missed >= MISS_FLOOR_TOKENS and missed >= expected * MISS_FLOOR_SHARE
+
+
+def premium(current: CallObs, missed: int, price: ModelPrice | None) -> Decimal | None:
+    """What re-buying `missed` tokens cost over reading them, at `current`'s rates.
+
+    The missed tokens were paid as this call's cache writes first (1-hour entries precede
+    5-minute ones in a request), the rest as uncached input; each at (its rate − read rate).
+    A provider without a write surcharge bills writes as input.
+    """
+    if price is None:
+        return None
+    rates = price.rates_for(current.context_tokens)
+    from_writes = min(missed, current.written)
+    from_1h = min(from_writes, current.cache_write_1h)
+    from_5m = from_writes - from_1h
+    rest = missed - from_writes
+    write_1h = rates.cache_write_1h if rates.cache_write_1h is not None else rates.input
+    write_5m = rates.cache_write_5m if rates.cache_write_5m is not None else rates.input
+    with localcontext(_MONEY):
+        total = (
+            Decimal(from_1h) * (write_1h - rates.cache_read)
+            + Decimal(from_5m) * (write_5m - rates.cache_read)
+            + Decimal(rest) * (rates.input - rates.cache_read)
+        )
+        return max(total, Decimal(0)) / _PER_MILLION
+
+
+def prefix_tier(history: Sequence[CallObs]) -> Tier:
+    """The tier the cached prefix was written to: that of the latest call that wrote.
+
+    A call that wrote both tiers counts as 1 hour (its 1-hour part outlives the 5-minute part;
+    the longer life never blames expiry wrongly). No writes: OpenAI's automatic cache, or the
+    5-minute default for a provider that reports writes.
+    """
+    for call in reversed(history):
+        if call.cache_write_1h > 0:
+            return "1h"
+        if call.cache_write_5m > 0:
+            return "5m"
+    if history and history[-1].automatic:
+        return "auto"
+    return "5m"
+
+
+def break_point(before: Sequence[Segment], after: Sequence[Segment]) -> Break | None:
+    """The first segment where two prefixes differ (by name or hash), or None when one is a
+    prefix of the other (growth at the end is not a break).
+
+    A `tools` segment present on one side only is ignored (one source may not see the tools).
+    """
+    has_tools = {s.name == "tools" for s in before[:1]} | {s.name == "tools" for s in after[:1]}
+    if has_tools == {True, False}:
+        before = [s for s in before if s.name != "tools"]
+        after = [s for s in after if s.name != "tools"]
+    tokens = 0
+    for index in range(min(len(before), len(after))):
+        old, new = before[index], after[index]
+        if old.name != new.name or old.hash != new.hash:
+            return Break(index, new.name, tokens, old, new)
+        tokens += old.tokens
+    if len(after) < len(before):
+        # The newer prefix lost segments at its end: the first lost one is where it changed.
+        index = len(after)
+        return Break(index, before[index].name, tokens, before[index], None)
+    return None
+
+
+_VOLATILE = re.compile(
+    r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}|\b[0-9a-f]{8}-[0-9a-f]{4}-|\b\d{9,}\b", re.IGNORECASE
+)
+
+
+def segment_diff(before: str, after: str, *, limit: int = DIFF_LINES) -> tuple[str, ...]:
+    """The changed lines of a segment, `- old` / `+ new`, at most `limit` of them."""
+    lines = [
+        line
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    return tuple(lines[:limit])
+
+
+def looks_volatile(diff: Sequence[str]) -> bool:
+    """Whether the changed lines carry clock or id values (a timestamp, a date, a uuid)."""
+    return any(_VOLATILE.search(line) for line in diff)
+
+
+def classify(
+    calls: Iterable[CallObs],
+    *,
+    prices: Mapping[str, ModelPrice | None],
+    surface_changes: Iterable[SurfaceChange] = (),
+    context_changes: Iterable[ContextChange] = (),
+) -> list[Miss]:
+    """Every miss of one session with its cause and premium, in position order.
+
+    Pure: the same calls and events in any order give the same list. Calls without cache
+    figures (`reported_cache` False) neither expect nor are expected anything.
+    """
+    ours = sorted(surface_changes, key=lambda c: (c.at, c.run_id))
+    theirs = sorted(context_changes, key=lambda c: (c.at, c.event_id))
+    history = ordered(calls)
+    misses: list[Miss] = []
+    for index in range(1, len(history)):
+        previous, current = history[index - 1], history[index]
+        if not (previous.reported_cache and current.reported_cache):
+            continue
+        expected = expected_read(previous, current)
+        if not is_miss(expected, current.cache_read):
+            continue
+        missed = expected - current.cache_read
+        cause, evidence, detail = _cause(history[:index], current, ours, theirs, expected)
+        misses.append(
+            Miss(
+                turn=current.turn,
+                call=current.call,
+                at=current.at,
+                model=current.model,
+                expected_tokens=expected,
+                read_tokens=current.cache_read,
+                missed_tokens=missed,
+                premium_usd=premium(current, missed, prices.get(current.model)),
+                cause=cause,
+                evidence=evidence,
+                detail=detail,
+            )
+        )
+    return misses
+
+
+def format_gap(gap: timedelta) -> str:
+    seconds = max(int(gap.total_seconds()), 0)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {seconds:02d}s"
+
+
+def _cause(
+    history: Sequence[CallObs],
+    current: CallObs,
+    ours: Sequence[SurfaceChange],
+    theirs: Sequence[ContextChange],
+    expected: int,
+) -> tuple[Cause, str, dict[str, object]]:
+    previous = history[-1]
+    if previous.model != current.model:
+        return (
+            "model_switch",
+            f"model switched from {previous.model} to {current.model}: caches are per model",
+            {"from_model": previous.model, "to_model": current.model},
+        )
+    gap = current.at - previous.at
+    tier = prefix_tier(history)
+    life = TIER_LIFE[tier]
+    if gap > life:
+        return (
+            "expiry",
+            f"{format_gap(gap)} since the last call exceeds the {TIER_LABELS[tier]} "
+            f"the prefix was written to",
+            {"gap_seconds": int(gap.total_seconds()), "tier": tier},
+        )
+    run = _our_change(ours, previous, current)
+    if run is not None:
+        versions = (
+            f" (surface v{run.version_before} → v{run.version_after})"
+            if run.version_before is not None and run.version_after is not None
+            else ""
+        )
+        return (
+            "our_compaction",
+            f"our {run.mode} {run.action or 'compaction'} (run {run.run_id}) changed the "
+            f"surface{versions}",
+            {"run_id": run.run_id, "mode": run.mode, "action": run.action},
+        )
+    event = _their_change(theirs, previous, current)
+    if event is not None:
+        sizes = (
+            f", {event.tokens_before:,} → {event.tokens_after:,} tokens"
+            if event.tokens_before is not None and event.tokens_after is not None
+            else ""
+        )
+        how = f" ({event.trigger})" if event.trigger else ""
+        via = f" via {event.source}" if event.source else ""
+        return (
+            "agent_compaction",
+            f"the {event.origin} {event.kind.replace('_', ' ')}{how}, reported{via}{sizes}",
+            {"event_id": event.event_id, "origin": event.origin, "kind": event.kind},
+        )
+    if previous.prefix is not None and current.prefix is not None:
+        found = break_point(previous.prefix, current.prefix)
+        if found is not None and found.tokens_before < expected:
+            return _prefix_break(found, current)
+        return (
+            "unexplained",
+            "the prefix fingerprints match up to the cached length: evicted by the provider",
+            {"fingerprints": "match"},
+        )
+    return (
+        "unexplained",
+        f"same model, {format_gap(gap)} gap within the {TIER_LABELS[tier]}, no compaction; "
+        "no prefix fingerprints: eviction, or a volatile prefix we cannot see",
+        {"gap_seconds": int(gap.total_seconds()), "tier": tier},
+    )
+
+
+def _prefix_break(found: Break, current: CallObs) -> tuple[Cause, str, dict[str, object]]:
+    rewritten = max(current.context_tokens - found.tokens_before - current.cache_read, 0)
+    evidence = (
+        f"the prefix changed at {found.name} (~{found.tokens_before:,} tokens in); "
+        f"~{rewritten:,} tokens from there were re-sent"
+    )
+    detail: dict[str, object] = {"segment": found.name, "tokens_before": found.tokens_before}
+    old = found.before.text if found.before is not None else None
+    new = found.after.text if found.after is not None else None
+    if old is not None and new is not None:
+        diff = segment_diff(old, new)
+        detail["diff"] = list(diff)
+        if diff:
+            evidence += ": " + " / ".join(diff[:4])
+        if found.name == "system" and looks_volatile(diff):
+            evidence += f" — {D2_HINT}"
+    elif found.name == "system":
+        evidence += f" — {D2_HINT}"
+    return "prefix_break", evidence, detail
+
+
+def _our_change(
+    ours: Sequence[SurfaceChange], previous: CallObs, current: CallObs
+) -> SurfaceChange | None:
+    before, after = previous.surface_version, current.surface_version
+    for run in ours:
+        if (
+            before is not None
+            and after is not None
+            and run.version_before is not None
+            and run.version_after is not None
+        ):
+            if before <= run.version_before and run.version_after <= after:
+                return run
+        elif previous.at < run.at <= current.at:
+            return run
+    return None
+
+
+def _their_change(
+    theirs: Sequence[ContextChange], previous: CallObs, current: CallObs
+) -> ContextChange | None:
+    if not theirs:
+        return None
+    keys = (previous.key, current.key)
+    for event in theirs:
+        if event.call is not None and event.call in keys:
+            return event
+    for event in theirs:
+        if event.call is None and previous.at < event.at <= current.at:
+            return event
+    return None
+
+
+# --- D2: system segments that churn ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SystemChurn:
+    """Consecutive call pairs whose system segments were both known, and how many changed."""
+
+    pairs: int
+    changed: int
+
+    @property
+    def share(self) -> float | None:
+        return self.changed / self.pairs if self.pairs else None
+
+    @property
+    def violates_d2(self) -> bool:
+        """The system segment changes on most calls: volatile data sits in the system block."""
+        return self.pairs >= D2_MIN_PAIRS and self.changed > self.pairs * D2_CHURN_SHARE
+
+    def __add__(self, other: SystemChurn) -> SystemChurn:
+        return SystemChurn(self.pairs + other.pairs, self.changed + other.changed)
+
+
+def system_churn(calls: Iterable[CallObs]) -> SystemChurn:
+    """Count, over consecutive calls in position order, how often the system segment changed."""
+    pairs = changed = 0
+    previous_hash: str | None = None
+    for call in ordered(calls):
+        current_hash = _system_hash(call)
+        if previous_hash is not None and current_hash is not None:
+            pairs += 1
+            changed += previous_hash != current_hash
+        previous_hash = current_hash
+    return SystemChurn(pairs, changed)
+
+
+def _system_hash(call: CallObs) -> str | None:
+    if call.prefix is None:
+        return None
+    for segment in call.prefix:
+        if segment.name == "system":
+            return segment.hash
+    return None
+
+
+def premiums_by_cause(misses: Iterable[Miss]) -> dict[Cause, Decimal]:
+    """Σ premium per cause (every cause present, zero when none); unpriced misses add nothing."""
+    totals: dict[Cause, Decimal] = dict.fromkeys(CAUSES, Decimal(0))
+    with localcontext(_MONEY):
+        for miss in misses:
+            if miss.premium_usd is not None:
+                totals[miss.cause] += miss.premium_usd
+    return totals
