@@ -13,7 +13,7 @@ from telemetry import safejson
 
 
 def _limit_for(path: str) -> int:
-    if path.startswith("/api/v1/telemetry"):
+    if path.startswith(("/api/v1/telemetry", "/api/v1/otlp/")):
         return int(settings.TELEMETRY_MAX_REQUEST_BYTES)
     return int(settings.MAX_REQUEST_BYTES)
 

@@ -1,13 +1,16 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, re_path
 
 from compaction.metrics import metrics_view
 from console import views
 from console.api import api
+from telemetry.otlp.views import export as otlp_export
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # OTLP/HTTP: OTEL_EXPORTER_OTLP_ENDPOINT=http://HOST/api/v1/otlp appends /v1/<signal>
+    re_path(r"^api/v1/otlp/v1/(?P<signal>traces|logs|metrics)$", otlp_export, name="otlp"),
     path("api/", api.urls),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),

@@ -403,3 +403,25 @@ class ContextEvent(models.Model):
         if self.tokens_before is None or self.tokens_after is None:
             return None
         return self.tokens_before - self.tokens_after
+
+
+class TurnKey(models.Model):
+    """An on-ramp's own name for a turn and the turn number it was given in its session.
+
+    OTLP numbers nothing: a GenAI span names its trace, a Claude Code event its `prompt.id`.
+    The first time a session sees a key it gets the session's next turn number; every later
+    span or event of that key (another export, a replay) lands in the same turn.
+    """
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="turn_keys")
+    key = models.CharField(max_length=200)  # "trace:<hex>", "prompt:<id>"
+    turn = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "key"], name="turn_key_unique"),
+            models.UniqueConstraint(fields=["session", "turn"], name="turn_key_unique_turn"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.key} -> {self.turn}"

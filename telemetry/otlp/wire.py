@@ -85,24 +85,27 @@ def encoding_of(content_type: str) -> Encoding:
 
 
 def inflate(body: bytes, content_encoding: str, *, limit: int) -> bytes:
-    """The body without its Content-Encoding (identity or gzip), refused above `limit` bytes.
+    """The body without its Content-Encoding (identity, gzip or deflate), refused above `limit` bytes.
 
     The limit applies to the inflated size too: a small gzip body may not expand past it.
     """
     coding = content_encoding.strip().lower()
     if coding in ("", "identity"):
         data = body
-    elif coding == "gzip":
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    elif coding in ("gzip", "deflate"):
+        # gzip framing for gzip; zlib (or gzip) framing auto-detected for deflate.
+        inflater = zlib.decompressobj((16 if coding == "gzip" else 32) + zlib.MAX_WBITS)
         try:
             data = inflater.decompress(body, limit + 1)
         except zlib.error as exc:
-            raise WireError("body", f"is not valid gzip ({exc})") from None
+            raise WireError("body", f"is not valid {coding} ({exc})") from None
         if len(data) <= limit and not inflater.eof:
-            raise WireError("body", "is a truncated gzip stream")
+            raise WireError("body", f"is a truncated {coding} stream")
     else:
         raise WireError(
-            "Content-Encoding", f"{coding!r} is not supported; send gzip or none", status=415
+            "Content-Encoding",
+            f"{coding!r} is not supported; send gzip, deflate or none",
+            status=415,
         )
     if len(data) > limit:
         raise WireError(

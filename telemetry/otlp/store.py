@@ -1,0 +1,261 @@
+"""Store what an OTLP export mapped to, through the one ingest path.
+
+The mapping (`telemetry.otlp.mapping`) leaves two numbers open that only the database knows:
+the turn (a trace id or a Claude Code prompt id is numbered the first time its session sees it,
+`TurnKey`) and the call's position in its turn (the next free one, in start-time order; a call
+already stored keeps its own, so a replayed export builds byte-identical records). The records
+then go to `telemetry.ingest.ingest_records` like any JSON API batch: the same validation,
+normalisation, pricing, idempotency and figures. Context events go to
+`telemetry.events.record_context_event`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from telemetry.events import record_context_event
+from telemetry.ingest import ingest_records
+from telemetry.models import AgentKey, AgentProfile, AgentSession, LLMCall, Turn, TurnKey
+from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
+
+CHUNK = 1_000  # records per ingest_records call (the JSON API's batch limit)
+
+
+@dataclass
+class Stored:
+    """The outcome of one export: counts for the OTLP response and the tests."""
+
+    created: int = 0
+    duplicates: int = 0
+    events_created: int = 0
+    events_duplicates: int = 0
+    ignored: int = 0
+    rejected: list[Rejection] = field(default_factory=list)
+    unknown_events: dict[str, int] = field(default_factory=dict)
+
+    def message(self, noun: str) -> str:
+        """The partial-success message: what was rejected and why, and what was ignored."""
+        parts: list[str] = []
+        if self.rejected:
+            reasons = "; ".join(str(r) for r in self.rejected[:5])
+            more = f" (and {len(self.rejected) - 5} more)" if len(self.rejected) > 5 else ""
+            parts.append(f"rejected {len(self.rejected)} {noun}: {reasons}{more}")
+        if self.ignored:
+            what = "LLM calls" if noun == "spans" else "Claude Code events we read"
+            parts.append(f"ignored {self.ignored} {noun} that are not {what}")
+        if self.unknown_events:
+            names = ", ".join(f"{k} x{v}" for k, v in sorted(self.unknown_events.items())[:10])
+            parts.append(f"unknown events: {names}")
+        return "; ".join(parts)
+
+
+def store_mapped(
+    key: AgentKey,
+    mapped: Mapped,
+    *,
+    on_commit: Callable[[list[int]], None] | None = None,
+) -> Stored:
+    """Number, then ingest the calls of one export and record its context events."""
+    stored = Stored(
+        ignored=mapped.ignored,
+        rejected=list(mapped.rejected),
+        unknown_events=dict(mapped.unknown_events),
+    )
+    if not mapped.calls and not mapped.events:
+        return stored
+    profile = key.profile
+    with transaction.atomic():
+        sessions = _lock_sessions(
+            profile, {c.session_id for c in mapped.calls} | {e.session_id for e in mapped.events}
+        )
+        turns = _number_turns(sessions, mapped.calls, mapped.events)
+        records, drafts = _records(sessions, turns, mapped.calls)
+        for start in range(0, len(records), CHUNK):
+            result = ingest_records(
+                key=key, raw_items=records[start : start + CHUNK], batch=True, on_commit=on_commit
+            )
+            for item in result.items:
+                draft = drafts[start + item.index]
+                if item.status == "created":
+                    stored.created += 1
+                elif item.status == "duplicate":
+                    stored.duplicates += 1
+                else:
+                    reason = item.detail or item.status
+                    field_name = (item.field or "record").removeprefix(f"records.{item.index}.")
+                    stored.rejected.append(
+                        Rejection(draft.index, field_name, reason.split(": ", 1)[-1])
+                    )
+        _record_events(sessions, turns, mapped.events, stored)
+    stored.rejected.sort(key=lambda r: r.index)
+    return stored
+
+
+def _lock_sessions(profile: AgentProfile, external_ids: set[str]) -> dict[str, AgentSession]:
+    """Create the sessions that are new and lock them all, in id order (as ingest does): two
+    exports for one session number their turns one after the other."""
+    AgentSession.objects.bulk_create(
+        [AgentSession(profile=profile, external_id=eid) for eid in sorted(external_ids)],
+        ignore_conflicts=True,
+    )
+    rows = (
+        AgentSession.objects.select_for_update()
+        .filter(profile=profile, external_id__in=external_ids)
+        .order_by("pk")
+    )
+    found: dict[str, AgentSession] = {}
+    for row in rows:
+        row.profile = profile
+        found[row.external_id] = row
+    return found
+
+
+def _number_turns(
+    sessions: dict[str, AgentSession],
+    calls: list[CallDraft],
+    events: list[EventDraft],
+) -> dict[tuple[int, str], int]:
+    """(session pk, turn key) -> turn number; new keys numbered after the session's last turn,
+    in the order of their earliest call (events without calls sort by their time)."""
+    earliest: dict[tuple[int, str], tuple[int, str]] = {}
+    for call in calls:
+        pair = (sessions[call.session_id].pk, call.turn_key)
+        if pair not in earliest or call.order < earliest[pair]:
+            earliest[pair] = call.order
+    for event in events:
+        if event.turn_key is None:
+            continue
+        pair = (sessions[event.session_id].pk, event.turn_key)
+        micros = 0 if event.at is None else int(event.at.timestamp() * 1_000_000)
+        earliest.setdefault(pair, (micros * 1000, event.source_key))
+    if not earliest:
+        return {}
+    session_ids = {sid for sid, _ in earliest}
+    known = {
+        (row.session_id, row.key): row.turn
+        for row in TurnKey.objects.filter(
+            session_id__in=session_ids, key__in={k for _, k in earliest}
+        )
+    }
+    new = sorted((order, pair) for pair, order in earliest.items() if pair not in known)
+    if new:
+        last: dict[int, int] = defaultdict(int)
+        for rows in (
+            Turn.objects.filter(session_id__in=session_ids)
+            .values("session_id")
+            .annotate(top=Max("turn")),
+            TurnKey.objects.filter(session_id__in=session_ids)
+            .values("session_id")
+            .annotate(top=Max("turn")),
+        ):
+            for row in rows:
+                last[row["session_id"]] = max(last[row["session_id"]], row["top"])
+        created = []
+        for _, (sid, turn_key) in new:
+            last[sid] += 1
+            known[(sid, turn_key)] = last[sid]
+            created.append(TurnKey(session_id=sid, key=turn_key, turn=last[sid]))
+        TurnKey.objects.bulk_create(created)
+    return {pair: known[pair] for pair in earliest}
+
+
+def _records(
+    sessions: dict[str, AgentSession],
+    turns: dict[tuple[int, str], int],
+    calls: list[CallDraft],
+) -> tuple[list[dict[str, Any]], list[CallDraft]]:
+    """JSON API records for the call drafts: stored calls keep their position; new ones take
+    the next free positions of their turn, in start-time order."""
+    session_ids = {sessions[c.session_id].pk for c in calls}
+    stored_at: dict[tuple[int, str], tuple[int, int]] = {
+        (sid, rid or ""): (turn, call)
+        for sid, rid, turn, call in LLMCall.objects.filter(
+            session_id__in=session_ids, request_id__in={c.request_id for c in calls}
+        ).values_list("session_id", "request_id", "turn", "call")
+    }
+    turn_numbers = {turns[(sessions[c.session_id].pk, c.turn_key)] for c in calls}
+    next_call: dict[tuple[int, int], int] = {
+        (row["session_id"], row["turn"]): row["top"] + 1
+        for row in LLMCall.objects.filter(session_id__in=session_ids, turn__in=turn_numbers)
+        .values("session_id", "turn")
+        .annotate(top=Max("call"))
+    }
+    positions: dict[tuple[int, str], tuple[int, int]] = {}
+    for draft in sorted(calls, key=lambda c: (c.order, c.request_id)):
+        sid = sessions[draft.session_id].pk
+        identity = (sid, draft.request_id)
+        if identity in stored_at or identity in positions:
+            continue
+        turn = turns[(sid, draft.turn_key)]
+        call = next_call.get((sid, turn), 0)
+        next_call[(sid, turn)] = call + 1
+        positions[identity] = (turn, call)
+    records = []
+    for draft in calls:
+        identity = (sessions[draft.session_id].pk, draft.request_id)
+        turn, call = stored_at.get(identity) or positions[identity]
+        record: dict[str, Any] = {
+            "session_id": draft.session_id,
+            "turn": turn,
+            "call": call,
+            "model": draft.model,
+            "provider": draft.provider,
+            "usage": draft.usage,
+            "request_id": draft.request_id,
+        }
+        if draft.at is not None:
+            record["at"] = draft.at.isoformat()
+        records.append(record)
+    return records, list(calls)
+
+
+def _record_events(
+    sessions: dict[str, AgentSession],
+    turns: dict[tuple[int, str], int],
+    events: Iterable[EventDraft],
+    stored: Stored,
+) -> None:
+    events = list(events)
+    if not events:
+        return
+    wanted = {e.call_request_id for e in events if e.call_request_id is not None}
+    calls = {
+        (c.session_id, c.request_id or ""): c
+        for c in LLMCall.objects.filter(
+            session_id__in={s.pk for s in sessions.values()}, request_id__in=wanted
+        )
+    }
+    now: datetime = timezone.now()
+    for event in events:
+        session = sessions[event.session_id]
+        turn = turns.get((session.pk, event.turn_key)) if event.turn_key else None
+        call = calls.get((session.pk, event.call_request_id or ""))
+        if turn is None and call is not None:
+            turn = call.turn
+        _, created = record_context_event(
+            session,
+            kind=event.kind,
+            origin=event.origin,
+            source=event.source,
+            source_key=event.source_key[:200],
+            at=event.at or now,
+            trigger=event.trigger,
+            turn=turn,
+            call=call,
+            tokens_before=event.tokens_before,
+            tokens_after=event.tokens_after,
+            summary=event.summary,
+            detail=event.detail,
+        )
+        if created:
+            stored.events_created += 1
+        else:
+            stored.events_duplicates += 1

@@ -1,0 +1,130 @@
+"""POST /api/v1/otlp/v1/{traces,logs,metrics}: OTLP/HTTP export endpoints (thin).
+
+Look up the key, decode, map, store, answer the Export*ServiceResponse in the request's
+encoding. Status codes follow the OTLP/HTTP specification: 200 with `partial_success` for
+rejected items, 400 for a body we cannot decode (not retryable), 401 without a valid key,
+413 over the size limit, 415 for an encoding we do not speak, 429 and 503 with `Retry-After`
+(the exporter retries those).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import cast
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from telemetry.api import enqueue_relief
+from telemetry.keys import find_active_key
+from telemetry.models import AgentKey
+from telemetry.otlp import mapping, wire
+from telemetry.otlp.store import store_mapped
+from telemetry.ratelimit import RateLimited, check_rate
+
+log = logging.getLogger(__name__)
+
+# google.rpc.Code values for the Status body of refused requests.
+_RPC_CODE = {400: 3, 401: 16, 403: 7, 405: 12, 413: 8, 415: 3, 429: 8, 503: 14}
+RETRY_AFTER_UNAVAILABLE = 5  # seconds; the database is down or restarting
+
+
+def _answer(status: int, body: bytes, encoding: wire.Encoding) -> HttpResponse:
+    content_type = wire.PROTOBUF if encoding == "protobuf" else wire.JSON
+    return HttpResponse(body, status=status, content_type=content_type)
+
+
+def _refuse(
+    status: int, message: str, encoding: wire.Encoding, retry_after: int | None = None
+) -> HttpResponse:
+    response = _answer(
+        status, wire.encode_status(_RPC_CODE.get(status, 2), message, encoding), encoding
+    )
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
+    if status == 401:
+        response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+def _bearer(request: HttpRequest) -> AgentKey | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return find_active_key(token.strip())
+
+
+def inflated_limit() -> int:
+    """A gzip body may inflate to 4 x the wire limit (OTLP protobuf compresses ~5-10 x)."""
+    return 4 * int(settings.TELEMETRY_MAX_REQUEST_BYTES)
+
+
+@csrf_exempt
+def export(request: HttpRequest, signal: str) -> HttpResponse:
+    """One OTLP/HTTP export of `signal` (traces, logs or metrics)."""
+    try:
+        encoding = wire.encoding_of(request.content_type or "")
+    except wire.WireError as exc:
+        return _refuse(exc.status, str(exc), "json")
+    if request.method != "POST":
+        response = _refuse(405, "use POST (OTLP/HTTP export)", encoding)
+        response["Allow"] = "POST"
+        return response
+    key = _bearer(request)
+    if key is None:
+        return _refuse(
+            401,
+            "missing, unknown or revoked agent key: set OTEL_EXPORTER_OTLP_HEADERS="
+            '"Authorization=Bearer <agent key>"',
+            encoding,
+        )
+    if not key.has_scope(AgentKey.SCOPE_INGEST):
+        return _refuse(403, "this key lacks the 'ingest' scope", encoding)
+    try:
+        check_rate(key.pk)
+        return _export(request, cast(wire.Signal, signal), encoding, key)
+    except RateLimited as exc:
+        return _refuse(429, str(exc), encoding, retry_after=exc.retry_after)
+    except wire.WireError as exc:
+        return _refuse(exc.status, str(exc), encoding)
+    except (OperationalError, InterfaceError) as exc:
+        log.warning("otlp %s export: database unavailable: %s", signal, exc)
+        return _refuse(
+            503,
+            "the console's database is unavailable; retry",
+            encoding,
+            retry_after=RETRY_AFTER_UNAVAILABLE,
+        )
+
+
+def _export(
+    request: HttpRequest, signal: wire.Signal, encoding: wire.Encoding, key: AgentKey
+) -> HttpResponse:
+    data = wire.inflate(
+        request.body, request.headers.get("Content-Encoding", ""), limit=inflated_limit()
+    )
+    decoded = wire.decode_request(signal, data, encoding)
+    if signal == "metrics":
+        points = wire.data_points_of(cast(ExportMetricsServiceRequest, decoded))
+        message = (
+            "metrics are not stored here: export traces (GenAI spans) or logs (Claude Code "
+            "events) instead, e.g. OTEL_METRICS_EXPORTER=none"
+        )
+        return _answer(200, wire.encode_response("metrics", points, message, encoding), encoding)
+    if signal == "traces":
+        spans = wire.spans_of(cast(ExportTraceServiceRequest, decoded))
+        mapped, noun = mapping.map_spans(spans), "spans"
+    else:
+        records = wire.log_records_of(cast(ExportLogsServiceRequest, decoded))
+        mapped, noun = mapping.map_log_records(records), "log records"
+    stored = store_mapped(key, mapped, on_commit=enqueue_relief)
+    body = wire.encode_response(signal, len(stored.rejected), stored.message(noun), encoding)
+    return _answer(200, body, encoding)

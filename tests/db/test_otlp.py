@@ -1,0 +1,557 @@
+"""The OTLP/HTTP on-ramp end to end: the real OpenTelemetry SDK exporters against a live
+server, and hand-built payloads for the edges (protobuf and JSON, gzip, replays, bad bodies)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.test import Client, override_settings
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+from pytest_django.live_server_helper import LiveServer
+
+from telemetry.models import AgentSession, ContextEvent, LLMCall, TurnKey
+from telemetry.seeding import ensure_defaults
+
+TRACES = "/api/v1/otlp/v1/traces"
+LOGS = "/api/v1/otlp/v1/logs"
+METRICS = "/api/v1/otlp/v1/metrics"
+T0 = 1_764_547_200_000_000_000  # 2025-12-01T00:00:00Z
+
+DONE_WHEN = {
+    "gen_ai.conversation.id": "s1",
+    "gen_ai.operation.name": "chat",
+    "gen_ai.provider.name": "anthropic",
+    "gen_ai.request.model": "claude-sonnet-4-5",
+    "gen_ai.usage.input_tokens": 1167,
+    "gen_ai.usage.cache_creation.input_tokens": 1163,
+    "gen_ai.usage.output_tokens": 50,
+}
+
+
+# --- hand-built payloads -----------------------------------------------------------------------
+
+
+def _any(value: Any) -> AnyValue:
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    return AnyValue(string_value=str(value))
+
+
+def pb_span(attrs: dict[str, Any], *, trace: str = "1" * 32, span: str = "a" * 16, start=T0):
+    return PbSpan(
+        trace_id=bytes.fromhex(trace),
+        span_id=bytes.fromhex(span),
+        name="chat",
+        start_time_unix_nano=start,
+        end_time_unix_nano=start + 1_000_000_000,
+        attributes=[KeyValue(key=k, value=_any(v)) for k, v in attrs.items()],
+    )
+
+
+def pb_traces(*spans: PbSpan, resource: dict[str, Any] | None = None) -> bytes:
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    for k, v in (resource or {}).items():
+        resource_spans.resource.attributes.append(KeyValue(key=k, value=_any(v)))
+    resource_spans.scope_spans.add().spans.extend(spans)
+    return request.SerializeToString()
+
+
+def json_span(attrs: dict[str, Any], *, trace="1" * 32, span="a" * 16, start=T0) -> dict[str, Any]:
+    def value(v: Any) -> dict[str, Any]:
+        if isinstance(v, bool):
+            return {"boolValue": v}
+        if isinstance(v, int):
+            return {"intValue": str(v)}  # int64 as a string, as OTLP JSON writes it
+        return {"stringValue": str(v)}
+
+    return {
+        "traceId": trace,
+        "spanId": span,
+        "name": "chat",
+        "kind": 3,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(start + 1_000_000_000),
+        "attributes": [{"key": k, "value": value(v)} for k, v in attrs.items()],
+    }
+
+
+def json_traces(*spans: dict[str, Any]) -> bytes:
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]}).encode()
+
+
+def post(agent, path: str, body: bytes, *, json_body=False, gzipped=False, **headers):
+    extra = {"Content-Encoding": "gzip"} if gzipped else {}
+    return agent.client.post(
+        path,
+        gzip.compress(body) if gzipped else body,
+        content_type="application/json" if json_body else "application/x-protobuf",
+        headers={**agent.headers(), **extra, **headers},
+    )
+
+
+def partial(response) -> tuple[int, str]:
+    if response["Content-Type"].startswith("application/json"):
+        found = json.loads(response.content).get("partialSuccess", {})
+        count = found.get("rejectedSpans", found.get("rejectedLogRecords", 0))
+        return int(count), found.get("errorMessage", "")
+    parsed = ExportTraceServiceResponse.FromString(response.content)
+    return parsed.partial_success.rejected_spans, parsed.partial_success.error_message
+
+
+# --- the issue's "done when", through hand-built protobuf ---------------------------------------
+
+
+def test_done_when_a_genai_span_shows_as_4_uncached_and_1163_written_priced_and_once(make_agent):
+    agent = make_agent()
+    body = pb_traces(pb_span(DONE_WHEN))
+
+    first = post(agent, TRACES, body)
+    again = post(agent, TRACES, body)
+
+    assert first.status_code == again.status_code == 200
+    assert first["Content-Type"] == "application/x-protobuf"
+    assert partial(first) == (0, "")
+    detail = agent.get("/api/v1/sessions/s1").json()
+    assert detail["calls"] == 1
+    (turn,) = detail["turns_series"]
+    assert (turn["uncached_input"], turn["cache_write_5m"], turn["output"]) == (4, 1163, 50)
+    assert Decimal(detail["cost_usd"]) > 0
+    call = LLMCall.objects.get()
+    assert call.request_id == f"{'1' * 32}/{'a' * 16}" and call.flags == []
+
+
+def test_json_encoding_int64_strings_gzip_and_an_answer_in_json(make_agent):
+    agent = make_agent()
+    attrs = {**DONE_WHEN, "gen_ai.conversation.id": "js"}
+    response = post(agent, TRACES, json_traces(json_span(attrs)), json_body=True, gzipped=True)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert json.loads(response.content) == {}
+    assert agent.get("/api/v1/sessions/js").json()["turns_series"][0]["uncached_input"] == 4
+
+
+def test_non_genai_spans_are_ignored_not_rejected_and_missing_attributes_are_rejected(make_agent):
+    agent = make_agent()
+    no_model = {k: v for k, v in DONE_WHEN.items() if k != "gen_ai.request.model"}
+    bad_count = {**DONE_WHEN, "gen_ai.usage.output_tokens": "many"}
+    body = pb_traces(
+        pb_span({"http.route": "/"}, span="b" * 16),
+        pb_span(no_model, span="c" * 16),
+        pb_span(bad_count, span="d" * 16),
+        pb_span(DONE_WHEN, span="e" * 16),
+    )
+    response = post(agent, TRACES, body)
+    assert response.status_code == 200
+    rejected, message = partial(response)
+    assert rejected == 2
+    assert "item 1: gen_ai.request.model: is required" in message
+    assert "item 2: usage.gen_ai.usage.output_tokens" in message
+    assert "ignored 1 spans that are not LLM calls" in message
+    assert LLMCall.objects.count() == 1
+
+
+def test_exclusive_and_inclusive_counts(make_agent):
+    agent = make_agent()
+    inclusive = {**DONE_WHEN, "gen_ai.conversation.id": "inc"}
+    exclusive = {**DONE_WHEN, "gen_ai.conversation.id": "exc", "gen_ai.usage.input_tokens": 4}
+    post(agent, TRACES, pb_traces(pb_span(inclusive), pb_span(exclusive, span="b" * 16)))
+    inc = LLMCall.objects.get(session__external_id="inc")
+    exc = LLMCall.objects.get(session__external_id="exc")
+    assert (inc.uncached_input, inc.cache_write_5m, inc.flags) == (4, 1163, [])
+    assert (exc.uncached_input, exc.cache_write_5m) == (4, 1163)
+    assert exc.flags == ["otel_input_exclusive"]
+
+
+def test_turns_are_traces_numbered_by_start_and_calls_by_start_within_them(make_agent):
+    agent = make_agent()
+    attrs = {**DONE_WHEN, "gen_ai.conversation.id": "t"}
+    # Export 1: two calls of trace B (started later) and the second call of trace A.
+    post(
+        agent,
+        TRACES,
+        pb_traces(
+            pb_span(attrs, trace="b" * 32, span="b1" * 8, start=T0 + 100),
+            pb_span(attrs, trace="b" * 32, span="b2" * 8, start=T0 + 200),
+            pb_span(attrs, trace="a" * 32, span="a2" * 8, start=T0 + 20),
+        ),
+    )
+    # Export 2: trace A's first call arrives late; a replay of b2 comes along.
+    post(
+        agent,
+        TRACES,
+        pb_traces(
+            pb_span(attrs, trace="a" * 32, span="a1" * 8, start=T0 + 10),
+            pb_span(attrs, trace="b" * 32, span="b2" * 8, start=T0 + 200),
+        ),
+    )
+    rows = {
+        (c.request_id or "").split("/")[1][:2]: (c.turn, c.call)
+        for c in LLMCall.objects.filter(session__external_id="t")
+    }
+    assert rows == {"a2": (1, 0), "b1": (2, 0), "b2": (2, 1), "a1": (1, 1)}
+    assert TurnKey.objects.filter(session__external_id="t").count() == 2
+
+
+def test_5000_spans_in_one_export_are_5000_calls_and_a_replay_adds_none(make_agent):
+    agent = make_agent()
+    spans = [
+        pb_span(
+            {**DONE_WHEN, "gen_ai.conversation.id": f"big-{i % 10}"},
+            trace=f"{i // 50:032x}",
+            span=f"{i + 1:016x}",
+            start=T0 + i,
+        )
+        for i in range(5000)
+    ]
+    body = pb_traces(*spans)
+    assert post(agent, TRACES, body, gzipped=True).status_code == 200
+    assert LLMCall.objects.count() == 5000
+    replay = post(agent, TRACES, body, gzipped=True)
+    assert partial(replay) == (0, "")
+    assert LLMCall.objects.count() == 5000
+    assert AgentSession.objects.get(external_id="big-3").calls_count == 500
+
+
+def test_a_changed_span_under_a_stored_id_is_rejected_as_a_conflict(make_agent):
+    agent = make_agent()
+    post(agent, TRACES, pb_traces(pb_span(DONE_WHEN)))
+    changed = {**DONE_WHEN, "gen_ai.usage.output_tokens": 51}
+    rejected, message = partial(post(agent, TRACES, pb_traces(pb_span(changed))))
+    assert rejected == 1 and "already stored with different content" in message
+
+
+def test_compacted_span_shows_in_the_session_compaction_history(make_agent):
+    agent = make_agent()
+    post(agent, TRACES, pb_traces(pb_span({**DONE_WHEN, "gen_ai.conversation.compacted": True})))
+    post(agent, TRACES, pb_traces(pb_span({**DONE_WHEN, "gen_ai.conversation.compacted": True})))
+    (event,) = ContextEvent.objects.all()
+    assert (event.kind, event.origin, event.source, event.turn) == (
+        "compaction",
+        "agent",
+        "otlp",
+        1,
+    )
+    assert event.call == LLMCall.objects.get()
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status"),
+    [
+        (b"this is not OTLP", "application/x-protobuf", 400),
+        (b'{"records": [1]}', "application/json", 400),
+        (b"{broken", "application/json", 400),
+        (b"hello", "text/plain", 415),
+    ],
+)
+def test_a_body_that_is_not_otlp_is_refused_with_a_status_body(
+    make_agent, body, content_type, status
+):
+    agent = make_agent()
+    response = agent.client.post(TRACES, body, content_type=content_type, headers=agent.headers())
+    assert response.status_code == status
+    if content_type == "application/json":
+        assert json.loads(response.content)["message"].startswith("body: ")
+
+
+def test_keys_auth_and_profiles(make_agent):
+    agent = make_agent("fleet")
+    outsider = make_agent("desktop")
+    body = pb_traces(pb_span(DONE_WHEN))
+    no_key = Client().post(TRACES, body, content_type="application/x-protobuf")
+    assert no_key.status_code == 401 and no_key["WWW-Authenticate"] == "Bearer"
+    wrong = Client().post(
+        TRACES,
+        body,
+        content_type="application/x-protobuf",
+        headers={"Authorization": "Bearer clc_nope_nope"},
+    )
+    assert wrong.status_code == 401
+    assert post(agent, TRACES, body).status_code == 200
+    # A key of another profile neither sees nor touches the first profile's session.
+    assert outsider.get("/api/v1/sessions/s1").status_code == 404
+    assert post(outsider, TRACES, body).status_code == 200
+    assert sorted(AgentSession.objects.values_list("profile__name", "calls_count")) == [
+        ("desktop", 1),
+        ("fleet", 1),
+    ]
+
+
+def test_over_the_size_limit_is_413_and_a_gzip_bomb_too(make_agent, settings):
+    agent = make_agent()
+    settings.TELEMETRY_MAX_REQUEST_BYTES = 64 * 1024
+    big = post(agent, TRACES, b"\0" * (65 * 1024))
+    assert big.status_code == 413
+    bomb = post(agent, TRACES, b"\0" * (300 * 1024), gzipped=True)
+    assert bomb.status_code == 413
+
+
+def test_rate_limited_exports_get_429_with_retry_after(make_agent, settings):
+    from django.core.cache import cache
+
+    cache.clear()
+    agent = make_agent()
+    settings.API_RATE_LIMIT_PER_MINUTE = 1
+    body = pb_traces(pb_span(DONE_WHEN))
+    assert post(agent, TRACES, body).status_code == 200
+    limited = post(agent, TRACES, body)
+    assert limited.status_code == 429 and int(limited["Retry-After"]) >= 1
+
+
+def test_metrics_are_answered_200_with_every_point_rejected(make_agent):
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+    )
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import Gauge, Metric, NumberDataPoint
+
+    agent = make_agent()
+    request = ExportMetricsServiceRequest()
+    request.resource_metrics.add().scope_metrics.add().metrics.append(
+        Metric(name="x", gauge=Gauge(data_points=[NumberDataPoint(as_int=1)] * 4))
+    )
+    response = post(agent, METRICS, request.SerializeToString(), json_body=False)
+    assert response.status_code == 200
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceResponse,
+    )
+
+    answer = ExportMetricsServiceResponse.FromString(response.content)
+    assert answer.partial_success.rejected_data_points == 4
+    assert "export traces" in answer.partial_success.error_message
+
+
+# --- the real SDK exporters against a live server -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def live_server() -> Iterator[LiveServer]:
+    """pytest-django's live server with the HTTPS redirect off (see tests/db/test_simulate.py)."""
+    with override_settings(SECURE_SSL_REDIRECT=False):
+        server = LiveServer("localhost")
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+def _tracer(exporter):
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "otlp-test"}))
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=512))
+    return provider
+
+
+def _emit_chat_spans(provider, conversation: str, n: int) -> None:
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span(
+        "invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}
+    ):
+        for _ in range(n):
+            with tracer.start_as_current_span(
+                "chat claude-sonnet-4-5",
+                attributes={**DONE_WHEN, "gen_ai.conversation.id": conversation},
+            ):
+                pass
+    assert provider.force_flush(10_000)
+    provider.shutdown()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_sdk_span_exporters_store_the_calls(
+    make_agent, live_server, monkeypatch, encoding, compression
+):
+    ensure_defaults()
+    agent = make_agent()
+    # Exactly the environment the README documents.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"{live_server.url}/api/v1/otlp")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"Authorization=Bearer {agent.plaintext}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", compression)
+    from opentelemetry.exporter.otlp.json.http.trace_exporter import (
+        OTLPSpanExporter as JsonSpanExporter,
+    )
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    exporter_class: Any = OTLPSpanExporter if encoding == "protobuf" else JsonSpanExporter
+    conversation = f"sdk-{encoding}-{compression}"
+
+    _emit_chat_spans(_tracer(exporter_class()), conversation, 3)
+
+    session = AgentSession.objects.get(external_id=conversation)
+    assert (session.calls_count, session.turns_count) == (3, 1)
+    assert session.cost_usd is not None and session.cost_usd > 0
+    calls = LLMCall.objects.filter(session=session)
+    assert {(c.uncached_input, c.cache_write_5m, c.output) for c in calls} == {(4, 1163, 50)}
+    assert sorted(c.call for c in calls) == [0, 1, 2]
+
+
+CC_ATTRS = {
+    "event.name": "api_request",
+    "session.id": "cc-sdk",
+    "prompt.id": "prompt-1",
+    "model": "claude-sonnet-4-5",
+    "input_tokens": "12",
+    "output_tokens": "300",
+    "cache_read_tokens": "40000",
+    "cache_creation_tokens": "2000",
+    "cost_usd": "0.0291",
+    "duration_ms": "4100",
+    "query_source": "main",
+}
+
+
+def _logger(exporter):
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+    from opentelemetry.sdk.resources import Resource
+
+    provider = LoggerProvider(resource=Resource.create({"service.name": "claude-code"}))
+    provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+    return provider
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+def test_sdk_log_exporters_carry_claude_code_events(make_agent, live_server, encoding):
+    ensure_defaults()
+    agent = make_agent()
+    endpoint = f"{live_server.url}/api/v1/otlp/v1/logs"
+    exporter: Any
+    headers = {"Authorization": f"Bearer {agent.plaintext}"}
+    if encoding == "protobuf":
+        from opentelemetry.exporter.otlp.proto.http import Compression
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+        exporter = OTLPLogExporter(endpoint=endpoint, headers=headers, compression=Compression.Gzip)
+    else:
+        from opentelemetry.exporter.otlp.common.http import Compression as JsonCompression
+        from opentelemetry.exporter.otlp.json.http._log_exporter import (
+            OTLPLogExporter as JsonLogExporter,
+        )
+
+        exporter = JsonLogExporter(
+            endpoint=endpoint, headers=headers, compression=JsonCompression.GZIP
+        )
+    provider = _logger(exporter)
+    logger = provider.get_logger("com.anthropic.claude_code")
+    for seq, (prompt, request_id) in enumerate(
+        [("prompt-1", "req_1"), ("prompt-1", "req_2"), ("prompt-2", "req_3")]
+    ):
+        logger.emit(
+            body="claude_code.api_request",
+            attributes={
+                **CC_ATTRS,
+                "prompt.id": prompt,
+                "request_id": request_id,
+                "event.sequence": seq,
+                "event.timestamp": f"2025-12-01T00:00:0{seq}.000Z",
+            },
+        )
+    logger.emit(
+        body="claude_code.compaction",
+        attributes={
+            "event.name": "compaction",
+            "session.id": "cc-sdk",
+            "prompt.id": "prompt-2",
+            "event.timestamp": "2025-12-01T00:00:09.000Z",
+            "event.sequence": 9,
+            "trigger": "auto",
+            "success": "true",
+            "pre_tokens": "160000",
+            "post_tokens": "22000",
+            "duration_ms": "30000",
+        },
+    )
+    logger.emit(body="claude_code.user_prompt", attributes={"event.name": "user_prompt"})
+    logger.emit(body="claude_code.something_new", attributes={"event.name": "something_new"})
+    assert provider.force_flush(10_000)
+    provider.shutdown()
+
+    session = AgentSession.objects.get(external_id="cc-sdk")
+    assert (session.calls_count, session.turns_count) == (3, 2)
+    first = LLMCall.objects.get(session=session, request_id="cc:req_1")
+    assert (first.turn, first.call) == (1, 0)
+    assert (first.uncached_input, first.cache_read, first.cache_write_5m, first.output) == (
+        12,
+        40000,
+        2000,
+        300,
+    )
+    # Cache hit: 40,000 read of 42,012 sent.
+    assert session.cache_hit_ratio == pytest.approx(40000 / 42012)
+    assert first.raw_usage["cost_usd"] == "0.0291"
+    assert first.cost_usd is not None and first.cost_usd > 0
+    (event,) = ContextEvent.objects.filter(session=session)
+    assert (event.kind, event.origin, event.source, event.trigger) == (
+        "compaction",
+        "agent",
+        "claude-code",
+        "auto",
+    )
+    assert (event.tokens_before, event.tokens_after, event.turn) == (160000, 22000, 2)
+
+
+def test_claude_code_logs_replayed_and_overflow(make_agent):
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+
+    agent = make_agent()
+    request = ExportLogsServiceRequest()
+    records = request.resource_logs.add().scope_logs.add().log_records
+    for body, attrs in (
+        ("claude_code.api_request", {**CC_ATTRS, "request_id": "req_x"}),
+        (
+            "claude_code.api_error",
+            {
+                "event.name": "api_error",
+                "session.id": "cc-sdk",
+                "prompt.id": "prompt-1",
+                "event.sequence": "5",
+                "event.timestamp": "2025-12-01T00:01:00Z",
+                "error": "prompt is too long: 201234 tokens > 200000 maximum",
+                "status_code": "400",
+            },
+        ),
+        ("claude_code.mystery", {"event.name": "mystery"}),
+    ):
+        records.append(
+            LogRecord(
+                time_unix_nano=T0,
+                body=AnyValue(string_value=body),
+                attributes=[KeyValue(key=k, value=_any(v)) for k, v in attrs.items()],
+            )
+        )
+    payload = request.SerializeToString()
+    first = post(agent, LOGS, payload)
+    second = post(agent, LOGS, payload)
+    assert first.status_code == second.status_code == 200
+    answer = ExportLogsServiceResponse.FromString(second.content)
+    assert answer.partial_success.rejected_log_records == 0
+    assert "unknown events: mystery x1" in answer.partial_success.error_message
+    assert LLMCall.objects.count() == 1
+    (overflow,) = ContextEvent.objects.all()
+    assert (overflow.kind, overflow.origin, overflow.tokens_before) == (
+        "overflow",
+        "provider",
+        201234,
+    )
+    assert overflow.detail["window_tokens"] == 200000
