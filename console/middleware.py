@@ -109,6 +109,6 @@ def _json_problem(request: HttpRequest) -> tuple[str, str] | None:
         return None
     except safejson.UnsafeJson as exc:
         return exc.field, exc.message
-    if request.path.startswith("/api/v1/telemetry"):
-        return None  # judged per record by telemetry.ingest
+    if request.path.startswith(("/api/v1/telemetry", "/api/v1/otlp/")):
+        return None  # judged per record by telemetry.ingest (OTLP: per span / log record)
     return safejson.problem(value)
