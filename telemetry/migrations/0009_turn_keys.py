@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0007_context_events"),
+        ("telemetry", "0008_window_in_force"),
     ]
 
     operations = [
