@@ -11,6 +11,7 @@ from compaction.summarizers import SummarizerError
 from compaction.transcripts import AppendError
 from telemetry.api import BadBody
 from telemetry.api import router as telemetry_router
+from telemetry.otlp.api import router as otlp_router
 from telemetry.policy import PolicyError
 from telemetry.profiles import ProfileError
 from telemetry.ratelimit import RateLimited
@@ -25,6 +26,7 @@ api = NinjaAPI(
     urls_namespace="api",
 )
 api.add_router("/v1", telemetry_router)
+api.add_router("/v1", otlp_router)
 api.add_router("/v1", compaction_router)
 
 

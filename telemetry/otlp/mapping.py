@@ -550,3 +550,20 @@ def _cc_overflow(index: int, record: LogLike) -> EventDraft | Rejection:
         tokens_before=tokens,
         detail=detail,
     )
+
+
+# --- the agent's own cost beside ours -----------------------------------------------------------
+
+COST_TOLERANCE: Final = Decimal("0.01")  # 1 %: float rounding in the agent is not a difference
+COST_FLOOR: Final = Decimal("0.000001")  # below a micro-dollar nothing differs
+
+
+def cost_difference(ours: Decimal | None, theirs: Decimal | None) -> Decimal | None:
+    """Ours minus the agent's figure when the two really differ (beyond 1 % and a micro-dollar);
+    None when they agree or either is unknown (a model we cannot price)."""
+    if ours is None or theirs is None:
+        return None
+    difference = ours - theirs
+    if abs(difference) < COST_FLOOR or abs(difference) <= COST_TOLERANCE * abs(theirs):
+        return None
+    return difference

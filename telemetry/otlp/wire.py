@@ -71,15 +71,16 @@ class LogRecord:
 
 
 def encoding_of(content_type: str) -> Encoding:
-    """The OTLP encoding a Content-Type names; anything else is a 415."""
+    """The OTLP encoding a Content-Type names (none at all: protobuf, OTLP's default); any
+    other media type is a 415."""
     media = content_type.split(";", 1)[0].strip().lower()
-    if media in (PROTOBUF, "application/protobuf"):
+    if media in ("", PROTOBUF, "application/protobuf"):
         return "protobuf"
     if media == JSON:
         return "json"
     raise WireError(
         "Content-Type",
-        f"{media or 'missing'}: send {PROTOBUF} or {JSON} (OTLP/HTTP)",
+        f"{media}: send {PROTOBUF} or {JSON} (OTLP/HTTP)",
         status=415,
     )
 

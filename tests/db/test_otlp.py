@@ -555,3 +555,46 @@ def test_claude_code_logs_replayed_and_overflow(make_agent):
         201234,
     )
     assert overflow.detail["window_tokens"] == 200000
+
+
+def _cc_export(*requests: tuple[str, str]) -> bytes:
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+
+    export = ExportLogsServiceRequest()
+    records = export.resource_logs.add().scope_logs.add().log_records
+    for request_id, cost in requests:
+        attrs = {**CC_ATTRS, "session.id": "cc-cost", "request_id": request_id, "cost_usd": cost}
+        records.append(
+            LogRecord(
+                time_unix_nano=T0,
+                body=AnyValue(string_value="claude_code.api_request"),
+                attributes=[KeyValue(key=k, value=_any(v)) for k, v in attrs.items()],
+            )
+        )
+    return export.SerializeToString()
+
+
+def test_claude_codes_own_cost_sits_beside_ours_and_differences_are_listed(make_agent):
+    from telemetry.otlp.mapping import cost_difference
+
+    agent = make_agent()
+    assert post(agent, LOGS, b"").status_code == 200  # an empty export is fine
+    assert post(agent, LOGS, _cc_export(("req_a", "0.0291"))).status_code == 200
+    ours = LLMCall.objects.get(request_id="cc:req_a").cost_usd
+    assert ours is not None
+    # The same usage priced by Claude Code exactly as we price it, and once wildly off.
+    assert post(agent, LOGS, _cc_export(("req_b", str(ours)), ("req_c", "9.5"))).status_code == 200
+
+    answer = agent.get("/api/v1/sessions/cc-cost/agent-cost").json()
+
+    assert answer["calls"] == 3
+    assert Decimal(answer["agent_cost_usd"]) == Decimal("0.0291") + ours + Decimal("9.5")
+    assert Decimal(answer["our_cost_usd"]) == (3 * ours).quantize(Decimal("0.000001"))
+    expected = {"cc:req_c"} | (
+        {"cc:req_a"} if cost_difference(ours, Decimal("0.0291")) is not None else set()
+    )
+    assert {row["request_id"] for row in answer["differing_calls"]} == expected
+    off = next(r for r in answer["differing_calls"] if r["request_id"] == "cc:req_c")
+    assert Decimal(off["difference_usd"]) == (ours - Decimal("9.5")).quantize(Decimal("0.000001"))
+    assert make_agent("desktop").get("/api/v1/sessions/cc-cost/agent-cost").status_code == 404

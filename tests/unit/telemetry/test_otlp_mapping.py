@@ -376,3 +376,15 @@ def test_inclusive_counts_keep_the_input_and_exclusive_ones_add_the_cache(inp, r
 def test_claude_code_string_values_are_counts(value):
     (call,) = map_log_records([log({**CC_REQUEST, "input_tokens": value})]).calls
     assert call.usage["input_tokens"] == 12000
+
+
+def test_cost_difference_ignores_rounding_and_names_real_gaps():
+    from decimal import Decimal
+
+    from telemetry.otlp.mapping import cost_difference
+
+    assert cost_difference(Decimal("0.041200"), Decimal("0.0412")) is None
+    assert cost_difference(Decimal("0.0413"), Decimal("0.0412")) is None  # within 1 %
+    assert cost_difference(Decimal("0.0500"), Decimal("0.0412")) == Decimal("0.0088")
+    assert cost_difference(None, Decimal("0.0412")) is None
+    assert cost_difference(Decimal("0.0000004"), Decimal("0")) is None

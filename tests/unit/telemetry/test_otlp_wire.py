@@ -178,6 +178,7 @@ def test_gzip_inflates_and_a_bomb_is_a_413():
 def test_content_types():
     assert encoding_of("application/x-protobuf") == "protobuf"
     assert encoding_of("application/json; charset=utf-8") == "json"
+    assert encoding_of("") == "protobuf"  # OTLP's default encoding
     with pytest.raises(WireError) as caught:
         encoding_of("text/plain")
     assert caught.value.status == 415 and caught.value.field == "Content-Type"
