@@ -12,7 +12,7 @@ from ninja import Router, Status
 from ninja.errors import HttpError
 from pydantic import Field
 
-from compaction.archives import archive_document, search_archives
+from compaction.archives import archive_document, search_archives_counted
 from compaction.core import ConversionError, canonical_json
 from compaction.models import Archive, CompactionRun, Surface
 from compaction.rawjson import array_elements, object_members
@@ -223,17 +223,23 @@ def list_archives(request: HttpRequest, session_id: str) -> list[dict[str, Any]]
 @router.get("/archives", auth=ingest_auth, response={200: list[dict[str, Any]], 422: ErrorOut})
 def search(
     request: HttpRequest,
+    response: HttpResponse,
     q: str,
     session_id: str | None = None,
     limit: Annotated[int, Field(ge=1, le=200)] = 50,
     offset: Annotated[int, Field(ge=0, le=1_000_000)] = 0,
 ) -> list[dict[str, Any]]:
-    """Full-text search of the key's profile's archives, newest first, paged with `limit` and
-    `offset`; hits are marked with <mark>."""
+    """Full-text search of the key's profile's archives, best match first, paged with `limit`
+    and `offset`; hits are marked with <mark>. Identifiers match by their parts (`Registry`
+    finds `Acme.Billing.InvoiceRegistry`), `word*` by prefix; `X-Total-Count` says how many
+    hits there are in all."""
     key = request_key(request)
     session = _session(key, session_id) if session_id else None
-    hits = search_archives(q, profile=key.profile, session=session, limit=limit, offset=offset)
-    return [hit.__dict__ for hit in hits]
+    found = search_archives_counted(
+        q, profile=key.profile, session=session, limit=limit, offset=offset
+    )
+    response["X-Total-Count"] = str(found.total)
+    return [hit.__dict__ for hit in found.hits]
 
 
 @router.get(

@@ -21,6 +21,15 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from compaction.models import Archive, ArchiveChunk
+from compaction.search_terms import (
+    Query,
+    parse_query,
+    postgres_tsquery,
+    readable_part,
+    searchable,
+    snippet_pieces,
+    sqlite_match,
+)
 from telemetry.models import AgentProfile, AgentSession
 
 CHUNK_CHARS = 64 * 1024 // 4  # ≤ 64 KB even when every character takes four bytes in UTF-8
@@ -103,7 +112,7 @@ def _chunks(archive: Archive, entry: LogEntry) -> list[ArchiveChunk]:
             part=part,
             role=entry.role,
             text=raw_parts[part] if part < len(raw_parts) else "",
-            search=search_parts[part] if part < len(search_parts) else "",
+            search=searchable(search_parts[part]) if part < len(search_parts) else "",
         )
         for part in range(max(len(raw_parts), len(search_parts)))
     ]
@@ -189,6 +198,15 @@ class SearchHit:
     role: str
     snippet: str
     created_at: str
+    rank: float = 0.0
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One page of hits, best first, and how many hits the query has in all."""
+
+    hits: list[SearchHit]
+    total: int
 
 
 def search_archives(
@@ -199,15 +217,32 @@ def search_archives(
     limit: int = 50,
     offset: int = 0,
 ) -> list[SearchHit]:
-    """Full-text search of archived messages, newest archive first, `limit` hits from `offset`;
-    snippets of the readable text are safe HTML: the text escaped, hits in <mark>…</mark>
-    (archived text is whatever an agent sent, `<script>` included).
+    """`search_archives_counted(...).hits`."""
+    return search_archives_counted(
+        query, profile=profile, session=session, limit=limit, offset=offset
+    ).hits
 
-    PostgreSQL: websearch syntax over the GIN-indexed tsvector; SQLite: FTS5 MATCH.
+
+def search_archives_counted(
+    query: str,
+    *,
+    profile: AgentProfile | None = None,
+    session: AgentSession | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> SearchResult:
+    """Full-text search of archived messages, best match first (then newest archive), `limit`
+    hits from `offset`, with the total number of hits; snippets of the readable text are safe
+    HTML: the text escaped, hits in <mark>…</mark> (archived text is whatever an agent sent,
+    `<script>` included).
+
+    Words AND, `OR`, `-word`, `"phrase"`, `prefix*`; identifiers match by their parts
+    (`compaction.search_terms`). PostgreSQL: `to_tsquery` over the GIN-indexed tsvector, ranked
+    by `ts_rank_cd`; SQLite: FTS5 MATCH ranked by bm25.
     """
-    query = query.strip()
-    if not query:
-        return []
+    parsed = parse_query(query.strip())
+    if parsed.empty:
+        return SearchResult([], 0)
     where: list[str] = []
     params: list[int] = []
     if profile is not None:
@@ -217,59 +252,66 @@ def search_archives(
         where.append("a.session_id = %s")
         params.append(session.pk)
     extra = "".join(f" AND {clause}" for clause in where)
+    select = (
+        "SELECT a.id, s.external_id, a.namespace, c.seq, c.role, c.search, a.created_at, "
+        "{rank} AS rank, COUNT(*) OVER () "
+    )
     if connection.vendor == "postgresql":
         sql = (
-            "SELECT a.id, s.external_id, a.namespace, c.seq, c.role, "
-            "ts_headline('english', c.search, q, 'StartSel=\ue000, StopSel=\ue001, MaxFragments=2, "
-            "MaxWords=25, MinWords=8'), a.created_at "
-            "FROM compaction_archivechunk c JOIN compaction_archive a ON a.id = c.archive_id "
+            select.format(rank="ts_rank_cd(to_tsvector('english', c.search), q)")
+            + "FROM compaction_archivechunk c JOIN compaction_archive a ON a.id = c.archive_id "
             "JOIN telemetry_agentsession s ON s.id = a.session_id, "
-            "websearch_to_tsquery('english', %s) q "
+            "to_tsquery('english', %s) q "
             "WHERE to_tsvector('english', c.search) @@ q" + extra + " "
-            "ORDER BY a.created_at DESC, c.seq, c.part LIMIT %s OFFSET %s"
+            "ORDER BY rank DESC, a.created_at DESC, c.seq, c.part LIMIT %s OFFSET %s"
         )
-        args: list[str | int] = [query, *params, limit, offset]
+        args: list[str | int] = [postgres_tsquery(parsed), *params, limit, offset]
     else:
+        # bm25 is lower for better matches; negated so both databases rank "higher is better".
+        # FTS5 allows bm25() only in a plain query of its table: rank there, join outside.
         sql = (
-            "SELECT a.id, s.external_id, a.namespace, c.seq, c.role, "
-            "snippet(compaction_archivechunk_fts, 0, '\ue000', '\ue001', '…', 24), a.created_at "
-            "FROM compaction_archivechunk_fts f JOIN compaction_archivechunk c ON c.id = f.rowid "
+            select.format(rank="f.score")
+            + "FROM (SELECT rowid AS id, -bm25(compaction_archivechunk_fts) AS score "
+            "FROM compaction_archivechunk_fts WHERE compaction_archivechunk_fts MATCH %s) f "
+            "JOIN compaction_archivechunk c ON c.id = f.id "
             "JOIN compaction_archive a ON a.id = c.archive_id "
-            "JOIN telemetry_agentsession s ON s.id = a.session_id "
-            "WHERE compaction_archivechunk_fts MATCH %s" + extra + " "
-            "ORDER BY a.created_at DESC, c.seq, c.part LIMIT %s OFFSET %s"
+            "JOIN telemetry_agentsession s ON s.id = a.session_id WHERE 1 = 1" + extra + " "
+            "ORDER BY rank DESC, a.created_at DESC, c.seq, c.part LIMIT %s OFFSET %s"
         )
-        args = [_fts5_query(query), *params, limit, offset]
+        args = [sqlite_match(parsed), *params, limit, offset]
     with connection.cursor() as cursor:
         cursor.execute(sql, args)
         rows = cursor.fetchall()
-    return [
-        SearchHit(
-            archive_id=row[0],
-            session_id=row[1],
-            namespace=row[2],
-            seq=row[3],
-            role=row[4],
-            snippet=_safe_snippet(row[5]),
-            created_at=row[6].isoformat() if hasattr(row[6], "isoformat") else str(row[6]),
-        )
-        for row in rows
-    ]
+    total = rows[0][8] if rows else 0
+    if not rows and offset > 0:
+        total = search_archives_counted(
+            query, profile=profile, session=session, limit=1, offset=0
+        ).total
+    return SearchResult(
+        [
+            SearchHit(
+                archive_id=row[0],
+                session_id=row[1],
+                namespace=row[2],
+                seq=row[3],
+                role=row[4],
+                snippet=_safe_snippet(readable_part(row[5]), parsed),
+                created_at=row[6].isoformat() if hasattr(row[6], "isoformat") else str(row[6]),
+                rank=float(row[7] or 0.0),
+            )
+            for row in rows
+        ],
+        total,
+    )
 
 
-def _safe_snippet(snippet: str) -> str:
-    """The highlighter marks hits with private-use sentinels; escape everything, then turn the
-    sentinels into <mark> tags, so no archived text can inject markup."""
-    return html.escape(snippet).replace(_START, "<mark>").replace(_STOP, "</mark>")
-
-
-_START, _STOP = "\ue000", "\ue001"
-
-
-def _fts5_query(query: str) -> str:
-    """Each word as a quoted FTS5 string: user input never reaches FTS5's query syntax."""
-    words = [word.replace('"', '""') for word in query.split()]
-    return " ".join(f'"{word}"' for word in words)
+def _safe_snippet(text: str, query: Query) -> str:
+    """A window around the first hit: every piece escaped, hits wrapped in <mark>, so no
+    archived text can inject markup."""
+    return "".join(
+        f"<mark>{html.escape(piece)}</mark>" if kind == "mark" else html.escape(piece)
+        for kind, piece in snippet_pieces(text, query)
+    )
 
 
 def purge_expired_archives(*, batch_size: int = 500) -> tuple[int, bool]:

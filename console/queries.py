@@ -34,7 +34,7 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from compaction.archives import SearchHit, archive_document, search_archives
+from compaction.archives import SearchHit, archive_document, search_archives_counted
 from compaction.core import (
     OMISSION_MARKER,
     STUB_HEADER,
@@ -633,6 +633,7 @@ class HitsPage:
     hits: list[ShownHit]
     number: int
     has_more: bool
+    total: int = 0
 
     @property
     def first(self) -> int:
@@ -644,12 +645,13 @@ class HitsPage:
 
 
 def archive_hits(query: str, session: AgentSession | None = None, page: int = 1) -> HitsPage:
-    """A page of full-text hits across every profile's archives (or one session's), newest
-    archive first, snippets made safe. Three queries."""
+    """A page of full-text hits across every profile's archives (or one session's), best match
+    first, snippets made safe, with the total count. Three queries."""
     page = max(page, 1)
-    found = search_archives(
+    counted = search_archives_counted(
         query, session=session, limit=SEARCH_HITS + 1, offset=(page - 1) * SEARCH_HITS
     )
+    found = counted.hits
     hits = found[:SEARCH_HITS]
     owners = dict(
         Archive.objects.filter(pk__in={h.archive_id for h in hits}).values_list("pk", "session_id")
@@ -670,7 +672,7 @@ def archive_hits(query: str, session: AgentSession | None = None, page: int = 1)
                 _parsed_time(hit.created_at),
             )
         )
-    return HitsPage(shown, page, len(found) > SEARCH_HITS)
+    return HitsPage(shown, page, len(found) > SEARCH_HITS, counted.total)
 
 
 def _parsed_time(value: str) -> datetime | None:

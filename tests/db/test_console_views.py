@@ -1282,7 +1282,7 @@ def test_search_pages_through_many_hits(client_as, key) -> None:
     second = fragment(
         client.get(reverse("archives"), {"q": "part", "page": 2}, headers=htmx("results"))
     )
-    assert "Hits 51–" in second and "← newer hits" in second and "older hits" not in second
+    assert "Hits 51–" in second and "← previous hits" in second and "next hits" not in second
 
 
 def test_a_summarizer_outage_shows_a_failed_run_in_place_and_changes_nothing(
