@@ -43,8 +43,10 @@ Tokens (`tokens.py`, D6)
 Operations (`operations.py`) — frozen, `to_dict()` / `operation_from_dict()` JSON round trip
     `PruneOperation(results=(PrunedResult(seq, call_id, tool_name, original_chars, stub), ...),
     stub_spec=StubSpec(head_chars, tail_chars))` and `SummarizeOperation(first_seq, last_seq,
-    summary, summarizer, message_count)`. They store the stub and summary texts, so derivation
-    never calls a model and never re-reads policy.
+    summary, summarizer, message_count)`, and `AgentCompactionOperation(keep_from_seq, source,
+    source_key, trigger, summary)`: the agent compacted by itself (Claude Code, Codex), so the
+    surface hides every message before `keep_from_seq` but system prompts. They store the stub
+    and summary texts, so derivation never calls a model and never re-reads policy.
 
 Surface (`surface.py`)
     `derive_surface(log, operations) -> Surface(messages, chars)`: pure, deterministic, strips
@@ -130,6 +132,7 @@ from compaction.core.messages import (
     validate_transcript,
 )
 from compaction.core.operations import (
+    AgentCompactionOperation,
     Operation,
     PrunedResult,
     PruneOperation,
@@ -160,6 +163,7 @@ from compaction.core.surface import (
 from compaction.core.tokens import CHARS_PER_TOKEN, Calibration, estimate_tokens
 
 __all__ = [
+    "AgentCompactionOperation",
     "CHARS_PER_TOKEN",
     "MIN_BOUND_CAP",
     "OMISSION_MARKER",

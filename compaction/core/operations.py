@@ -135,7 +135,53 @@ class SummarizeOperation:
         )
 
 
-Operation: TypeAlias = PruneOperation | SummarizeOperation
+@dataclass(frozen=True, slots=True)
+class AgentCompactionOperation:
+    """The agent compacted its own context (Claude Code's `compact_boundary`, Codex's
+    `compacted`): from `keep_from_seq` on, the log holds what the agent sent after it.
+
+    The log message at `keep_from_seq` is the agent's own summary (Claude Code's
+    `isCompactSummary` line, or the first item of Codex's `replacement_history`); derivation hides
+    every earlier message except system prompts. The original messages stay in the log.
+    `source` names the agent ("claude-code", "codex"), `source_key` the transcript line that said
+    so (idempotency), `trigger` "manual" / "auto" / "" (not stated), `summary` the text.
+    """
+
+    keep_from_seq: int
+    source: str
+    source_key: str
+    trigger: str
+    summary: str
+    kind: Literal["agent"] = "agent"
+
+    def __post_init__(self) -> None:
+        if self.keep_from_seq < 0:
+            raise ValueError(f"keep_from_seq must be >= 0, got {self.keep_from_seq}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "agent",
+            "version": OPERATION_VERSION,
+            "keep_from_seq": self.keep_from_seq,
+            "source": self.source,
+            "source_key": self.source_key,
+            "trigger": self.trigger,
+            "summary": self.summary,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AgentCompactionOperation:
+        _check_header(data, "agent")
+        return cls(
+            keep_from_seq=int(data["keep_from_seq"]),
+            source=str(data["source"]),
+            source_key=str(data["source_key"]),
+            trigger=str(data["trigger"]),
+            summary=str(data["summary"]),
+        )
+
+
+Operation: TypeAlias = PruneOperation | SummarizeOperation | AgentCompactionOperation
 
 
 def _check_header(data: Mapping[str, Any], kind: str) -> None:
@@ -152,4 +198,6 @@ def operation_from_dict(data: Mapping[str, Any]) -> Operation:
         return PruneOperation.from_dict(data)
     if kind == "summarize":
         return SummarizeOperation.from_dict(data)
+    if kind == "agent":
+        return AgentCompactionOperation.from_dict(data)
     raise ValueError(f"unknown operation kind {kind!r}")

@@ -25,7 +25,12 @@ from compaction.core.messages import (
     to_anthropic,
     to_openai,
 )
-from compaction.core.operations import Operation, PruneOperation, SummarizeOperation
+from compaction.core.operations import (
+    AgentCompactionOperation,
+    Operation,
+    PruneOperation,
+    SummarizeOperation,
+)
 from compaction.core.summarize import summary_message
 from compaction.core.tokens import estimate_tokens
 
@@ -147,6 +152,11 @@ def _apply_stubs(message: Message, stubs: Mapping[str, str]) -> Message:
     return replace(message, blocks=blocks)
 
 
+def _summary_past(message: Message, cut: int) -> bool:
+    """A summary message (of ours) that stands for messages at or after the agent's cut."""
+    return message.summarizes is not None and message.summarizes[1] >= cut
+
+
 def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ()) -> Surface:
     """Derive the surface from the append-only log and the compaction operations, in order.
 
@@ -154,7 +164,9 @@ def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ())
     Each message loses its cache markers and has its tool results bounded by its own recorded
     cap (D3); a prune operation replaces the content of the named results with their stubs; a
     summarize operation replaces the messages whose seq lies in its span with its summary
-    message (a later span that covers an earlier summary replaces that summary too). Re-applying
+    message (a later span that covers an earlier summary replaces that summary too); an agent
+    compaction hides every message before its `keep_from_seq` except system prompts (the latest
+    cut wins: the agent sent its summary and what followed, never the older history). Re-applying
     operations changes nothing: `derive_surface(derive_surface(log, ops).messages, ops)` equals
     `derive_surface(log, ops)`, and so does listing an operation twice. Operations naming seqs
     that are not present change nothing. Never calls a model, never reads policy.
@@ -163,8 +175,11 @@ def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ())
     # (operation, last seq it hides): a span that swallows an earlier summary also hides
     # everything that summary stood for.
     spans: list[tuple[SummarizeOperation, int]] = []
+    cut = 0
     for operation in operations:
-        if isinstance(operation, PruneOperation):
+        if isinstance(operation, AgentCompactionOperation):
+            cut = max(cut, operation.keep_from_seq)
+        elif isinstance(operation, PruneOperation):
             for result in operation.results:
                 stubs.setdefault(result.seq, {})[result.call_id] = result.stub
         else:
@@ -176,7 +191,8 @@ def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ())
                 else:
                     kept.append((earlier, earlier_last))
             spans = [*kept, (operation, last)]
-    spans.sort(key=lambda s: s[0].first_seq)
+    # Our own summaries of spans wholly before the agent's cut were never sent either.
+    spans = sorted((s for s in spans if s[1] >= cut), key=lambda s: s[0].first_seq)
     fmt: Format = log[0].format if log else "anthropic"
 
     out: list[Message] = []
@@ -193,6 +209,8 @@ def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ())
             covered_to = hides_to if covered_to is None else max(covered_to, hides_to)
             next_span += 1
         if covered_to is not None and seq <= covered_to:
+            continue
+        if seq < cut and message.role != "system" and not _summary_past(message, cut):
             continue
         if message.marked:
             message = strip_cache_control(message)
