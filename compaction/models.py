@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from telemetry.models import AgentSession
+from telemetry.models import AgentProfile, AgentSession
 
 FORMATS = [("anthropic", "Anthropic Messages"), ("openai", "OpenAI Chat")]
 
@@ -143,10 +143,16 @@ class CompactionOperation(models.Model):
     """
 
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="operations")
-    run = models.ForeignKey(CompactionRun, on_delete=models.PROTECT, related_name="operations")
+    # NULL for an agent's own compaction recorded by a transcript import (no run of ours).
+    run = models.ForeignKey(
+        CompactionRun, on_delete=models.PROTECT, related_name="operations", null=True, blank=True
+    )
     base_version = models.PositiveIntegerField()
     position = models.PositiveSmallIntegerField()
-    kind = models.CharField(max_length=10, choices=[("prune", "prune"), ("summarize", "summarize")])
+    kind = models.CharField(
+        max_length=10,
+        choices=[("prune", "prune"), ("summarize", "summarize"), ("agent", "agent compaction")],
+    )
     data = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -238,3 +244,52 @@ class OverflowEvent(models.Model):
 
     def __str__(self) -> str:
         return f"overflow of {self.session_id} at v{self.surface_version}"
+
+
+class TranscriptImport(models.Model):
+    """Where the import of one transcript file stopped (issue 11): the byte offset and line
+    after the last imported line, the parser's state there, and digests of the imported prefix
+    (a rewritten file changes them and is reported, never imported twice)."""
+
+    profile = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="imports")
+    path = models.CharField(max_length=1024)
+    format = models.CharField(max_length=20)
+    session = models.ForeignKey(
+        AgentSession, null=True, blank=True, on_delete=models.SET_NULL, related_name="imports"
+    )
+    offset = models.BigIntegerField(default=0)
+    next_line = models.PositiveIntegerField(default=1)
+    head_hash = models.CharField(max_length=64, blank=True, default="")
+    tail_hash = models.CharField(max_length=64, blank=True, default="")
+    parser_state = models.JSONField(default=dict)
+    totals = models.JSONField(default=dict)
+    rewritten_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "path"], name="import_unique_path")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.profile_id}:{self.path} @ {self.offset}"
+
+
+class SessionLink(models.Model):
+    """A child session of an imported one: a subagent, an inline sidechain, or the model call
+    of the agent's own compaction (Claude Code's `agent-acompact-*`)."""
+
+    RELATIONS = [
+        ("subagent", "subagent"),
+        ("sidechain", "sidechain"),
+        ("compaction", "compaction call"),
+    ]
+
+    parent = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="child_links")
+    child = models.OneToOneField(AgentSession, on_delete=models.CASCADE, related_name="parent_link")
+    relation = models.CharField(max_length=12, choices=RELATIONS)
+    agent_id = models.CharField(max_length=200, blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"{self.child_id} {self.relation} of {self.parent_id}"

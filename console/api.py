@@ -7,6 +7,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from compaction.api import router as compaction_router
+from compaction.imports.api import router as imports_router
 from compaction.summarizers import SummarizerError
 from compaction.transcripts import AppendError
 from telemetry.api import BadBody
@@ -28,6 +29,7 @@ api = NinjaAPI(
 api.add_router("/v1", telemetry_router)
 api.add_router("/v1", otlp_router)
 api.add_router("/v1", compaction_router)
+api.add_router("/v1", imports_router)
 
 
 def _field_of(loc: list[object] | tuple[object, ...]) -> str:

@@ -65,7 +65,9 @@ def _text_of(content: Any) -> str:
         return content
     if isinstance(content, list):
         return "\n".join(
-            str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"
+            str(b.get("text", ""))
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text"
         )
     return ""
 
@@ -204,7 +206,12 @@ class ClaudeCodeParser:
         return True
 
     def _assistant(
-        self, name: str, obj: dict[str, Any], message: dict[str, Any], number: int, out: list[Record]
+        self,
+        name: str,
+        obj: dict[str, Any],
+        message: dict[str, Any],
+        number: int,
+        out: list[Record],
     ) -> None:
         st = self.s["sessions"][name]
         content = message.get("content")
@@ -257,7 +264,12 @@ class ClaudeCodeParser:
         group["complete"] = message.get("stop_reason") is not None
 
     def _user(
-        self, name: str, obj: dict[str, Any], message: dict[str, Any], number: int, out: list[Record]
+        self,
+        name: str,
+        obj: dict[str, Any],
+        message: dict[str, Any],
+        number: int,
+        out: list[Record],
     ) -> None:
         st = self.s["sessions"][name]
         content = message.get("content")
@@ -265,7 +277,9 @@ class ClaudeCodeParser:
         others: Any = content
         if isinstance(content, list):
             results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
-            others = [b for b in content if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+            others = [
+                b for b in content if not (isinstance(b, dict) and b.get("type") == "tool_result")
+            ]
         elif not isinstance(content, str):
             out.append(Skipped(number, "user message content is neither text nor blocks"))
             return
@@ -355,7 +369,9 @@ class ClaudeCodeParser:
         group["emitted"] = True
         if not group["blocks"]:
             return
-        seq = self._emit(name, {"role": "assistant", "content": group["blocks"]}, group["line"], out)
+        seq = self._emit(
+            name, {"role": "assistant", "content": group["blocks"]}, group["line"], out
+        )
         if seq is None:
             group["calls"] = []
             return
@@ -394,7 +410,9 @@ class ClaudeCodeParser:
         for call_id in group["calls"]:
             result = group["results"].get(call_id)
             if result is None:
-                out.append(Note(number, f"tool_use {call_id!r} has no result; an error was synthesised"))
+                out.append(
+                    Note(number, f"tool_use {call_id!r} has no result; an error was synthesised")
+                )
                 result = {
                     "type": "tool_result",
                     "tool_use_id": call_id,

@@ -266,7 +266,9 @@ class CodexParser:
 
     # -- usage and compaction -----------------------------------------------------------------
 
-    def _token_count(self, payload: dict[str, Any], number: int, at: Any, out: list[Record]) -> None:
+    def _token_count(
+        self, payload: dict[str, Any], number: int, at: Any, out: list[Record]
+    ) -> None:
         s = self.s
         info = payload.get("info")
         if not isinstance(info, dict):
@@ -326,7 +328,10 @@ class CodexParser:
                     continue
             kind = item.get("type") if isinstance(item, dict) else type(item).__name__
             out.append(
-                Note(number, f"replacement_history item {kind!r} is kept in the compaction event only")
+                Note(
+                    number,
+                    f"replacement_history item {kind!r} is kept in the compaction event only",
+                )
             )
         if s["seq"] == first:
             self._emit({"role": "user", "content": summary}, number, out)

@@ -97,4 +97,6 @@ class Note:
     text: str
 
 
-Record: TypeAlias = SessionSeen | LogAppend | CallSeen | CompactionSeen | TokensAfter | Skipped | Note
+Record: TypeAlias = (
+    SessionSeen | LogAppend | CallSeen | CompactionSeen | TokensAfter | Skipped | Note
+)

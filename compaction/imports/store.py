@@ -1,0 +1,484 @@
+"""Import a transcript file into a profile: the thin Django side of issue 11.
+
+`import_file` reads a file from where its last import stopped (`TranscriptImport`), feeds the
+pure parser, and stores what it produces in chunks, one transaction each with the new import
+state, so a crash or Ctrl-C never leaves a line half-imported nor imports one twice:
+
+* messages through `compaction.transcripts.append_messages` (idempotent on `seq`);
+* calls through telemetry ingest, each naming the surface version its request used;
+* the agent's compactions as an `AgentCompactionOperation` on the log (the surface of the turns
+  after it is what the agent sent) and a `ContextEvent` (origin "agent") in the session history;
+* child sessions (subagents, sidechains, the compaction's own call) linked to their parent.
+
+A file whose already-imported prefix changed (rewritten, replaced) is reported and left alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, BinaryIO
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from compaction.core import AgentCompactionOperation, derive_surface
+from compaction.imports.files import Format, NotATranscript, detect_format, make_parser
+from compaction.imports.reader import Partial, prefix_digest, read_lines
+from compaction.imports.records import (
+    CallSeen,
+    CompactionSeen,
+    LogAppend,
+    Note,
+    Record,
+    SessionSeen,
+    Skipped,
+    TokensAfter,
+)
+from compaction.models import (
+    CompactionOperation,
+    SessionLink,
+    Surface,
+    SurfaceVersion,
+    TranscriptImport,
+)
+from compaction.rawjson import Span
+from compaction.transcripts import (
+    AppendError,
+    append_messages,
+    load_log,
+    load_operations,
+    store_surface,
+)
+from telemetry.events import record_context_event
+from telemetry.ingest import ingest_records
+from telemetry.models import AgentKey, AgentProfile, AgentSession, ContextEvent
+
+CHUNK_LINES = 5000
+CHUNK_BYTES = 16 << 20
+CALL_BATCH = 1000
+_FORMAT_OF = {"claude-code": "anthropic", "codex": "openai"}
+
+
+@dataclass
+class FileReport:
+    """What one import of one file did (the command and the API print this)."""
+
+    path: str
+    format: str = ""
+    status: str = "imported"  # imported | unchanged | rewritten | refused | empty
+    detail: str = ""
+    sessions: list[str] = field(default_factory=list)
+    messages: int = 0
+    calls: int = 0
+    duplicates: int = 0
+    compactions: int = 0
+    lines: int = 0
+    bytes: int = 0
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    notes: list[tuple[int, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "format": self.format,
+            "status": self.status,
+            "detail": self.detail,
+            "sessions": self.sessions,
+            "messages": self.messages,
+            "calls": self.calls,
+            "duplicate_calls": self.duplicates,
+            "compactions": self.compactions,
+            "lines": self.lines,
+            "bytes": self.bytes,
+            "skipped": [{"line": line, "reason": reason} for line, reason in self.skipped],
+            "notes": [{"line": line, "text": text} for line, text in self.notes],
+        }
+
+
+def import_file(
+    *,
+    profile: AgentProfile,
+    path: str,
+    handle: BinaryIO,
+    fmt: Format | None = None,
+    final: bool = True,
+) -> FileReport:
+    """Import what is new in `handle` (the file at `path`, read in binary).
+
+    `final`: the file is not being written, so a response still open at its end is complete
+    (a plain import); `--follow` passes False until the file has been quiet for a while.
+    Raises NotATranscript for another format (nothing stored).
+    """
+    report = FileReport(path=path)
+    state = TranscriptImport.objects.filter(profile=profile, path=path).first()
+    size = handle.seek(0, 2)
+    changed = state is not None and (
+        state.offset > size
+        or (
+            state.offset > 0
+            and prefix_digest(handle, state.offset) != (state.head_hash, state.tail_hash)
+        )
+    )
+    if state is not None and changed:
+        if first_line_digest(handle) == state.totals.get("first_line"):
+            # Same beginning, different imported bytes: rewritten in place. Importing it
+            # again would count its calls twice; say so and leave it.
+            TranscriptImport.objects.filter(pk=state.pk).update(rewritten_at=timezone.now())
+            report.format = state.format
+            report.status = "rewritten"
+            report.detail = (
+                f"the first {state.offset} bytes changed since they were imported "
+                "(file rewritten); nothing imported again"
+            )
+            return report
+        # Another file at the same path (rotated): import it from its start.
+        report.notes.append((0, "a new file replaced the one imported at this path (rotated)"))
+        state.offset, state.next_line, state.parser_state = 0, 1, {}
+        state.totals = {}
+        state.session = None
+        state.save()
+    detected = detect_format(handle)
+    if detected is None:
+        report.status = "empty"
+        return report
+    if fmt is not None and fmt != detected:
+        raise NotATranscript(f"the file is a {detected} transcript, not {fmt}")
+    report.format = detected
+    if state is None:
+        state, _ = TranscriptImport.objects.get_or_create(
+            profile=profile, path=path, defaults={"format": detected}
+        )
+    if not state.totals.get("first_line"):
+        state.totals = {**state.totals, "first_line": first_line_digest(handle)}
+    report.sessions = list(state.totals.get("sessions", []))
+    parser = make_parser(detected, path, state.parser_state or None)
+    sink = _Sink(profile, report, final=final)
+    partial: list[Partial] = []
+    chunk: list[Record] = []
+    offset, next_line, lines, chunk_bytes = state.offset, state.next_line, 0, 0
+    for line in read_lines(
+        handle, offset=state.offset, first_line=state.next_line, partial=partial
+    ):
+        chunk.extend(parser.feed(line.number, line.text))
+        report.lines += 1
+        report.bytes += line.end - line.start
+        chunk_bytes += line.end - line.start
+        offset, next_line, lines = line.end, line.number + 1, lines + 1
+        if lines >= CHUNK_LINES or chunk_bytes >= CHUNK_BYTES:
+            if not _commit(sink, state, handle, chunk, parser.state(), offset, next_line):
+                return report
+            chunk, lines, chunk_bytes = [], 0, 0
+    chunk.extend(parser.flush(final=final, number=next_line))
+    if not _commit(sink, state, handle, chunk, parser.state(), offset, next_line):
+        return report
+    if partial:
+        part = partial[0]
+        report.skipped.append(
+            (
+                part.number,
+                f"truncated last line ({part.size} bytes without a newline, not complete JSON): "
+                "read again when the file grows",
+            )
+        )
+    if report.lines == 0 and not chunk:
+        report.status = "unchanged"
+    return report
+
+
+def _commit(
+    sink: _Sink,
+    state: TranscriptImport,
+    handle: BinaryIO,
+    records: list[Record],
+    parser_state: dict[str, Any],
+    offset: int,
+    next_line: int,
+) -> bool:
+    """Store one chunk and the import state after it, atomically. False when the log refused a
+    message (the chunk is rolled back and the file reported failed at that point)."""
+    head, tail = prefix_digest(handle, offset)
+    try:
+        with transaction.atomic():
+            sink.apply(records)
+            sink.finish()
+            state.offset = offset
+            state.next_line = next_line
+            state.head_hash, state.tail_hash = head, tail
+            state.parser_state = json.loads(json.dumps(parser_state))
+            if state.session_id is None and sink.first_session is not None:
+                state.session = sink.first_session
+            state.totals = {**state.totals, "sessions": sink.report.sessions}
+            state.save()
+    except AppendError as exc:
+        sink.report.status = "failed"
+        sink.report.detail = f"stopped before line {state.next_line}: {exc}"
+        return False
+    return True
+
+
+def first_line_digest(handle: BinaryIO) -> str:
+    handle.seek(0)
+    return hashlib.sha256(handle.readline()).hexdigest()
+
+
+def _at(value: str | None) -> datetime:
+    parsed = parse_datetime(value) if value else None
+    if parsed is None:
+        return timezone.now()
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+class _Sink:
+    """Stores records in order, batching log appends per session between compactions."""
+
+    def __init__(self, profile: AgentProfile, report: FileReport, *, final: bool) -> None:
+        self.profile = profile
+        self.report = report
+        self.sessions: dict[str, AgentSession] = {}
+        self.first_session: AgentSession | None = None
+        self.messages: dict[str, list[LogAppend]] = defaultdict(list)
+        self.calls: list[tuple[CallSeen, int]] = []  # with the session's operation count then
+        self.ops: dict[str, int] = {}
+        self.touched: set[int] = set()
+        self.key = AgentKey(profile=profile)  # unsaved: ingest reads only its profile
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def session(self, name: str) -> AgentSession:
+        found = self.sessions.get(name)
+        if found is None:
+            try:
+                with transaction.atomic():
+                    found, _ = AgentSession.objects.get_or_create(
+                        profile=self.profile, external_id=name[:200]
+                    )
+            except IntegrityError:
+                found = AgentSession.objects.get(profile=self.profile, external_id=name[:200])
+            found.profile = self.profile
+            self.sessions[name] = found
+            self.ops[name] = CompactionOperation.objects.filter(session=found).count()
+        return found
+
+    def _seen(self, record: SessionSeen) -> None:
+        session = self.session(record.session)
+        if self.first_session is None:
+            self.first_session = session
+        if record.session not in self.report.sessions:
+            self.report.sessions.append(record.session)
+        if record.parent:
+            parent = self.session(record.parent)
+            SessionLink.objects.get_or_create(
+                child=session,
+                defaults={
+                    "parent": parent,
+                    "relation": record.relation or "subagent",
+                    "agent_id": record.agent_id,
+                },
+            )
+
+    # -- records ------------------------------------------------------------------------------
+
+    def apply(self, records: list[Record]) -> None:
+        for record in records:
+            if isinstance(record, SessionSeen):
+                self._seen(record)
+            elif isinstance(record, LogAppend):
+                self.messages[record.session].append(record)
+            elif isinstance(record, CallSeen):
+                self.calls.append((record, self.ops.get(record.session, 0)))
+            elif isinstance(record, CompactionSeen):
+                self._flush_messages(record.session)
+                self._compaction(record)
+            elif isinstance(record, TokensAfter):
+                ContextEvent.objects.filter(
+                    session=self.session(record.session), source_key=record.source_key
+                ).update(tokens_after=record.tokens_after)
+            elif isinstance(record, Skipped):
+                self.report.skipped.append((record.line, record.reason))
+            elif isinstance(record, Note):
+                self.report.notes.append((record.line, record.text))
+
+    def finish(self) -> None:
+        for name in list(self.messages):
+            self._flush_messages(name)
+        self._store_calls()
+        self._no_relief()
+
+    def _flush_messages(self, name: str) -> None:
+        pending = self.messages.pop(name, [])
+        if not pending:
+            return
+        session = self.session(name)
+        fmt = pending[0].format
+        state = Surface.objects.filter(session=session).first()
+        held = state.log_messages if state is not None else 0
+        last = pending[-1].seq + 1
+        # Requests that ended inside this batch get surface versions of their own, allocated
+        # before the append (D1/D6: "what did the model see on turn N" stays answerable).
+        checkpoints = sorted(
+            {
+                call.log_messages
+                for call, ops in self.calls
+                if call.session == name
+                and ops == self.ops[name]
+                and held < call.log_messages < last
+            }
+        )
+        new = [r for r in pending if r.seq >= held]
+        if not new:
+            return
+        if checkpoints:
+            self._allocate_versions(session, fmt, state, checkpoints)
+        result = append_messages(
+            session=session,
+            fmt=fmt,
+            system=None,
+            messages=[
+                Span({**r.message, "seq": r.seq}, json.dumps({**r.message, "seq": r.seq}))
+                for r in new
+            ],
+        )
+        self.report.messages += len(result.created)
+        self.touched.add(session.pk)
+
+    def _allocate_versions(
+        self, session: AgentSession, fmt: str, state: Surface | None, checkpoints: list[int]
+    ) -> None:
+        if state is None:
+            state = Surface.objects.create(session=session, format=fmt)
+        base = state.version
+        operations = CompactionOperation.objects.filter(session=session).count()
+        SurfaceVersion.objects.bulk_create(
+            SurfaceVersion(
+                session=session, version=base + i, log_messages=count, operations=operations
+            )
+            for i, count in enumerate(checkpoints, start=1)
+        )
+        Surface.objects.filter(pk=state.pk).update(version=F("version") + len(checkpoints))
+
+    def _compaction(self, record: CompactionSeen) -> None:
+        session = self.session(record.session)
+        operation = AgentCompactionOperation(
+            keep_from_seq=record.keep_from_seq,
+            source=record.source,
+            source_key=record.source_key,
+            trigger=record.trigger,
+            summary=record.summary,
+        )
+        known = CompactionOperation.objects.filter(
+            session=session, kind="agent", data__source_key=record.source_key
+        ).exists()
+        surface = Surface.objects.filter(session=session).first()
+        if not known and surface is not None:
+            with transaction.atomic():
+                AgentSession.objects.select_for_update().filter(pk=session.pk).first()
+                surface.refresh_from_db()
+                CompactionOperation.objects.create(
+                    session=session,
+                    run=None,
+                    base_version=surface.version,
+                    position=0,
+                    kind="agent",
+                    data=operation.to_dict(),
+                )
+                log = load_log(session)
+                store_surface(
+                    session,
+                    surface.format,
+                    derive_surface(log, load_operations(session)),
+                    bump=True,
+                )
+            self.ops[record.session] = self.ops.get(record.session, 0) + 1
+        _, created = record_context_event(
+            session,
+            kind=ContextEvent.Kind.COMPACTION,
+            origin=ContextEvent.Origin.AGENT,
+            source=record.source,
+            source_key=record.source_key,
+            at=_at(record.at),
+            trigger=record.trigger,
+            turn=record.turn,
+            tokens_before=record.tokens_before,
+            summary=record.summary,
+            detail={
+                **record.detail,
+                "line": record.line,
+                "keep_from_seq": record.keep_from_seq,
+                "surface_version": Surface.objects.filter(session=session)
+                .values_list("version", flat=True)
+                .first(),
+            },
+        )
+        if created:
+            self.report.compactions += 1
+
+    def _version_for(self, session: AgentSession, log_messages: int, operations: int) -> int | None:
+        return (
+            SurfaceVersion.objects.filter(
+                session=session, log_messages=log_messages, operations=operations
+            )
+            .order_by("-version")
+            .values_list("version", flat=True)
+            .first()
+        )
+
+    def _store_calls(self) -> None:
+        calls, self.calls = self.calls, []
+        items: list[dict[str, Any]] = []
+        lines: list[int] = []
+        for call, ops in calls:
+            session = self.session(call.session)
+            item: dict[str, Any] = {
+                "session_id": session.external_id,
+                "turn": call.turn,
+                "call": call.call,
+                "model": call.model[:200],
+                "provider": call.provider,
+                "usage": call.usage,
+            }
+            if call.request_id:
+                item["request_id"] = call.request_id[:200]
+            if call.at:
+                item["at"] = call.at
+            if call.window_tokens:
+                item["window_tokens"] = call.window_tokens
+            version = self._version_for(session, call.log_messages, ops)
+            if version is not None:
+                item["surface_version"] = version
+            items.append(item)
+            lines.append(call.line)
+            self.touched.add(session.pk)
+        for start in range(0, len(items), CALL_BATCH):
+            result = ingest_records(
+                key=self.key, raw_items=items[start : start + CALL_BATCH], batch=True
+            )
+            for outcome in result.items:
+                line = lines[start + outcome.index]
+                if outcome.status == "created":
+                    self.report.calls += 1
+                elif outcome.status == "duplicate":
+                    self.report.duplicates += 1
+                else:
+                    self.report.skipped.append(
+                        (line, f"call not stored ({outcome.status}): {outcome.detail}")
+                    )
+
+    def _no_relief(self) -> None:
+        """An imported session is not served to its agent: our automatic relief would compact a
+        surface nobody reads. The claim below makes the relief requests of this transaction's
+        appends claim nothing, and marks the version tried for the sweeper; released after."""
+        if not self.touched:
+            return
+        ids = list(self.touched)
+        AgentSession.objects.filter(pk__in=ids).update(
+            relief_requested_at=timezone.now(), relief_tried_version=F("surface_version")
+        )
+        transaction.on_commit(
+            lambda: AgentSession.objects.filter(pk__in=ids).update(relief_requested_at=None)
+        )
