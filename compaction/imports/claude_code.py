@@ -106,7 +106,7 @@ class ClaudeCodeParser:
         s = self.s
         if s["kind"] != "main":
             parent = s["parent"] or str(obj.get("sessionId") or "")
-            name = f"{parent}/{s['hint']}" if parent else s["hint"]
+            name = f"{parent}:{s['hint']}" if parent else s["hint"]
             relation = "compaction" if s["kind"] == "compaction" else "subagent"
             agent = str(obj.get("agentId") or "")
             return self._announce(name, parent, relation, agent, out)
@@ -120,11 +120,11 @@ class ClaudeCodeParser:
         parent_uuid = str(obj.get("parentUuid") or "")
         chains: dict[str, str] = s["chains"]
         if agent:
-            name = f"{main}/agent-{agent}"
+            name = f"{main}:agent-{agent}"
         elif parent_uuid in chains:
             name = chains[parent_uuid]
         else:
-            name = f"{main}/sidechain-{(uuid or parent_uuid or str(len(chains)))[:8]}"
+            name = f"{main}:sidechain-{(uuid or parent_uuid or str(len(chains)))[:8]}"
         if uuid:
             chains[uuid] = name
         return self._announce(name, main, "sidechain", agent, out)

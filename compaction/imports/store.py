@@ -256,10 +256,12 @@ class _Sink:
             try:
                 with transaction.atomic():
                     found, _ = AgentSession.objects.get_or_create(
-                        profile=self.profile, external_id=name[:200]
+                        profile=self.profile, external_id=_external_id(name)
                     )
             except IntegrityError:
-                found = AgentSession.objects.get(profile=self.profile, external_id=name[:200])
+                found = AgentSession.objects.get(
+                    profile=self.profile, external_id=_external_id(name)
+                )
             found.profile = self.profile
             self.sessions[name] = found
             self.ops[name] = CompactionOperation.objects.filter(session=found).count()
@@ -482,3 +484,8 @@ class _Sink:
         transaction.on_commit(
             lambda: AgentSession.objects.filter(pk__in=ids).update(relief_requested_at=None)
         )
+
+
+def _external_id(name: str) -> str:
+    """Session ids are one URL path segment of at most 200 characters."""
+    return name.replace("/", ":")[:200]

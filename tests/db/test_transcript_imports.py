@@ -187,8 +187,8 @@ def test_subagent_files_are_child_sessions_of_the_folder_session(profile, tmp_pa
     relations = dict(
         SessionLink.objects.filter(parent=parent).values_list("child__external_id", "relation")
     )
-    assert relations[f"{fx.SESSION}/agent-a1b2c3"] == "subagent"
-    assert relations[f"{fx.SESSION}/agent-acompact-77"] == "compaction"
+    assert relations[f"{fx.SESSION}:agent-a1b2c3"] == "subagent"
+    assert relations[f"{fx.SESSION}:agent-acompact-77"] == "compaction"
 
 
 def test_reimport_changes_nothing_and_growth_imports_only_new_lines(profile, tmp_path):

@@ -120,7 +120,7 @@ def test_subagent_files_are_children_of_the_folder_session():
     [seen] = of(records, SessionSeen)
     assert seen.parent == fx.SESSION
     assert seen.relation == "subagent"
-    assert seen.session == f"{fx.SESSION}/agent-a1b2c3"
+    assert seen.session == f"{fx.SESSION}:agent-a1b2c3"
     records = run(fx.subagent_file(), f"proj/{fx.SESSION}/subagents/agent-acompact-9f.jsonl")
     assert of(records, SessionSeen)[0].relation == "compaction"
 
