@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("compaction", "0003_archive_search_text"),
+        ("compaction", "0004_search_identifier_parts"),
         ("telemetry", "0007_context_events"),
     ]
 
