@@ -13,7 +13,8 @@ from ninja.errors import HttpError
 from pydantic import Field
 
 from compaction.archives import archive_document, search_archives_counted
-from compaction.core import ConversionError, canonical_json
+from compaction.cache_report import plan_now, session_misses
+from compaction.core import ConversionError, canonical_json, surface_fingerprints
 from compaction.models import Archive, CompactionRun, Surface
 from compaction.rawjson import array_elements, object_members
 from compaction.services import (
@@ -33,6 +34,7 @@ from compaction.transcripts import (
 from telemetry.api import BadBody
 from telemetry.auth import compact_auth, ingest_auth, request_key
 from telemetry.models import AgentKey, AgentSession
+from telemetry.policies import effective_policy
 from telemetry.schemas import ErrorOut
 
 router = Router(tags=["compaction"])
@@ -158,14 +160,19 @@ def get_surface(
     session_id: str,
     format: Literal["anthropic", "openai"] | None = None,
     version: int | None = None,
+    prefix: bool = False,
 ) -> HttpResponse:
     """The surface as the model should see it next: `messages` (plus `system` for Anthropic),
     `surface_version` and an ETag. The same version always gives the same bytes (D1); the log's
-    `cache_control` markers are never replayed. `version` rebuilds an earlier surface exactly."""
+    `cache_control` markers are never replayed. `version` rebuilds an earlier surface exactly.
+    `prefix=true` adds `prefix`: the surface's fingerprints (`system`, then `message k`, each
+    with hash and token estimate), what the console compares when a call names this version."""
     key = request_key(request)
     session = _session(key, session_id)
     state = get_object_or_404(Surface, session=session)
     fmt = format or state.format
+    if prefix:
+        return _surface_with_prefix(session, state, fmt, version)
     if version is not None and version != state.version:
         past = surface_at(session, version)
         if past is None:
@@ -191,6 +198,28 @@ def get_surface(
     else:
         response = HttpResponse(body, content_type="application/json")
     response["ETag"] = etag
+    response["Cache-Control"] = "no-cache"
+    return response
+
+
+def _surface_with_prefix(
+    session: AgentSession, state: Surface, fmt: str, version: int | None
+) -> HttpResponse:
+    wanted = state.version if version is None else version
+    surface = surface_at(session, wanted) if wanted != state.version else derive(session)[2]
+    if surface is None:
+        raise HttpError(404, f"version: the session has no surface version {wanted}")
+    try:
+        canonical = canonical_json(surface, format=format_of(fmt))
+    except ConversionError as exc:
+        raise HttpError(
+            422, f"format: cannot convert this {state.format} transcript losslessly: {exc.reason}"
+        ) from None
+    prints = [p.to_dict() for p in surface_fingerprints(surface, format=format_of(fmt))]
+    body = _document(fmt, wanted, canonical)
+    body = body[:-1] + b',"prefix":' + json.dumps(prints, separators=(",", ":")).encode() + b"}"
+    response = HttpResponse(body, content_type="application/json")
+    response["ETag"] = f'"{session.pk}-{wanted}-{fmt}-prefix"'
     response["Cache-Control"] = "no-cache"
     return response
 
@@ -361,3 +390,66 @@ def post_overflow(request: HttpRequest, session_id: str) -> Status[dict[str, Any
     state = outcome.surface
     surface = json.loads(surface_response_bytes(state)) if state is not None else None
     return Status(200, {**run_payload(outcome.run, state), "surface": surface})
+
+
+@router.get(
+    "/sessions/{session_id}/compact/plan",
+    auth=ingest_auth,
+    response={200: dict[str, Any], 404: ErrorOut, 422: ErrorOut},
+    summary="What compacting now would free, re-write and cost, and when it pays back",
+)
+def get_compact_plan(
+    request: HttpRequest, session_id: str, mode: Literal["manual", "auto"] = "manual"
+) -> dict[str, Any]:
+    """D1/D4, before: the plan of a compaction now without applying it: tokens freed, where the
+    surface first changes, the tokens the next call will re-write and their cost and premium over
+    reading them, the saving per later call, the calls to break even and the session's typical
+    remaining calls. `mode=manual` is the forced plan of `POST /compact`; `mode=auto` the
+    automatic relief's, worth-it rule included (`skipped` names the passes it rejects)."""
+    session = _session(request_key(request), session_id)
+    plan = plan_now(session, effective_policy(session.profile), mode=mode)
+    if plan is None:
+        raise HttpError(404, "session_id: the session has no transcript log to compact")
+    return plan
+
+
+@router.get(
+    "/sessions/{session_id}/cache/misses",
+    auth=ingest_auth,
+    response={200: dict[str, Any], 404: ErrorOut},
+    summary="Every prompt-cache miss of the session with its cause, evidence and premium",
+)
+def get_cache_misses(request: HttpRequest, session_id: str) -> dict[str, Any]:
+    """D1/D2: each call that read less of the cache than the previous one left, above the floor
+    (1,024 tokens and 5 %), with its cause (model_switch, expiry, our_compaction,
+    agent_compaction, prefix_break, unexplained), the evidence and the premium paid in dollars;
+    totals by cause, and whether the system segment churns (D2)."""
+    session = _session(request_key(request), session_id)
+    report = session_misses(session)
+    return {
+        "session_id": session.external_id,
+        "calls": report.calls,
+        "premium_usd": f"{report.premium_usd:.6f}",
+        "premium_by_cause_usd": {k: f"{v:.6f}" for k, v in report.by_cause.items()},
+        "system_churn": {
+            "pairs": report.churn.pairs,
+            "changed": report.churn.changed,
+            "violates_d2": report.churn.violates_d2,
+        },
+        "misses": [
+            {
+                "turn": m.turn,
+                "call": m.call,
+                "at": m.at.isoformat(),
+                "model": m.model,
+                "expected_tokens": m.expected_tokens,
+                "read_tokens": m.read_tokens,
+                "missed_tokens": m.missed_tokens,
+                "premium_usd": None if m.premium_usd is None else f"{m.premium_usd:.6f}",
+                "cause": m.cause,
+                "evidence": m.evidence,
+                "detail": dict(m.detail),
+            }
+            for m in report.misses
+        ],
+    }

@@ -47,6 +47,19 @@ class DatabaseCollector(Collector):
         ):
             failures.add_metric([row["mode"]], row["n"])
         yield failures
+        skipped = CounterMetricFamily(
+            "compaction_relief_skipped",
+            "Relief passes the worth-it rule skipped: they could not pay back their cache re-write"
+            " within the session's typical remaining calls, or freed under the policy minimum",
+            labels=["pass"],
+        )
+        counts = dict.fromkeys(("prune", "summarize"), 0)
+        for names in CompactionRun.objects.exclude(skipped=[]).values_list("skipped", flat=True):
+            for name in names or ():
+                counts[name] = counts.get(name, 0) + 1
+        for name, count in sorted(counts.items()):
+            skipped.add_metric([name], count)
+        yield skipped
         overflows = CounterMetricFamily(
             "compaction_overflows",
             "Context-length overflows reported by agents",

@@ -122,6 +122,19 @@ class CompactionRun(models.Model):
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     plan_ms = models.PositiveIntegerField(null=True, blank=True)
+    # D1 economics as planned (`compaction.core.economics`): what the next call will re-write,
+    # its premium over reading, the saving per later call, the break-even and the horizon; and
+    # the passes the worth-it rule skipped ("prune", "summarize").
+    rewrite_tokens = models.BigIntegerField(null=True, blank=True)
+    rewrite_premium_usd = models.DecimalField(
+        max_digits=20, decimal_places=9, null=True, blank=True
+    )
+    saving_per_call_usd = models.DecimalField(
+        max_digits=20, decimal_places=9, null=True, blank=True
+    )
+    break_even_calls = models.PositiveIntegerField(null=True, blank=True)
+    remaining_calls = models.PositiveIntegerField(null=True, blank=True)
+    skipped = models.JSONField(default=list, blank=True)
     archive_ms = models.PositiveIntegerField(null=True, blank=True)
     apply_ms = models.PositiveIntegerField(null=True, blank=True)
 

@@ -20,6 +20,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from compaction.archives import ArchiveRequest, LogEntry, archive_backend
+from compaction.cache_report import session_pricing
 from compaction.calibration import session_calibration
 from compaction.core import (
     ExtractiveSummarizer,
@@ -199,6 +200,9 @@ def _compact_locked(
     policy = effective_policy(session.profile)
     started = time.monotonic()
     log, operations, surface = derive(session)
+    # D1: the worth-it rule and the run's predicted figures use the model's real cache rates and
+    # the session's typical remaining calls (compaction.cache_report).
+    pricing = session_pricing(session, policy, _measured_tokens(session) or surface.tokens)
     plan = plan_relief(
         surface,
         policy=relief_policy(policy, session.window_tokens),
@@ -206,11 +210,20 @@ def _compact_locked(
         summarizer=configured_summarizer(),
         calibration=session_calibration(session),
         context_tokens=_measured_tokens(session),
+        pricing=pricing.pricing,
     )
     run.action = plan.action
     run.reason = plan.reason
     run.tokens_before = plan.tokens_before
     run.tokens_after = plan.tokens_after
+    run.skipped = list(plan.skipped)
+    if plan.operations and plan.economics is not None:
+        run.rewrite_tokens = plan.cache_write_tokens
+        run.break_even_calls = plan.economics.break_even_calls
+        run.remaining_calls = pricing.pricing.horizon_calls
+        if pricing.priced:
+            run.rewrite_premium_usd = plan.economics.rewrite_premium_usd
+            run.saving_per_call_usd = plan.economics.saving_per_call_usd
     run.surface_version_before = state.version
     run.plan_ms = _ms(started)
     if plan.action == "nothing" or not plan.operations:

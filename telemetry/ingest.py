@@ -305,6 +305,24 @@ def _store_calls(
     return created_sessions, decided, turn_calls
 
 
+def stored_prefix(record: RecordIn) -> list[dict[str, Any]] | None:
+    """The record's prefix as stored: segments named `tools`, `system`, `message k` (D1/D2)."""
+    if record.prefix is None:
+        return None
+    out: list[dict[str, Any]] = []
+    messages = 0
+    for segment in record.prefix:
+        name: str = segment.kind
+        if name == "message":
+            name = f"message {messages}"
+            messages += 1
+        item: dict[str, Any] = {"name": name, "hash": segment.hash, "tokens": segment.tokens}
+        if segment.text is not None:
+            item["text"] = segment.text
+        out.append(item)
+    return out
+
+
 def _call_row(session: AgentSession, v: _Valid, price: ModelPrice | None, now: datetime) -> LLMCall:
     usage, record = v.usage, v.record
     cost = call_cost(usage, price) if price is not None else None
@@ -329,6 +347,7 @@ def _call_row(session: AgentSession, v: _Valid, price: ModelPrice | None, now: d
         appended_chars=record.appended_chars,
         window_tokens=record.window_tokens,
         surface_version=record.surface_version,
+        prefix=stored_prefix(record),
         at=record.at or now,
         cost_uncached_input=cost.uncached_input if cost else None,
         cost_cache_read=cost.cache_read if cost else None,

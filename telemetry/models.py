@@ -267,6 +267,9 @@ class LLMCall(models.Model):
     appended_chars = models.BigIntegerField(null=True, blank=True)
     window_tokens = models.PositiveIntegerField(null=True, blank=True)
     surface_version = models.PositiveIntegerField(null=True, blank=True)
+    # D1/D2: the request's prefix fingerprints as the agent reported them (`telemetry.cache_misses`
+    # reads them): [{"name": "system", "hash": ..., "tokens": ..., "text"?: ...}, ...].
+    prefix = models.JSONField(null=True, blank=True)
     at = models.DateTimeField()
     cost_uncached_input = money_field()
     cost_cache_read = money_field()

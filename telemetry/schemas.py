@@ -67,6 +67,43 @@ def _no_nul_anywhere(value: object, path: str = "") -> None:
             _no_nul_anywhere(item, f"{path}.{index}" if path else str(index))
 
 
+MAX_PREFIX_SEGMENTS = 20_000
+MAX_SEGMENT_TEXT = 20_000
+
+
+class PrefixSegmentIn(BaseModel):
+    """One segment of a request's prefix, in order: `tools`, `system`, then one per message.
+
+    `hash` is any content hash the agent computes (compared for equality only); `tokens` an
+    estimate; `text` optionally the segment's readable content (the system block, say), so the
+    console can show what changed between two calls.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["tools", "system", "message"]
+    hash: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    tokens: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
+    text: Annotated[str, StringConstraints(max_length=MAX_SEGMENT_TEXT)] | None = None
+
+    @field_validator("hash", "text")
+    @classmethod
+    def _without_nul(cls, value: str | None) -> str | None:
+        return None if value is None else _no_nul(value)
+
+
+def prefix_order_error(segments: list[PrefixSegmentIn]) -> str | None:
+    """None when `segments` run tools?, system?, then messages; else what is out of order."""
+    rank = {"tools": 0, "system": 1, "message": 2}
+    seen = -1
+    for index, segment in enumerate(segments):
+        position = rank[segment.kind]
+        if position < seen or (position == seen and position < 2):
+            return f"segment {index} ({segment.kind}) is out of order: tools, system, then messages"
+        seen = position
+    return None
+
+
 class RecordIn(BaseModel):
     """One LLM call as an agent reports it. `usage` is the provider's usage object, verbatim."""
 
@@ -84,6 +121,16 @@ class RecordIn(BaseModel):
     window_tokens: Annotated[StrictInt, Field(ge=1, le=MAX_SMALL)] | None = None
     surface_version: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)] | None = None
     at: AwareDatetime | None = None
+    # D1/D2: the request's prefix fingerprints (optional; a `surface_version` stands for ours).
+    prefix: Annotated[list[PrefixSegmentIn], Field(max_length=MAX_PREFIX_SEGMENTS)] | None = None
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix_in_order(cls, value: list[PrefixSegmentIn] | None) -> list[PrefixSegmentIn] | None:
+        problem = None if value is None else prefix_order_error(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("session_id", "model", "provider", "request_id")
     @classmethod

@@ -1,0 +1,572 @@
+"""Cache economics of sessions, read from the database (D1, D2): misses with causes, the plan of
+a compaction before it runs, and its measured outcome after.
+
+Reads only (the one write is `compaction.services` storing a run's planned figures). The logic
+is pure (`telemetry.cache_misses`, `compaction.core.economics`); this module gathers its inputs:
+calls, our applied runs, the agent's and provider's context events, and prefix fingerprints of
+the surface versions calls used (an agent that reports `surface_version` needs to send nothing).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any, Literal
+
+from django.utils import timezone
+
+from compaction.calibration import session_calibration
+from compaction.core import (
+    CachePricing,
+    CacheRates,
+    ExtractiveSummarizer,
+    ReliefPlan,
+    Summarizer,
+    net_saving,
+    plan_relief,
+    surface_fingerprints,
+)
+from compaction.models import CompactionRun, Surface
+from compaction.transcripts import derive, format_of, surface_at
+from telemetry.cache_misses import (
+    CAUSES,
+    CallObs,
+    Cause,
+    ContextChange,
+    Miss,
+    Segment,
+    SurfaceChange,
+    SystemChurn,
+    classify,
+    is_miss,
+    premiums_by_cause,
+    system_churn,
+)
+from telemetry.catalogue import load_catalogue
+from telemetry.models import AgentSession, ContextEvent, LLMCall
+from telemetry.policy import PolicyValues
+from telemetry.pricing import ModelPrice, find_price
+
+# Surface versions whose fingerprints one report derives at most (each is a log derivation).
+MAX_DERIVED_VERSIONS = 40
+# Sessions of a profile the remaining-calls estimate looks at (the most recent ones).
+REMAINING_SAMPLE = 1_000
+# Remaining calls assumed for a session that has reported no call yet (CachePricing's default).
+DEFAULT_HORIZON = CachePricing().horizon_calls
+
+_CALL_FIELDS = (
+    "id",
+    "turn",
+    "call",
+    "at",
+    "model",
+    "provider",
+    "uncached_input",
+    "cache_read",
+    "cache_write_5m",
+    "cache_write_1h",
+    "reported_cache",
+    "surface_version",
+    "prefix",
+)
+
+
+class _Prices:
+    """Catalogue rows by model id, the catalogue read once."""
+
+    def __init__(self) -> None:
+        self._rows: list[ModelPrice] | None = None
+        self._found: dict[str, ModelPrice | None] = {}
+
+    def __call__(self, model: str) -> ModelPrice | None:
+        if model not in self._found:
+            if self._rows is None:
+                self._rows = load_catalogue()
+            self._found[model] = find_price(model, self._rows)
+        return self._found[model]
+
+    def table(self, models: Iterable[str]) -> dict[str, ModelPrice | None]:
+        return {model: self(model) for model in set(models)}
+
+
+def _segments(value: Any) -> tuple[Segment, ...] | None:
+    if not isinstance(value, list):
+        return None
+    return tuple(
+        Segment(str(s["name"]), str(s["hash"]), int(s["tokens"]), s.get("text")) for s in value
+    )
+
+
+def _observation(row: Mapping[str, Any], price: ModelPrice | None) -> CallObs:
+    automatic = (
+        price.provider == "openai" if price is not None else row["provider"].startswith("openai")
+    )
+    return CallObs(
+        turn=row["turn"],
+        call=row["call"],
+        at=row["at"],
+        model=row["model"],
+        uncached_input=row["uncached_input"],
+        cache_read=row["cache_read"],
+        cache_write_5m=row["cache_write_5m"],
+        cache_write_1h=row["cache_write_1h"],
+        reported_cache=row["reported_cache"],
+        automatic=automatic and row["cache_write_5m"] == 0 and row["cache_write_1h"] == 0,
+        surface_version=row["surface_version"],
+        prefix=_segments(row["prefix"]),
+    )
+
+
+def surface_changes(session_ids: Sequence[int]) -> dict[int, list[SurfaceChange]]:
+    """Our applied runs per session, as the classifier sees them."""
+    found: dict[int, list[SurfaceChange]] = defaultdict(list)
+    rows = CompactionRun.objects.filter(session_id__in=session_ids, status="applied").values_list(
+        "session_id",
+        "pk",
+        "finished_at",
+        "started_at",
+        "mode",
+        "action",
+        "surface_version_before",
+        "surface_version_after",
+    )
+    for sid, pk, finished, started, mode, action, before, after in rows:
+        found[sid].append(SurfaceChange(pk, finished or started, mode, action, before, after))
+    return found
+
+
+def context_changes(session_ids: Sequence[int]) -> dict[int, list[ContextChange]]:
+    """The agents' and providers' compactions and context edits per session."""
+    found: dict[int, list[ContextChange]] = defaultdict(list)
+    rows = (
+        ContextEvent.objects.filter(session_id__in=session_ids)
+        .exclude(kind=ContextEvent.Kind.OVERFLOW)
+        .values(
+            "session_id",
+            "pk",
+            "at",
+            "origin",
+            "kind",
+            "source",
+            "trigger",
+            "call__turn",
+            "call__call",
+            "tokens_before",
+            "tokens_after",
+        )
+    )
+    for row in rows:
+        call = None if row["call__turn"] is None else (row["call__turn"], row["call__call"])
+        found[row["session_id"]].append(
+            ContextChange(
+                event_id=row["pk"],
+                at=row["at"],
+                origin=row["origin"],
+                kind=row["kind"],
+                source=row["source"],
+                trigger=row["trigger"],
+                call=call,
+                tokens_before=row["tokens_before"],
+                tokens_after=row["tokens_after"],
+            )
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class MissReport:
+    """One session's misses, premiums by cause and system-segment churn (D2)."""
+
+    misses: list[Miss]
+    by_cause: dict[Cause, Decimal]
+    churn: SystemChurn
+    calls: int
+
+    @property
+    def premium_usd(self) -> Decimal:
+        return sum(self.by_cause.values(), Decimal(0))
+
+
+def _with_surface_prefixes(session: AgentSession, calls: list[CallObs]) -> list[CallObs]:
+    """Give the calls around each candidate miss the fingerprints of the surface they used,
+    where the agent reported a `surface_version` but no prefix of its own."""
+    ordered = sorted(calls, key=lambda c: (c.turn, c.call))
+    wanted: list[int] = []
+    for previous, current in zip(ordered, ordered[1:], strict=False):
+        if not (previous.reported_cache and current.reported_cache):
+            continue
+        expected = min(previous.cacheable, current.context_tokens)
+        if not is_miss(expected, current.cache_read):
+            continue
+        for call in (previous, current):
+            if call.prefix is None and call.surface_version is not None:
+                wanted.append(call.surface_version)
+    versions = list(dict.fromkeys(wanted))[:MAX_DERIVED_VERSIONS]
+    if not versions:
+        return calls
+    state = Surface.objects.filter(session=session).first()
+    fmt = format_of(state.format) if state is not None else "anthropic"
+    prints: dict[int, tuple[Segment, ...]] = {}
+    for version in versions:
+        surface = surface_at(session, version)
+        if surface is None:
+            continue
+        prints[version] = tuple(
+            Segment(p.name, p.hash, p.tokens, p.text)
+            for p in surface_fingerprints(surface, format=fmt, with_text=True)
+        )
+    return [
+        replace(c, prefix=prints[c.surface_version])
+        if c.prefix is None and c.surface_version in prints
+        else c
+        for c in calls
+    ]
+
+
+def session_misses(session: AgentSession, *, prices: _Prices | None = None) -> MissReport:
+    """Every miss of the session with cause, evidence and premium (position order)."""
+    prices = prices or _Prices()
+    rows = list(LLMCall.objects.filter(session=session).values(*_CALL_FIELDS))
+    calls = [_observation(row, prices(row["model"])) for row in rows]
+    calls = _with_surface_prefixes(session, calls)
+    misses = classify(
+        calls,
+        prices=prices.table(c.model for c in calls),
+        surface_changes=surface_changes([session.pk]).get(session.pk, ()),
+        context_changes=context_changes([session.pk]).get(session.pk, ()),
+    )
+    return MissReport(misses, premiums_by_cause(misses), system_churn(calls), len(calls))
+
+
+# --- fleet and profiles -----------------------------------------------------------------------
+
+
+@dataclass
+class FleetCache:
+    """Premiums by cause (total and per day), top offending sessions and D2 flags, per profile
+    and for the fleet, over the sessions seen since `since`."""
+
+    since: datetime
+    sessions: int
+    by_cause: dict[Cause, Decimal] = field(
+        default_factory=lambda: dict.fromkeys(CAUSES, Decimal(0))
+    )
+    by_day: dict[str, dict[Cause, Decimal]] = field(default_factory=dict)
+    misses_by_cause: dict[Cause, int] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0))
+    top_sessions: list[tuple[AgentSession, Decimal, Cause | None]] = field(default_factory=list)
+    profiles: dict[str, ProfileCache] = field(default_factory=dict)
+    truncated: bool = False
+
+    @property
+    def premium_usd(self) -> Decimal:
+        return sum(self.by_cause.values(), Decimal(0))
+
+
+@dataclass
+class ProfileCache:
+    name: str
+    by_cause: dict[Cause, Decimal] = field(
+        default_factory=lambda: dict.fromkeys(CAUSES, Decimal(0))
+    )
+    churn: SystemChurn = field(default_factory=lambda: SystemChurn(0, 0))
+    expiry_gaps: list[int] = field(default_factory=list)
+
+    @property
+    def premium_usd(self) -> Decimal:
+        return sum(self.by_cause.values(), Decimal(0))
+
+
+def fleet_cache(*, days: int = 14, limit: int = 500, top: int = 10) -> FleetCache:
+    """Classify the `limit` most recently seen sessions of the last `days` days.
+
+    Read on demand (one query for the calls, one each for runs and events), so it is bounded by
+    `limit`; `truncated` says when more sessions were active.
+    """
+    since = timezone.now() - timedelta(days=days)
+    sessions = list(
+        AgentSession.objects.select_related("profile")
+        .filter(last_seen_at__gte=since)
+        .order_by("-last_seen_at", "-pk")[: limit + 1]
+    )
+    truncated = len(sessions) > limit
+    sessions = sessions[:limit]
+    report = FleetCache(since=since, sessions=len(sessions), truncated=truncated)
+    by_pk = {s.pk: s for s in sessions}
+    grouped: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in LLMCall.objects.filter(session_id__in=by_pk).values("session_id", *_CALL_FIELDS):
+        grouped[row["session_id"]].append(row)
+    runs = surface_changes(list(by_pk))
+    events = context_changes(list(by_pk))
+    prices = _Prices()
+    ranked: list[tuple[AgentSession, Decimal, Cause | None]] = []
+    for pk, session in by_pk.items():
+        calls = [_observation(row, prices(row["model"])) for row in grouped.get(pk, [])]
+        misses = classify(
+            calls,
+            prices=prices.table(c.model for c in calls),
+            surface_changes=runs.get(pk, ()),
+            context_changes=events.get(pk, ()),
+        )
+        profile = report.profiles.setdefault(
+            session.profile.name, ProfileCache(session.profile.name)
+        )
+        profile.churn = profile.churn + system_churn(calls)
+        totals = premiums_by_cause(misses)
+        for miss in misses:
+            day = miss.at.date().isoformat()
+            bucket = report.by_day.setdefault(day, dict.fromkeys(CAUSES, Decimal(0)))
+            bucket[miss.cause] += miss.premium_usd or Decimal(0)
+            report.misses_by_cause[miss.cause] += 1
+            if miss.cause == "expiry":
+                gap = miss.detail.get("gap_seconds")
+                if isinstance(gap, int):
+                    profile.expiry_gaps.append(gap)
+        for cause, value in totals.items():
+            report.by_cause[cause] += value
+            profile.by_cause[cause] += value
+        total = sum(totals.values(), Decimal(0))
+        if total > 0:
+            worst = max(CAUSES, key=lambda c: totals[c])
+            ranked.append((session, total, worst))
+    ranked.sort(key=lambda item: (-item[1], item[0].pk))
+    report.top_sessions = ranked[:top]
+    report.by_day = dict(sorted(report.by_day.items()))
+    return report
+
+
+# --- compaction economics ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """The cache pricing a session's compaction is judged with, and where its figures came from."""
+
+    pricing: CachePricing
+    priced: bool
+    tier: Literal["5m", "1h", "none"]
+    model: str
+
+
+def cache_rates(
+    price: ModelPrice | None, ttl: str, tokens: int
+) -> tuple[CacheRates, Literal["5m", "1h", "none"], bool]:
+    """The rates a re-write at `ttl` pays for `price`'s model; relative Anthropic rates when the
+    model is unpriced (the break-even is a ratio, so it stays right; dollars do not)."""
+    if price is None:
+        return CacheRates.relative(write="2" if ttl == "1h" else "1.25"), "none", False
+    rates = price.rates_for(tokens)
+    write = rates.cache_write_1h if ttl == "1h" else rates.cache_write_5m
+    tier: Literal["5m", "1h", "none"] = "none" if write is None else ("1h" if ttl == "1h" else "5m")
+    return (
+        CacheRates(
+            input=rates.input, read=rates.cache_read, write=rates.input if write is None else write
+        ),
+        tier,
+        True,
+    )
+
+
+def typical_remaining_calls(session: AgentSession) -> int:
+    """How many more calls this session is likely to make: the median of (calls − this session's
+    calls) over the profile's recent sessions that went further; with fewer than three such
+    sessions, as many as it has made so far (a session is likely halfway through), or
+    `DEFAULT_HORIZON` before its first reported call. At least 1."""
+    done = session.calls_count
+    longer = list(
+        AgentSession.objects.filter(profile_id=session.profile_id, calls_count__gt=done)
+        .exclude(pk=session.pk)
+        .order_by("-last_seen_at", "-pk")
+        .values_list("calls_count", flat=True)[:REMAINING_SAMPLE]
+    )
+    if len(longer) >= 3:
+        return max(int(statistics.median(longer)) - done, 1)
+    return max(done, 1) if done else DEFAULT_HORIZON
+
+
+def session_pricing(session: AgentSession, policy: PolicyValues, tokens: int) -> Pricing:
+    """The worth-it rule's figures for `session`: its model's rates at its profile's TTL tier and
+    its typical remaining calls."""
+    price = find_price(session.model, load_catalogue()) if session.model else None
+    rates, tier, priced = cache_rates(price, policy.cache_ttl, tokens)
+    return Pricing(
+        CachePricing(rates=rates, horizon_calls=typical_remaining_calls(session)),
+        priced,
+        tier,
+        session.model,
+    )
+
+
+def plan_payload(
+    session: AgentSession,
+    plan: ReliefPlan,
+    pricing: Pricing,
+    *,
+    surface_messages: Sequence[Any] = (),
+) -> dict[str, Any]:
+    """A plan as the API and the console show it (dollars as strings, exact)."""
+    economics = plan.economics
+    first: dict[str, Any] | None = None
+    if plan.first_changed_index is not None:
+        index = plan.first_changed_index
+        message = surface_messages[index] if index < len(surface_messages) else None
+        leading_system = bool(surface_messages) and surface_messages[0].role == "system"
+        first = {
+            "index": index,
+            "segment": f"message {index - 1 if leading_system else index}",
+            "seq": getattr(message, "seq", None),
+            "role": getattr(message, "role", None),
+            "unchanged_tokens": max(plan.tokens_after - plan.cache_write_tokens, 0),
+        }
+
+    def money(value: Decimal | None) -> str | None:
+        return None if value is None or not pricing.priced else f"{value:.6f}"
+
+    return {
+        "session_id": session.external_id,
+        "mode": "manual" if plan.mode == "forced" else "auto",
+        "action": plan.action,
+        "reason": plan.reason,
+        "tokens_before": plan.tokens_before,
+        "tokens_after": plan.tokens_after,
+        "freed_tokens": plan.freed_tokens,
+        "first_change": first,
+        "rewrite_tokens": plan.cache_write_tokens,
+        "rewrite_cost_usd": money(economics.rewrite_cost_usd if economics else None),
+        "rewrite_premium_usd": money(economics.rewrite_premium_usd if economics else None),
+        "saving_per_call_usd": money(economics.saving_per_call_usd if economics else None),
+        "break_even_calls": economics.break_even_calls if economics else None,
+        "remaining_calls": pricing.pricing.horizon_calls,
+        "worth_it": bool(economics and economics.worth_it and plan.operations),
+        "skipped": list(plan.skipped),
+        "model": pricing.model,
+        "priced": pricing.priced,
+        "write_tier": pricing.tier,
+        "rates_per_mtok": {
+            "input": str(pricing.pricing.rates.input),
+            "read": str(pricing.pricing.rates.read),
+            "write": str(pricing.pricing.rates.write),
+        }
+        if pricing.priced
+        else None,
+    }
+
+
+def plan_now(
+    session: AgentSession,
+    policy: PolicyValues,
+    *,
+    mode: Literal["manual", "auto"],
+    summarizer: Summarizer | None = None,
+) -> dict[str, Any] | None:
+    """What compacting now would do and cost, without doing it; None without a transcript log.
+
+    Summaries are estimated with the offline extractive summarizer unless one is given (a GET
+    must never call a model).
+    """
+    # services imports this module for the worth-it figures; import its policy mapping late
+    from compaction.services import relief_policy
+
+    if not Surface.objects.filter(session=session).exists():
+        return None
+    _, _, surface = derive(session)
+    tokens = session.projected_tokens
+    pricing = session_pricing(session, policy, tokens or surface.tokens)
+    plan = plan_relief(
+        surface,
+        policy=relief_policy(policy, session.window_tokens),
+        mode="forced" if mode == "manual" else "normal",
+        summarizer=summarizer or ExtractiveSummarizer(),
+        calibration=session_calibration(session),
+        context_tokens=tokens,
+        pricing=pricing.pricing,
+    )
+    return plan_payload(session, plan, pricing, surface_messages=surface.messages)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One applied compaction: predicted vs measured re-write, and the running net saving."""
+
+    run: CompactionRun
+    predicted_rewrite_tokens: int | None
+    measured_rewrite_tokens: int | None
+    measured_at: tuple[int, int] | None
+    later_calls: int
+    net_saving_usd: Decimal | None
+
+
+def compaction_outcomes(session: AgentSession) -> list[Outcome]:
+    """Each applied run of the session, oldest first, measured against the calls that followed:
+    the first call on the new surface (by `surface_version`, else by time) re-wrote what it wrote
+    (its uncached input on OpenAI), and every later call until the next run saved the freed
+    tokens' read price."""
+    runs = list(
+        CompactionRun.objects.filter(session=session, status="applied").order_by(
+            "finished_at", "pk"
+        )
+    )
+    if not runs:
+        return []
+    calls = list(
+        LLMCall.objects.filter(session=session)
+        .order_by("turn", "call")
+        .values(
+            "turn",
+            "call",
+            "at",
+            "model",
+            "uncached_input",
+            "cache_write_5m",
+            "cache_write_1h",
+            "context_tokens",
+            "surface_version",
+        )
+    )
+    prices = _Prices()
+    outcomes = []
+    for index, run in enumerate(runs):
+        done_at = run.finished_at or run.started_at
+        following = runs[index + 1] if index + 1 < len(runs) else None
+        after = [c for c in calls if _after_run(c, run, done_at)]
+        if following is not None:
+            following_at = following.finished_at or following.started_at
+            after = [c for c in after if not _after_run(c, following, following_at)]
+        if not after:
+            outcomes.append(Outcome(run, run.rewrite_tokens, None, None, 0, None))
+            continue
+        first = after[0]
+        price = prices(first["model"])
+        writes = first["cache_write_5m"] + first["cache_write_1h"]
+        measured = (
+            writes if writes or (price and price.provider != "openai") else first["uncached_input"]
+        )
+        net = None
+        if price is not None:
+            ttl = "1h" if first["cache_write_1h"] > first["cache_write_5m"] else "5m"
+            rates, _, _ = cache_rates(price, ttl, first["context_tokens"])
+            freed = max((run.tokens_before or 0) - (run.tokens_after or 0), 0)
+            net = net_saving(
+                freed_tokens=freed, rewrite_tokens=measured, rates=rates, later_calls=len(after) - 1
+            )
+        outcomes.append(
+            Outcome(
+                run,
+                run.rewrite_tokens,
+                measured,
+                (first["turn"], first["call"]),
+                len(after) - 1,
+                net,
+            )
+        )
+    return outcomes
+
+
+def _after_run(call: Mapping[str, Any], run: CompactionRun, done_at: datetime) -> bool:
+    version = call["surface_version"]
+    if version is not None and run.surface_version_after is not None:
+        return bool(version >= run.surface_version_after)
+    return bool(call["at"] > done_at)
