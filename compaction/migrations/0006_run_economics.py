@@ -5,9 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        # also merges main's two 0004 leaves
-        ("compaction", "0004_search_identifier_parts"),
-        ("compaction", "0004_transcript_imports"),
+        ("compaction", "0005_transcript_imports"),
     ]
 
     operations = [
