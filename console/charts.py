@@ -105,6 +105,14 @@ def _num(value: float | None) -> float:
 
 
 def _extremes(values: Sequence[float | None], start: int, stop: int) -> set[int]:
+    if start >= stop:
+        return set()
+    window = values[start:stop]
+    if None not in window:
+        # The common case, at C speed: a 100,000-turn page calls this ~5,000 times.
+        at = window.__getitem__
+        span = range(len(window))
+        return {start + min(span, key=at), start + max(span, key=at)}  # type: ignore[arg-type]
     low = high = None
     for i in range(start, stop):
         value = values[i]
@@ -115,7 +123,7 @@ def _extremes(values: Sequence[float | None], start: int, stop: int) -> set[int]
         if high is None or value > _num(values[high]):
             high = i
     if low is None or high is None:
-        return {start} if start < stop else set()
+        return {start}
     return {low, high}
 
 
@@ -354,7 +362,10 @@ def cache_figure(
     spikes = spike_indices(writes, limit=max(0, max_points // 4))
     write_idx = downsample(writes, max_points, keep=spikes)
     hit_idx = downsample(list(hit_ratio), max_points, keep=spikes)
-    percent = [None if r is None else _round(r * 100.0, 4) for r in hit_ratio]
+    # Only the drawn turns are converted (a 100,000-turn session draws 2,000 of them).
+    percent = {
+        i: None if hit_ratio[i] is None else _round(_num(hit_ratio[i]) * 100.0, 4) for i in hit_idx
+    }
     # Writes are a stacked step area, not bars: at 1,500 turns a bar is under a pixel wide and
     # a spike would vanish; a step area's edge stays visible at any density. Steps are centred
     # on their turn (hvh) so a write lines up with the hit-ratio drop it caused.
@@ -382,7 +393,7 @@ def cache_figure(
             "mode": "lines",
             "name": "cache hit %",
             "x": _pick(turns, hit_idx),
-            "y": _pick(percent, hit_idx),
+            "y": [percent[i] for i in hit_idx],
             "line": {"color": COLORS["hit"], "width": 2},
             "connectgaps": False,
             "hovertemplate": "%{y:.1f} %<extra>cache hit</extra>",
@@ -423,11 +434,14 @@ def cost_figure(
     bar is one real turn and the most expensive turn is always there. An unpriced turn (unknown
     model) has no bar, never a zero one.
     """
+    columns = [buckets[key] for key, _ in COST_BUCKETS]
     totals: list[float | None] = []
-    for i in range(len(turns)):
-        parts = [buckets[key][i] for key, _ in COST_BUCKETS]
-        known = [p for p in parts if p is not None]
-        totals.append(sum(known) if known else None)
+    for parts in zip(*columns, strict=True):
+        if None in parts:
+            known = [p for p in parts if p is not None]
+            totals.append(sum(known) if known else None)
+        else:
+            totals.append(sum(parts))
     indices = downsample(totals, max_points)
     data = [
         {
