@@ -199,6 +199,8 @@ def get_surface(
         response = HttpResponse(body, content_type="application/json")
     response["ETag"] = etag
     response["Cache-Control"] = "no-cache"
+    # The log's length is the next free seq: a client resuming a session appends from there.
+    response["X-Log-Messages"] = str(state.log_messages)
     return response
 
 
