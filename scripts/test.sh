@@ -62,6 +62,11 @@ fi
 stage "database + Celery tests on the embedded default: SQLite + kombu filesystem broker"
 run_pytest "database + Celery on SQLite + filesystem broker" tests/db -q
 
+stage "Python client (clients/python): mypy --strict, its own tests (incl. pip install in a fresh venv), and tests/client against a live console + fake providers (SQLite)"
+(cd clients/python && "../../$BIN/mypy")
+run_pytest "python client (no Django)" -p no:django -W ignore::pytest.PytestConfigWarning clients/python/tests -q
+run_pytest "python client against a live console (SQLite + filesystem broker)" tests/client -q
+
 if compgen -G "tests/browser/test_*.py" >/dev/null; then
   if [ -x /usr/bin/chromium ]; then
     stage "browser tests in Debian's chromium (Playwright)"

@@ -1,0 +1,266 @@
+"""What the adapters share: mapping a caller's history onto the log's seqs, turn and round
+counting (D8), the Anthropic cache breakpoints (D1), and recognising a context-length error (D4).
+
+Pure state and functions; the adapters do the I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from context_console.client import ConsoleError, ConsoleUnavailable
+from context_console.records import jsonable
+
+logger = logging.getLogger("context_console")
+
+# Anthropic: "prompt is too long: 215000 tokens > 200000 maximum"; OpenAI: code
+# "context_length_exceeded", "This model's maximum context length is ..."; others say "context
+# window" or "too many tokens".
+_OVERFLOW = re.compile(
+    r"prompt is too long|context_length_exceeded|maximum context length|context window|"
+    r"too many (input )?tokens|input is too long",
+    re.IGNORECASE,
+)
+
+
+def is_overflow(error: BaseException) -> bool:
+    """Whether a provider error says the request exceeded the model's context window."""
+    status = getattr(error, "status_code", None)
+    if status not in (None, 400, 413):
+        return False
+    code = getattr(error, "code", None)
+    if code == "context_length_exceeded":
+        return True
+    text = " ".join(
+        str(part) for part in (getattr(error, "message", None), getattr(error, "body", None), error)
+    )
+    return bool(_OVERFLOW.search(text))
+
+
+def error_text(error: BaseException) -> str:
+    message = getattr(error, "message", None)
+    return str(message or error)
+
+
+@dataclass(frozen=True)
+class RoundSignal:
+    """D8, for the next call of the current turn: `rounds` calls done; `state` is "none",
+    "nudge" (from `round_soft_limit`: inject `nudge_text` to re-ground) or "stop" (at
+    `round_hard_cap`). The adapters change nothing unless asked (`inject_nudge`,
+    `enforce_stop`)."""
+
+    turn: int
+    rounds: int
+    state: Literal["none", "nudge", "stop"]
+    nudge_text: str | None = None
+
+    @property
+    def stop(self) -> bool:
+        return self.state == "stop"
+
+
+class RoundLimitReached(RuntimeError):
+    """Raised before a call only with `enforce_stop=True`, once the turn hit `round_hard_cap`."""
+
+    def __init__(self, signal: RoundSignal) -> None:
+        super().__init__(f"turn {signal.turn} reached the round cap after {signal.rounds} rounds")
+        self.signal = signal
+
+
+def round_signal(turn: int, rounds: int, policy: Mapping[str, Any] | None) -> RoundSignal:
+    """The console's D8 rule (cap wins over nudge; a limit of 0 or absent is off)."""
+    if not policy:
+        return RoundSignal(turn, rounds, "none")
+    cap = policy.get("round_hard_cap") or 0
+    soft = policy.get("round_soft_limit") or 0
+    if cap > 0 and rounds >= cap:
+        return RoundSignal(turn, rounds, "stop", policy.get("nudge_text"))
+    if soft > 0 and rounds >= soft:
+        return RoundSignal(turn, rounds, "nudge", policy.get("nudge_text"))
+    return RoundSignal(turn, rounds, "none")
+
+
+@dataclass(frozen=True)
+class AppendPlan:
+    """The messages of one call that the log does not hold yet, from `seq` on."""
+
+    messages: list[Any]
+    system: Any
+    seq: int
+    history_length: int
+    new_turn: bool
+
+
+def _is_user_input(message: Any) -> bool:
+    """A new user input (not a tool result) opens a turn."""
+    message = jsonable(message)
+    if not isinstance(message, dict) or message.get("role") != "user":
+        return False
+    content = message.get("content")
+    if isinstance(content, list):
+        return any(
+            not (isinstance(b, dict) and b.get("type") in ("tool_result", "function_call_output"))
+            for b in content
+        )
+    return True
+
+
+@dataclass
+class Conversation:
+    """Maps a caller's growing history onto the log: caller position i is seq `offset + i`
+    (offset 1 when an Anthropic system prompt holds seq 0). The adapter appends the reply
+    itself, so the caller's echo of it in the next history is already logged."""
+
+    format: Literal["anthropic", "openai"]
+    logged: int = 0
+    started: bool = False
+    offset: int = 0
+    diverged: bool = False
+    turn: int = -1
+    rounds: int = 0
+    surface_version: int | None = None
+
+    def plan(self, history: Sequence[Any], system: Any = None) -> AppendPlan | None:
+        """What to append before a call with `history`; None when nothing can be appended
+        (the caller's history shrank or was rewritten: the log keeps what it had)."""
+        if self.diverged:
+            return None
+        if len(history) < self.logged:
+            logger.warning(
+                "context console: the history shrank (%d < %d messages logged); no more appends",
+                len(history),
+                self.logged,
+            )
+            self.diverged = True
+            return None
+        fresh = list(history[self.logged :])
+        send_system = None
+        offset = self.offset
+        if not self.started and self.format == "anthropic" and system is not None:
+            send_system, offset = system, 1
+        new_turn = not self.started or any(_is_user_input(m) for m in fresh)
+        return AppendPlan(fresh, send_system, offset + self.logged, len(history), new_turn)
+
+    def begin_call(self, plan: AppendPlan | None) -> None:
+        """Open a turn on new user input (D8 counts rounds per turn), append or not."""
+        if self.turn < 0 or (plan is not None and plan.new_turn):
+            self.turn += 1
+            self.rounds = 0
+
+    def end_call(self) -> None:
+        self.rounds += 1
+
+    def appended(self, plan: AppendPlan, surface_version: int) -> None:
+        if not self.started and plan.system is not None:
+            self.offset = 1
+        self.started = True
+        self.logged = plan.history_length
+        self.surface_version = surface_version
+
+    def reply_appended(self, surface_version: int) -> None:
+        self.logged += 1
+        self.surface_version = surface_version
+
+    def reply_seq(self, history_length: int) -> int:
+        return self.offset + history_length
+
+
+@dataclass
+class Breaker:
+    """After the console failed to answer, leave it alone for `cooldown` seconds, so a console
+    that is down costs the agent at most one timeout per cooldown, not one per call."""
+
+    cooldown: float = 30.0
+    open_until: float = 0.0
+    failures: int = 0
+    last_error: str | None = None
+    clock: Callable[[], float] = field(default=time.monotonic)
+
+    def allows(self) -> bool:
+        return self.clock() >= self.open_until
+
+    def failed(self, error: ConsoleError) -> None:
+        self.failures += 1
+        self.last_error = str(error)
+        if isinstance(error, ConsoleUnavailable):
+            self.open_until = self.clock() + self.cooldown
+        logger.warning("context console: %s (carrying on without it)", error)
+
+    def succeeded(self) -> None:
+        self.open_until = 0.0
+
+
+CacheTTL = Literal["5m", "1h"]
+
+
+def cache_control(ttl: str | None) -> dict[str, str]:
+    return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
+
+
+def _marked_blocks(value: Any) -> int:
+    if isinstance(value, dict):
+        return int("cache_control" in value) + sum(_marked_blocks(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_marked_blocks(v) for v in value)
+    return 0
+
+
+def _with_marker(message: dict[str, Any], marker: dict[str, str]) -> dict[str, Any]:
+    content = message.get("content")
+    if isinstance(content, str):
+        blocks: list[Any] = [{"type": "text", "text": content}]
+    elif isinstance(content, list) and content:
+        blocks = list(content)
+    else:
+        return message
+    last = blocks[-1]
+    if not isinstance(last, dict) or last.get("type") in ("thinking", "redacted_thinking"):
+        return message
+    blocks[-1] = {**last, "cache_control": marker}
+    return {**message, "content": blocks}
+
+
+def place_breakpoints(
+    system: Any, messages: Sequence[Mapping[str, Any]], ttl: str | None, *, tools: Any = None
+) -> tuple[Any, list[dict[str, Any]]]:
+    """D1's breakpoint budget on a surface about to be sent: one slot on the stable system block,
+    two rolling slots on the history tail (the last message, and the one that ended the previous
+    round, so round N+1 reads round N's prefix from cache). Never more than Anthropic's four,
+    counting markers the caller put on its tools. Copies; never mutates its arguments."""
+    marker = cache_control(ttl)
+    budget = 4 - _marked_blocks(tools)
+    out_system: Any = copy.deepcopy(system)
+    if budget > 0 and isinstance(system, str) and system:
+        out_system = [{"type": "text", "text": system, "cache_control": marker}]
+        budget -= 1
+    elif budget > 0 and isinstance(system, list) and system and isinstance(system[-1], dict):
+        out_system = [*system[:-1], {**system[-1], "cache_control": marker}]
+        budget -= 1
+    out = [dict(m) for m in messages]
+    for index in (len(out) - 1, len(out) - 3):
+        if budget <= 0 or index < 0:
+            break
+        marked = _with_marker(out[index], marker)
+        if marked is not out[index]:
+            out[index] = marked
+            budget -= 1
+    return out_system, out
+
+
+def add_nudge_anthropic(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """D8's nudge as a last text block of the last user message: after every cache breakpoint,
+    so the cached prefix is untouched and the next round does not miss on it."""
+    if not messages or messages[-1].get("role") != "user":
+        return [*messages, {"role": "user", "content": text}]
+    last = messages[-1]
+    content = last.get("content")
+    blocks = (
+        [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    )
+    return [*messages[:-1], {**last, "content": [*blocks, {"type": "text", "text": text}]}]
