@@ -35,7 +35,9 @@ from telemetry.policies import effective_policy
 from telemetry.policy import PolicyValues
 from telemetry.pressure import pressure as pressure_of
 from telemetry.pressure import pressure_band, projected_next_request, round_signal
-from telemetry.pricing import ModelPrice, call_cost, find_price, no_cache_cost
+from telemetry.pricing import ModelPrice, billed_cost, billed_no_cache_cost, find_price
+from telemetry.provider_context import ProviderUsage, read_provider_usage
+from telemetry.provider_events import record_provider_events
 from telemetry.schemas import RecordIn
 from telemetry.usage import NormalizedUsage, UsageError, normalize_usage
 from telemetry.windows import LearnedWindow, WindowInForce, window_in_force
@@ -74,6 +76,8 @@ class _Valid:
     record: RecordIn
     usage: NormalizedUsage
     payload_hash: str
+    # The passes to bill and the provider-side compactions/edits (`telemetry.provider_context`).
+    provided: ProviderUsage
 
 
 def payload_hash(record: RecordIn) -> str:
@@ -130,8 +134,15 @@ def validate_items(
                 model=record.model,
                 cache_ttl=policy.cache_ttl,
             )
+            provided = read_provider_usage(
+                record.usage,
+                usage,
+                cache_ttl=policy.cache_ttl,
+                context_management=record.context_management,
+                output_items=record.output_items,
+            )
         except UsageError as exc:
-            name = exc.field if exc.field.startswith("usage") else f"usage.{exc.field}"
+            name = exc.field if exc.field.startswith(_OWN_FIELDS) else f"usage.{exc.field}"
             if exc.field == "provider":
                 name = "provider"
             outcomes.append(_invalid(index, record, f"{prefix}{name}", exc.message))
@@ -150,8 +161,11 @@ def validate_items(
             )
             continue
         outcomes.append(None)
-        valid.append(_Valid(index, record, usage, payload_hash(record)))
+        valid.append(_Valid(index, record, provided.context, payload_hash(record), provided))
     return outcomes, valid
+
+
+_OWN_FIELDS = ("usage", "context_management", "output_items")
 
 
 def _invalid(index: int, record: RecordIn, name: str, message: str) -> ItemResult:
@@ -261,6 +275,7 @@ def _store_calls(
 
     prices: dict[str, ModelPrice | None] = {}
     new_calls: list[LLMCall] = []
+    new_valid: list[_Valid] = []
     decided: list[ItemResult] = []
     created_sessions: set[int] = set()
     now = timezone.now()
@@ -293,10 +308,14 @@ def _store_calls(
             if record.model not in prices:
                 prices[record.model] = find_price(record.model, once.get())
             new_calls.append(_call_row(session, v, prices[record.model], now))
+            new_valid.append(v)
             created_sessions.add(session.pk)
         decided.append(base)
 
     _insert_calls(new_calls)
+    record_provider_events(
+        [(c, v.provided.events) for c, v in zip(new_calls, new_valid, strict=True)]
+    )
     touched = {(c.session_id, c.turn) for c in new_calls}
     touched |= {
         (sessions[d.session_id or ""].pk, d.turn or 0) for d in decided if d.status == "duplicate"
@@ -325,7 +344,8 @@ def stored_prefix(record: RecordIn) -> list[dict[str, Any]] | None:
 
 def _call_row(session: AgentSession, v: _Valid, price: ModelPrice | None, now: datetime) -> LLMCall:
     usage, record = v.usage, v.record
-    cost = call_cost(usage, price) if price is not None else None
+    billed = v.provided.billed  # every sampling pass, a compaction iteration included
+    cost = billed_cost(billed, price) if price is not None else None
     return LLMCall(
         session=session,
         turn=record.turn,
@@ -355,7 +375,7 @@ def _call_row(session: AgentSession, v: _Valid, price: ModelPrice | None, now: d
         cost_cache_write_1h=cost.cache_write_1h if cost else None,
         cost_output=cost.output if cost else None,
         cost_usd=cost.total if cost else None,
-        no_cache_cost_usd=no_cache_cost(usage, price) if price is not None else None,
+        no_cache_cost_usd=billed_no_cache_cost(billed, price) if price is not None else None,
         long_context=cost.long_context if cost else False,
         payload_hash=v.payload_hash,
     )

@@ -167,6 +167,27 @@ def call_cost(usage: NormalizedUsage, price: ModelPrice) -> CostBreakdown:
     )
 
 
+def billed_cost(passes: Iterable[NormalizedUsage], price: ModelPrice) -> CostBreakdown:
+    """What a call billed as several sampling passes cost (Anthropic `usage.iterations`): each
+    pass at the tier its own input selects, summed per bucket. One pass is `call_cost`."""
+    costs = [call_cost(usage, price) for usage in passes]
+    with localcontext(_MONEY):
+        return CostBreakdown(
+            uncached_input=sum((c.uncached_input for c in costs), Decimal(0)),
+            cache_read=sum((c.cache_read for c in costs), Decimal(0)),
+            cache_write_5m=sum((c.cache_write_5m for c in costs), Decimal(0)),
+            cache_write_1h=sum((c.cache_write_1h for c in costs), Decimal(0)),
+            output=sum((c.output for c in costs), Decimal(0)),
+            long_context=any(c.long_context for c in costs),
+        )
+
+
+def billed_no_cache_cost(passes: Iterable[NormalizedUsage], price: ModelPrice) -> Decimal:
+    """`no_cache_cost` summed over a call's sampling passes."""
+    with localcontext(_MONEY):
+        return sum((no_cache_cost(usage, price) for usage in passes), Decimal(0))
+
+
 def no_cache_cost(usage: NormalizedUsage, price: ModelPrice) -> Decimal:
     """What the same call would have cost with every input token billed as uncached input.
 

@@ -121,6 +121,10 @@ class RecordIn(BaseModel):
     window_tokens: Annotated[StrictInt, Field(ge=1, le=MAX_SMALL)] | None = None
     surface_version: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)] | None = None
     at: AwareDatetime | None = None
+    # Provider-side context changes, verbatim: Anthropic's response `context_management`
+    # (`applied_edits`) and OpenAI Responses output items (only `compaction` items are read).
+    context_management: dict[str, Any] | None = None
+    output_items: Annotated[list[dict[str, Any]], Field(max_length=1_000)] | None = None
     # D1/D2: the request's prefix fingerprints (optional; a `surface_version` stands for ours).
     prefix: Annotated[list[PrefixSegmentIn], Field(max_length=MAX_PREFIX_SEGMENTS)] | None = None
 
@@ -159,6 +163,13 @@ class RecordIn(BaseModel):
     @classmethod
     def _usage_without_nul(cls, value: dict[str, Any]) -> dict[str, Any]:
         _no_nul_anywhere(value)
+        return value
+
+    @field_validator("context_management", "output_items")
+    @classmethod
+    def _provider_context_without_nul(cls, value: Any) -> Any:
+        if value is not None:
+            _no_nul_anywhere(value)
         return value
 
 
