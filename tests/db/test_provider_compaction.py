@@ -133,9 +133,7 @@ def test_bad_iterations_are_refused_naming_the_field(agent):
     bad = {**COMPACTED, "iterations": [{"type": "compaction", "output_tokens": 5}]}
     response = agent.post("/api/v1/telemetry", record(usage=bad))
     assert response.status_code == 422
-    assert response.json()["items"][0]["field"] == "usage.iterations.0.input_tokens" or (
-        "usage.iterations.0.input_tokens" in response.content.decode()
-    )
+    assert "usage.iterations.0.input_tokens" in response.content.decode()
     assert not LLMCall.objects.exists() and not ContextEvent.objects.exists()
 
 
