@@ -5,11 +5,15 @@ Used by the `create_agent_key` command, the Django admin and the console alike.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import hmac
 import secrets
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from django.db import transaction
 from django.utils import timezone
@@ -18,6 +22,10 @@ from telemetry.models import AgentKey
 from telemetry.profiles import ProfileError, get_or_create_profile
 
 KEY_PREFIX = "clc"
+# Each process remembers a key check this long: the agent API's hottest path skips a query per
+# request, and a key revoked anywhere stops working within this long on every process.
+KEY_CACHE_SECONDS: Final = 1.0
+KEY_CACHE_ENTRIES: Final = 10_000  # wrong keys are remembered too; past this, start afresh
 
 
 @dataclass(frozen=True)
@@ -65,28 +73,85 @@ def create_agent_key(
 
 
 def revoke_agent_key(*, key_id: int) -> AgentKey:
-    """Revoke a key; it stops working on the next request (no cache sits in front of the check)."""
+    """Revoke a key. This process forgets it at once; every other process within
+    `KEY_CACHE_SECONDS` (the age limit of its remembered checks)."""
     key = AgentKey.objects.get(pk=key_id)
     if key.revoked_at is None:
         AgentKey.objects.filter(pk=key_id, revoked_at__isnull=True).update(
             revoked_at=timezone.now()
         )
         key.refresh_from_db()
+    _checks.forget(key_id)
     return key
 
 
-def find_active_key(plaintext: str) -> AgentKey | None:
-    """The active key whose digest matches `plaintext`, or None. Constant-time comparison."""
+@dataclass(frozen=True)
+class _Check:
+    key: AgentKey | None
+    at: float
+
+
+class _RecentChecks:
+    """Key checks of the last `KEY_CACHE_SECONDS`, by the digest of the presented key."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Check] = {}
+
+    def get(self, digest: str, now: float) -> _Check | None:
+        entry = self._entries.get(digest)
+        if entry is None or now - entry.at >= KEY_CACHE_SECONDS or now < entry.at:
+            return None
+        return entry
+
+    def put(self, digest: str, key: AgentKey | None, now: float) -> None:
+        with self._lock:
+            if len(self._entries) >= KEY_CACHE_ENTRIES:
+                self._entries.clear()
+            self._entries[digest] = _Check(key, now)
+
+    def forget(self, key_id: int) -> None:
+        with self._lock:
+            for digest, entry in list(self._entries.items()):
+                if entry.key is not None and entry.key.pk == key_id:
+                    del self._entries[digest]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+_checks = _RecentChecks()
+
+
+def find_active_key(
+    plaintext: str, *, clock: Callable[[], float] = time.monotonic
+) -> AgentKey | None:
+    """The active key whose digest matches `plaintext`, or None. Constant-time comparison.
+
+    A check is remembered for `KEY_CACHE_SECONDS` in this process (wrong keys included), so a
+    busy agent costs one key query a second, not one a request. Each caller gets its own copy
+    of the key, so nothing one request does to it reaches another.
+    """
     parts = plaintext.split("_", 2)
     if len(parts) != 3 or parts[0] != KEY_PREFIX or not parts[1] or not parts[2]:
         return None
+    digest = _digest(plaintext)
+    now = clock()
+    remembered = _checks.get(digest, now)
+    if remembered is not None:
+        return None if remembered.key is None else copy.copy(remembered.key)
     key = (
         AgentKey.objects.select_related("profile")
         .filter(prefix=parts[1], revoked_at__isnull=True)
         .first()
     )
-    if key is None:
-        return None
-    if not hmac.compare_digest(key.key_hash, _digest(plaintext)):
-        return None
-    return key
+    if key is not None and not hmac.compare_digest(key.key_hash, digest):
+        key = None
+    _checks.put(digest, key, now)
+    return None if key is None else copy.copy(key)
+
+
+def forget_key_checks() -> None:
+    """Drop every remembered key check of this process (tests; after bulk key changes)."""
+    _checks.clear()
