@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.middleware import HtmxDetails
 
 from compaction.archives import archive_document
+from compaction.imports.queries import imported_view
 from compaction.models import Archive, CompactionRun
 from compaction.services import CompactionBusy, CompactionRefused, compact_session
 from compaction.summarizers import SummarizerError
@@ -264,6 +265,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "markers": markers,
             "has_turns": bool(series.turns),
             "nav": "sessions",
+            "imported": imported_view(session),
         }
     )
     return render(request, "console/session.html", context)

@@ -289,3 +289,36 @@ def test_post_imports_takes_a_file_as_the_body(make_agent):
         headers=agent.headers(),
     )
     assert changed.status_code == 409
+
+
+def test_the_session_page_shows_the_agent_compaction_and_the_surface_after_it(
+    profile, tmp_path, client, django_user_model, settings
+):
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    write(tmp_path, f"proj/{fx.SESSION}.jsonl", fx.claude_code_session())
+    write(tmp_path, f"proj/{fx.SESSION}/subagents/agent-a1b2c3.jsonl", fx.subagent_file())
+    call_command(
+        "import_transcripts",
+        str(tmp_path / "proj"),
+        "--profile",
+        profile.name,
+        stdout=io.StringIO(),
+    )
+    user = django_user_model.objects.create_superuser("root", "root@example.com", "pw-123456789")
+    client.force_login(user)
+    session = AgentSession.objects.get(profile=profile, external_id=fx.SESSION)
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert "The agent's own compactions" in page
+    assert "This session is being continued" in page
+    assert "?surface_turn=1" in page
+    assert f"{fx.SESSION}:agent-a1b2c3" in page
+    after = client.get(f"/sessions/{session.pk}/?surface_turn=1").content.decode()
+    surface = after[after.index('id="surface"') :]
+    assert surface.index("This session is being continued") < surface.index("Add the dependency")
+    assert "Why does the build fail?" not in surface
+    child = SessionLink.objects.get(parent=session, relation="subagent").child
+    child_page = client.get(f"/sessions/{child.pk}/").content.decode()
+    assert f'href="/sessions/{session.pk}/"' in child_page
