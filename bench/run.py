@@ -32,6 +32,7 @@ from typing import Any
 
 from bench import bulk
 from bench.load import LoadResult, Request, latency_summary, median, run_load, sequential
+from bench.otlp import measure_p10
 from bench.services import (
     DEFAULT_BROKER_URL,
     DEFAULT_DATABASE_URL,
@@ -1133,6 +1134,9 @@ class Bench:
 
     def run(self) -> None:
         self.setup()
+        if self.args.only == "ingest":
+            self.run_ingest()
+            return
         with step("P9: the pure core"):
             self.core()
         with step("B_copy, B_row: raw writes into a scratch copy of the calls table"):
@@ -1158,6 +1162,20 @@ class Bench:
             self.compaction()
         with step("P7: ingest while compactions run"):
             self.ingest_under_compaction()
+        with step("P10: GenAI spans through the OTel SDK exporter"):
+            measure_p10(self)
+        self.report()
+
+    def run_ingest(self) -> None:
+        """`--only ingest`: the ingest doors and what their bars need (B_copy, B_row, P1, P10)."""
+        with step("B_copy, B_row: raw writes into a scratch copy of the calls table"):
+            self.raw_writes()
+        with step("gunicorn"):
+            self.serve()
+        with step("P1: batched ingest"):
+            self.batch_ingest()
+        with step("P10: GenAI spans through the OTel SDK exporter"):
+            measure_p10(self)
         self.report()
 
 
@@ -1206,6 +1224,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2, help="threads per gthread worker")
     parser.add_argument("--worker-concurrency", type=int, default=1, help="Celery pool processes")
     parser.add_argument("--keep-db", action="store_true", help="leave the bench database behind")
+    parser.add_argument(
+        "--only",
+        default="all",
+        choices=("all", "ingest"),
+        help="ingest: only B_copy, B_row, P1 and P10 (the ingest doors)",
+    )
     parser.add_argument(
         "--scale",
         default=os.environ.get("BENCH_SCALE") or "default",

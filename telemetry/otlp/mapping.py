@@ -185,8 +185,15 @@ def _first(names: Sequence[str], *sources: Mapping[str, Any]) -> tuple[str, str]
 MAX_ID: Final = 200  # RecordIn's session_id / request_id limit
 
 
-def _clip_ok(value: str) -> bool:
-    return 0 < len(value) <= MAX_ID and "\x00" not in value
+def _session_problem(value: str) -> str | None:
+    """Why `value` cannot be a session id (RecordIn's rules), or None."""
+    if not 0 < len(value) <= MAX_ID:
+        return f"must be 1-{MAX_ID} characters"
+    if "\x00" in value:
+        return "must not contain NUL characters"
+    if "/" in value:
+        return "must not contain '/' (session ids are one URL path segment)"
+    return None
 
 
 # --- GenAI spans --------------------------------------------------------------------------------
@@ -284,8 +291,9 @@ def _span_call(index: int, span: SpanLike, compacted: bool) -> CallDraft | Rejec
     if not span.span_id:
         return Rejection(index, "spanId", "is required to identify the call")
     session = span_session(span)
-    if not _clip_ok(session):
-        return Rejection(index, "gen_ai.conversation.id", f"must be 1-{MAX_ID} characters")
+    problem = _session_problem(session)
+    if problem is not None:
+        return Rejection(index, "gen_ai.conversation.id", problem)
     model = _first(_MODEL_KEYS, span.attributes)
     if model is None:
         return Rejection(index, "gen_ai.request.model", "is required (or gen_ai.response.model)")
@@ -308,7 +316,7 @@ def _span_call(index: int, span: SpanLike, compacted: bool) -> CallDraft | Rejec
 
 def _span_compaction(span: SpanLike, *, call_request_id: str | None) -> EventDraft | None:
     session = span_session(span)
-    if not _clip_ok(session) or not span.span_id:
+    if _session_problem(session) is not None or not span.span_id:
         return None
     return EventDraft(
         session_id=session,
@@ -424,8 +432,9 @@ def _cc_session(index: int, record: LogLike) -> str | Rejection:
     found = _first(("session.id",), record.attributes, record.resource)
     if found is None:
         return Rejection(index, "session.id", "is required")
-    if not _clip_ok(found[1]):
-        return Rejection(index, "session.id", f"must be 1-{MAX_ID} characters")
+    problem = _session_problem(found[1])
+    if problem is not None:
+        return Rejection(index, "session.id", problem)
     return found[1]
 
 

@@ -100,13 +100,15 @@ def test_the_bench_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None
         "B_json_roundtrip",
         "B_noop_task",
     }
-    assert {bar["id"] for bar in results["bars"]} >= {f"P{i}" for i in range(1, 10)}
+    assert {bar["id"] for bar in results["bars"]} >= {f"P{i}" for i in range(1, 11)}
     for bar in results["bars"]:
         assert bar["result"] in {"PASS", "MISS", "REPORT"}, bar
         assert bar["id"] in completed.stdout
     # Exact ingest whatever the speed: nothing lost, nothing stored twice.
     for run in results["measurements"]["P1"]["integrity"]:
         assert (run["lost"], run["duplicated"], run["other"]) == (0, 0, 0), run
+    for run in results["measurements"]["P10"]["integrity"]:
+        assert (run["lost"], run["duplicated"], run["failed_exports"]) == (0, 0, 0), run
     # Query counts do not grow with the data, even at smoke sizes.
     for measurement in ("P3", "P5"):
         counts = results["measurements"][measurement]["query_counts"]

@@ -388,3 +388,11 @@ def test_cost_difference_ignores_rounding_and_names_real_gaps():
     assert cost_difference(Decimal("0.0500"), Decimal("0.0412")) == Decimal("0.0088")
     assert cost_difference(None, Decimal("0.0412")) is None
     assert cost_difference(Decimal("0.0000004"), Decimal("0")) is None
+
+
+def test_a_session_id_the_api_cannot_address_is_rejected_naming_the_attribute():
+    mapped = map_spans([span({**GENAI, "gen_ai.conversation.id": "a/b"})])
+    (rejection,) = mapped.rejected
+    assert rejection.field == "gen_ai.conversation.id" and "'/'" in rejection.message
+    logged = map_log_records([log({**CC_REQUEST, "session.id": "x" * 201})])
+    assert [r.field for r in logged.rejected] == ["session.id"]

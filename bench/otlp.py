@@ -1,0 +1,200 @@
+"""P10: GenAI spans stored per second through the OpenTelemetry SDK's own exporter.
+
+Each client is its own process (forked, like `bench.load`) running what an instrumented app
+runs: a `TracerProvider` whose `BatchSpanProcessor` hands the `OTLPSpanExporter`
+(http/protobuf) 512 spans an export, posting to `/api/v1/otlp/v1/traces` with the agent key in
+`Authorization`. A client makes as many GenAI `chat` spans per run as a P1 client posts records
+(in traces of 10 under an `invoke_agent` span, 50 calls a session), from behind a barrier, and
+the clock stops when every client's `force_flush` has returned. Integrity is counted in the
+database like P1's: every span one call, none twice.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.run import Bench
+
+SPANS_PER_TRACE = 10
+SPANS_PER_SESSION = 50
+BATCH = 512
+
+
+@dataclass
+class ClientReport:
+    spans: int = 0
+    exports: int = 0
+    failed_exports: int = 0
+    start: float = 0.0
+    end: float = 0.0
+    cpu_s: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+def _client(url: str, key: str, label: str, spans: int, barrier: Any, results: Any) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
+
+    report = ClientReport()
+
+    class CountingExporter(OTLPSpanExporter):
+        def export(self, batch: Sequence[Any]) -> SpanExportResult:
+            result = super().export(batch)
+            report.exports += 1
+            if result is not SpanExportResult.SUCCESS:
+                report.failed_exports += 1
+            return result
+
+    exporter = CountingExporter(
+        endpoint=f"{url}/api/v1/otlp/v1/traces",
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=120,
+    )
+    provider = TracerProvider(resource=Resource.create({"service.name": f"bench-{label}"}))
+    provider.add_span_processor(
+        BatchSpanProcessor(
+            exporter,
+            max_queue_size=spans + spans // SPANS_PER_TRACE + BATCH,
+            max_export_batch_size=BATCH,
+            schedule_delay_millis=200,
+        )
+    )
+    tracer = provider.get_tracer("bench.otlp")
+    barrier.wait()
+    cpu0 = time.process_time()
+    report.start = time.monotonic()
+    made = 0
+    while made < spans:
+        session = f"{label}-s{made // SPANS_PER_SESSION}"
+        with tracer.start_as_current_span(
+            "invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}
+        ):
+            for _ in range(min(SPANS_PER_TRACE, spans - made)):
+                with tracer.start_as_current_span(
+                    "chat claude-sonnet-4-5",
+                    attributes={
+                        "gen_ai.conversation.id": session,
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.provider.name": "anthropic",
+                        "gen_ai.request.model": "claude-sonnet-4-5",
+                        "gen_ai.usage.input_tokens": 20_000 + made,
+                        "gen_ai.usage.cache_read.input_tokens": 18_000,
+                        "gen_ai.usage.cache_creation.input_tokens": 1_500,
+                        "gen_ai.usage.output_tokens": 400,
+                    },
+                ):
+                    made += 1
+    if not provider.force_flush(600_000):
+        report.errors.append("force_flush timed out")
+    report.end = time.monotonic()
+    report.cpu_s = time.process_time() - cpu0
+    report.spans = made
+    provider.shutdown()
+    results.put(report)
+
+
+@dataclass
+class P10Run:
+    wall_s: float
+    spans: int
+    exports: int
+    failed_exports: int
+    client_cpu_s: float
+    errors: list[str]
+
+
+def export_spans(port: int, key: str, label: str, clients: int, spans: int) -> P10Run:
+    """`clients` processes, `spans` GenAI spans each, through the SDK's batch exporter."""
+    import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401  (before fork)
+    import opentelemetry.sdk.trace  # noqa: F401
+
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(clients)
+    results: Any = ctx.Queue()
+    url = f"http://127.0.0.1:{port}"
+    processes = [
+        ctx.Process(target=_client, args=(url, key, f"{label}-c{c}", spans, barrier, results))
+        for c in range(clients)
+    ]
+    for process in processes:
+        process.start()
+    reports: list[ClientReport] = [results.get(timeout=900) for _ in processes]
+    for process in processes:
+        process.join()
+    return P10Run(
+        wall_s=max(r.end for r in reports) - min(r.start for r in reports),
+        spans=sum(r.spans for r in reports),
+        exports=sum(r.exports for r in reports),
+        failed_exports=sum(r.failed_exports for r in reports),
+        client_cpu_s=sum(r.cpu_s for r in reports),
+        errors=[e for r in reports for e in r.errors][:10],
+    )
+
+
+def measure_p10(bench: Bench) -> None:
+    """P10 against P1 of the same run: ≥ 0.5 × P1's rows/s, 0 lost, 0 duplicated."""
+    from bench.load import median
+    from bench.run import Bar
+
+    s = bench.sizes
+    clients = s.p1_clients
+    per_client = s.p1_posts * s.p1_batch  # as many calls as a P1 client posts records
+    sent = clients * per_client
+    runs: list[P10Run] = []
+    losses: list[dict[str, Any]] = []
+
+    def one(run: int) -> None:
+        label = f"p10-r{run}"
+        key = dict(bench.auth)["Authorization"].removeprefix("Bearer ")
+        result = export_spans(bench.port, key, label, clients, per_client)
+        lost, duplicated = bench.check_stored(label, sent)
+        losses.append(
+            {
+                "lost": lost,
+                "duplicated": duplicated,
+                "failed_exports": result.failed_exports,
+                "errors": result.errors,
+            }
+        )
+        if run >= 0:
+            runs.append(result)
+
+    bench.runs(one)
+    rates = [sent / r.wall_s for r in runs]
+    rate = median(rates)
+    p1 = bench.results["measurements"]["P1"]["rows_per_s"]
+    lost = sum(x["lost"] for x in losses)
+    duplicated = sum(x["duplicated"] for x in losses)
+    failed = sum(x["failed_exports"] for x in losses)
+    cores = median([r.client_cpu_s / r.wall_s for r in runs])
+    bench.measurement(
+        "P10",
+        spans_per_s=rate,
+        runs=rates,
+        spans_per_run=sent,
+        exports_per_run=median([r.exports for r in runs]),
+        integrity=losses,
+        client_cores=cores,
+        vs_P1=rate / p1,
+    )
+    bench.bars.append(
+        Bar(
+            "P10",
+            f"GenAI spans via the OTel SDK exporter (http/protobuf, batch processor, {BATCH} "
+            f"spans/export), {clients} clients ({sent:,} spans/run); lost {lost}, "
+            f"duplicated {duplicated}",
+            f"{rate:,.0f} spans/s",
+            f"P1 {p1:,.0f} rows/s",
+            rate / p1,
+            "≥ 0.5 ×; 0 lost, 0 dup",
+            rate / p1 >= 0.5 and lost == 0 and duplicated == 0 and failed == 0,
+            f"clients used {cores:.2f} cores (span creation + encoding included)",
+        )
+    )
