@@ -598,3 +598,37 @@ def test_claude_codes_own_cost_sits_beside_ours_and_differences_are_listed(make_
     off = next(r for r in answer["differing_calls"] if r["request_id"] == "cc:req_c")
     assert Decimal(off["difference_usd"]) == (ours - Decimal("9.5")).quantize(Decimal("0.000001"))
     assert make_agent("desktop").get("/api/v1/sessions/cc-cost/agent-cost").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_that_cannot_answer_is_a_503_with_retry_after(make_agent):
+    """Real lock contention, no mock: another connection holds the sessions table; this one
+    gives up after 200 ms, and the exporter is told to retry."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("lock_timeout is PostgreSQL's")
+    import psycopg
+
+    agent = make_agent()
+    settings_dict = connection.settings_dict
+    other = psycopg.connect(
+        dbname=settings_dict["NAME"],
+        user=settings_dict["USER"],
+        password=settings_dict["PASSWORD"] or None,
+        host=settings_dict["HOST"] or None,
+        port=settings_dict["PORT"] or None,
+    )
+    try:
+        other.execute("LOCK TABLE telemetry_agentsession IN ACCESS EXCLUSIVE MODE")
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '200ms'")
+        response = post(agent, TRACES, pb_traces(pb_span(DONE_WHEN)))
+    finally:
+        other.rollback()
+        other.close()
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = 0")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert post(agent, TRACES, pb_traces(pb_span(DONE_WHEN))).status_code == 200
