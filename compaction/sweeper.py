@@ -50,4 +50,4 @@ def sweep_sessions_over_threshold() -> list[int]:
     ids = sessions_needing_relief()
     # A stale claim is released first so request_relief can claim it again.
     AgentSession.objects.filter(pk__in=ids).update(relief_requested_at=None)
-    return request_relief(ids)
+    return request_relief(ids, background=False)  # a worker task: publish here, bounded

@@ -4,12 +4,19 @@
 from __future__ import annotations
 
 import json
+import logging
+import sys
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
+from django.template.loader import render_to_string
+from django.views import defaults
 
 from telemetry import safejson
+
+logger = logging.getLogger(__name__)
 
 
 def _limit_for(path: str) -> int:
@@ -88,6 +95,11 @@ def request_guard(
             "",
             "0",
         ):
+            try:
+                request.body  # noqa: B018 - read once here, bounded by the server's timeout
+            except UnreadablePostError:
+                # the client stalled mid-body (console.gunicorn_conf bounds every read)
+                return _unprocessable("body", "was not received in time", status=408)
             refused = _json_problem(request)
             if refused is not None:
                 return _unprocessable(*refused)
@@ -112,3 +124,70 @@ def _json_problem(request: HttpRequest) -> tuple[str, str] | None:
     if request.path.startswith(("/api/v1/telemetry", "/api/v1/otlp/")):
         return None  # judged per record by telemetry.ingest (OTLP: per span / log record)
     return safejson.problem(value)
+
+
+# --- the database is away (issue 16): 503 with Retry-After, never a 500 page ---------------------
+
+DATABASE_RETRY_AFTER_SECONDS = 5
+
+
+def is_database_unavailable(exc: BaseException) -> bool:
+    """A connection that failed or broke (server down, restarting, refusing): transient."""
+    return isinstance(exc, OperationalError | InterfaceError)
+
+
+def database_unavailable_response(request: HttpRequest) -> HttpResponse:
+    """503 JSON for the API and machine routes, a plain page for people; both with Retry-After.
+
+    The page is rendered without a request context: the context processors would query the
+    database that is not answering.
+    """
+    retry = DATABASE_RETRY_AFTER_SECONDS
+    response: HttpResponse
+    if request.path.startswith(("/api/", "/metrics", "/healthz")):
+        response = JsonResponse(
+            {
+                "detail": f"the database is not answering; nothing was changed, retry in {retry} s",
+                "retry_after": retry,
+            },
+            status=503,
+        )
+    else:
+        response = HttpResponse(
+            render_to_string("database_unavailable.html", {"retry_after": retry}), status=503
+        )
+    response["Retry-After"] = str(retry)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+class DatabaseUnavailable:
+    """Turns a database outage met by a view into a 503 (see `database_unavailable_response`).
+
+    The request's transaction was rolled back by `atomic`, so nothing of it was stored; Django
+    drops the broken connection at the end of the request and the next one reconnects, so the
+    service recovers by itself when the database is back.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not is_database_unavailable(exception):
+            return None
+        logger.warning("database unavailable on %s %s: %s", request.method, request.path, exception)
+        return database_unavailable_response(request)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: a database outage outside a view (a middleware, a session save) is a 503 too;
+    anything else is a 500 in JSON on the API."""
+    exc = sys.exc_info()[1]
+    if exc is not None and is_database_unavailable(exc):
+        return database_unavailable_response(request)
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "internal server error"}, status=500)
+    return defaults.server_error(request)

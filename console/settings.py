@@ -84,6 +84,8 @@ MIDDLEWARE = [
 MIDDLEWARE.insert(0, "console.middleware.body_limit")
 # issue 16: 411 for chunked bodies, 422 for input no view can keep (telemetry.safejson)
 MIDDLEWARE.insert(1, "console.middleware.request_guard")
+# issue 16: a database outage met by a view answers 503 with Retry-After, not a 500 page
+MIDDLEWARE.append("console.middleware.DatabaseUnavailable")
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"
@@ -140,6 +142,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Sign-in throttling (console.limits): failures per account / per address within the window.
+LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 5, minimum=1)
+LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 20, minimum=1)
+LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
@@ -206,6 +212,19 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(_BROKER_DIR / "processed"),
         "store_processed": False,
         "control_folder": str(_BROKER_DIR / "control"),
+    }
+# The longest a compaction job may run (Celery kills it past this); the broker must not hand an
+# unacknowledged job to another worker before it: Redis's visibility timeout is set above it,
+# and RabbitMQ's consumer_timeout (30 min by default) must stay above it too.
+COMPACTION_JOB_TIME_LIMIT = env_int("COMPACTION_JOB_TIME_LIMIT_SECONDS", 600, minimum=10)
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int(
+            "CELERY_VISIBILITY_TIMEOUT_SECONDS", COMPACTION_JOB_TIME_LIMIT + 300, minimum=5
+        ),
+        # a frozen Redis (TCP still accepting) must fail a publish, not hang it
+        "socket_timeout": env_int("CELERY_BROKER_SOCKET_TIMEOUT_SECONDS", 5, minimum=1),
+        "socket_connect_timeout": 2,
     }
 # A publish must never hang a request when the broker is down: bounded retries, short timeouts.
 CELERY_BROKER_CONNECTION_TIMEOUT = 2

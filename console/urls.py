@@ -5,7 +5,11 @@ from django.urls import path, re_path
 from compaction.metrics import metrics_view
 from console import views
 from console.api import api
+from console.limits import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
 from telemetry.otlp.views import export as otlp_export
+
+# Sign-in throttling by account and address for the admin too (console.limits).
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -17,7 +21,9 @@ urlpatterns = [
     # the operator console
     path(
         "accounts/login/",
-        auth_views.LoginView.as_view(redirect_authenticated_user=True),
+        auth_views.LoginView.as_view(
+            redirect_authenticated_user=True, authentication_form=ThrottledAuthenticationForm
+        ),
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -43,3 +49,6 @@ urlpatterns = [
     path("keys/", views.keys, name="keys"),
     path("keys/<int:pk>/revoke", views.key_revoke, name="key_revoke"),
 ]
+
+# A database outage outside a view answers 503 too (console.middleware.server_error).
+handler500 = "console.middleware.server_error"

@@ -22,6 +22,7 @@ from kombu import pools as kombu_pools
 
 from compaction.models import Archive, CompactionOperation, CompactionRun, LogMessage, Surface
 from telemetry.models import AgentSession
+from telemetry.relief import wait_for_publisher
 from tests.db.conftest import start_worker, stop_worker, wait_until
 from tests.db.test_compaction_api import assert_surface_is_derived_from_the_log
 from tests.support import append_body
@@ -245,6 +246,7 @@ def test_broker_down_during_ingest_ingest_answers_and_the_sweeper_compacts_when_
         started = time.monotonic()
         session = session_over_threshold(agent)
         assert time.monotonic() - started < 30
+        assert wait_for_publisher(timeout=60)  # the publish happens off the request path
         session.refresh_from_db()
         assert session.relief_requested_at is None  # the claim was released for the sweeper
     finally:

@@ -1241,7 +1241,7 @@ def test_downloads_are_the_archive_as_json_and_its_log_as_jsonl(client_as, hosti
 
 
 def test_a_download_name_keeps_only_safe_characters(client_as, key) -> None:
-    session = make_session(key, 'we"ird/../id\n', turns=1)
+    session = make_session(key, 'we"ird\\..\\id\n', turns=1)  # ids cannot hold '/' (issue 16)
     append(session, tool_transcript(6, result_chars=4_000), system="You read web pages.")
     compact_session(session_id=session.pk, mode="manual")
     archive = Archive.objects.get(session=session)

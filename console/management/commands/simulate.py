@@ -423,7 +423,9 @@ class _Demo:
             and figures.get(s.session_id, {}).get("pressure_band") in ("prune", "compact", "over")
         ]
         ids = dict(_sessions(over).values_list("pk", "external_id"))
-        enqueued = request_relief(list(ids))  # nothing when COMPACTION_AUTO_ENQUEUE is off
+        enqueued = request_relief(
+            list(ids), background=False
+        )  # nothing when COMPACTION_AUTO_ENQUEUE is off
         return [s.session_id for s in over], [ids[pk] for pk in enqueued]
 
     def run(self) -> None:

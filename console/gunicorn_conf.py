@@ -1,0 +1,45 @@
+"""gunicorn settings for production: `gunicorn console.wsgi --config python:console.gunicorn_conf`.
+
+- gthread workers (keep-alive agents, a thread runs while another waits on PostgreSQL), two
+  per core; command-line flags still override these.
+- A stalled request body cannot hold a thread: every read of the request (headers and body)
+  times out after `CONSOLE_BODY_TIMEOUT_SECONDS` (default 10) without a byte, and the API
+  answers 408. A client that is slow but sending keeps its request.
+- `X-Forwarded-Proto` is trusted only when `DJANGO_BEHIND_PROXY=true`, from the addresses in
+  `FORWARDED_ALLOW_IPS` (default loopback); otherwise from nobody, so a process on the same
+  host cannot make a plain-HTTP request look secure.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from typing import Any
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+workers = int(os.environ.get("WEB_CONCURRENCY", str(2 * multiprocessing.cpu_count())))
+worker_class = "gthread"
+threads = 2
+keepalive = 30
+timeout = 60
+graceful_timeout = 30
+
+body_timeout = float(os.environ.get("CONSOLE_BODY_TIMEOUT_SECONDS", "10"))
+
+if _flag("DJANGO_BEHIND_PROXY"):
+    forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
+    secure_scheme_headers = {"X-FORWARDED-PROTO": "https"}
+else:
+    forwarded_allow_ips = ""
+    secure_scheme_headers: dict[str, str] = {}  # type: ignore[no-redef]
+
+
+def pre_request(worker: Any, req: Any) -> None:
+    """Bound every read of this request's socket (gthread resets it for keep-alive)."""
+    sock = getattr(getattr(req, "unreader", None), "sock", None)
+    if sock is not None and body_timeout > 0:
+        sock.settimeout(body_timeout)
