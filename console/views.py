@@ -60,6 +60,7 @@ from console.queries import compaction_markers as load_compaction_markers
 from console.roles import Role, require_role
 from telemetry.keys import create_agent_key, revoke_agent_key
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel, Heartbeat, Policy
+from telemetry.otlp.costs import reported_agent_cost
 from telemetry.policies import update_policy
 from telemetry.policy import POLICY_FIELDS, PolicyError, PolicyValues
 from telemetry.pressure import round_signal
@@ -174,6 +175,7 @@ def _live_context(session: AgentSession, policy: PolicyValues, version: str) -> 
         "round_signal": signal,
         "version": version,
         "window_label": SOURCE_LABELS.get(session.window_source),  # type: ignore[call-overload]
+        "agent_cost": reported_agent_cost(session),
     }
 
 

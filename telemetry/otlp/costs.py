@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
-from telemetry.models import AgentSession, LLMCall
+from telemetry.models import AgentSession, LLMCall, TurnKey
 from telemetry.otlp.mapping import cost_difference
 
 
@@ -32,6 +32,7 @@ class AgentCost:
     agent_usd: Decimal = Decimal(0)
     ours_usd: Decimal = Decimal(0)  # over the same calls, priced ones only
     unpriced_calls: int = 0
+    differing_calls: int = 0  # all of them; `differing` lists at most `limit`
     differing: list[CostRow] = field(default_factory=list)
 
 
@@ -58,8 +59,19 @@ def agent_cost(session: AgentSession, *, limit: int = 200) -> AgentCost:
         else:
             result.ours_usd += ours
         difference = cost_difference(ours, theirs)
-        if (difference is not None or ours is None) and len(result.differing) < limit:
-            result.differing.append(
-                CostRow(turn, call, request_id, model, ours, theirs, difference)
-            )
+        if difference is not None or ours is None:
+            result.differing_calls += 1
+            if len(result.differing) < limit:
+                result.differing.append(
+                    CostRow(turn, call, request_id, model, ours, theirs, difference)
+                )
     return result
+
+
+def reported_agent_cost(session: AgentSession) -> AgentCost | None:
+    """The comparison for a session that Claude Code reports on (a `prompt:` turn key: one
+    indexed lookup), else None without reading its calls."""
+    if not TurnKey.objects.filter(session=session, key__startswith="prompt:").exists():
+        return None
+    found = agent_cost(session, limit=0)
+    return found if found.calls else None

@@ -599,6 +599,22 @@ def test_claude_codes_own_cost_sits_beside_ours_and_differences_are_listed(make_
     assert Decimal(off["difference_usd"]) == (ours - Decimal("9.5")).quantize(Decimal("0.000001"))
     assert make_agent("desktop").get("/api/v1/sessions/cc-cost/agent-cost").status_code == 404
 
+    # The session page says the same to an operator.
+    from django.contrib.auth.models import Group, User
+    from django.urls import reverse
+
+    viewer = User.objects.create_user("viewer-otlp", password="x" * 12)
+    viewer.groups.add(Group.objects.get_or_create(name="viewer")[0])
+    browser = Client()
+    browser.force_login(viewer)
+    session = AgentSession.objects.get(external_id="cc-cost")
+    page = browser.get(reverse("session", args=[session.pk])).content.decode()
+    differing = len(expected)
+    assert "Claude Code's own figure" in page
+    assert f"differs on {differing} call" in page
+    plain = AgentSession.objects.create(profile=session.profile, external_id="plain")
+    assert "own figure" not in browser.get(reverse("session", args=[plain.pk])).content.decode()
+
 
 @pytest.mark.django_db(transaction=True)
 def test_a_database_that_cannot_answer_is_a_503_with_retry_after(make_agent):
