@@ -273,7 +273,8 @@ class ProfileCache:
         default_factory=lambda: dict.fromkeys(CAUSES, Decimal(0))
     )
     churn: SystemChurn = field(default_factory=lambda: SystemChurn(0, 0))
-    expiry_gaps: list[int] = field(default_factory=list)
+    # (gap seconds, premium) of each expiry miss: what the TTL advisor reads
+    expiry: list[tuple[int, Decimal | None]] = field(default_factory=list)
 
     @property
     def premium_usd(self) -> Decimal:
@@ -324,7 +325,7 @@ def fleet_cache(*, days: int = 14, limit: int = 500, top: int = 10) -> FleetCach
             if miss.cause == "expiry":
                 gap = miss.detail.get("gap_seconds")
                 if isinstance(gap, int):
-                    profile.expiry_gaps.append(gap)
+                    profile.expiry.append((gap, miss.premium_usd))
         for cause, value in totals.items():
             report.by_cause[cause] += value
             profile.by_cause[cause] += value

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
 from compaction.metrics import metrics_view
-from console import views
+from console import cache_views, views
 from console.api import api
 from console.limits import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
 from telemetry.otlp.views import export as otlp_export
@@ -31,6 +31,10 @@ urlpatterns = [
     path("sessions/<int:pk>/", views.session_page, name="session"),
     path("sessions/<int:pk>/live", views.session_live, name="session_live"),
     path("sessions/<int:pk>/compact", views.session_compact, name="session_compact"),
+    path("sessions/<int:pk>/cache", cache_views.session_cache, name="session_cache"),
+    path("sessions/<int:pk>/plan", cache_views.session_plan, name="session_plan"),
+    path("cache/", cache_views.fleet_cache_page, name="cache"),
+    path("cache/ttl", cache_views.ttl_advisor, name="ttl_advisor"),
     path("archives/", views.archives, name="archives"),
     path("archives/<int:pk>/", views.archive_detail, name="archive"),
     path(

@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from decimal import Context, Decimal, localcontext
 from typing import Final, Literal
 
-from telemetry.pricing import ModelPrice
+from telemetry.pricing import ModelPrice, Rates
 
 Cause = Literal[
     "model_switch", "expiry", "our_compaction", "agent_compaction", "prefix_break", "unexplained"
@@ -226,7 +226,13 @@ def premium(current: CallObs, missed: int, price: ModelPrice | None) -> Decimal 
     """
     if price is None:
         return None
-    rates = price.rates_for(current.context_tokens)
+    return premium_at(current, missed, price.rates_for(current.context_tokens))
+
+
+def premium_at(current: CallObs, missed: int, rates: Rates | None) -> Decimal | None:
+    """`premium` at given rates (None: unpriced)."""
+    if rates is None:
+        return None
     from_writes = min(missed, current.written)
     from_1h = min(from_writes, current.cache_write_1h)
     from_5m = from_writes - from_1h
@@ -317,16 +323,31 @@ def classify(
     ours = sorted(surface_changes, key=lambda c: (c.at, c.run_id))
     theirs = sorted(context_changes, key=lambda c: (c.at, c.event_id))
     history = ordered(calls)
+    rates: dict[tuple[str, bool], Rates | None] = {}
     misses: list[Miss] = []
+    written_tier: Tier | None = None  # the tier of the latest call that wrote, so far
     for index in range(1, len(history)):
         previous, current = history[index - 1], history[index]
+        if previous.cache_write_1h > 0:
+            written_tier = "1h"
+        elif previous.cache_write_5m > 0:
+            written_tier = "5m"
         if not (previous.reported_cache and current.reported_cache):
             continue
-        expected = expected_read(previous, current)
-        if not is_miss(expected, current.cache_read):
-            continue
+        # the hot path (most calls are no miss): expected_read and is_miss, inlined
+        size = (
+            current.uncached_input
+            + current.cache_read
+            + current.cache_write_5m
+            + current.cache_write_1h
+        )
+        cacheable = previous.cacheable
+        expected = cacheable if cacheable < size else size
         missed = expected - current.cache_read
-        cause, evidence, detail = _cause(history[:index], current, ours, theirs, expected)
+        if missed < MISS_FLOOR_TOKENS or missed < expected * MISS_FLOOR_SHARE:
+            continue
+        tier: Tier = written_tier or ("auto" if previous.automatic else "5m")
+        cause, evidence, detail = _cause(previous, current, tier, ours, theirs, expected)
         misses.append(
             Miss(
                 turn=current.turn,
@@ -336,13 +357,28 @@ def classify(
                 expected_tokens=expected,
                 read_tokens=current.cache_read,
                 missed_tokens=missed,
-                premium_usd=premium(current, missed, prices.get(current.model)),
+                premium_usd=_premium(current, missed, prices.get(current.model), rates),
                 cause=cause,
                 evidence=evidence,
                 detail=detail,
             )
         )
     return misses
+
+
+def _premium(
+    current: CallObs,
+    missed: int,
+    price: ModelPrice | None,
+    cache: dict[tuple[str, bool], Rates | None],
+) -> Decimal | None:
+    if price is None:
+        return None
+    long = price.in_long_context(current.context_tokens)
+    key = (price.model, long)
+    if key not in cache:
+        cache[key] = price.rates_for(current.context_tokens)
+    return premium_at(current, missed, cache[key])
 
 
 def format_gap(gap: timedelta) -> str:
@@ -355,13 +391,13 @@ def format_gap(gap: timedelta) -> str:
 
 
 def _cause(
-    history: Sequence[CallObs],
+    previous: CallObs,
     current: CallObs,
+    tier: Tier,
     ours: Sequence[SurfaceChange],
     theirs: Sequence[ContextChange],
     expected: int,
 ) -> tuple[Cause, str, dict[str, object]]:
-    previous = history[-1]
     if previous.model != current.model:
         return (
             "model_switch",
@@ -369,7 +405,6 @@ def _cause(
             {"from_model": previous.model, "to_model": current.model},
         )
     gap = current.at - previous.at
-    tier = prefix_tier(history)
     life = TIER_LIFE[tier]
     if gap > life:
         return (
@@ -529,3 +564,36 @@ def premiums_by_cause(misses: Iterable[Miss]) -> dict[Cause, Decimal]:
             if miss.premium_usd is not None:
                 totals[miss.cause] += miss.premium_usd
     return totals
+
+
+# --- the TTL advisor ------------------------------------------------------------------------------
+
+
+def ttl_advice(tier: str, expiry: Sequence[tuple[int, Decimal | None]]) -> str | None:
+    """What the measured expiry misses say about a profile's TTL tier, or None without any.
+
+    `expiry` holds each expiry miss's gap (seconds) and premium. On the 5-minute tier, misses
+    after gaps under an hour are what the 1-hour tier would have kept; gaps over an hour expire
+    on both tiers.
+    """
+    if not expiry:
+        return None
+    hour = TIER_LIFE["1h"].total_seconds()
+    within = [(gap, p or Decimal(0)) for gap, p in expiry if gap <= hour]
+    beyond = len(expiry) - len(within)
+    premium_within = sum((p for _, p in within), Decimal(0))
+    if tier == "5m" and within:
+        advice = (
+            f"{len(within)} of {len(expiry)} expiry misses followed gaps under an hour "
+            f"(${premium_within:.4f} in premiums): the 1h tier would have kept those prefixes, "
+            "at 2× instead of 1.25× the input price per write"
+        )
+        if beyond:
+            advice += f"; {beyond} followed gaps over an hour, which expire on either tier"
+        return advice
+    return (
+        f"{len(expiry)} expiry miss{'es' if len(expiry) != 1 else ''} followed gaps over an "
+        "hour: no tier keeps a cache that long"
+        if beyond == len(expiry)
+        else f"{len(expiry)} expiry misses on the {tier} tier"
+    )

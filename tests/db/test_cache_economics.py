@@ -188,3 +188,94 @@ def test_auto_relief_skips_a_prune_that_cannot_pay_back_and_metrics_count_it(com
     assert outcome.run.skipped == ["prune"] and "not worth it" in outcome.run.reason
     metrics = client.get("/metrics").content.decode()
     assert 'compaction_relief_skipped_total{pass="prune"} 1.0' in metrics
+
+
+# --- the console --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def viewer(db, settings):
+    from django.contrib.auth.models import Group, User
+    from django.test import Client
+
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    user = User.objects.create_user("viewer", password="a-long-test-password-123")
+    user.groups.add(Group.objects.get_or_create(name="viewer")[0])
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def admin_client_(db, settings, viewer):
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    user = User.objects.create_superuser("root", password="a-long-test-password-123")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_session_page_loads_the_misses_table_with_causes_and_the_d2_flag(agent, viewer):
+    ingest(
+        agent,
+        # the system block carries the clock: every call re-writes all but the tools
+        *[
+            record(t, t, read=3_000 if t else 0, write=50_000, prefix=prefix(f"Now: 09:0{t}", 2))
+            for t in range(5)
+        ],
+        record(5, 40, write=60_000),
+    )
+    session = AgentSession.objects.get(external_id="s1")
+    page = viewer.get(f"/sessions/{session.pk}/").content.decode()
+    assert f'hx-get="/sessions/{session.pk}/cache"' in page
+    assert f'href="/sessions/{session.pk}/cache"' in page
+    fragment = viewer.get(f"/sessions/{session.pk}/cache", headers={"HX-Request": "true"})
+    html = fragment.content.decode()
+    assert fragment.status_code == 200 and "<html" not in html
+    assert "Cache misses" in html and "prefix changed" in html and "cache expired" in html
+    assert "-Now: 09:00" in html and "+Now: 09:01" in html
+    assert "D2: the system segment changed on" in html
+    assert 'id="fig-misses"' in html
+    full = viewer.get(f"/sessions/{session.pk}/cache").content.decode()
+    assert "<html" in full and "Back to the session" in full
+
+
+def test_the_compact_panel_shows_the_plan_and_the_measured_outcome(compactor, viewer):
+    response = compactor.post("/api/v1/sessions/s1/messages", append_body(12))
+    version = response.json()["surface_version"]
+    ingest(compactor, record(0, 0, write=80_000, surface_version=version))
+    applied = compactor.post("/api/v1/sessions/s1/compact").json()
+    ingest(compactor, record(1, 1, write=40_000, surface_version=applied["surface_version"]))
+    session = AgentSession.objects.get(external_id="s1")
+    html = viewer.get(
+        f"/sessions/{session.pk}/plan", headers={"HX-Request": "true"}
+    ).content.decode()
+    assert "What compacting now would cost" in html and "Calls to break even" in html
+    assert "Compactions: predicted and measured" in html and "40,000" in html
+    assert "$3 " not in html and "input $3.000000" in html
+
+
+def test_the_fleet_page_shows_premiums_by_cause_top_sessions_and_ttl_advice(
+    agent, viewer, admin_client_
+):
+    from django.utils import timezone
+
+    now = timezone.now() - timedelta(hours=2)
+    base = {"at": now.isoformat()}
+    ingest(
+        agent,
+        record(0, 0, write=50_000) | base,
+        record(1, 0, read=0, write=52_000) | {"at": (now + timedelta(minutes=23)).isoformat()},
+    )
+    html = viewer.get("/cache/").content.decode()
+    assert "Cache economics" in html and "cache expired" in html
+    assert "Top offending sessions" in html and ">s1<" in html
+    assert "1 of 1 expiry misses followed gaps under an hour" in html
+    ttl = admin_client_.get("/cache/ttl", headers={"HX-Request": "true"}).content.decode()
+    assert "Measured expiry misses" in ttl and "23.0 min" in ttl
+    assert 'hx-get="/cache/ttl"' in admin_client_.get("/policy/").content.decode()

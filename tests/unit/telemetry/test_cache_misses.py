@@ -334,3 +334,15 @@ def test_gaps_within_five_minutes_are_never_expiry(gaps):
             obs(turn, minutes=minutes, cache_write_5m=random.Random(turn).randint(0, 60_000))
         )
     assert all(m.cause != "expiry" for m in classify(calls, prices=PRICES))
+
+
+def test_ttl_advice_reads_the_measured_expiry_gaps():
+    from telemetry.cache_misses import ttl_advice
+
+    assert ttl_advice("5m", []) is None
+    advice = ttl_advice(
+        "5m", [(23 * 60, Decimal("0.10")), (40 * 60, Decimal("0.05")), (7200, None)]
+    )
+    assert advice is not None and advice.startswith("2 of 3 expiry misses") and "$0.1500" in advice
+    assert "1 followed gaps over an hour" in advice
+    assert "no tier keeps" in (ttl_advice("1h", [(7200, Decimal(1))]) or "")

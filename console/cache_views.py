@@ -1,0 +1,162 @@
+"""Cache economics in the console (D1, D2): a session's misses and compaction plan (htmx
+fragments the session page loads after it renders, each with a real page at the same URL), and
+the fleet's miss premiums by cause, top offending sessions and D2 flags.
+
+Look up, call the read functions of `compaction.cache_report`, render.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from compaction.cache_report import (
+    compaction_outcomes,
+    fleet_cache,
+    plan_now,
+    session_misses,
+)
+from console.cache_charts import MissPoint, misses_figure, premiums_figure
+from console.roles import Role, require_role
+from telemetry.cache_misses import CAUSE_LABELS, CAUSES, ttl_advice
+from telemetry.cache_tiers import nearest_rank
+from telemetry.models import AgentProfile, AgentSession
+from telemetry.policies import effective_policy
+
+
+def _session(pk: int) -> AgentSession:
+    session = AgentSession.objects.select_related("profile").filter(pk=pk).first()
+    if session is None:
+        raise Http404("no such session")
+    return session
+
+
+def _fragment_or_page(
+    request: HttpRequest, fragment: str, context: dict[str, Any], title: str
+) -> HttpResponse:
+    if request.headers.get("HX-Request") == "true":
+        return render(request, fragment, context)
+    return render(
+        request,
+        "console/cache_page.html",
+        context | {"fragment": fragment, "title": title, "nav": "sessions"},
+    )
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def session_cache(request: HttpRequest, pk: int) -> HttpResponse:
+    """The session's cache misses: a chart by cause and the table (turn, missed tokens,
+    premium, cause, evidence), premiums by cause, and the D2 flag."""
+    session = _session(pk)
+    report = session_misses(session)
+    points = [
+        MissPoint(
+            turn=m.turn,
+            missed_tokens=m.missed_tokens,
+            premium_usd=m.premium_usd,
+            cause=m.cause,
+            label=m.cause_label,
+            evidence=m.evidence,
+        )
+        for m in report.misses
+    ]
+    context = {
+        "session": session,
+        "report": report,
+        "causes": [(c, CAUSE_LABELS[c], report.by_cause[c]) for c in CAUSES],
+        "misses_figure": misses_figure(points, last_turn=session.last_turn) if points else None,
+    }
+    return _fragment_or_page(
+        request, "console/_cache_misses.html", context, f"Cache misses of {session}"
+    )
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def session_plan(request: HttpRequest, pk: int) -> HttpResponse:
+    """What Compact now would do and cost (the manual, forced plan) and what automatic relief
+    would decide, then each applied compaction's predicted vs measured re-write and its running
+    net saving."""
+    session = _session(pk)
+    policy = effective_policy(session.profile)
+    context = {
+        "session": session,
+        "manual": plan_now(session, policy, mode="manual"),
+        "auto": plan_now(session, policy, mode="auto"),
+        "outcomes": compaction_outcomes(session),
+    }
+    return _fragment_or_page(
+        request, "console/_compact_plan.html", context, f"Compaction plan of {session}"
+    )
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def fleet_cache_page(request: HttpRequest) -> HttpResponse:
+    """Miss premiums by cause over time for the fleet and per profile, the top offending
+    sessions, the profiles flagged for D2 and the TTL advice from measured expiry gaps."""
+    report = fleet_cache()
+    rows = {p.name: p for p in AgentProfile.objects.filter(name__in=report.profiles)}
+    profiles = []
+    for name, profile in sorted(report.profiles.items()):
+        policy = effective_policy(rows[name])
+        profiles.append(
+            {
+                "name": name,
+                "profile": profile,
+                "tier": policy.cache_ttl,
+                "causes": [profile.by_cause[c] for c in CAUSES],
+                "advice": ttl_advice(policy.cache_ttl, profile.expiry),
+            }
+        )
+    context = {
+        "report": report,
+        "labels": [CAUSE_LABELS[c] for c in CAUSES],
+        "fleet_causes": [
+            (CAUSE_LABELS[c], report.by_cause[c], report.misses_by_cause[c]) for c in CAUSES
+        ],
+        "profiles": profiles,
+        "figure": premiums_figure(report.by_day, CAUSE_LABELS, "Miss premiums by cause, per day")
+        if report.by_day
+        else None,
+        "nav": "cache",
+    }
+    return render(request, "console/cache.html", context)
+
+
+@require_GET
+@require_role(Role.ADMIN)
+def ttl_advisor(request: HttpRequest) -> HttpResponse:
+    """The TTL advisor's measured half (the policy page loads it): per profile, the expiry
+    misses of recent traffic, their gaps and premiums, and what they say about the tier."""
+    report = fleet_cache()
+    rows = {p.name: p for p in AgentProfile.objects.filter(name__in=report.profiles)}
+    advice = []
+    for name, profile in sorted(report.profiles.items()):
+        tier = effective_policy(rows[name]).cache_ttl
+        gaps = [timedelta(seconds=gap) for gap, _ in profile.expiry]
+        advice.append(
+            {
+                "name": name,
+                "tier": tier,
+                "count": len(profile.expiry),
+                "premium": sum((p or Decimal(0) for _, p in profile.expiry), Decimal(0)),
+                "gap_p50": nearest_rank(gaps, 50),
+                "gap_p90": nearest_rank(gaps, 90),
+                "text": ttl_advice(tier, profile.expiry),
+            }
+        )
+    context = {"advice": advice, "report": report}
+    if request.headers.get("HX-Request") == "true":
+        return render(request, "console/_ttl_advice.html", context)
+    return render(
+        request,
+        "console/cache_page_plain.html",
+        context | {"fragment": "console/_ttl_advice.html", "title": "TTL advice", "nav": "policy"},
+    )
