@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 
 from compaction.calibration import session_calibration
 from compaction.core import (
+    AgentCompactionOperation,
     BoundSpec,
     Format,
     Message,
@@ -130,32 +132,33 @@ def _parse_rows(rows: Sequence[tuple[int, str, str, int | None, str]]) -> list[M
     ]
 
 
-def load_log(session: AgentSession, *, use_cache: bool = True) -> list[Message]:
+def load_log(session: AgentSession, *, use_cache: bool = True, from_seq: int = 0) -> list[Message]:
     """The session's log as core messages, rehydrated from the stored original text.
 
     Parses only what this process has not parsed before (see `_LogCache`), unless `use_cache`
-    is False (a from-scratch check).
+    is False (a from-scratch check). `from_seq` > 0 loads only the messages from that seq on and
+    the system prompts before it: all the surface can show after an agent compaction that cut
+    there (`agent_cut`), so a long imported session is appended to in bounded memory.
     """
     columns = ("seq", "format", "raw", "bound_cap", "raw_hash")
     key: _Key = (session.pk, session.created_at.isoformat() if session.created_at else "")
+    if from_seq:
+        key = (session.pk, f"{key[1]}@{from_seq}")
+    rows_of = LogMessage.objects.filter(session=session)
+    if from_seq:
+        rows_of = rows_of.filter(Q(seq__gte=from_seq) | Q(role="system"))
     cached = _LOG_CACHE.get(key) if use_cache else None
     messages: list[Message] = []
     if cached is not None and cached.messages:
-        start = len(cached.messages) - 1
-        rows = list(
-            LogMessage.objects.filter(session=session, seq__gte=start)
-            .order_by("seq")
-            .values_list(*columns)
-        )
+        start = cached.messages[-1].seq
+        rows = list(rows_of.filter(seq__gte=start).order_by("seq").values_list(*columns))
         if rows and rows[0][0] == start and (rows[0][4], rows[0][1], rows[0][3]) == cached.last_row:
             messages = [*cached.messages, *_parse_rows(rows[1:])]
             tail = rows[-1]
         else:
             cached = None
     if cached is None or not cached.messages:
-        rows = list(
-            LogMessage.objects.filter(session=session).order_by("seq").values_list(*columns)
-        )
+        rows = list(rows_of.order_by("seq").values_list(*columns))
         messages = _parse_rows(rows)
         tail = rows[-1] if rows else (0, "", "", None, "")
     if messages:
@@ -168,6 +171,14 @@ def load_log(session: AgentSession, *, use_cache: bool = True) -> list[Message]:
             ),
         )
     return list(messages)
+
+
+def agent_cut(operations: Sequence[Operation]) -> int:
+    """The seq before which an agent's own compaction hides the log (0: none)."""
+    return max(
+        (op.keep_from_seq for op in operations if isinstance(op, AgentCompactionOperation)),
+        default=0,
+    )
 
 
 def load_operations(session: AgentSession) -> list[Operation]:
@@ -307,7 +318,8 @@ def append_messages(
         if not new_items:
             result.surface = state
             return result
-        preceding = load_log(session)
+        operations = load_operations(session)
+        preceding = load_log(session, from_seq=agent_cut(operations))
         bound = BoundSpec(policy.max_result_chars)
         parsed = _parse(fmt, preceding, new_items, bound)
         LogMessage.objects.bulk_create(
@@ -323,7 +335,7 @@ def append_messages(
             )
             for message, (_, _, span) in zip(parsed, new_items, strict=True)
         )
-        surface = derive_surface([*preceding, *parsed], load_operations(session))
+        surface = derive_surface([*preceding, *parsed], operations)
         result.surface = store_surface(session, fmt, surface, bump=True)
         result.created = [seq for seq, _, _ in new_items]
         # D6: the projection now counts what was appended (or the grown post-compaction surface).

@@ -82,11 +82,14 @@ def _complete_json(text: str) -> bool:
 
 def prefix_digest(handle: BinaryIO, offset: int) -> tuple[str, str]:
     """SHA-256 of the file's first 64 KiB and of the 4 KiB before `offset` (both within the
-    part already imported): a rewritten or replaced file changes one of them."""
+    part already imported): a rewritten or replaced file changes one of them. Leaves the
+    handle's position where it was (a reader may be iterating it)."""
+    position = handle.tell()
     head_size = min(offset, HEAD_BYTES)
     handle.seek(0)
     head = hashlib.sha256(handle.read(head_size)).hexdigest()
     tail_start = max(0, offset - TAIL_BYTES)
     handle.seek(tail_start)
     tail = hashlib.sha256(handle.read(offset - tail_start)).hexdigest()
+    handle.seek(position)
     return head, tail

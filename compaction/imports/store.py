@@ -50,6 +50,7 @@ from compaction.models import (
 from compaction.rawjson import Span
 from compaction.transcripts import (
     AppendError,
+    agent_cut,
     append_messages,
     load_log,
     load_operations,
@@ -389,13 +390,9 @@ class _Sink:
                     kind="agent",
                     data=operation.to_dict(),
                 )
-                log = load_log(session)
-                store_surface(
-                    session,
-                    surface.format,
-                    derive_surface(log, load_operations(session)),
-                    bump=True,
-                )
+                operations = load_operations(session)
+                log = load_log(session, from_seq=agent_cut(operations))
+                store_surface(session, surface.format, derive_surface(log, operations), bump=True)
             self.ops[record.session] = self.ops.get(record.session, 0) + 1
         _, created = record_context_event(
             session,
@@ -420,20 +417,27 @@ class _Sink:
         if created:
             self.report.compactions += 1
 
-    def _version_for(self, session: AgentSession, log_messages: int, operations: int) -> int | None:
-        return (
-            SurfaceVersion.objects.filter(
-                session=session, log_messages=log_messages, operations=operations
-            )
-            .order_by("-version")
-            .values_list("version", flat=True)
-            .first()
-        )
+    def _versions(self, calls: list[tuple[CallSeen, int]]) -> dict[tuple[str, int, int], int]:
+        """The latest surface version per (session, log length, operations) the calls name, in
+        one query per session."""
+        wanted: dict[str, set[int]] = defaultdict(set)
+        for call, _ in calls:
+            wanted[call.session].add(call.log_messages)
+        found: dict[tuple[str, int, int], int] = {}
+        for name, counts in wanted.items():
+            rows = SurfaceVersion.objects.filter(
+                session=self.session(name), log_messages__in=counts
+            ).values_list("log_messages", "operations", "version")
+            for count, operations, version in rows:
+                key = (name, count, operations)
+                found[key] = max(version, found.get(key, version))
+        return found
 
     def _store_calls(self) -> None:
         calls, self.calls = self.calls, []
         items: list[dict[str, Any]] = []
         lines: list[int] = []
+        versions = self._versions(calls)
         for call, ops in calls:
             session = self.session(call.session)
             item: dict[str, Any] = {
@@ -450,7 +454,7 @@ class _Sink:
                 item["at"] = call.at
             if call.window_tokens:
                 item["window_tokens"] = call.window_tokens
-            version = self._version_for(session, call.log_messages, ops)
+            version = versions.get((call.session, call.log_messages, ops))
             if version is not None:
                 item["surface_version"] = version
             items.append(item)

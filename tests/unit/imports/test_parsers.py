@@ -233,3 +233,16 @@ def test_a_missing_result_is_synthesised_and_noted():
     out += parser.feed(2, fx._item(fx._msg("user", "never mind")))
     assert of(out, Note)
     parse_openai([r.message for r in of(out, LogAppend)])
+
+
+def test_digesting_the_prefix_never_moves_a_reader_mid_file(monkeypatch):
+    from compaction.imports import reader
+
+    monkeypatch.setattr(reader, "CHUNK", 64)
+    data = "".join(f'{{"n": {i}, "pad": "{"x" * (i % 50)}"}}\n' for i in range(200)).encode()
+    handle = io.BytesIO(data)
+    seen = []
+    for line in reader.read_lines(handle):
+        seen.append(line.text)
+        reader.prefix_digest(handle, line.end)
+    assert seen == data.decode().splitlines()
