@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import bulk
+from bench.imports import measure_p11
 from bench.load import LoadResult, Request, latency_summary, median, run_load, sequential
 from bench.otlp import measure_p10
 from bench.services import (
@@ -1137,6 +1138,11 @@ class Bench:
         if self.args.only == "ingest":
             self.run_ingest()
             return
+        if self.args.only == "import":
+            with step("P11: transcript import"):
+                measure_p11(self)
+            self.report()
+            return
         with step("P9: the pure core"):
             self.core()
         with step("B_copy, B_row: raw writes into a scratch copy of the calls table"):
@@ -1164,6 +1170,8 @@ class Bench:
             self.ingest_under_compaction()
         with step("P10: GenAI spans through the OTel SDK exporter"):
             measure_p10(self)
+        with step("P11: transcript import"):
+            measure_p11(self)
         self.report()
 
     def run_ingest(self) -> None:
@@ -1227,8 +1235,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         default="all",
-        choices=("all", "ingest"),
-        help="ingest: only B_copy, B_row, P1 and P10 (the ingest doors)",
+        choices=("all", "ingest", "import"),
+        help="ingest: only B_copy, B_row, P1 and P10 (the ingest doors); import: only P11",
     )
     parser.add_argument(
         "--scale",
