@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from telemetry.events import record_context_event
@@ -240,6 +240,9 @@ def _record_events(
         call = calls.get((session.pk, event.call_request_id or ""))
         if turn is None and call is not None:
             turn = call.turn
+        before, after = event.tokens_before, event.tokens_after
+        if call is not None and before is None and after is None:
+            before, after = _around(call)
         _, created = record_context_event(
             session,
             kind=event.kind,
@@ -250,8 +253,8 @@ def _record_events(
             trigger=event.trigger,
             turn=turn,
             call=call,
-            tokens_before=event.tokens_before,
-            tokens_after=event.tokens_after,
+            tokens_before=before,
+            tokens_after=after,
             summary=event.summary,
             detail=event.detail,
         )
@@ -259,3 +262,15 @@ def _record_events(
             stored.events_created += 1
         else:
             stored.events_duplicates += 1
+
+
+def _around(call: LLMCall) -> tuple[int | None, int]:
+    """A compacted call's context before (the session's previous call) and after (its own)."""
+    previous = (
+        LLMCall.objects.filter(session_id=call.session_id)
+        .filter(Q(turn__lt=call.turn) | Q(turn=call.turn, call__lt=call.call))
+        .order_by("-turn", "-call")
+        .values_list("context_tokens", flat=True)
+        .first()
+    )
+    return previous, call.context_tokens

@@ -238,8 +238,11 @@ def test_a_changed_span_under_a_stored_id_is_rejected_as_a_conflict(make_agent):
 
 def test_compacted_span_shows_in_the_session_compaction_history(make_agent):
     agent = make_agent()
-    post(agent, TRACES, pb_traces(pb_span({**DONE_WHEN, "gen_ai.conversation.compacted": True})))
-    post(agent, TRACES, pb_traces(pb_span({**DONE_WHEN, "gen_ai.conversation.compacted": True})))
+    big = {**DONE_WHEN, "gen_ai.usage.input_tokens": 90_000}
+    compacted = {**DONE_WHEN, "gen_ai.conversation.compacted": True}
+    export = pb_traces(pb_span(big, span="1" * 16, start=T0), pb_span(compacted, start=T0 + 5))
+    post(agent, TRACES, export)
+    post(agent, TRACES, export)
     (event,) = ContextEvent.objects.all()
     assert (event.kind, event.origin, event.source, event.turn) == (
         "compaction",
@@ -247,7 +250,9 @@ def test_compacted_span_shows_in_the_session_compaction_history(make_agent):
         "otlp",
         1,
     )
-    assert event.call == LLMCall.objects.get()
+    assert event.call == LLMCall.objects.get(call=1)
+    # Before: the previous call's request; after: the compacted call's own.
+    assert (event.tokens_before, event.tokens_after) == (90_000, 1167)
 
 
 @pytest.mark.parametrize(
