@@ -38,6 +38,7 @@ from telemetry.pressure import pressure_band, projected_next_request, round_sign
 from telemetry.pricing import ModelPrice, billed_cost, billed_no_cache_cost, find_price
 from telemetry.provider_context import ProviderUsage, read_provider_usage
 from telemetry.provider_events import record_provider_events
+from telemetry.rollups import add_calls as add_to_hourly_usage
 from telemetry.schemas import RecordIn
 from telemetry.usage import NormalizedUsage, UsageError, normalize_usage
 from telemetry.windows import LearnedWindow, WindowInForce, window_in_force
@@ -316,6 +317,7 @@ def _store_calls(
     record_provider_events(
         [(c, v.provided.events) for c, v in zip(new_calls, new_valid, strict=True)]
     )
+    add_to_hourly_usage(profile.pk, new_calls)  # the overview's hour rollups
     touched = {(c.session_id, c.turn) for c in new_calls}
     touched |= {
         (sessions[d.session_id or ""].pk, d.turn or 0) for d in decided if d.status == "duplicate"

@@ -428,3 +428,43 @@ class TurnKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.key} -> {self.turn}"
+
+
+class HourlyUsage(models.Model):
+    """One hour of one profile's calls to one model: bucket, cache and cost sums.
+
+    Maintained at ingest by `telemetry.rollups` (incremented in the batch's transaction, so the
+    sums equal the calls stored), read by the console's overview instead of scanning calls.
+    `hour` is the start of the UTC hour the calls' `at` fell in.
+    """
+
+    profile = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="+")
+    model = models.CharField(max_length=200)
+    hour = models.DateTimeField()
+    calls = models.BigIntegerField(default=0)
+    uncached_input = models.BigIntegerField(default=0)
+    cache_read = models.BigIntegerField(default=0)
+    cache_write_5m = models.BigIntegerField(default=0)
+    cache_write_1h = models.BigIntegerField(default=0)
+    output = models.BigIntegerField(default=0)
+    cache_reported_calls = models.BigIntegerField(default=0)
+    cache_read_reported = models.BigIntegerField(default=0)
+    cache_denominator = models.BigIntegerField(default=0)
+    unpriced_calls = models.BigIntegerField(default=0)
+    cost_uncached_input = models.DecimalField(max_digits=24, decimal_places=9, default=0)
+    cost_cache_read = models.DecimalField(max_digits=24, decimal_places=9, default=0)
+    cost_cache_write_5m = models.DecimalField(max_digits=24, decimal_places=9, default=0)
+    cost_cache_write_1h = models.DecimalField(max_digits=24, decimal_places=9, default=0)
+    cost_output = models.DecimalField(max_digits=24, decimal_places=9, default=0)
+    cost_usd = models.DecimalField(max_digits=24, decimal_places=9, default=0)
+    # what the priced calls would have cost without the cache (the cache saved the difference)
+    no_cache_cost_usd = models.DecimalField(max_digits=24, decimal_places=9, default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "model", "hour"], name="hourly_usage_unique")
+        ]
+        indexes = [models.Index(fields=["hour"], name="hourly_usage_hour")]
+
+    def __str__(self) -> str:
+        return f"{self.profile_id}/{self.model}@{self.hour.isoformat()}"

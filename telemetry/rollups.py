@@ -1,0 +1,187 @@
+"""Hour rollups of calls per (profile, model): kept at ingest, read by the console's overview.
+
+`add_calls` runs inside the ingest transaction, after the new calls are inserted, and adds
+their sums to their hour rows with one upsert (`INSERT … ON CONFLICT DO UPDATE SET x = x +
+excluded.x`, on PostgreSQL and SQLite alike): a concurrent batch adds to the same row under its
+row lock, never overwrites it. Calls are never updated, so increments stay equal to a
+from-scratch rebuild (`rebuild_rollups`, which the migration and the bench use, and which the
+tests compare against).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, Final
+
+from django.db import connection, transaction
+from django.db.models import Count, DecimalField, F, Q, Sum, Value
+from django.db.models.functions import Coalesce, TruncHour
+
+from telemetry.models import HourlyUsage, LLMCall
+
+KEY_FIELDS: Final = ("profile_id", "model", "hour")
+
+
+@dataclass(slots=True)
+class HourFigures:
+    """The sums one hour row holds (field names are the model's columns)."""
+
+    calls: int = 0
+    uncached_input: int = 0
+    cache_read: int = 0
+    cache_write_5m: int = 0
+    cache_write_1h: int = 0
+    output: int = 0
+    cache_reported_calls: int = 0
+    cache_read_reported: int = 0
+    cache_denominator: int = 0
+    unpriced_calls: int = 0
+    cost_uncached_input: Decimal = Decimal(0)
+    cost_cache_read: Decimal = Decimal(0)
+    cost_cache_write_5m: Decimal = Decimal(0)
+    cost_cache_write_1h: Decimal = Decimal(0)
+    cost_output: Decimal = Decimal(0)
+    cost_usd: Decimal = Decimal(0)
+    no_cache_cost_usd: Decimal = Decimal(0)
+
+
+SUM_FIELDS: Final = tuple(f.name for f in fields(HourFigures))
+MONEY_FIELDS: Final = tuple(name for name in SUM_FIELDS if "cost" in name)
+
+
+def hour_of(at: datetime) -> datetime:
+    """The start of the UTC hour `at` falls in (naive times are taken as UTC)."""
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def _money(value: Decimal | None) -> Decimal:
+    return Decimal(0) if value is None else value
+
+
+def sum_by_hour(
+    profile_id: int, calls: Iterable[LLMCall]
+) -> dict[tuple[int, str, datetime], HourFigures]:
+    """The sums `calls` add to each (profile, model, hour). Pure arithmetic on the call rows.
+
+    The cache figures count only calls that reported their cache (as a turn's do); costs only
+    priced calls, the others counted as `unpriced_calls`.
+    """
+    sums: dict[tuple[int, str, datetime], HourFigures] = {}
+    for call in calls:
+        key = (profile_id, call.model, hour_of(call.at))
+        row = sums.get(key)
+        if row is None:
+            row = sums[key] = HourFigures()
+        row.calls += 1
+        row.uncached_input += call.uncached_input
+        row.cache_read += call.cache_read
+        row.cache_write_5m += call.cache_write_5m
+        row.cache_write_1h += call.cache_write_1h
+        row.output += call.output
+        if call.reported_cache:
+            row.cache_reported_calls += 1
+            row.cache_read_reported += call.cache_read
+            row.cache_denominator += (
+                call.uncached_input + call.cache_read + call.cache_write_5m + call.cache_write_1h
+            )
+        if call.cost_usd is None:
+            row.unpriced_calls += 1
+        else:
+            row.cost_uncached_input += _money(call.cost_uncached_input)
+            row.cost_cache_read += _money(call.cost_cache_read)
+            row.cost_cache_write_5m += _money(call.cost_cache_write_5m)
+            row.cost_cache_write_1h += _money(call.cost_cache_write_1h)
+            row.cost_output += _money(call.cost_output)
+            row.cost_usd += call.cost_usd
+            row.no_cache_cost_usd += _money(call.no_cache_cost_usd)
+    return sums
+
+
+def add_calls(profile_id: int, calls: list[LLMCall]) -> None:
+    """Add newly inserted `calls` (all of one profile) to their hour rows. One statement.
+
+    Rows are written in key order, so two batches touching the same hours lock them in the same
+    order and cannot deadlock.
+    """
+    if not calls:
+        return
+    sums = sum_by_hour(profile_id, calls)
+    meta = HourlyUsage._meta
+    quote = connection.ops.quote_name
+    table = quote(meta.db_table)
+    by_name = {f.attname: f for f in meta.concrete_fields}
+    columns = [*KEY_FIELDS, *SUM_FIELDS]
+    placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    params: list[Any] = []
+    for key in sorted(sums):
+        row = sums[key]
+        values = [*key, *(getattr(row, name) for name in SUM_FIELDS)]
+        for name, value in zip(columns, values, strict=True):
+            params.append(by_name[name].get_db_prep_save(value, connection))
+    sql = (
+        f"INSERT INTO {table} ({', '.join(quote(by_name[c].column) for c in columns)}) "
+        f"VALUES {', '.join([placeholders] * len(sums))} "
+        f"ON CONFLICT ({', '.join(quote(by_name[c].column) for c in KEY_FIELDS)}) DO UPDATE SET "
+        + ", ".join(f"{quote(c)} = {table}.{quote(c)} + excluded.{quote(c)}" for c in SUM_FIELDS)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _money_sum(name: str, condition: Q | None = None) -> Coalesce:
+    output: DecimalField[Decimal, Decimal] = DecimalField(max_digits=24, decimal_places=9)
+    return Coalesce(
+        Sum(name, filter=condition, output_field=output), Value(Decimal(0)), output_field=output
+    )
+
+
+def rebuild_rollups() -> int:
+    """Recompute every hour row from the calls (the migration's backfill, the bench's loader,
+    the tests' oracle). Set-wise: one `INSERT … SELECT … GROUP BY` in the database, whatever the
+    number of calls; returns the number of hour rows written.
+    """
+    reported = Q(reported_cache=True)
+    priced = Q(cost_usd__isnull=False)
+    # The SELECT's columns come out as the values() fields, then the annotations in the order
+    # given: the same order as KEY_FIELDS + SUM_FIELDS, which the INSERT names.
+    grouped = (
+        LLMCall.objects.values("session__profile_id", "model")
+        .annotate(
+            hour=TruncHour("at", tzinfo=UTC),
+            calls=Count("id"),
+            s_uncached_input=Sum("uncached_input"),
+            s_cache_read=Sum("cache_read"),
+            s_cache_write_5m=Sum("cache_write_5m"),
+            s_cache_write_1h=Sum("cache_write_1h"),
+            s_output=Sum("output"),
+            s_cache_reported_calls=Count("id", filter=reported),
+            s_cache_read_reported=Coalesce(Sum("cache_read", filter=reported), 0),
+            s_cache_denominator=Coalesce(
+                Sum(
+                    F("uncached_input")
+                    + F("cache_read")
+                    + F("cache_write_5m")
+                    + F("cache_write_1h"),
+                    filter=reported,
+                ),
+                0,
+            ),
+            s_unpriced_calls=Count("id", filter=~priced),
+            **{f"s_{name}": _money_sum(name, priced) for name in MONEY_FIELDS},
+        )
+        .order_by()
+    )
+    sql, params = grouped.query.sql_with_params()
+    meta = HourlyUsage._meta
+    quote = connection.ops.quote_name
+    by_name = {f.attname: f for f in meta.concrete_fields}
+    columns = ", ".join(quote(by_name[c].column) for c in (*KEY_FIELDS, *SUM_FIELDS))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {quote(meta.db_table)}")
+        cursor.execute(f"INSERT INTO {quote(meta.db_table)} ({columns}) {sql}", params)
+        return int(cursor.rowcount)

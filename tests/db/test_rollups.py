@@ -1,0 +1,92 @@
+"""Hour rollups kept at ingest equal a from-scratch rebuild from the calls."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from telemetry.models import HourlyUsage
+from telemetry.rollups import rebuild_rollups
+
+SONNET = "claude-sonnet-4-5-20250929"
+START = datetime(2026, 11, 30, 9, 59, 30, tzinfo=UTC)
+
+
+def _record(session: str, turn: int, call: int, at: datetime, **usage: Any) -> dict[str, Any]:
+    return {
+        "session_id": session,
+        "turn": turn,
+        "call": call,
+        "model": usage.pop("model", SONNET),
+        "at": at.isoformat(),
+        "usage": {
+            "input_tokens": 100,
+            "cache_read_input_tokens": 1000,
+            "cache_creation_input_tokens": 50,
+            "output_tokens": 20,
+            **usage,
+        },
+    }
+
+
+def _snapshot() -> list[tuple[Any, ...]]:
+    return sorted(
+        (
+            r.profile_id,
+            r.model,
+            r.hour,
+            r.calls,
+            r.uncached_input,
+            r.cache_read,
+            r.cache_write_5m,
+            r.cache_write_1h,
+            r.output,
+            r.cache_reported_calls,
+            r.cache_read_reported,
+            r.cache_denominator,
+            r.unpriced_calls,
+            *(
+                Decimal(getattr(r, f)).quantize(Decimal("1e-9"))
+                for f in ("cost_usd", "no_cache_cost_usd", "cost_cache_read", "cost_output")
+            ),
+        )
+        for r in HourlyUsage.objects.all()
+    )
+
+
+@pytest.mark.django_db
+def test_ingest_adds_each_new_call_to_its_hour_once(make_agent):
+    agent = make_agent()
+    other = make_agent("fleet")
+    first = [
+        _record("a", 0, 0, START),
+        _record("a", 0, 1, START + timedelta(seconds=40)),  # the next hour
+        _record("a", 1, 0, START + timedelta(minutes=3), model="llama-local"),  # unpriced
+    ]
+    assert agent.post("/api/v1/telemetry", {"records": first}).status_code == 200
+    # a replay is a duplicate and adds nothing; a new call in the same hour adds to its row
+    assert agent.post("/api/v1/telemetry", {"records": first}).status_code == 200
+    later = _record("b", 0, 0, START + timedelta(minutes=20), output_tokens=5)
+    assert agent.post("/api/v1/telemetry", later).status_code == 201
+    assert other.post("/api/v1/telemetry", _record("a", 0, 0, START)).status_code == 201
+
+    rows = {(r.profile.name, r.model, r.hour.hour): r for r in HourlyUsage.objects.all()}
+    assert set(rows) == {
+        ("default", SONNET, 9),
+        ("default", SONNET, 10),
+        ("default", "llama-local", 10),
+        ("fleet", SONNET, 9),
+    }
+    ten = rows[("default", SONNET, 10)]
+    assert (ten.calls, ten.output, ten.cache_read) == (2, 25, 2000)
+    assert ten.cache_denominator == 2 * 1150
+    assert rows[("default", "llama-local", 10)].unpriced_calls == 1
+    assert rows[("default", "llama-local", 10)].cost_usd == 0
+    assert ten.cost_usd > 0 and ten.no_cache_cost_usd > ten.cost_usd  # the cache saved money
+
+    incremental = _snapshot()
+    assert rebuild_rollups() == 4
+    assert _snapshot() == incremental
