@@ -21,7 +21,7 @@ install-dev: $(VENV)/.installed-dev
 
 ## make run: install, migrate, create the admin login, seed demo data, start web + worker + beat.
 run: install
-	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(BIN)/python manage.py runconsole
+	DJANGO_DEBUG=$${DJANGO_DEBUG:-false} CONSOLE_LOCAL_HTTP=$${CONSOLE_LOCAL_HTTP:-true} $(BIN)/python manage.py runconsole
 
 ## make test: install, then lint, types, unit, database (PostgreSQL + SQLite), Celery and browser tests.
 test: install-dev

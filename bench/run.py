@@ -393,9 +393,9 @@ class Bench:
                 bulk.analyze()
 
         fill(s.p5_small_sessions)
-        list_small = count("/")
+        list_small = count("/sessions/")
         fill(s.p5_sessions)
-        list_big = count("/")
+        list_big = count("/sessions/")
         self.query_counts = {
             "P3": {f"{s.p3_small_turns} turns": page_small, f"{s.p3_turns} turns": page_big},
             "P5": {
@@ -594,7 +594,7 @@ class Bench:
         samples = []
         for _ in range(3):
             django_samples += timed(DJANGO_PATH)[0]
-            samples += timed("/")[0]
+            samples += timed("/sessions/")[0]
         b_django = latency_summary(django_samples)
         self.baseline("B_django", **b_django, rows=DJANGO_ROWS)
         listing = latency_summary(samples)

@@ -47,8 +47,8 @@ class SessionFilterForm(forms.Form):
 
 POLICY_HELP: dict[str, str] = {
     "cache_ttl": "prompt-cache tier: 1h pays when gaps between requests fall between 5 and 60 min",
-    "prune_threshold": "pressure (share of window − reserved output) at which tool results are pruned",
-    "summarize_threshold": "pressure at which an older span is summarized (≥ prune threshold)",
+    "prune_threshold": "pressure, in % of the usable window (window − reserved output), at which tool results are pruned",
+    "summarize_threshold": "pressure in % at which an older span is summarized (≥ prune threshold)",
     "keep_rounds": "recent rounds whose tool results are never pruned",
     "keep_rounds_verbatim": "recent rounds never summarized",
     "stub_head_chars": "characters kept at the head of a pruned result",
@@ -64,6 +64,14 @@ POLICY_HELP: dict[str, str] = {
     "archive_retention_days": "days archived transcripts are kept",
 }
 _FLOAT_FIELDS = ("prune_threshold", "summarize_threshold")
+
+
+def _as_percent(share: object) -> object:
+    """0.6 → 60 (a float without a spurious .0000001 from the multiplication)."""
+    if isinstance(share, int | float) and not isinstance(share, bool):
+        value = round(float(share) * 100, 4)
+        return int(value) if value.is_integer() else value
+    return share
 
 
 class PolicyForm(forms.Form):
@@ -90,10 +98,14 @@ class PolicyForm(forms.Form):
                 shown = getattr(inherited, name)
                 if isinstance(shown, tuple):
                     shown = ", ".join(shown) or "none"
+                elif name in _FLOAT_FIELDS:
+                    shown = _as_percent(shown)
                 field.widget.attrs["placeholder"] = f"inherit: {shown}"
             value = current.get(name)
             if isinstance(value, list | tuple):
                 value = ", ".join(str(v) for v in value)
+            elif name in _FLOAT_FIELDS and isinstance(value, int | float):
+                value = _as_percent(value)
             field.initial = value
             self.fields[name] = field
 
@@ -105,7 +117,13 @@ class PolicyForm(forms.Form):
                 choices = [("", f"inherit: {self.inherited.cache_ttl}"), *choices]
             return forms.ChoiceField(choices=choices, label=label)
         if name in _FLOAT_FIELDS:
-            return forms.FloatField(label=label)
+            # typed as the pages show them: percent of the usable window (stored as a share)
+            return forms.FloatField(
+                label=f"{label} (%)",
+                min_value=0,
+                max_value=100,
+                widget=forms.NumberInput(attrs={"step": "any", "inputmode": "decimal"}),
+            )
         if name == "nudge_text":
             return forms.CharField(label=label, widget=forms.Textarea(attrs={"rows": 3}))
         if name == "prune_exclude_tools":
@@ -126,6 +144,8 @@ class PolicyForm(forms.Form):
                     value = [part.strip() for part in text.split(",") if part.strip()]
             elif value == "":
                 value = None
+            elif name in _FLOAT_FIELDS and isinstance(value, int | float):
+                value = round(value / 100, 6)
             values[name] = value
         return values
 
@@ -188,6 +208,21 @@ class CatalogueForm(forms.ModelForm[CatalogueModel]):
             "long_context_threshold",
             *PRICE_FIELDS[5:],
         )
+        # $ per million tokens; "long context" rates apply above long_context_threshold
+        labels = {
+            "window_tokens": "Context window (tokens)",
+            "input": "Input ($/MTok)",
+            "output": "Output ($/MTok)",
+            "cache_read": "Cache read ($/MTok)",
+            "cache_write_5m": "5-minute cache write ($/MTok)",
+            "cache_write_1h": "1-hour cache write ($/MTok)",
+            "long_context_threshold": "Long-context threshold (input tokens)",
+            "lc_input": "Long-context input ($/MTok)",
+            "lc_output": "Long-context output ($/MTok)",
+            "lc_cache_read": "Long-context cache read ($/MTok)",
+            "lc_cache_write_5m": "Long-context 5-minute cache write ($/MTok)",
+            "lc_cache_write_1h": "Long-context 1-hour cache write ($/MTok)",
+        }
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -18,16 +18,21 @@ from typing import Any, Final, Literal
 
 from django.core.paginator import Page, Paginator
 from django.db.models import (
+    Case,
     Count,
     F,
     FloatField,
+    IntegerField,
     Max,
+    Min,
     OrderBy,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
     Sum,
+    Value,
+    When,
 )
 from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
@@ -146,6 +151,11 @@ class SessionFilters:
     sort: str = DEFAULT_SORT
     page: int = 1
 
+    @property
+    def is_filtered(self) -> bool:
+        """Any filter narrows the list (the sort and page do not)."""
+        return bool(self.q or self.profile or self.model or self.band or self.active)
+
 
 @dataclass(frozen=True)
 class SessionRow:
@@ -194,6 +204,39 @@ def _band_filter(band: str, profiles: list[AgentProfile], policies: Policies) ->
     return condition
 
 
+BAND_OF_RANK: Final[dict[int, PressureBand]] = {
+    -1: "unknown",
+    0: "ok",
+    1: "prune",
+    2: "compact",
+    3: "over",
+}
+
+
+def band_rank(profiles: list[AgentProfile], policies: Policies) -> Case:
+    """A session's pressure band in SQL, ranked (-1 unknown, 0 ok … 3 over; `BAND_OF_RANK`).
+
+    Each profile has its own thresholds, so a 28 % that is past a profile's summarize threshold
+    ranks above a 37 % that is still ok under another's (sorting by pressure sorts by this
+    first, then by the figure).
+    """
+    whens = [When(pressure__isnull=True, then=Value(-1)), When(pressure__gt=1.0, then=Value(3))]
+    for profile in profiles:
+        policy = policies.of(profile.pk)
+        whens += [
+            When(profile_id=profile.pk, pressure__gte=policy.summarize_threshold, then=Value(2)),
+            When(profile_id=profile.pk, pressure__gte=policy.prune_threshold, then=Value(1)),
+            When(profile_id=profile.pk, then=Value(0)),
+        ]
+    # a profile created after `profiles` was read has no override yet: the global thresholds
+    base = policies.global_policy
+    whens += [
+        When(pressure__gte=base.summarize_threshold, then=Value(2)),
+        When(pressure__gte=base.prune_threshold, then=Value(1)),
+    ]
+    return Case(*whens, default=Value(0), output_field=IntegerField())
+
+
 def filtered_sessions(
     filters: SessionFilters, profiles: list[AgentProfile], policies: Policies
 ) -> QuerySet[AgentSession]:
@@ -201,6 +244,8 @@ def filtered_sessions(
         overall_hit=Cast("cache_read_tokens", FloatField())
         / NullIf(Cast("cache_denominator_tokens", FloatField()), 0.0)
     )
+    if filters.sort.lstrip("-") == "pressure":
+        sessions = sessions.annotate(band_rank=band_rank(profiles, policies))
     if filters.q:
         sessions = sessions.filter(external_id__icontains=filters.q)
     if filters.profile:
@@ -221,6 +266,10 @@ def _ordering(sort: str) -> list[OrderBy | str]:
     if key not in SORTS:
         descending = True
     ordered = expression.desc(nulls_last=True) if descending else expression.asc(nulls_last=True)
+    if key == "pressure":
+        # the band (per profile thresholds) first, then the figure within the band
+        band = F("band_rank").desc() if descending else F("band_rank").asc()
+        return [band, ordered, "-pk"]
     return [ordered, "-pk"]
 
 
@@ -366,6 +415,14 @@ def session_series(session: AgentSession) -> SessionSeries:
     series.write_1h = w1
     series.costs = dict(zip(COST_FIELDS, costs, strict=True))
     return series
+
+
+def turn_bounds(session: AgentSession) -> tuple[int, int] | None:
+    """The session's first and last turn numbers (agents count from 0 or from 1). One query."""
+    found = Turn.objects.filter(session=session).aggregate(first=Min("turn"), last=Max("turn"))
+    if found["first"] is None:
+        return None
+    return int(found["first"]), int(found["last"])
 
 
 def turns_page(session: AgentSession, number: str | None) -> Page[Turn]:

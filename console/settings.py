@@ -86,6 +86,7 @@ MIDDLEWARE.insert(0, "console.middleware.body_limit")
 MIDDLEWARE.insert(1, "console.middleware.request_guard")
 # issue 16: a database outage met by a view answers 503 with Retry-After, not a 500 page
 MIDDLEWARE.append("console.middleware.DatabaseUnavailable")
+MIDDLEWARE.append("console.errors.friendly_405")
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"
@@ -175,7 +176,10 @@ STORAGES = {
 }
 
 # --- Security (production defaults; `manage.py check --deploy` passes with DEBUG off) ---------
-_secure = not DEBUG
+# `make run` serves plain http on this machine with DEBUG off (no debug pages, static files
+# compressed and cached for good): CONSOLE_LOCAL_HTTP=true turns only the HTTPS defaults off.
+LOCAL_HTTP = env_bool("CONSOLE_LOCAL_HTTP", False)
+_secure = not DEBUG and not LOCAL_HTTP
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", _secure)
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", _secure)
 CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", _secure)

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
 from compaction.metrics import metrics_view
-from console import cache_views, views
+from console import cache_views, overview_views, views
 from console.api import api
 from console.limits import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
 from telemetry.otlp.views import export as otlp_export
@@ -27,7 +27,8 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", views.sessions_list, name="sessions"),
+    path("", overview_views.overview, name="overview"),
+    path("sessions/", views.sessions_list, name="sessions"),
     path("sessions/<int:pk>/", views.session_page, name="session"),
     path("sessions/<int:pk>/live", views.session_live, name="session_live"),
     path("sessions/<int:pk>/compact", views.session_compact, name="session_compact"),

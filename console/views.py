@@ -54,6 +54,7 @@ from console.queries import (
     sessions_page,
     sessions_version,
     surface_on_turn,
+    turn_bounds,
     turns_page,
 )
 from console.queries import compaction_markers as load_compaction_markers
@@ -228,7 +229,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             if (turn := _surface_turn(request)) is None
             else surface_on_turn(session, turn)
         )
-        context = {"session": session, "surface": surface}
+        context = {"session": session, "surface": surface, "turn_bounds": turn_bounds(session)}
         return render(request, "console/session.html#surface", context)
     if target == "runs":
         context = {"session": session, "runs": compaction_runs(session)}
@@ -266,6 +267,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "turns": turns,
             "markers": markers,
             "has_turns": bool(series.turns),
+            "turn_bounds": (series.turns[0], series.turns[-1]) if series.turns else None,
             "nav": "sessions",
             "imported": imported_view(session),
         }
@@ -490,11 +492,12 @@ def profile_windows(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @require_role(Role.ADMIN)
 def profile_create(request: HttpRequest) -> HttpResponse:
-    form = ProfileCreateForm(request.POST)
-    if form.is_valid():
+    """Create a profile (POST); a GET shows the policy page with the new-profile form."""
+    form = ProfileCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
         try:
             profile = get_or_create_profile(
                 name=form.cleaned_data["name"], description=form.cleaned_data["description"]

@@ -6,7 +6,7 @@ from django.http import HttpRequest
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
-from telemetry.keys import find_active_key
+from telemetry.keys import find_active_key, mark_key_used
 from telemetry.models import AgentKey
 from telemetry.ratelimit import check_rate
 
@@ -25,6 +25,7 @@ class AgentKeyAuth(HttpBearer):
         if not key.has_scope(self.scope):
             raise HttpError(403, f"this key lacks the '{self.scope}' scope")
         check_rate(key.pk)
+        mark_key_used(key)
         return key
 
 

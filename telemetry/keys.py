@@ -13,9 +13,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Final
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from telemetry.models import AgentKey
@@ -155,3 +157,26 @@ def find_active_key(
 def forget_key_checks() -> None:
     """Drop every remembered key check of this process (tests; after bulk key changes)."""
     _checks.clear()
+
+
+# A key's "last used" is written at most once a minute per process: an agent reporting every
+# second must not turn each request into an extra UPDATE (and the key checks above are cached,
+# so the key in hand may carry an old `last_used_at`: the process remembers its own writes).
+LAST_USED_RESOLUTION: Final = timedelta(minutes=1)
+_marked: dict[str, datetime] = {}  # by key prefix (unique, never reused)
+_marked_lock = threading.Lock()
+
+
+def mark_key_used(key: AgentKey, now: datetime | None = None) -> None:
+    """Record that `key` authenticated a request (to the minute). A conditional UPDATE, so
+    concurrent processes write it once a minute at most."""
+    now = now or timezone.now()
+    with _marked_lock:
+        last = _marked.get(key.prefix) or key.last_used_at
+        if last is not None and now - last < LAST_USED_RESOLUTION:
+            return
+        _marked[key.prefix] = now
+    AgentKey.objects.filter(pk=key.pk).filter(
+        Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+    ).update(last_used_at=now)
+    key.last_used_at = now

@@ -134,7 +134,8 @@ def validate_policy(policy: PolicyValues) -> None:
     if policy.summarize_threshold < policy.prune_threshold:
         raise PolicyError(
             "summarize_threshold",
-            f"must not be below prune_threshold ({policy.prune_threshold}): D4 prunes before it summarizes",
+            f"must not be below prune_threshold ({policy.prune_threshold:.0%}): tool results are "
+            "pruned before older turns are summarized, never after",
         )
     for name in _NON_NEGATIVE_INTS + _POSITIVE_INTS:
         value = getattr(policy, name)

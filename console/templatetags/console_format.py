@@ -91,3 +91,9 @@ def price(value: Decimal | None) -> str:
     if value is None:
         return "—"
     return f"{value.normalize():f}"
+
+
+@register.filter
+def get(mapping: dict[str, Any], key: str) -> Any:
+    """`mapping[key]` in a template (None when missing)."""
+    return mapping.get(key)

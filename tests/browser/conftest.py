@@ -140,14 +140,15 @@ def make_user(name: str, role: str) -> User:
     return user
 
 
-def sign_in(tracked: Page, username: str) -> None:
+def sign_in(tracked: Page, username: str, start: str = "/sessions/") -> None:
+    """Sign in through the form, landing on `start` (the sessions list unless told)."""
     page = tracked.page
-    page.goto("/")
+    page.goto(start)
     page.wait_for_url("**/accounts/login/**")
     page.fill("#id_username", username)
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_url("**/")
+    page.wait_for_url(f"**{start}")
 
 
 def report(key: AgentKey, records: list[dict[str, Any]]) -> None:

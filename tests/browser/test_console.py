@@ -133,13 +133,13 @@ def test_an_admin_tunes_policy_creates_a_key_and_sees_the_catalogue(
     tracked.screenshot("05-policy")
 
     page.goto(reverse("policy_profile", args=["default"]))
-    page.fill("#id_prune_threshold", "0.9")
-    page.fill("#id_summarize_threshold", "0.5")
+    page.fill("#id_prune_threshold", "90")
+    page.fill("#id_summarize_threshold", "50")
     page.click("text=Save policy")
     page.wait_for_selector("#id_summarize_threshold-error")
     assert "must not be below prune_threshold" in page.inner_text("#id_summarize_threshold-error")
     tracked.screenshot("06-policy-error")
-    page.fill("#id_summarize_threshold", "0.95")
+    page.fill("#id_summarize_threshold", "95")
     page.click("text=Save policy")
     page.wait_for_selector("text=Saved the policy of default")
 

@@ -625,7 +625,7 @@ def test_an_admin_edits_a_profiles_policy_and_blank_inherits(client_as, key) -> 
     client = client_as("admin")
     response = client.post(
         reverse("policy_profile", args=["default"]),
-        {"prune_threshold": "0.5", "summarize_threshold": "0.7", "cache_ttl": "1h"},
+        {"prune_threshold": "50", "summarize_threshold": "70", "cache_ttl": "1h"},  # percent
     )
     assert response.status_code == 302
     policy = effective_policy(key.profile)
@@ -643,7 +643,7 @@ def test_an_invalid_policy_is_a_form_error_naming_the_field(client_as, key) -> N
     before = effective_policy(key.profile)
     response = client_as("admin").post(
         reverse("policy_profile", args=["default"]),
-        {"prune_threshold": "0.7", "summarize_threshold": "0.5"},
+        {"prune_threshold": "70", "summarize_threshold": "50"},
     )
     assert response.status_code == 200  # the form again, with the error
     page = fragment(response)

@@ -39,7 +39,10 @@ class Command(BaseCommand):
         # Seed rows added since this database was created (new catalogue models) — never
         # overwriting what an admin edited.
         ensure_defaults()
-        self._ensure_admin()
+        if not settings.DEBUG:
+            # hashed, gzipped static files that browsers may cache for good (whitenoise)
+            call_command("collectstatic", interactive=False, verbosity=0)
+        login = self._ensure_admin()
         host, port = options["host"], options["port"]
         url = f"http://{host}:{port}/"
         python = sys.executable
@@ -75,24 +78,34 @@ class Command(BaseCommand):
             ],
         }
         running: dict[str, subprocess.Popen[bytes]] = {}
+        # Ctrl-C reaches the children too (one process group): they exit on their own, and
+        # that must read as a stop, not as a crash.
+        stopping: list[bool] = []
+        previous = signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
         try:
             for name, command in processes.items():
                 running[name] = subprocess.Popen(command, env=env, cwd=settings.BASE_DIR)
             self._wait_for(url + "healthz", running["web"])
-            if not options["no_demo"]:
+            if not options["no_demo"] and not stopping:
                 self._seed_demo(url)
-            self.stdout.write(
-                self.style.SUCCESS(
-                    f"\nConsole running at {url}  (Ctrl-C stops web, worker and beat)\n"
-                )
-            )
-            while all(proc.poll() is None for proc in running.values()):
+            if not stopping:
+                self._banner(url, login)
+            while not stopping and all(proc.poll() is None for proc in running.values()):
                 time.sleep(0.5)
-            dead = [name for name, proc in running.items() if proc.poll() is not None]
-            self.stderr.write(f"{', '.join(dead)} exited; stopping the rest.")
-        except KeyboardInterrupt:
-            self.stdout.write("\nStopping web, worker and beat…")
+            if stopping:
+                self.stdout.write("\nCtrl-C: stopping web, worker and beat…")
+            else:
+                dead = [
+                    f"{name} (exit code {proc.returncode})"
+                    for name, proc in running.items()
+                    if proc.poll() is not None
+                ]
+                self.stderr.write(
+                    f"{', '.join(dead)} stopped unexpectedly; stopping the rest. "
+                    "Its log lines above say why."
+                )
         finally:
+            signal.signal(signal.SIGINT, previous)
             for proc in running.values():
                 if proc.poll() is None:
                     proc.send_signal(signal.SIGTERM)
@@ -102,26 +115,38 @@ class Command(BaseCommand):
                     proc.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     proc.kill()
+            if stopping:
+                self.stdout.write("Stopped.")
 
-    def _ensure_admin(self) -> None:
+    def _banner(self, url: str, login: str) -> None:
+        """The URL and the admin login, last: after the start-up and demo logs, not under them."""
+        rule = "=" * 72
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"\n{rule}\n  Console running at {url}\n  {login}\n"
+                f"  Ctrl-C stops web, worker and beat.\n{rule}\n"
+            )
+        )
+
+    def _ensure_admin(self) -> str:
+        """Make sure an admin login exists; return the line that tells it (printed again last)."""
         user_model = get_user_model()
         credentials = Path(settings.VAR_DIR) / "admin-login.txt"
         if user_model.objects.filter(is_superuser=True).exists():
             if credentials.exists():
-                self.stdout.write(
-                    f"Admin login: {credentials.read_text().strip()}  (from {credentials})"
-                )
+                line = f"Admin login: {credentials.read_text().strip()}  (from {credentials})"
             else:
-                self.stdout.write("Admin login: an admin user exists already.")
-            return
+                line = "Admin login: an admin user exists already."
+            self.stdout.write(line)
+            return line
         username = os.environ.get("CONSOLE_ADMIN_USER", "admin")
         password = os.environ.get("CONSOLE_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
         user_model.objects.create_superuser(username=username, email="", password=password)
         credentials.write_text(f"username {username} password {password}\n")
         credentials.chmod(0o600)
-        self.stdout.write(
-            self.style.SUCCESS(f"Created admin login: username {username} password {password}")
-        )
+        line = f"Admin login: username {username} password {password}  (kept in {credentials})"
+        self.stdout.write(self.style.SUCCESS(f"Created admin login: {line}"))
+        return line
 
     def _wait_for(self, url: str, web: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + 60

@@ -19,6 +19,20 @@
 
   htmx.onLoad(draw);
 
+  // The header menu collapses on phones (the CSS shows the toggle only there).
+  document.documentElement.classList.replace("no-js", "js");
+  document.addEventListener("click", function (event) {
+    var toggle = event.target.closest && event.target.closest(".nav-toggle");
+    if (!toggle) return;
+    var open = toggle.closest("header").classList.toggle("open");
+    toggle.setAttribute("aria-expanded", open ? "true" : "false");
+  });
+
+  // A select marked data-autosubmit submits its form when changed (the overview's profile).
+  document.addEventListener("change", function (event) {
+    if (event.target.matches && event.target.matches("select[data-autosubmit]")) event.target.form.submit();
+  });
+
   document.addEventListener("submit", function (event) {
     var message = event.target.dataset && event.target.dataset.confirm;
     if (message && !window.confirm(message)) event.preventDefault();

@@ -1,0 +1,307 @@
+"""The fleet overview's reads: spend, cache and compactions over a range, pressure now.
+
+Spend and cache come from the hour rollups kept at ingest (`telemetry.rollups`), never from the
+calls: the page costs the same number of queries at 10,000 and at 1,000,000 calls, and its work
+grows with the hours in the range, not with the traffic. Compactions are read from their own
+(small) tables; pressure from the sessions' stored figures.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any, Final
+
+from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce, TruncDay, TruncHour
+from django.utils import timezone
+
+from compaction.models import CompactionRun
+from console.queries import BAND_OF_RANK, BANDS, band_rank, load_policies
+from telemetry.models import AgentProfile, AgentSession, ContextEvent, HourlyUsage
+from telemetry.pressure import PressureBand
+
+# range key → (length, bucket): an hour bucket up to a day, a day bucket beyond
+RANGES: Final[dict[str, tuple[timedelta, str]]] = {
+    "1h": (timedelta(hours=1), "hour"),
+    "24h": (timedelta(hours=24), "hour"),
+    "7d": (timedelta(days=7), "day"),
+    "30d": (timedelta(days=30), "day"),
+}
+DEFAULT_RANGE: Final = "24h"
+TOP_SESSIONS: Final = 5
+COST_KEYS: Final = ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h", "output")
+# compactions by origin: ours (CompactionRun modes) and the agent's and provider's (ContextEvent)
+ORIGINS: Final = (
+    ("manual", "manual"),
+    ("auto", "automatic"),
+    ("overflow", "overflow"),
+    ("agent", "agent"),
+    ("provider", "provider"),
+)
+
+
+def bucket_starts(since: datetime, now: datetime, bucket: str) -> list[datetime]:
+    """Every bucket start from the one holding `since` to the one holding `now`, in order.
+
+    Pure: the chart's axis, so an hour or day with no calls is drawn as zero, not skipped.
+    """
+    step = timedelta(hours=1) if bucket == "hour" else timedelta(days=1)
+    first = since.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    if bucket == "day":
+        first = first.replace(hour=0)
+    starts = []
+    at = first
+    while at <= now:
+        starts.append(at)
+        at += step
+    return starts
+
+
+@dataclass
+class Bucket:
+    start: datetime
+    costs: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COST_KEYS, 0.0))
+    saved: float = 0.0
+    calls: int = 0
+    read: int = 0
+    denominator: int = 0
+
+    @property
+    def hit(self) -> float | None:
+        return self.read / self.denominator if self.denominator else None
+
+
+@dataclass(frozen=True)
+class ProfileLine:
+    name: str
+    calls: int
+    cost: Decimal
+    saved: Decimal
+    hit: float | None
+    bands: dict[str, int]
+
+
+@dataclass(frozen=True)
+class OriginDay:
+    day: datetime
+    counts: dict[str, int]
+    freed: int
+    archive_failures: int
+
+
+@dataclass
+class Overview:
+    range_key: str
+    bucket: str
+    since: datetime
+    profile: str
+    profiles: list[str]
+    buckets: list[Bucket]
+    lines: list[ProfileLine]
+    bands: dict[str, int]
+    days: list[OriginDay]
+    origin_totals: dict[str, int]
+    freed: int
+    archive_failures: int
+    top_cost: list[AgentSession]
+    top_pressure: list[tuple[AgentSession, PressureBand]]
+
+    @property
+    def cost(self) -> float:
+        return sum(sum(b.costs.values()) for b in self.buckets)
+
+    @property
+    def saved(self) -> float:
+        return sum(b.saved for b in self.buckets)
+
+    @property
+    def calls(self) -> int:
+        return sum(b.calls for b in self.buckets)
+
+    @property
+    def hit(self) -> float | None:
+        denominator = sum(b.denominator for b in self.buckets)
+        return sum(b.read for b in self.buckets) / denominator if denominator else None
+
+
+def _usage(since: datetime, profile: AgentProfile | None) -> QuerySet[HourlyUsage]:
+    rows = HourlyUsage.objects.filter(hour__gte=since.replace(minute=0, second=0, microsecond=0))
+    return rows if profile is None else rows.filter(profile=profile)
+
+
+_SUMS: Final[dict[str, Any]] = {
+    "n": Sum("calls"),
+    "read": Sum("cache_read_reported"),
+    "denominator": Sum("cache_denominator"),
+    "cost": Sum("cost_usd"),
+    "no_cache": Sum("no_cache_cost_usd"),
+    **{f"c_{key}": Sum(f"cost_{key}") for key in COST_KEYS},
+}
+
+
+def load_overview(range_key: str, profile_name: str = "", now: datetime | None = None) -> Overview:
+    """Everything the overview shows. Nine queries, whatever the number of calls or sessions."""
+    now = now or timezone.now()
+    if range_key not in RANGES:
+        range_key = DEFAULT_RANGE
+    length, bucket = RANGES[range_key]
+    since = now - length
+    profiles = list(AgentProfile.objects.order_by("name"))
+    policies = load_policies()
+    chosen = next((p for p in profiles if p.name == profile_name), None)
+
+    # spend and cache per bucket, from the rollups
+    trunc = TruncHour("hour", tzinfo=UTC) if bucket == "hour" else TruncDay("hour", tzinfo=UTC)
+    per_bucket = {start: Bucket(start) for start in bucket_starts(since, now, bucket)}
+    rows = _usage(since, chosen).annotate(b=trunc).values("b").annotate(**_SUMS).order_by("b")
+    for row in rows:
+        start = row["b"]
+        entry = per_bucket.get(start)
+        if entry is None:
+            continue
+        entry.calls = row["n"] or 0
+        entry.read = row["read"] or 0
+        entry.denominator = row["denominator"] or 0
+        entry.costs = {key: float(row[f"c_{key}"] or 0) for key in COST_KEYS}
+        entry.saved = float((row["no_cache"] or 0) - (row["cost"] or 0))
+
+    # per profile: spend over the range and sessions by band now
+    spend = {
+        row["profile_id"]: row
+        for row in _usage(since, None).values("profile_id").annotate(**_SUMS).order_by()
+    }
+    rank = band_rank(profiles, policies)
+    band_rows = (
+        AgentSession.objects.annotate(rank=rank)
+        .values("profile_id", "rank")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    band_counts: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(BANDS, 0))
+    for row in band_rows:
+        band_counts[row["profile_id"]][BAND_OF_RANK[row["rank"]]] += row["n"]
+    lines = []
+    for profile in profiles:
+        figures = spend.get(profile.pk, {})
+        denominator = figures.get("denominator") or 0
+        cost = Decimal(figures.get("cost") or 0)
+        lines.append(
+            ProfileLine(
+                name=profile.name,
+                calls=figures.get("n") or 0,
+                cost=cost,
+                saved=Decimal(figures.get("no_cache") or 0) - cost,
+                hit=(figures.get("read") or 0) / denominator if denominator else None,
+                bands=band_counts[profile.pk],
+            )
+        )
+    bands: dict[str, int] = dict.fromkeys(BANDS, 0)
+    for profile_id, counts in band_counts.items():
+        if chosen is None or profile_id == chosen.pk:
+            for band, n in counts.items():
+                bands[band] += n
+
+    days, totals, freed, failures = _compactions(since, now, chosen)
+
+    sessions = AgentSession.objects.select_related("profile")
+    if chosen is not None:
+        sessions = sessions.filter(profile=chosen)
+    top_cost = list(
+        sessions.filter(last_seen_at__gte=since, cost_usd__isnull=False).order_by(
+            F("cost_usd").desc(), "-pk"
+        )[:TOP_SESSIONS]
+    )
+    top_pressure: list[tuple[AgentSession, PressureBand]] = [
+        (s, BAND_OF_RANK[s.rank])
+        for s in sessions.filter(pressure__isnull=False)
+        .annotate(rank=rank)
+        .order_by("-rank", F("pressure").desc(), "-pk")[:TOP_SESSIONS]
+    ]
+    return Overview(
+        range_key=range_key,
+        bucket=bucket,
+        since=since,
+        profile=chosen.name if chosen else "",
+        profiles=[p.name for p in profiles],
+        buckets=list(per_bucket.values()),
+        lines=lines,
+        bands=bands,
+        days=days,
+        origin_totals=totals,
+        freed=freed,
+        archive_failures=failures,
+        top_cost=top_cost,
+        top_pressure=top_pressure,
+    )
+
+
+def _compactions(
+    since: datetime, now: datetime, profile: AgentProfile | None
+) -> tuple[list[OriginDay], dict[str, int], int, int]:
+    """Compactions per day by origin, with the tokens they freed and the archive failures.
+
+    Ours are the applied runs (manual / automatic / overflow); an automatic run that compacted
+    without its archive counts as an archive failure. The agent's and the provider's are their
+    recorded context events of kind compaction. Two queries.
+    """
+    day = TruncDay("finished_at", tzinfo=UTC)
+    runs = CompactionRun.objects.filter(finished_at__gte=since)
+    events = ContextEvent.objects.filter(at__gte=since, kind="compaction")
+    if profile is not None:
+        runs = runs.filter(session__profile=profile)
+        events = events.filter(session__profile=profile)
+    freed_expr = Coalesce(Sum(F("tokens_before") - F("tokens_after")), 0)
+    run_rows = (
+        runs.filter(status="applied")
+        .annotate(d=day)
+        .values("d", "mode")
+        .annotate(
+            n=Count("id"),
+            freed=freed_expr,
+            failures=Count("id", filter=~Q(archive_error="")),
+        )
+        .order_by()
+    )
+    event_rows = (
+        events.annotate(d=TruncDay("at", tzinfo=UTC))
+        .values("d", "origin")
+        .annotate(
+            n=Count("id"),
+            freed=Coalesce(
+                Sum(
+                    F("tokens_before") - F("tokens_after"),
+                    filter=Q(tokens_before__isnull=False, tokens_after__isnull=False),
+                ),
+                0,
+            ),
+        )
+        .order_by()
+    )
+    per_day: dict[datetime, dict[str, Any]] = {
+        start: {"counts": dict.fromkeys(k for k, _ in ORIGINS), "freed": 0, "failures": 0}
+        for start in bucket_starts(since, now, "day")
+    }
+    for entry in per_day.values():
+        entry["counts"] = dict.fromkeys((k for k, _ in ORIGINS), 0)
+
+    def add(d: datetime, origin: str, n: int, freed: int, failures: int) -> None:
+        entry = per_day.get(d)
+        if entry is None or origin not in entry["counts"]:
+            return
+        entry["counts"][origin] += n
+        entry["freed"] += max(int(freed or 0), 0)
+        entry["failures"] += failures
+
+    for row in run_rows:
+        add(row["d"], row["mode"], row["n"], row["freed"], row["failures"])
+    for row in event_rows:
+        add(row["d"], row["origin"], row["n"], row["freed"], 0)
+    days = [
+        OriginDay(d, entry["counts"], entry["freed"], entry["failures"])
+        for d, entry in per_day.items()
+    ]
+    totals = {key: sum(day.counts[key] for day in days) for key, _ in ORIGINS}
+    return days, totals, sum(d.freed for d in days), sum(d.archive_failures for d in days)

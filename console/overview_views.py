@@ -1,0 +1,44 @@
+"""The overview page (the console's home): the fleet, or one profile, over a chosen range."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from console import charts
+from console.overview import ORIGINS, RANGES, load_overview
+from console.roles import Role, require_role
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def overview(request: HttpRequest) -> HttpResponse:
+    """Spend and cache savings over time, the cache-hit trend, sessions by pressure band now,
+    compactions by origin, and the top sessions: read from the hour rollups."""
+    found = load_overview(request.GET.get("range", ""), request.GET.get("profile", ""))
+    starts = [b.start.isoformat() for b in found.buckets]
+    days = [d.day.isoformat() for d in found.days]
+    labels = dict(ORIGINS)
+    figures = {
+        "spend": charts.spend_figure(
+            starts=starts,
+            costs={key: [b.costs[key] for b in found.buckets] for key in charts.COST_KEYS},
+            saved=[b.saved for b in found.buckets],
+        ),
+        "hit": charts.hit_trend_figure(starts=starts, hit=[b.hit for b in found.buckets]),
+        "compactions": charts.compactions_figure(
+            days=days,
+            counts={key: [d.counts[key] for d in found.days] for key in labels},
+            labels=labels,
+            freed=[d.freed for d in found.days],
+        ),
+    }
+    context = {
+        "o": found,
+        "ranges": list(RANGES),
+        "origins": ORIGINS,
+        "figures": figures,
+        "nav": "overview",
+    }
+    return render(request, "console/overview.html", context)

@@ -1,0 +1,165 @@
+"""The overview (home page): spend, cache, bands, compactions by origin and the top sessions,
+read from the hour rollups with a constant number of queries."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from compaction.models import CompactionRun
+from console.overview import bucket_starts, load_overview
+from telemetry.catalogue import seed_catalogue
+from telemetry.events import record_context_event
+from telemetry.keys import create_agent_key
+from telemetry.models import AgentKey, AgentSession
+from telemetry.policies import update_policy
+from tests.db.test_console_views import fragment, make_user, report, session_at_pressure
+
+pytestmark = pytest.mark.django_db
+SONNET = "claude-sonnet-4-5-20250929"
+
+
+@pytest.fixture(autouse=True)
+def _plain_static(settings: Any) -> None:
+    """Templates resolve {% static %} without a collectstatic manifest."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
+@pytest.fixture
+def key() -> AgentKey:
+    seed_catalogue()
+    return create_agent_key(profile_name="default").key
+
+
+@pytest.fixture
+def viewer() -> Client:
+    client = Client()
+    client.force_login(make_user("watcher", "viewer"))
+    return client
+
+
+def calls(session_id: str, n: int, *, start: datetime) -> list[dict[str, Any]]:
+    return [
+        {
+            "session_id": session_id,
+            "turn": t,
+            "model": SONNET,
+            "at": (start + timedelta(minutes=7 * t)).isoformat(),
+            "usage": {
+                "input_tokens": 500,
+                "cache_creation_input_tokens": 1_000,
+                "cache_read_input_tokens": 20_000,
+                "output_tokens": 300,
+            },
+        }
+        for t in range(n)
+    ]
+
+
+def test_bucket_starts_cover_the_range_with_empty_buckets() -> None:
+    now = datetime(2026, 11, 30, 12, 30, tzinfo=UTC)
+    hours = bucket_starts(now - timedelta(hours=24), now, "hour")
+    assert len(hours) == 25 and hours[0].hour == 12 and hours[-1] == now.replace(minute=0)
+    days = bucket_starts(now - timedelta(days=7), now, "day")
+    assert len(days) == 8 and all(d.hour == 0 for d in days)
+
+
+def test_the_overview_is_the_home_page_with_spend_bands_and_compactions(viewer, key) -> None:
+    now = timezone.now()
+    report(key, calls("busy", 6, start=now - timedelta(hours=2)))
+    hot = session_at_pressure(key, "hot", 0.95)
+    session_at_pressure(key, "calm", 0.2)
+    busy = AgentSession.objects.get(external_id="busy")
+    CompactionRun.objects.create(
+        session=busy,
+        mode="auto",
+        status="applied",
+        tokens_before=90_000,
+        tokens_after=30_000,
+        archive_error="archive down",
+        finished_at=now - timedelta(minutes=30),
+    )
+    CompactionRun.objects.create(
+        session=busy, mode="manual", status="refused", finished_at=now - timedelta(minutes=20)
+    )
+    record_context_event(
+        busy,
+        kind="compaction",
+        origin="agent",
+        source="claude-code",
+        source_key="cc-1",
+        at=now - timedelta(minutes=10),
+        tokens_before=50_000,
+        tokens_after=10_000,
+    )
+
+    response = viewer.get("/")
+    assert response.status_code == 200
+    page = fragment(response)
+    assert "<h1>Overview</h1>" in page
+    found = response.context["o"]
+    assert found.calls == 6 + 2  # the two pressure sessions made a call each
+    assert found.cost > 0 and found.saved > 0
+    assert found.bands["compact"] == 1 and found.bands["ok"] == 2
+    assert found.origin_totals == {"manual": 0, "auto": 1, "overflow": 0, "agent": 1, "provider": 0}
+    assert found.freed == 60_000 + 40_000
+    assert found.archive_failures == 1
+    assert found.top_pressure[0][0] == hot and found.top_pressure[0][1] == "compact"
+    # each band count links to the filtered sessions list
+    assert f'href="{reverse("sessions")}?band=compact"' in page
+    figures = {
+        name: json.loads(m)
+        for name, m in re.findall(
+            r'<script id="fig-(\w+)" type="application/json">(.*?)</script>', page
+        )
+    }
+    assert set(figures) == {"spend", "hit", "compactions"}
+    assert len(figures["spend"]["data"]) == 6  # five buckets stacked and the savings line
+
+
+def test_the_band_counts_use_each_profiles_thresholds(viewer, key) -> None:
+    update_policy(profile=key.profile, values={"prune_threshold": 0.25, "summarize_threshold": 0.3})
+    session_at_pressure(key, "red-28", 0.28)
+    found = load_overview("24h")
+    assert found.bands["prune"] == 1
+    assert found.top_pressure[0][1] == "prune"
+
+
+def test_the_overview_reads_rollups_in_a_constant_number_of_queries(viewer, key) -> None:
+    client = viewer
+    client.get("/")
+    now = timezone.now()
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get("/", {"range": "7d"}).status_code == 200
+        assert not any("telemetry_llmcall" in q["sql"] for q in ctx.captured_queries)
+        return len(ctx.captured_queries)
+
+    report(key, calls("a", 3, start=now - timedelta(hours=3)))
+    few = count()
+    report(key, calls("b", 200, start=now - timedelta(days=5)))
+    assert count() == few
+
+
+def test_a_profile_and_a_range_narrow_the_overview(viewer, key) -> None:
+    now = timezone.now()
+    report(key, calls("recent", 2, start=now - timedelta(minutes=30)))
+    report(key, calls("older", 2, start=now - timedelta(days=3)))
+    client = viewer
+    assert client.get("/", {"range": "1h"}).context["o"].calls == 2
+    assert client.get("/", {"range": "7d"}).context["o"].calls == 4
+    assert client.get("/", {"range": "7d", "profile": "fleet"}).context["o"].calls == 0
+    assert client.get("/", {"range": "bogus"}).context["o"].range_key == "24h"
