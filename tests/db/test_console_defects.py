@@ -1,0 +1,122 @@
+"""The numbered defects of issue 14 that a server-side test can pin (the browser suite covers
+the rest in Chromium)."""
+
+from __future__ import annotations
+
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.contrib.auth import authenticate
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+
+from console.roles import Role, role_of
+from telemetry.keys import create_agent_key
+from telemetry.models import AgentKey, AgentSession
+from tests.db.test_console_views import fragment, make_user, report
+
+pytestmark = pytest.mark.django_db
+SONNET = "claude-sonnet-4-5-20250929"
+
+
+@pytest.fixture(autouse=True)
+def _plain_static(settings: Any) -> None:
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
+def signed_in(role: str) -> Client:
+    client = Client()
+    client.force_login(make_user(f"someone-{role}", role))
+    return client
+
+
+def test_3_a_key_records_when_it_was_last_used() -> None:
+    issued = create_agent_key(profile_name="default")
+    assert issued.key.last_used_at is None
+    response = Client().get(
+        "/api/v1/policy", headers={"Authorization": f"Bearer {issued.plaintext}"}
+    )
+    assert response.status_code == 200
+    used = AgentKey.objects.get(pk=issued.key.pk).last_used_at
+    assert used is not None
+    page = fragment(signed_in("admin").get(reverse("keys")))
+    assert used.strftime("%Y-%m-%d %H:%M") in page
+
+
+def test_8_create_console_user_gives_one_role_and_a_password() -> None:
+    out = StringIO()
+    call_command("create_console_user", "alice", "--role", "operator", stdout=out)
+    password = out.getvalue().split("password ")[1].strip()
+    user = authenticate(username="alice", password=password)
+    assert user is not None and role_of(user) is Role.OPERATOR
+    call_command("create_console_user", "alice", "--role", "viewer", stdout=StringIO())
+    user = authenticate(username="alice", password=password)  # the password stays
+    assert user is not None and role_of(user) is Role.VIEWER
+
+
+def test_9_telemetry_without_a_transcript_says_compaction_needs_one(key_with_session) -> None:
+    session = key_with_session
+    page = fragment(signed_in("viewer").get(reverse("session", args=[session.pk])))
+    assert "Automatic compaction needs the transcript" in page
+    assert f"/api/v1/sessions/{session.external_id}/messages" in page
+
+
+@pytest.fixture
+def key_with_session() -> AgentSession:
+    from telemetry.catalogue import seed_catalogue
+
+    seed_catalogue()
+    key = create_agent_key(profile_name="default").key
+    report(
+        key,
+        [
+            {
+                "session_id": "telemetry-only",
+                "turn": 1,
+                "model": SONNET,
+                "usage": {"input_tokens": 150_000, "output_tokens": 10},
+            }
+        ],
+    )
+    return AgentSession.objects.get(external_id="telemetry-only")
+
+
+def test_13_missing_pages_are_the_consoles_own_and_get_on_a_post_route_explains() -> None:
+    client = signed_in("admin")
+    response = client.get("/no/such/page/")
+    assert response.status_code == 404
+    page = fragment(response)
+    assert 'id="not-found"' in page and "/no/such/page/" in page
+    assert "urlpatterns" not in page.lower()  # never the URL list
+    assert client.get(reverse("profile_create")).status_code == 200  # GET shows the form
+    response = client.get(reverse("key_revoke", args=[1]))
+    assert response.status_code == 405
+    assert "This address takes POST" in fragment(response)
+    # the API keeps its JSON
+    assert Client().get("/api/v1/nope").status_code == 404
+
+
+def test_14_the_surface_turn_box_offers_the_sessions_turns(key_with_session) -> None:
+    page = fragment(signed_in("viewer").get(reverse("session", args=[key_with_session.pk])))
+    assert 'min="1" max="1" placeholder="1–1"' in page
+
+
+def test_16_wording_calls_labels_and_thresholds_in_percent(key_with_session) -> None:
+    client = signed_in("admin")
+    page = fragment(client.get(reverse("session", args=[key_with_session.pk])))
+    assert "1 call ·" in page and "1 calls" not in page
+    form = fragment(client.get(reverse("catalogue_new")))
+    assert "Long-context input ($/MTok)" in form and "Lc input" not in form
+    policy = fragment(client.get(reverse("policy_global")))
+    assert 'name="prune_threshold" value="60"' in policy
+    response = client.post(
+        reverse("policy_profile", args=["default"]),
+        {"prune_threshold": "80", "summarize_threshold": "70"},
+    )
+    error = fragment(response)
+    assert "must not be below prune_threshold (80%)" in error and "D4" not in error
