@@ -296,6 +296,9 @@ def run_payload(run: CompactionRun, state: Surface | None) -> dict[str, Any]:
         "reason": run.reason,
         "tokens_before": run.tokens_before,
         "tokens_after": run.tokens_after,
+        # D6: the next request's estimated size and how ("fit" or "rule")
+        "estimate_tokens": run.estimate_tokens,
+        "estimate_method": run.estimate_method or None,
         "archived": run.archived,
         "archive_id": run.archive_id,
         "archive_error": run.archive_error or None,

@@ -74,6 +74,9 @@ class SurfaceVersion(models.Model):
     version = models.PositiveIntegerField()
     log_messages = models.PositiveIntegerField()
     operations = models.PositiveIntegerField()
+    # The surface's characters at this version (D6: calls that name the version they used fit
+    # the session's tokens per char on it). NULL on versions stored before it was recorded.
+    chars = models.PositiveBigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -111,6 +114,10 @@ class CompactionRun(models.Model):
     tokens_after = models.BigIntegerField(null=True, blank=True)
     surface_version_before = models.PositiveIntegerField(null=True, blank=True)
     surface_version_after = models.PositiveIntegerField(null=True, blank=True)
+    # D6: the next request's estimated size after this run, and how ("fit": the session's
+    # least-squares overhead + tokens per char; "rule": the measured size − freed chars // 4).
+    estimate_tokens = models.BigIntegerField(null=True, blank=True)
+    estimate_method = models.CharField(max_length=8, blank=True, default="")
     archived = models.BooleanField(default=False)
     archive = models.ForeignKey(
         "Archive", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"

@@ -24,12 +24,12 @@ from compaction.cache_report import session_pricing
 from compaction.calibration import session_calibration
 from compaction.core import (
     ExtractiveSummarizer,
-    ReliefPlan,
     ReliefPolicy,
     Summarizer,
     derive_surface,
     plan_relief,
 )
+from compaction.core.estimates import post_compaction_estimate
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
 from compaction.summarizers import LLMSummarizer
 from compaction.transcripts import derive, store_surface
@@ -203,12 +203,13 @@ def _compact_locked(
     # D1: the worth-it rule and the run's predicted figures use the model's real cache rates and
     # the session's typical remaining calls (compaction.cache_report).
     pricing = session_pricing(session, policy, _measured_tokens(session) or surface.tokens)
+    calibration = session_calibration(session)
     plan = plan_relief(
         surface,
         policy=relief_policy(policy, session.window_tokens),
         mode=_PLAN_MODE[mode],  # type: ignore[arg-type]
         summarizer=configured_summarizer(),
-        calibration=session_calibration(session),
+        calibration=calibration,
         context_tokens=_measured_tokens(session),
         pricing=pricing.pricing,
     )
@@ -291,7 +292,16 @@ def _compact_locked(
             )
             new_surface = derive_surface(log, [*operations, *plan.operations])
             new_state = store_surface(session, state.format, new_surface, bump=True)
-            _record_surface_estimate(session, policy, plan)
+            estimate = post_compaction_estimate(
+                calibration,
+                chars_after=new_surface.chars,
+                tokens_before=plan.tokens_before,
+                freed_chars=state.chars - new_surface.chars,
+            )
+            # The rule's figure is the plan's own (its freed tokens, calibrated or chars // 4).
+            tokens = estimate.tokens if estimate.method == "fit" else plan.tokens_after
+            run.estimate_tokens, run.estimate_method = tokens, estimate.method
+            _record_surface_estimate(session, policy, tokens)
             run.surface_version_after = new_state.version
             run.apply_ms = _ms(started)
             _finish(run, "applied")
@@ -311,14 +321,14 @@ def _measured_tokens(session: AgentSession) -> int | None:
     return session.projected_tokens
 
 
-def _record_surface_estimate(session: AgentSession, policy: PolicyValues, plan: ReliefPlan) -> None:
+def _record_surface_estimate(session: AgentSession, policy: PolicyValues, tokens: int) -> None:
     """D6: after a compaction the surface estimate replaces the stale projection."""
     session.refresh_from_db()
-    session.surface_estimate_tokens = plan.tokens_after
-    session.projected_tokens = plan.tokens_after
+    session.surface_estimate_tokens = tokens
+    session.projected_tokens = tokens
     window = session.window_tokens
     session.pressure = (
-        pressure_of(plan.tokens_after, window, policy.reserved_output_tokens)
+        pressure_of(tokens, window, policy.reserved_output_tokens)
         if window is not None and window > policy.reserved_output_tokens
         else None
     )

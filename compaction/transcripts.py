@@ -218,6 +218,7 @@ def store_surface(session: AgentSession, fmt: str, surface: CoreSurface, *, bump
         defaults={
             "log_messages": state.log_messages,
             "operations": CompactionOperation.objects.filter(session=session).count(),
+            "chars": surface.chars,
         },
     )
     AgentSession.objects.filter(pk=session.pk).update(surface_version=state.version)

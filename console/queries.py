@@ -56,6 +56,8 @@ from compaction.core import (
     parse_message,
     parse_openai,
 )
+from compaction.core.estimates import estimate_error
+from compaction.estimate_checks import with_next_call
 from compaction.models import Archive, CompactionRun
 from compaction.transcripts import derive, format_of, surface_at
 from console.charts import Marker
@@ -486,9 +488,15 @@ def compaction_runs(session: AgentSession) -> RunsTable:
     first, and how many of each there are. Four queries."""
     runs = CompactionRun.objects.filter(session=session).order_by("-started_at", "-pk")
     events = ContextEvent.objects.filter(session=session).order_by("-at", "-pk")
-    return RunsTable(
-        list(runs[:RUNS_SHOWN]), runs.count(), list(events[:RUNS_SHOWN]), events.count()
-    )
+    shown = list(with_next_call(runs)[:RUNS_SHOWN])
+    for run in shown:
+        # D6: the estimate beside what the next call really measured.
+        run.estimate_error = (  # type: ignore[attr-defined]
+            estimate_error(run.estimate_tokens, run.next_context_tokens)  # type: ignore[attr-defined]
+            if run.estimate_tokens is not None and run.next_context_tokens is not None  # type: ignore[attr-defined]
+            else None
+        )
+    return RunsTable(shown, runs.count(), list(events[:RUNS_SHOWN]), events.count())
 
 
 def session_archives(session: AgentSession) -> list[Archive]:

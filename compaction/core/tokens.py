@@ -60,8 +60,10 @@ class Calibration:
         overhead = mean_y - slope * mean_x
         if not SANE_SLOPE[0] <= slope <= SANE_SLOPE[1]:
             return cls(points=n, reason=f"slope {slope:.3f} outside {SANE_SLOPE}")
-        if overhead < 0:
+        # Measured counts are integers: a true overhead of 0 fits as a hair below it.
+        if overhead < -0.01 * mean_y:
             return cls(points=n, reason=f"negative overhead {overhead:.0f}")
+        overhead = max(overhead, 0.0)
         return cls(slope=slope, overhead=overhead, points=n, fitted=True, reason="fitted")
 
     def estimate(self, chars: int) -> int:

@@ -1,0 +1,104 @@
+"""Post-compaction estimates on the real database: a session whose calls name the surface
+they used is fitted (overhead + tokens per char) and its compaction estimated with the fit;
+the history shows each estimate beside the next call's measured context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.urls import reverse
+
+from compaction.models import CompactionRun, Surface
+from telemetry.models import AgentSession
+from tests.support import tool_transcript
+
+pytestmark = pytest.mark.django_db
+
+OVERHEAD, RATIO = 18_000, 0.4  # the synthetic truth: system + tools, 2.5 chars per token
+
+
+@pytest.fixture(autouse=True)
+def _plain_static(settings: Any) -> None:
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
+def truth(chars: int) -> int:
+    return OVERHEAD + round(RATIO * chars)
+
+
+def grow(compactor, *, rounds: int, calls: int) -> AgentSession:
+    """Append `rounds` tool rounds per step; after each step one call reports the truth for
+    the surface it used."""
+    seq, done = 1, 0
+    for turn in range(calls):
+        messages = tool_transcript(rounds, result_chars=12_000, first_seq=seq, first_round=done)
+        body = {"format": "anthropic", "messages": messages}
+        if turn == 0:
+            body["system"] = "You are a build engineer."
+        response = compactor.post("/api/v1/sessions/est/messages", body)
+        assert response.status_code == 201, response.content
+        seq += len(messages)
+        done += rounds
+        state = Surface.objects.get(session__external_id="est")
+        report(compactor, turn, state.version, state.chars)
+    return AgentSession.objects.get(external_id="est")
+
+
+def report(compactor, turn: int, version: int, chars: int) -> None:
+    record = {
+        "session_id": "est",
+        "turn": turn,
+        "model": "claude-sonnet-4-5",
+        "usage": {"input_tokens": truth(chars), "output_tokens": 0},
+        "appended_chars": 0,
+        "surface_version": version,
+    }
+    assert compactor.post("/api/v1/telemetry", record).status_code == 201
+
+
+def test_golden_a_fitted_session_is_estimated_within_15_percent_where_the_old_rule_is_2x_off(
+    compactor,
+):
+    grow(compactor, rounds=4, calls=8)
+    before = Surface.objects.get(session__external_id="est")
+    response = compactor.post("/api/v1/sessions/est/compact")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["status"] == "applied" and body["estimate_method"] == "fit"
+    after = Surface.objects.get(session__external_id="est")
+    real = truth(after.chars)
+    estimate = AgentSession.objects.get(external_id="est").surface_estimate_tokens
+    assert estimate == body["estimate_tokens"]
+    assert abs(estimate - real) / real <= 0.15, (estimate, real)
+    # Today's rule: the measured request − freed chars // 4.
+    old_rule = truth(before.chars) - (before.chars - after.chars) // 4
+    assert old_rule / real >= 2, (old_rule, real, before.chars, after.chars)
+
+    # The history shows the estimate beside the next call's measured context, and the error.
+    report(compactor, 8, after.version, after.chars)
+    user = User.objects.create_user("viewer-e", password="a-long-test-password-123")
+    user.groups.add(Group.objects.get_or_create(name="viewer")[0])
+    client = Client()
+    client.force_login(user)
+    session = AgentSession.objects.get(external_id="est")
+    page = client.get(reverse("session", args=[session.pk])).content.decode()
+    assert 'data-estimate-method="fit"' in page
+    assert f"{real:,} measured" in page
+    run = CompactionRun.objects.get(status="applied")
+    assert run.estimate_tokens is not None
+    error = (run.estimate_tokens - real) / real
+    assert f"{error * 100:.1f} %" in page
+
+
+def test_with_too_few_calls_the_estimate_falls_back_to_the_rule(compactor):
+    grow(compactor, rounds=6, calls=2)
+    body = compactor.post("/api/v1/sessions/est/compact").json()
+    assert body["status"] == "applied"
+    assert body["estimate_method"] == "rule"
+    assert body["estimate_tokens"] == body["tokens_after"]
