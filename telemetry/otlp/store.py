@@ -72,10 +72,14 @@ def store_mapped(
     if not mapped.calls and not mapped.events:
         return stored
     profile = key.profile
+    wanted = {c.session_id for c in mapped.calls} | {e.session_id for e in mapped.events}
     with transaction.atomic():
-        sessions = _lock_sessions(
-            profile, {c.session_id for c in mapped.calls} | {e.session_id for e in mapped.events}
+        known = set(
+            AgentSession.objects.filter(profile=profile, external_id__in=wanted).values_list(
+                "external_id", flat=True
+            )
         )
+        sessions = _lock_sessions(profile, wanted)
         turns = _number_turns(sessions, mapped.calls, mapped.events)
         records, drafts = _records(sessions, turns, mapped.calls)
         for start in range(0, len(records), CHUNK):
@@ -95,6 +99,12 @@ def store_mapped(
                         Rejection(draft.index, field_name, reason.split(": ", 1)[-1])
                     )
         _record_events(sessions, turns, mapped.events, stored)
+        # A session this export opened but none of whose records were kept is not left behind.
+        opened = [s.pk for eid, s in sessions.items() if eid not in known]
+        if opened and stored.rejected:
+            AgentSession.objects.filter(
+                pk__in=opened, calls__isnull=True, context_events__isnull=True
+            ).delete()
     stored.rejected.sort(key=lambda r: r.index)
     return stored
 

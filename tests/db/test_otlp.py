@@ -164,6 +164,10 @@ def test_non_genai_spans_are_ignored_not_rejected_and_missing_attributes_are_rej
     assert "item 2: usage.gen_ai.usage.output_tokens" in message
     assert "ignored 1 spans that are not LLM calls" in message
     assert LLMCall.objects.count() == 1
+    # A session whose every call was refused is not left behind, empty.
+    refused = {**bad_count, "gen_ai.conversation.id": "refused"}
+    assert partial(post(agent, TRACES, pb_traces(pb_span(refused, span="f" * 16))))[0] == 1
+    assert not AgentSession.objects.filter(external_id="refused").exists()
 
 
 def test_exclusive_and_inclusive_counts(make_agent):
