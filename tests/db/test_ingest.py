@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from telemetry.keys import forget_key_checks
 from telemetry.models import AgentProfile, AgentSession, LLMCall, Turn
 from telemetry.policies import update_policy
 
@@ -148,6 +149,7 @@ def test_record_window_overrides_catalogue_and_profile_override_applies(agent):
     AgentProfile.objects.filter(name="default").update(
         window_overrides={"claude-sonnet-4-5": 500_000}
     )
+    forget_key_checks()  # the key's profile is remembered per process for a second
     agent.post("/api/v1/telemetry", record(session_id="s-2"))
     body = agent.get("/api/v1/sessions/s-2").json()
     assert body["window_tokens"] == 500_000

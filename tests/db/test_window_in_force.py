@@ -10,6 +10,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
+from telemetry.keys import forget_key_checks
 from telemetry.models import AgentProfile, AgentSession, CatalogueModel
 
 pytestmark = pytest.mark.django_db
@@ -43,6 +44,11 @@ def record(session_id: str = "w-1", **overrides: Any) -> dict[str, Any]:
     return base
 
 
+def set_windows(overrides: dict[str, int]) -> None:
+    AgentProfile.objects.filter(name="default").update(window_overrides=overrides)
+    forget_key_checks()  # keys (and their profile) are remembered per process for a second
+
+
 def admin_client() -> Client:
     user = User.objects.create_user("windows-admin", password="a-long-test-password-123")
     user.groups.add(Group.objects.get_or_create(name="admin")[0])
@@ -66,7 +72,7 @@ def test_golden_a_200k_profile_override_turns_165k_into_pressure_above_080(agent
     assert body["pressure"] == pytest.approx(165_500 / 984_000)
     assert body["pressure_band"] == "ok"
 
-    AgentProfile.objects.filter(name="default").update(window_overrides={OPUS: 200_000})
+    set_windows({OPUS: 200_000})
     agent.post("/api/v1/telemetry", record("w-profile"))
     body = agent.get("/api/v1/sessions/w-profile").json()
     assert (body["window_tokens"], body["window_source"]) == (200_000, "profile_model")
@@ -78,7 +84,7 @@ def test_golden_a_200k_profile_override_turns_165k_into_pressure_above_080(agent
 
 
 def test_a_profile_default_applies_to_models_it_does_not_name(agent):
-    AgentProfile.objects.filter(name="default").update(window_overrides={"*": 400_000})
+    set_windows({"*": 400_000})
     agent.post("/api/v1/telemetry", record())
     body = agent.get("/api/v1/sessions/w-1").json()
     assert (body["window_tokens"], body["window_source"]) == (400_000, "profile_default")
@@ -104,7 +110,7 @@ def test_golden_an_overflow_text_teaches_the_session_its_window(agent, compactor
     assert (session.learned_window_tokens, session.learned_window_model) == (200_000, OPUS)
 
     # The next report keeps the learned window, above the catalogue (and the profile).
-    AgentProfile.objects.filter(name="default").update(window_overrides={"*": 900_000})
+    set_windows({"*": 900_000})
     compactor.post("/api/v1/telemetry", record(turn=1))
     body = compactor.get("/api/v1/sessions/w-1").json()
     assert (body["window_tokens"], body["window_source"]) == (200_000, "overflow")
