@@ -37,7 +37,7 @@ def claude_lines(draw: st.DrawFn) -> list[str]:
         if kind in ("prompt", "side"):
             lines.append(fx.user(f"u{n}", f"prompt {n}", **extra))
         elif kind == "block":
-            block = {"type": "text", "text": f"text {n}"}
+            block: dict[str, Any] = {"type": "text", "text": f"text {n}"}
             lines.append(fx.assistant(f"a{n}", msg, block, usage, request=request, stop=stop))
         elif kind == "tool":
             block = {"type": "tool_use", "id": f"{draw(_IDS)}-{n}", "name": "Bash", "input": {}}
