@@ -13,10 +13,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from compaction.archives import ArchiveRequest, LogEntry, archive_backend
@@ -158,7 +160,7 @@ def compact_session(
     passes planned on the same version cannot both apply (unique operation key).
     """
     session = AgentSession.objects.select_related("profile").get(pk=session_id)
-    run = CompactionRun.objects.create(
+    run = _retried_run(session, task_id, attempts) or CompactionRun.objects.create(
         session=session,
         mode=mode,
         trigger=trigger,
@@ -178,6 +180,18 @@ def compact_session(
             # Nothing was applied (the apply step is one transaction); the run says why.
             _finish(run, "failed", error=f"{type(exc).__name__}: {exc}")
             raise
+
+
+def _retried_run(session: AgentSession, task_id: str, attempts: int) -> CompactionRun | None:
+    """A Celery retry of a job continues the run its failed attempt left: one record per job."""
+    if not task_id or attempts <= 1:
+        return None
+    run = CompactionRun.objects.filter(session=session, task_id=task_id).order_by("-pk").first()
+    if run is None or run.status != "failed":
+        return None
+    run.status, run.attempts, run.error, run.finished_at = "running", attempts, "", None
+    run.save(update_fields=["status", "attempts", "error", "finished_at"])
+    return run
 
 
 def _compact_locked(
@@ -384,8 +398,26 @@ def record_failed_run(
             task_id=task_id,
         )
         _finish(run, "failed", error=error, attempts=attempts)
-    AgentSession.objects.filter(pk=session_id).update(relief_requested_at=None)
+    else:
+        CompactionRun.objects.filter(pk=run.pk).update(error=error, attempts=attempts)
+    # Tried at this version: neither ingest nor the sweeper asks again until the log changes.
+    AgentSession.objects.filter(pk=session_id).update(
+        relief_requested_at=None, relief_tried_version=F("surface_version")
+    )
     return run
+
+
+def fail_orphaned_runs() -> int:
+    """Runs still `running` past the job time limit lost their worker (Celery would have killed
+    the job by then): record them failed so operators and the sweeper see the truth."""
+    limit = timedelta(seconds=int(settings.COMPACTION_JOB_TIME_LIMIT) + 60)
+    return CompactionRun.objects.filter(
+        status="running", started_at__lt=timezone.now() - limit
+    ).update(
+        status="failed",
+        error="orphaned: its worker stopped before the run finished",
+        finished_at=timezone.now(),
+    )
 
 
 def report_overflow(

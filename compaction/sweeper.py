@@ -9,16 +9,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from compaction.models import CompactionRun
+from compaction.services import fail_orphaned_runs
 from telemetry.models import AgentProfile, AgentSession
 from telemetry.policies import effective_policy
 from telemetry.relief import request_relief
 
-# A claim older than this is from a job that was lost (broker restarted without it).
-STALE_CLAIM = timedelta(minutes=15)
+# A claim older than this is from a job that was lost (broker restarted without it, a publish
+# that hung): the longest a job may run plus five minutes (15 minutes by default).
+STALE_CLAIM = timedelta(seconds=settings.COMPACTION_JOB_TIME_LIMIT + 300)
 
 
 def sessions_needing_relief(limit: int = 500) -> list[int]:
@@ -47,6 +50,9 @@ def sessions_needing_relief(limit: int = 500) -> list[int]:
 
 
 def sweep_sessions_over_threshold() -> list[int]:
+    # Runs whose worker died (a Redis broker redelivers only after its visibility timeout) are
+    # failed first, so they do not count as a try at their surface version.
+    fail_orphaned_runs()
     ids = sessions_needing_relief()
     # A stale claim is released first so request_relief can claim it again.
     AgentSession.objects.filter(pk__in=ids).update(relief_requested_at=None)

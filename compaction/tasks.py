@@ -1,17 +1,22 @@
 """Compaction jobs. Thin: each calls one service. Tasks take ids.
 
 Delivery: `acks_late` + `reject_on_worker_lost` (settings) so a job whose worker dies is
-redelivered; the service makes the redelivery do the work once. Retries only for transient
-database errors, with backoff and our own bounded attempt count; past it, a `failed` run.
+redelivered; the service makes the redelivery do the work once. A job that fails — a database
+blip or a poison session that fails every time — is retried by Celery's own retry settings
+(`autoretry_for`, `max_retries`, exponential `retry_backoff`), each attempt on the same run
+record; when the retries are spent, `on_failure` records that run as `failed` once and marks
+the surface version tried, so the sweeper does not pick the poison session up again until its
+transcript changes. `time_limit` bounds the longest job; the broker's visibility timeout is set
+above it (settings).
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from celery import shared_task
-from celery.app.task import Task
-from django.db import InterfaceError, OperationalError
+from celery import Task, shared_task
+from django.conf import settings
 
 from compaction import services
 from compaction.archives import purge_expired_archives
@@ -19,41 +24,48 @@ from compaction.sweeper import sweep_sessions_over_threshold
 
 logger = logging.getLogger("compaction")
 
-MAX_ATTEMPTS = 5
-TRANSIENT = (OperationalError, InterfaceError)
+
+class ReliefTask(Task):  # type: ignore[type-arg]
+    """Records the job as failed once, after Celery gave up retrying it."""
+
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        session_id = int(args[0]) if args else int(kwargs["session_id"])
+        logger.error(
+            "automatic compaction of session %s failed after %s attempts: %s",
+            session_id,
+            self.request.retries + 1,
+            exc,
+        )
+        services.record_failed_run(
+            session_id=session_id,
+            error=f"gave up after {self.request.retries + 1} attempts: {type(exc).__name__}: {exc}",
+            task_id=task_id or "",
+            attempts=self.request.retries + 1,
+        )
 
 
 @shared_task(
     name="compaction.relieve_session",
+    base=ReliefTask,
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
     ignore_result=True,
+    autoretry_for=(Exception,),
+    max_retries=settings.COMPACTION_JOB_MAX_RETRIES,
+    retry_backoff=settings.COMPACTION_JOB_RETRY_BACKOFF_SECONDS,
+    retry_backoff_max=60,
+    retry_jitter=False,
+    time_limit=settings.COMPACTION_JOB_TIME_LIMIT,
+    soft_time_limit=max(5, settings.COMPACTION_JOB_TIME_LIMIT - 30),
 )
 def relieve_session(self: Task, session_id: int) -> None:  # type: ignore[type-arg]
     """Automatic compaction (D4, D5). Idempotent: safe to run twice."""
-    attempt = self.request.retries + 1
-    task_id = self.request.id or ""
-    try:
-        services.relieve_session(session_id=session_id, task_id=task_id, attempts=attempt)
-    except TRANSIENT as exc:
-        if attempt >= MAX_ATTEMPTS:
-            services.record_failed_run(
-                session_id=session_id,
-                error=f"gave up after {attempt} attempts: {exc}",
-                task_id=task_id,
-                attempts=attempt,
-            )
-            return
-        raise self.retry(exc=exc, countdown=min(60, 2**attempt)) from exc
-    except Exception as exc:
-        logger.exception("automatic compaction of session %s failed", session_id)
-        services.record_failed_run(
-            session_id=session_id,
-            error=f"{type(exc).__name__}: {exc}",
-            task_id=task_id,
-            attempts=attempt,
-        )
+    services.relieve_session(
+        session_id=session_id, task_id=self.request.id or "", attempts=self.request.retries + 1
+    )
 
 
 @shared_task(name="compaction.sweep", ignore_result=True)

@@ -221,11 +221,18 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 # unacknowledged job to another worker before it: Redis's visibility timeout is set above it,
 # and RabbitMQ's consumer_timeout (30 min by default) must stay above it too.
 COMPACTION_JOB_TIME_LIMIT = env_int("COMPACTION_JOB_TIME_LIMIT_SECONDS", 600, minimum=10)
+# A failing job is retried by Celery (exponential backoff from this many seconds), then failed.
+COMPACTION_JOB_MAX_RETRIES = env_int("COMPACTION_JOB_MAX_RETRIES", 3, minimum=0, maximum=20)
+COMPACTION_JOB_RETRY_BACKOFF_SECONDS = env_int("COMPACTION_JOB_RETRY_BACKOFF_SECONDS", 2, minimum=1)
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    _VISIBILITY = env_int(
+        "CELERY_VISIBILITY_TIMEOUT_SECONDS", COMPACTION_JOB_TIME_LIMIT + 300, minimum=2
+    )
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": env_int(
-            "CELERY_VISIBILITY_TIMEOUT_SECONDS", COMPACTION_JOB_TIME_LIMIT + 300, minimum=5
-        ),
+        "visibility_timeout": _VISIBILITY,
+        # how often a worker returns unacknowledged jobs past the visibility timeout
+        "unacked_restore_interval": 1 if _VISIBILITY < 600 else 10,
+        "unacked_restore_throttle": 1 if _VISIBILITY < 600 else 10,
         # a frozen Redis (TCP still accepting) must fail a publish, not hang it
         "socket_timeout": env_int("CELERY_BROKER_SOCKET_TIMEOUT_SECONDS", 5, minimum=1),
         "socket_connect_timeout": 2,
