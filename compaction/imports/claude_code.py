@@ -286,15 +286,13 @@ class ClaudeCodeParser:
         group = st["group"]
         for result in results:
             call_id = str(result.get("tool_use_id") or "")
-            if (
-                group is not None
-                and call_id in group["calls"]
-                and call_id not in group["results"]
-                and self._valid_block("user", result, number, out)
-            ):
-                group["results"][call_id] = result
-                group["result_line"] = group["result_line"] or number
-            elif group is None or call_id not in group["results"]:
+            if group is not None and call_id in group["calls"] and call_id not in group["results"]:
+                if self._valid_block("user", result, number, out):
+                    group["results"][call_id] = result
+                    group["result_line"] = group["result_line"] or number
+            elif group is not None and call_id in group["results"]:
+                out.append(Skipped(number, f"a second tool_result for {call_id!r}"))
+            else:
                 out.append(Skipped(number, f"tool_result for {call_id!r} answers no open tool_use"))
         if results and not others:
             return
