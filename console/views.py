@@ -30,6 +30,7 @@ from compaction.models import Archive, CompactionRun
 from compaction.services import CompactionBusy, CompactionRefused, compact_session
 from compaction.summarizers import SummarizerError
 from console import charts
+from console.advisor import ProposalForm, round_advice
 from console.forms import (
     CatalogueForm,
     KeyCreateForm,
@@ -425,8 +426,13 @@ def archive_download(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
 @require_GET
 @require_role(Role.ADMIN)
 def policy_overview(request: HttpRequest) -> HttpResponse:
-    """Profiles with their effective policy, and the TTL counterfactual of their traffic."""
+    """Profiles with their effective policy, the TTL counterfactual of their traffic and the
+    D8 advisor (rounds per turn against the current and a proposed soft limit / hard cap)."""
     policies = load_policies()
+    proposal_form = ProposalForm(request.GET or None)
+    proposal = None
+    if proposal_form.is_bound and proposal_form.is_valid():
+        proposal = (proposal_form.cleaned_data["soft"], proposal_form.cleaned_data["hard"])
     return render(
         request,
         "console/policy.html",
@@ -434,8 +440,11 @@ def policy_overview(request: HttpRequest) -> HttpResponse:
             "global_policy": policies.global_policy,
             "overviews": profiles_overview(),
             "profile_form": ProfileCreateForm(),
+            "advice": round_advice(proposal),
+            "proposal_form": proposal_form,
             "nav": "policy",
         },
+        status=400 if proposal_form.is_bound and not proposal_form.is_valid() else 200,
     )
 
 
