@@ -28,7 +28,7 @@ LOGS = "/api/v1/otlp/v1/logs"
 METRICS = "/api/v1/otlp/v1/metrics"
 T0 = 1_764_547_200_000_000_000  # 2025-12-01T00:00:00Z
 
-DONE_WHEN = {
+DONE_WHEN: dict[str, Any] = {
     "gen_ai.conversation.id": "s1",
     "gen_ai.operation.name": "chat",
     "gen_ai.provider.name": "anthropic",
@@ -657,3 +657,36 @@ def test_a_database_that_cannot_answer_is_a_503_with_retry_after(make_agent):
     assert response.status_code == 503
     assert response["Retry-After"] == "5"
     assert post(agent, TRACES, pb_traces(pb_span(DONE_WHEN))).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_done_when_through_the_sdk_exporter_s1_shows_4_uncached_1163_written_and_twice_is_once(
+    make_agent, live_server
+):
+    """The issue's first "done when", word for word, through the SDK's own exporter: the same
+    export sent twice (a retry) counts once."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    ensure_defaults()
+    agent = make_agent()
+    captured = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(captured))
+    with provider.get_tracer("t").start_as_current_span("chat", attributes=DONE_WHEN):
+        pass
+    spans = captured.get_finished_spans()
+    exporter = OTLPSpanExporter(
+        endpoint=f"{live_server.url}/api/v1/otlp/v1/traces", headers=agent.headers()
+    )
+
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+
+    detail = agent.get("/api/v1/sessions/s1").json()
+    assert (detail["calls"], detail["turns"]) == (1, 1)
+    (turn,) = detail["turns_series"]
+    assert (turn["uncached_input"], turn["cache_write_5m"], turn["output"]) == (4, 1163, 50)
+    assert Decimal(detail["cost_usd"]) > 0 and detail["model"] == "claude-sonnet-4-5"
