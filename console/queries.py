@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
 from django.core.paginator import Page, Paginator
+from django.db import connection
 from django.db.models import (
     Case,
     Count,
@@ -30,12 +31,12 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
-    Sum,
     Value,
     When,
 )
 from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
+from django.utils.functional import cached_property
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -176,6 +177,7 @@ class SessionsPage:
     profiles: list[str]
     models: list[str]
     filters: SessionFilters
+    version: str = ""  # what the rows show and how many there are (`sessions_version`)
 
 
 def round_flag(max_rounds: int, policy: PolicyValues) -> str | None:
@@ -275,14 +277,43 @@ def _ordering(sort: str) -> list[OrderBy | str]:
     return [ordered, "-pk"]
 
 
+SESSIONS_COUNT_CAP: Final = 2_000
+
+
+class CappedPaginator(Paginator):  # type: ignore[type-arg]
+    """A paginator that counts no further than `cap` rows.
+
+    Counting a list is a scan of every row it holds; at 100,000 sessions that one statement
+    cost more than the rest of the page, on every load and every poll. Past the cap the list
+    says "2,000+" and pages up to the cap; filters, search and sorting reach the rest.
+    """
+
+    def __init__(self, object_list: QuerySet[AgentSession], per_page: int, *, cap: int) -> None:
+        super().__init__(object_list, per_page, allow_empty_first_page=True)
+        self.sessions = object_list
+        self.cap = cap
+
+    @cached_property
+    def probe(self) -> int:
+        """The rows counted: at most `cap` + 1 (one more tells that the cap was passed)."""
+        return self.sessions[: self.cap + 1].count()
+
+    @cached_property
+    def count(self) -> int:
+        return min(self.probe, self.cap)
+
+    @property
+    def capped(self) -> bool:
+        return self.probe > self.cap
+
+
 def sessions_page(filters: SessionFilters) -> SessionsPage:
-    """A page of the sessions list with each row's band and round flag. Four queries."""
+    """A page of the sessions list with each row's band and round flag. Five queries, none of
+    which reads every session (the count stops at `SESSIONS_COUNT_CAP`)."""
     profiles = list(AgentProfile.objects.order_by("name"))
     policies = load_policies()
-    paginator = Paginator(
-        filtered_sessions(filters, profiles, policies),
-        SESSIONS_PER_PAGE,
-        allow_empty_first_page=True,
+    paginator = CappedPaginator(
+        filtered_sessions(filters, profiles, policies), SESSIONS_PER_PAGE, cap=SESSIONS_COUNT_CAP
     )
     page = paginator.get_page(filters.page)
     rows = []
@@ -297,26 +328,54 @@ def sessions_page(filters: SessionFilters) -> SessionsPage:
                 hit_ratio=session.cache_hit_ratio,
             )
         )
-    models = list(
-        AgentSession.objects.exclude(model="")
-        .order_by("model")
-        .values_list("model", flat=True)
-        .distinct()
+    version = _digest(
+        repr([_row_state(row.session) for row in rows]),
+        f"{paginator.probe}",
+        policies.version,
     )
-    return SessionsPage(rows, page, [p.name for p in profiles], models, filters)
+    return SessionsPage(rows, page, [p.name for p in profiles], session_models(), filters, version)
 
 
-def sessions_version(query_string: str) -> str:
-    """A cheap key that changes when anything the list shows may have changed. Two queries."""
-    figures = AgentSession.objects.aggregate(
-        n=Count("id"),
-        seen=Max("last_seen_at"),
-        pressure=Sum("pressure"),
-        surface=Sum("surface_version"),
-        calls=Sum("calls_count"),
+def _row_state(session: AgentSession) -> tuple[object, ...]:
+    """What a row of the list shows, for the list's version."""
+    return (
+        session.pk,
+        session.last_seen_at,
+        session.pressure,
+        session.surface_version,
+        session.calls_count,
+        session.turns_count,
+        session.model,
+        session.cost_usd,
+        session.relief_requested_at,
     )
-    policies = load_policies().version
-    return _digest(repr(sorted(figures.items())), policies, query_string)
+
+
+# A loose index scan: each step asks the (model) index for the next model after the last one,
+# so listing the few distinct models costs a handful of index probes, not a scan of every
+# session. Raw SQL because the ORM cannot write a recursive CTE; it runs on PostgreSQL and SQLite.
+_MODELS_SQL = """
+WITH RECURSIVE models(model) AS (
+    SELECT MIN(model) FROM telemetry_agentsession WHERE model > ''
+    UNION ALL
+    SELECT (SELECT MIN(s.model) FROM telemetry_agentsession s WHERE s.model > models.model)
+    FROM models WHERE models.model IS NOT NULL
+)
+SELECT model FROM models WHERE model IS NOT NULL
+"""
+
+
+def session_models() -> list[str]:
+    """Every model some session reports, sorted. One query, index probes only."""
+    with connection.cursor() as cursor:
+        cursor.execute(_MODELS_SQL)
+        return [row[0] for row in cursor.fetchall()]
+
+
+def sessions_version(listing: SessionsPage, query_string: str) -> str:
+    """A key that changes when anything the list shows may have changed: its rows, how many
+    there are (up to the cap), the policies, and the query. No query of its own."""
+    return _digest(listing.version, query_string)
 
 
 def _digest(*parts: str) -> str:

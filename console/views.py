@@ -124,13 +124,14 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
     filters = SessionFilterForm(request.GET).filters()
     # "active in the last hour" changes with the clock alone: such a list is new every minute
     minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active else ""
-    version = sessions_version(request.GET.urlencode() + minute)
+    listing = sessions_page(filters)
+    version = sessions_version(listing, request.GET.urlencode() + minute)
     if request.htmx:
         not_modified = _versioned(request, version)
         if not_modified is not None:
             return not_modified
     context = {
-        "listing": sessions_page(filters),
+        "listing": listing,
         "version": version,
         "filters": filters,
         "columns": SESSION_COLUMNS,

@@ -232,6 +232,8 @@ class AgentSession(models.Model):
         indexes = [
             models.Index(fields=["-last_seen_at"], name="session_last_seen"),
             models.Index(fields=["profile", "-last_seen_at"], name="session_profile_seen"),
+            # the sessions list's model filter: a loose index scan over this (console.queries)
+            models.Index(fields=["model"], name="session_model"),
         ]
 
     def __str__(self) -> str:
