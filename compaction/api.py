@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Router, Status
@@ -36,6 +36,7 @@ from telemetry.auth import compact_auth, ingest_auth, request_key
 from telemetry.models import AgentKey, AgentSession
 from telemetry.policies import effective_policy
 from telemetry.schemas import ErrorOut
+from telemetry.session_state import get_or_create_session
 
 router = Router(tags=["compaction"])
 
@@ -49,14 +50,7 @@ def _session(key: AgentKey, session_id: str) -> AgentSession:
 def _session_or_new(key: AgentKey, session_id: str) -> AgentSession:
     if not 1 <= len(session_id) <= 200 or "\x00" in session_id or "/" in session_id:
         raise BadBody("session_id", "must be 1 to 200 characters without NUL or '/'", status=422)
-    try:
-        with transaction.atomic():
-            session, _ = AgentSession.objects.get_or_create(
-                profile=key.profile, external_id=session_id
-            )
-    except IntegrityError:
-        session = AgentSession.objects.get(profile=key.profile, external_id=session_id)
-    return session
+    return get_or_create_session(key.profile, session_id)
 
 
 def _text_body(request: HttpRequest) -> str:

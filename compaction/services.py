@@ -18,7 +18,6 @@ from typing import Literal
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from compaction.archives import ArchiveRequest, LogEntry, archive_backend
@@ -39,7 +38,13 @@ from telemetry.learned_window import learn_window_from_overflow
 from telemetry.models import AgentSession
 from telemetry.policies import effective_policy
 from telemetry.policy import PolicyValues
-from telemetry.pressure import pressure as pressure_of
+from telemetry.session_state import (
+    give_up_relief,
+    lock_session,
+    mark_relief_tried,
+    record_compaction_result,
+    release_relief,
+)
 
 logger = logging.getLogger("compaction")
 
@@ -282,7 +287,7 @@ def _compact_locked(
     started = time.monotonic()
     try:
         with transaction.atomic():
-            AgentSession.objects.select_for_update().filter(pk=session.pk).first()
+            lock_session(session.pk)
             current = Surface.objects.get(session=session)
             if current.version != state.version:
                 return RunOutcome(
@@ -315,7 +320,8 @@ def _compact_locked(
             # The rule's figure is the plan's own (its freed tokens, calibrated or chars // 4).
             tokens = estimate.tokens if estimate.method == "fit" else plan.tokens_after
             run.estimate_tokens, run.estimate_method = tokens, estimate.method
-            _record_surface_estimate(session, policy, tokens)
+            # D6: the surface estimate replaces the stale projection.
+            record_compaction_result(session, tokens_after=tokens, policy=policy)
             run.surface_version_after = new_state.version
             run.apply_ms = _ms(started)
             _finish(run, "applied")
@@ -333,20 +339,6 @@ def _measured_tokens(session: AgentSession) -> int | None:
     """D6: the projected next request when telemetry has one (system prompt and tools included,
     which the log lacks); None lets the planner estimate from the surface."""
     return session.projected_tokens
-
-
-def _record_surface_estimate(session: AgentSession, policy: PolicyValues, tokens: int) -> None:
-    """D6: after a compaction the surface estimate replaces the stale projection."""
-    session.refresh_from_db()
-    session.surface_estimate_tokens = tokens
-    session.projected_tokens = tokens
-    window = session.window_tokens
-    session.pressure = (
-        pressure_of(tokens, window, policy.reserved_output_tokens)
-        if window is not None and window > policy.reserved_output_tokens
-        else None
-    )
-    session.save(update_fields=["surface_estimate_tokens", "projected_tokens", "pressure"])
 
 
 def relieve_session(*, session_id: int, task_id: str = "", attempts: int = 1) -> RunOutcome | None:
@@ -373,11 +365,9 @@ def relieve_session(*, session_id: int, task_id: str = "", attempts: int = 1) ->
     except CompactionBusy:
         return None
     finally:
-        AgentSession.objects.filter(pk=session_id).update(relief_requested_at=None)
+        release_relief([session_id])
     if outcome.run.surface_version_before is not None:
-        AgentSession.objects.filter(pk=session_id).update(
-            relief_tried_version=outcome.run.surface_version_before
-        )
+        mark_relief_tried(session_id, outcome.run.surface_version_before)
     return outcome
 
 
@@ -400,10 +390,7 @@ def record_failed_run(
         _finish(run, "failed", error=error, attempts=attempts)
     else:
         CompactionRun.objects.filter(pk=run.pk).update(error=error, attempts=attempts)
-    # Tried at this version: neither ingest nor the sweeper asks again until the log changes.
-    AgentSession.objects.filter(pk=session_id).update(
-        relief_requested_at=None, relief_tried_version=F("surface_version")
-    )
+    give_up_relief(session_id)
     return run
 
 

@@ -18,6 +18,7 @@ from compaction.services import fail_orphaned_runs
 from telemetry.models import AgentProfile, AgentSession
 from telemetry.policies import effective_policy
 from telemetry.relief import request_relief
+from telemetry.session_state import needing_relief, release_relief
 
 # A claim older than this is from a job that was lost (broker restarted without it, a publish
 # that hung): the longest a job may run plus five minutes (15 minutes by default).
@@ -33,11 +34,9 @@ def sessions_needing_relief(limit: int = 500) -> list[int]:
     for profile in AgentProfile.objects.all():
         threshold = effective_policy(profile).prune_threshold
         rows = (
-            AgentSession.objects.filter(
-                profile=profile, pressure__gte=threshold, surface_version__gt=0
-            )
+            AgentSession.objects.filter(needing_relief(threshold), profile=profile)
+            # ...and, for the sweeper, no live claim and no run already at this version.
             .exclude(relief_requested_at__gt=now - STALE_CLAIM)
-            .exclude(relief_tried_version=F("surface_version"))
             .annotate(tried=Exists(tried))
             .filter(tried=False)
             .order_by(F("pressure").desc())
@@ -55,5 +54,5 @@ def sweep_sessions_over_threshold() -> list[int]:
     fail_orphaned_runs()
     ids = sessions_needing_relief()
     # A stale claim is released first so request_relief can claim it again.
-    AgentSession.objects.filter(pk__in=ids).update(relief_requested_at=None)
+    release_relief(ids)
     return request_relief(ids, background=False)  # a worker task: publish here, bounded

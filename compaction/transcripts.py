@@ -36,10 +36,10 @@ from compaction.core import (
 from compaction.core import Surface as CoreSurface
 from compaction.models import CompactionOperation, LogMessage, Surface, SurfaceVersion
 from compaction.rawjson import Span
-from telemetry.ingest import refresh_projection
 from telemetry.models import AgentSession
 from telemetry.policies import effective_policy
 from telemetry.relief import request_relief
+from telemetry.session_state import lock_session, refresh_projection, set_surface_version
 
 FORMATS = ("anthropic", "openai")
 
@@ -221,7 +221,7 @@ def store_surface(session: AgentSession, fmt: str, surface: CoreSurface, *, bump
             "chars": surface.chars,
         },
     )
-    AgentSession.objects.filter(pk=session.pk).update(surface_version=state.version)
+    set_surface_version(session.pk, state.version)
     return state
 
 
@@ -279,7 +279,7 @@ def append_messages(
     policy = effective_policy(session.profile)
     result = AppendResult()
     with transaction.atomic():
-        AgentSession.objects.select_for_update().filter(pk=session.pk).first()
+        lock_session(session.pk)
         state = Surface.objects.filter(session=session).first()
         if state is not None and state.format != fmt:
             raise AppendError(

@@ -263,11 +263,6 @@ CELERY_TIMEZONE = "UTC"
 
 # Ingest enqueues automatic relief when a session crosses prune_threshold (D4, D5).
 COMPACTION_AUTO_ENQUEUE = env_bool("COMPACTION_AUTO_ENQUEUE", True)
-# D6: with a transcript log, the log supplies the size appended after a call's reply. telemetry
-# asks through this dotted path so it never imports compaction (empty: only `appended_chars`).
-TELEMETRY_LOG_APPENDED_PROVIDER = env_str(
-    "TELEMETRY_LOG_APPENDED_PROVIDER", "compaction.transcripts.chars_appended_after_reply"
-)
 # The knowledge store for archives (D5); `compaction.archives.FailingArchive` simulates an outage.
 COMPACTION_ARCHIVE_BACKEND = env_str(
     "COMPACTION_ARCHIVE_BACKEND", "compaction.archives.DatabaseArchive"

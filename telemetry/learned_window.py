@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from django.db import transaction
-
-from telemetry.ingest import refresh_projection
 from telemetry.models import AgentSession
+from telemetry.session_state import record_learned_window
 from telemetry.windows import OverflowLimit, parse_overflow_limit
 
 
@@ -19,16 +17,6 @@ def learn_window_from_overflow(session: AgentSession, text: str) -> OverflowLimi
     limit = parse_overflow_limit(text)
     if limit is None:
         return None
-    with transaction.atomic():
-        locked = AgentSession.objects.select_for_update().get(pk=session.pk)
-        locked.learned_window_tokens = limit.limit
-        locked.learned_window_model = locked.model
-        fields = ["learned_window_tokens", "learned_window_model"]
-        if locked.window_source != "record":
-            locked.window_tokens = limit.limit
-            locked.window_source = "overflow"
-            fields += ["window_tokens", "window_source"]
-        locked.save(update_fields=fields)
-    refresh_projection(session.pk)
+    record_learned_window(session.pk, limit.limit)
     session.refresh_from_db()
     return limit

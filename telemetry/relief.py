@@ -21,9 +21,8 @@ import time
 from celery import current_app
 from django.conf import settings
 from django.db import connection
-from django.utils import timezone
 
-from telemetry.models import AgentSession
+from telemetry.session_state import claim_relief, release_relief
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +38,7 @@ def request_relief(session_ids: list[int], *, background: bool = True) -> list[i
         return []
     claimed_ids = []
     for session_id in session_ids:
-        claimed = AgentSession.objects.filter(
-            pk=session_id, relief_requested_at__isnull=True
-        ).update(relief_requested_at=timezone.now())
-        if not claimed:
+        if not claim_relief(session_id):
             continue
         if background:
             if not _PUBLISHER.submit(session_id):
@@ -66,7 +62,7 @@ def publish(session_id: int) -> bool:
 
 
 def release_claim(session_id: int, reason: str) -> None:
-    AgentSession.objects.filter(pk=session_id).update(relief_requested_at=None)
+    release_relief([session_id])
     logger.warning("could not enqueue relief for session %s: %s", session_id, reason)
 
 

@@ -23,8 +23,9 @@ from django.utils import timezone
 
 from telemetry.events import record_context_event
 from telemetry.ingest import ingest_records
-from telemetry.models import AgentKey, AgentProfile, AgentSession, LLMCall, Turn, TurnKey
+from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
+from telemetry.session_state import discard_unused_sessions, lock_sessions
 
 CHUNK = 1_000  # records per ingest_records call (the JSON API's batch limit)
 
@@ -79,7 +80,7 @@ def store_mapped(
                 "external_id", flat=True
             )
         )
-        sessions = _lock_sessions(profile, wanted)
+        sessions = lock_sessions(profile, wanted)
         turns = _number_turns(sessions, mapped.calls, mapped.events)
         records, drafts = _records(sessions, turns, mapped.calls)
         for start in range(0, len(records), CHUNK):
@@ -102,30 +103,9 @@ def store_mapped(
         # A session this export opened but none of whose records were kept is not left behind.
         opened = [s.pk for eid, s in sessions.items() if eid not in known]
         if opened and stored.rejected:
-            AgentSession.objects.filter(
-                pk__in=opened, calls__isnull=True, context_events__isnull=True
-            ).delete()
+            discard_unused_sessions(opened)
     stored.rejected.sort(key=lambda r: r.index)
     return stored
-
-
-def _lock_sessions(profile: AgentProfile, external_ids: set[str]) -> dict[str, AgentSession]:
-    """Create the sessions that are new and lock them all, in id order (as ingest does): two
-    exports for one session number their turns one after the other."""
-    AgentSession.objects.bulk_create(
-        [AgentSession(profile=profile, external_id=eid) for eid in sorted(external_ids)],
-        ignore_conflicts=True,
-    )
-    rows = (
-        AgentSession.objects.select_for_update()
-        .filter(profile=profile, external_id__in=external_ids)
-        .order_by("pk")
-    )
-    found: dict[str, AgentSession] = {}
-    for row in rows:
-        row.profile = profile
-        found[row.external_id] = row
-    return found
 
 
 def _number_turns(

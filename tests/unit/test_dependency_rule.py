@@ -64,3 +64,65 @@ def test_core_imports_only_itself_and_the_standard_library():
         if tops - allowed
     ]
     assert offenders == []
+
+
+# --- runtime links: the rule also holds for what is resolved or registered at run time -------
+
+PRODUCT = ("console", "telemetry", "compaction")
+
+
+def _calls(path: Path) -> list[tuple[str, ast.Call]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            found.append((name, node))
+    return found
+
+
+def test_telemetry_resolves_no_dotted_path_at_run_time():
+    """A dotted path in settings or a dynamic import would hide a telemetry -> compaction edge."""
+    dynamic = {"import_string", "import_module", "__import__"}
+    offenders = [
+        f"{path.relative_to(ROOT)} calls {name}"
+        for path in sorted((ROOT / "telemetry").rglob("*.py"))
+        for name, _ in _calls(path)
+        if name in dynamic
+    ]
+    assert offenders == []
+
+
+def test_telemetry_names_no_compaction_module_in_a_string():
+    """Task names (`compaction.relieve_session`) are messages on the broker; a module path
+    (`compaction.transcripts.x`) would be an import in disguise."""
+    offenders = []
+    for path in sorted((ROOT / "telemetry").rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.startswith("compaction.")
+                and node.value.count(".") > 1
+                and " " not in node.value
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}: {node.value!r}")
+    assert offenders == []
+
+
+def test_telemetry_ports_are_registered_only_by_compaction_when_its_app_is_ready():
+    """The one runtime edge telemetry -> compaction is a typed port, plugged in one place."""
+    places = []
+    for folder in PRODUCT:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for name, _ in _calls(path):
+                if name.startswith("register_"):
+                    places.append((str(path.relative_to(ROOT)), name))
+    assert places == [("compaction/apps.py", "register_log_appended_chars")]
+    tree = ast.parse((ROOT / "compaction/apps.py").read_text())
+    ready = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "ready"]
+    assert ready, "CompactionConfig.ready() registers the port"
+    assert "register_log_appended_chars" in ast.unparse(ready[0])

@@ -1,0 +1,93 @@
+"""Ingest step 3: price each new call and build its row.
+
+The catalogue is read at most once per submission, and a model's price is looked up once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from telemetry.catalogue import load_catalogue
+from telemetry.models import AgentSession, LLMCall
+from telemetry.pricing import ModelPrice, billed_cost, billed_no_cache_cost, find_price
+from telemetry.schemas import RecordIn
+from telemetry.validation import ValidRecord
+
+
+class OnceCatalogue:
+    """The model catalogue, read at most once per submission, with prices memoised by model."""
+
+    def __init__(self) -> None:
+        self._rows: list[ModelPrice] | None = None
+        self._prices: dict[str, ModelPrice | None] = {}
+
+    def get(self) -> list[ModelPrice]:
+        if self._rows is None:
+            self._rows = load_catalogue()
+        return self._rows
+
+    def price(self, model: str) -> ModelPrice | None:
+        if model not in self._prices:
+            self._prices[model] = find_price(model, self.get())
+        return self._prices[model]
+
+
+def stored_prefix(record: RecordIn) -> list[dict[str, Any]] | None:
+    """The record's prefix as stored: segments named `tools`, `system`, `message k` (D1/D2)."""
+    if record.prefix is None:
+        return None
+    out: list[dict[str, Any]] = []
+    messages = 0
+    for segment in record.prefix:
+        name: str = segment.kind
+        if name == "message":
+            name = f"message {messages}"
+            messages += 1
+        item: dict[str, Any] = {"name": name, "hash": segment.hash, "tokens": segment.tokens}
+        if segment.text is not None:
+            item["text"] = segment.text
+        out.append(item)
+    return out
+
+
+def call_row(
+    session: AgentSession, v: ValidRecord, price: ModelPrice | None, now: datetime
+) -> LLMCall:
+    """The unsaved row of a new call: its normalised usage and, when priced, its cost buckets."""
+    usage, record = v.usage, v.record
+    billed = v.provided.billed  # every sampling pass, a compaction iteration included
+    cost = billed_cost(billed, price) if price is not None else None
+    return LLMCall(
+        session=session,
+        turn=record.turn,
+        call=record.call,
+        request_id=record.request_id,
+        model=record.model,
+        provider=usage.provider,
+        uncached_input=usage.uncached_input,
+        cache_read=usage.cache_read,
+        cache_write_5m=usage.cache_write_5m,
+        cache_write_1h=usage.cache_write_1h,
+        output=usage.output,
+        reasoning_output=usage.reasoning_output,
+        reported_cache=usage.reported_cache,
+        context_tokens=usage.context_tokens,
+        raw_usage=record.usage,
+        flags=list(usage.flags),
+        request_chars=record.request_chars,
+        appended_chars=record.appended_chars,
+        window_tokens=record.window_tokens,
+        surface_version=record.surface_version,
+        prefix=stored_prefix(record),
+        at=record.at or now,
+        cost_uncached_input=cost.uncached_input if cost else None,
+        cost_cache_read=cost.cache_read if cost else None,
+        cost_cache_write_5m=cost.cache_write_5m if cost else None,
+        cost_cache_write_1h=cost.cache_write_1h if cost else None,
+        cost_output=cost.output if cost else None,
+        cost_usd=cost.total if cost else None,
+        no_cache_cost_usd=billed_no_cache_cost(billed, price) if price is not None else None,
+        long_context=cost.long_context if cost else False,
+        payload_hash=v.payload_hash,
+    )

@@ -1,0 +1,223 @@
+"""Ingest step 4: turn and session figures, re-derived from their rows (never incremented).
+
+A turn's figures come from all its calls (`telemetry.accounting.summarize_turn`), a session's
+from all its turns, so a retry or a concurrent batch cannot leave them off by one. Each costs a
+constant number of statements whatever the batch size: turns in two, sessions in two reads.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, Max, Q, Sum
+
+from telemetry.accounting import CallFigures, TurnFigures, summarize_turn
+from telemetry.models import AgentSession, LLMCall, Turn
+
+_CALL_FIELDS = (
+    "session_id",
+    "turn",
+    "call",
+    "at",
+    "model",
+    "uncached_input",
+    "cache_read",
+    "cache_write_5m",
+    "cache_write_1h",
+    "output",
+    "reasoning_output",
+    "reported_cache",
+    "appended_chars",
+    "window_tokens",
+    "surface_version",
+    "cost_uncached_input",
+    "cost_cache_read",
+    "cost_cache_write_5m",
+    "cost_cache_write_1h",
+    "cost_output",
+    "no_cache_cost_usd",
+)
+
+
+def _figures_of(row: dict[str, Any]) -> CallFigures:
+    buckets = (
+        row["cost_uncached_input"],
+        row["cost_cache_read"],
+        row["cost_cache_write_5m"],
+        row["cost_cache_write_1h"],
+        row["cost_output"],
+    )
+    return CallFigures(
+        call=row["call"],
+        at=row["at"],
+        model=row["model"],
+        uncached_input=row["uncached_input"],
+        cache_read=row["cache_read"],
+        cache_write_5m=row["cache_write_5m"],
+        cache_write_1h=row["cache_write_1h"],
+        output=row["output"],
+        reasoning_output=row["reasoning_output"],
+        reported_cache=row["reported_cache"],
+        appended_chars=row["appended_chars"],
+        window_tokens=row["window_tokens"],
+        surface_version=row["surface_version"],
+        cost_buckets=None if buckets[0] is None else buckets,
+        no_cache_cost=row["no_cache_cost_usd"],
+    )
+
+
+def rederive_turns(
+    touched: set[tuple[int, int]], *, write: set[tuple[int, int]]
+) -> dict[tuple[int, int], list[int]]:
+    """Re-derive the figures of `touched` turns from all their calls; upsert those in `write`.
+
+    Returns each touched turn's call numbers, sorted.
+    """
+    if not touched:
+        return {}
+    grouped: dict[tuple[int, int], list[CallFigures]] = defaultdict(list)
+    rows = LLMCall.objects.filter(
+        session_id__in={sid for sid, _ in touched}, turn__in={turn for _, turn in touched}
+    ).values(*_CALL_FIELDS)
+    for row in rows:
+        pair = (row["session_id"], row["turn"])
+        if pair in touched:
+            grouped[pair].append(_figures_of(row))
+    figures = {pair: summarize_turn(calls) for pair, calls in grouped.items()}
+    upserts = [_turn_row(sid, turn, figures[(sid, turn)]) for sid, turn in sorted(write)]
+    if upserts:
+        Turn.objects.bulk_create(
+            upserts,
+            update_conflicts=True,
+            unique_fields=["session", "turn"],
+            update_fields=_TURN_UPDATE_FIELDS,
+        )
+    return {pair: sorted(c.call for c in calls) for pair, calls in grouped.items()}
+
+
+_TURN_UPDATE_FIELDS = [
+    "calls",
+    "context_tokens",
+    "uncached_input",
+    "cache_read",
+    "cache_write_5m",
+    "cache_write_1h",
+    "output",
+    "reasoning_output",
+    "cache_reported_calls",
+    "cache_read_reported",
+    "cache_denominator",
+    "cost_uncached_input",
+    "cost_cache_read",
+    "cost_cache_write_5m",
+    "cost_cache_write_1h",
+    "cost_output",
+    "cost_usd",
+    "no_cache_cost_usd",
+    "unpriced_calls",
+    "first_at",
+    "last_at",
+    "model",
+    "last_call",
+    "last_call_context_tokens",
+    "last_call_output",
+    "last_call_reasoning_output",
+    "last_call_appended_chars",
+    "last_call_window_tokens",
+    "surface_version",
+]
+
+
+def _turn_row(session_id: int, turn: int, f: TurnFigures) -> Turn:
+    buckets: tuple[Decimal | None, ...] = f.cost_buckets or (None,) * 5
+    return Turn(
+        session_id=session_id,
+        turn=turn,
+        calls=f.calls,
+        context_tokens=f.context_tokens,
+        uncached_input=f.uncached_input,
+        cache_read=f.cache_read,
+        cache_write_5m=f.cache_write_5m,
+        cache_write_1h=f.cache_write_1h,
+        output=f.output,
+        reasoning_output=f.reasoning_output,
+        cache_reported_calls=f.cache_reported_calls,
+        cache_read_reported=f.cache_read_reported,
+        cache_denominator=f.cache_denominator,
+        cost_uncached_input=buckets[0],
+        cost_cache_read=buckets[1],
+        cost_cache_write_5m=buckets[2],
+        cost_cache_write_1h=buckets[3],
+        cost_output=buckets[4],
+        cost_usd=f.cost_usd,
+        no_cache_cost_usd=f.no_cache_cost_usd,
+        unpriced_calls=f.unpriced_calls,
+        first_at=f.first_at,
+        last_at=f.last_at,
+        model=f.model,
+        last_call=f.last_call,
+        last_call_context_tokens=f.last_call_context_tokens,
+        last_call_output=f.last_call_output,
+        last_call_reasoning_output=f.last_call_reasoning_output,
+        last_call_appended_chars=f.last_call_appended_chars,
+        last_call_window_tokens=f.last_call_window_tokens,
+        surface_version=f.surface_version,
+    )
+
+
+def derive_session_figures(sessions: list[AgentSession]) -> dict[int, Turn]:
+    """Set the figures of `sessions` (in memory) from their turns; returns each one's last turn.
+
+    A session without turns is left as it is and absent from the result.
+    """
+    by_pk = {s.pk: s for s in sessions}
+    aggregates = (
+        Turn.objects.filter(session_id__in=by_pk)
+        .values("session_id")
+        .annotate(
+            n_turns=Count("id"),
+            n_calls=Sum("calls"),
+            peak=Max("context_tokens"),
+            read=Sum("cache_read_reported"),
+            denominator=Sum("cache_denominator"),
+            reported=Sum("cache_reported_calls"),
+            cost=Sum("cost_usd"),
+            no_cache=Sum("no_cache_cost_usd"),
+            unpriced=Sum("unpriced_calls"),
+            last_turn_no=Max("turn"),
+            last_seen=Max("last_at"),
+            max_rounds=Max("calls"),
+        )
+    )
+    agg = {row["session_id"]: row for row in aggregates}
+    latest_filter = Q(pk__in=[])
+    for sid, row in agg.items():
+        latest_filter |= Q(session_id=sid, turn=row["last_turn_no"])
+    latest = {t.session_id: t for t in Turn.objects.filter(latest_filter)}
+    found: dict[int, Turn] = {}
+    for session in by_pk.values():
+        found_row = agg.get(session.pk)
+        last = latest.get(session.pk)
+        if found_row is None or last is None:
+            continue
+        row = found_row
+        session.model = last.model
+        session.turns_count = row["n_turns"]
+        session.calls_count = row["n_calls"]
+        session.last_turn = last.turn
+        session.last_turn_rounds = last.calls
+        session.max_turn_rounds = row["max_rounds"]
+        session.current_context_tokens = last.last_call_context_tokens
+        session.peak_context_tokens = row["peak"]
+        session.cache_read_tokens = row["read"] or 0
+        session.cache_denominator_tokens = row["denominator"] or 0
+        session.cache_reported_calls = row["reported"] or 0
+        session.last_turn_cache_hit_ratio = last.cache_hit_ratio
+        session.cost_usd = row["cost"]
+        session.no_cache_cost_usd = row["no_cache"]
+        session.unpriced_calls = row["unpriced"] or 0
+        session.last_seen_at = row["last_seen"]
+        found[session.pk] = last
+    return found

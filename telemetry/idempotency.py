@@ -1,0 +1,78 @@
+"""Ingest step 2: is a record new, a duplicate, or a conflict?
+
+A call is keyed by (session, turn, call), or by `request_id` when the agent sends one. The same
+payload again is a `duplicate` and changes nothing; different content under a taken key is a
+`conflict`. Payloads are compared by a canonical hash, so key order and defaults do not matter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from datetime import UTC
+from typing import Literal
+
+from django.db.models import Q
+
+from telemetry.models import LLMCall
+from telemetry.schemas import RecordIn
+
+
+def payload_hash(record: RecordIn) -> str:
+    """SHA-256 of the record as submitted, canonical: sorted keys, defaults excluded, `at` in UTC.
+
+    Server defaults (a missing `at`, `call` 0) never enter it, so a replay that leaves `at` out
+    matches the stored call although the server stamped that call with its arrival time.
+    """
+    data = record.model_dump(mode="python", exclude_defaults=True)
+    if record.at is not None:
+        data["at"] = record.at.astimezone(UTC).isoformat()
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class StoredKeys:
+    """The payload hashes already stored under the keys a submission may touch (one query).
+
+    `decide` classifies a record and, for a new one, reserves its keys, so a second record with
+    the same key later in the same submission is a duplicate or a conflict of the first.
+    """
+
+    def __init__(
+        self, session_ids: Iterable[int], turns: Iterable[int], request_ids: Iterable[str]
+    ) -> None:
+        self.by_position: dict[tuple[int, int, int], str] = {}
+        self.by_request: dict[tuple[int, str], str] = {}
+        existing = LLMCall.objects.filter(session_id__in=list(session_ids)).filter(
+            Q(turn__in=list(turns)) | Q(request_id__in=list(request_ids))
+        )
+        for sid, turn, call, request_id, digest in existing.values_list(
+            "session_id", "turn", "call", "request_id", "payload_hash"
+        ):
+            self.by_position[(sid, turn, call)] = digest
+            if request_id is not None:
+                self.by_request[(sid, request_id)] = digest
+
+    def decide(
+        self, session_pk: int, record: RecordIn, digest: str
+    ) -> tuple[Literal["created", "duplicate", "conflict"], str | None, str | None]:
+        """(status, field, detail): `created`, `duplicate`, or `conflict` naming the key."""
+        if record.request_id is not None and (session_pk, record.request_id) in self.by_request:
+            if self.by_request[(session_pk, record.request_id)] == digest:
+                return "duplicate", None, None
+            return "conflict", "request_id", "request_id: already stored with different content"
+        position = (session_pk, record.turn, record.call)
+        if position in self.by_position:
+            if self.by_position[position] == digest:
+                return "duplicate", None, None
+            return (
+                "conflict",
+                "call",
+                f"turn {record.turn} call {record.call} of session {record.session_id!r} "
+                "is already stored with different content",
+            )
+        self.by_position[position] = digest
+        if record.request_id is not None:
+            self.by_request[(session_pk, record.request_id)] = digest
+        return "created", None, None

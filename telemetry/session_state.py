@@ -1,0 +1,296 @@
+"""Session state, one owner: every write to an `AgentSession`'s state goes through this module.
+
+It owns the projection of the next request (D6), its pressure, what a compaction's result does
+to them, the surface version the transcript log reached, claiming and releasing relief (one
+pending job per session, D4), and the needs-relief rule. Ingest, the transcript log, the
+compaction services and the sweeper all call these functions; none of them writes a session
+row itself. The session's context events (`telemetry.events`) are telemetry-owned as well.
+
+Telemetry never imports compaction: what the projection needs from the transcript log (the
+characters appended after a reply) comes through a port that compaction registers when its app
+is ready (`register_log_appended_chars`, D6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Final
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from telemetry.bulk_sql import update_rows
+from telemetry.models import AgentProfile, AgentSession, Turn
+from telemetry.policies import effective_policy
+from telemetry.policy import PolicyValues
+from telemetry.pressure import PressureBand, pressure_band, projected_next_request
+from telemetry.pressure import pressure as pressure_of
+from telemetry.windows import WindowInForce
+
+# The figures ingest re-derives from a session's turns, plus the projection they imply.
+FIGURE_FIELDS: Final = [
+    "model",
+    "turns_count",
+    "calls_count",
+    "last_turn",
+    "last_turn_rounds",
+    "max_turn_rounds",
+    "current_context_tokens",
+    "peak_context_tokens",
+    "cache_read_tokens",
+    "cache_denominator_tokens",
+    "cache_reported_calls",
+    "last_turn_cache_hit_ratio",
+    "cost_usd",
+    "no_cache_cost_usd",
+    "unpriced_calls",
+    "last_seen_at",
+    "surface_estimate_tokens",
+    "window_tokens",
+    "window_source",
+    "projected_tokens",
+    "pressure",
+]
+_PROJECTION_FIELDS: Final = ["surface_estimate_tokens", "projected_tokens", "pressure"]
+
+
+# --- the port to the transcript log (registered by compaction, D6) ---------------------------
+
+LogAppendedChars = Callable[[int, int], "int | None"]
+"""(session id, surface version) -> characters the log holds after that version's reply, or
+None when the log has no record of that version."""
+
+_log_appended_chars: LogAppendedChars | None = None
+
+
+def register_log_appended_chars(provider: LogAppendedChars | None) -> None:
+    """Install what the projection asks the transcript log (compaction's `AppConfig.ready`).
+
+    One provider at a time; None unregisters (a telemetry-only deployment, or a test).
+    """
+    global _log_appended_chars
+    _log_appended_chars = provider
+
+
+def registered_log_appended_chars() -> LogAppendedChars | None:
+    return _log_appended_chars
+
+
+# --- sessions -------------------------------------------------------------------------------
+
+
+def lock_sessions(profile: AgentProfile, external_ids: set[str]) -> dict[str, AgentSession]:
+    """Create the sessions that do not exist yet and lock all of them, by external id."""
+    AgentSession.objects.bulk_create(
+        [AgentSession(profile=profile, external_id=eid) for eid in sorted(external_ids)],
+        ignore_conflicts=True,
+    )
+    # Row locks in id order: concurrent batches on the same sessions serialise without deadlock.
+    # (SQLite has no row locks; its IMMEDIATE transactions already serialise writers.)
+    rows = (
+        AgentSession.objects.select_for_update()
+        .filter(profile=profile, external_id__in=external_ids)
+        .order_by("pk")
+    )
+    found = {}
+    for row in rows:
+        row.profile = profile  # the caller's instance: the payload reads it without a query
+        found[row.external_id] = row
+    return found
+
+
+def get_or_create_session(profile: AgentProfile, external_id: str) -> AgentSession:
+    """The profile's session `external_id`, created when new (a transcript may come first).
+
+    Two first requests racing to create it both get the one row.
+    """
+    try:
+        with transaction.atomic():
+            session, _ = AgentSession.objects.get_or_create(
+                profile=profile, external_id=external_id
+            )
+    except IntegrityError:
+        session = AgentSession.objects.get(profile=profile, external_id=external_id)
+    session.profile = profile
+    return session
+
+
+def lock_session(session_id: int) -> None:
+    """Lock the session row until the end of the caller's transaction: one writer at a time."""
+    AgentSession.objects.select_for_update().filter(pk=session_id).first()
+
+
+def set_surface_version(session_id: int, version: int) -> None:
+    """The transcript log's surface reached `version` (the caller holds the session lock)."""
+    AgentSession.objects.filter(pk=session_id).update(surface_version=version)
+
+
+def write_figures(sessions: list[AgentSession]) -> None:
+    """Write the re-derived figures and projection of `sessions` in one statement."""
+    update_rows(AgentSession, sessions, list(FIGURE_FIELDS))
+
+
+# --- projection and pressure (D6) -----------------------------------------------------------
+
+
+def session_pressure(
+    projected: int | None, window: int | None, policy: PolicyValues
+) -> float | None:
+    """Pressure of `projected` tokens in `window`, or None when either is unknown or the window
+    leaves no room beyond the reserved output (refused when a profile or record is saved)."""
+    if projected is None or window is None or window <= policy.reserved_output_tokens:
+        return None
+    return pressure_of(projected, window, policy.reserved_output_tokens)
+
+
+def session_projection(session: AgentSession, last: Turn) -> int:
+    """D6: the surface estimate after a compaction, else the latest call + reply + appended.
+
+    The appended size is the record's `appended_chars` when the agent sent it, else what the
+    transcript log holds after that call's reply (asked through the registered port).
+    """
+    if session.surface_estimate_tokens is not None:
+        return session.surface_estimate_tokens
+    appended = last.last_call_appended_chars
+    if appended is None and last.surface_version is not None and _log_appended_chars:
+        found = _log_appended_chars(session.pk, last.surface_version)
+        appended = None if found is None else int(found)
+    return projected_next_request(
+        context_tokens=last.last_call_context_tokens,
+        output=last.last_call_output,
+        reasoning_output=last.last_call_reasoning_output,
+        appended_chars=appended or 0,
+    )
+
+
+def project(session: AgentSession, last: Turn, policy: PolicyValues) -> None:
+    """Set the session's projected next request and its pressure (in memory; see callers)."""
+    session.projected_tokens = session_projection(session, last)
+    session.pressure = session_pressure(session.projected_tokens, session.window_tokens, policy)
+
+
+def apply_usage_report(
+    session: AgentSession,
+    last: Turn,
+    *,
+    window: WindowInForce | None,
+    new_report: bool,
+    policy: PolicyValues,
+) -> None:
+    """After ingest re-derived the figures: the window in force, then the projection (in memory;
+    `write_figures` stores them). D6: a new usage report supersedes the surface estimate left
+    by a compaction; a duplicate changes nothing."""
+    if new_report:
+        session.surface_estimate_tokens = None
+    session.window_tokens = window.tokens if window else None
+    session.window_source = window.source if window else ""
+    project(session, last, policy)
+
+
+def refresh_projection(session_id: int, *, appended_tokens: int = 0) -> AgentSession | None:
+    """Re-project a session after its transcript grew by `appended_tokens` (called by the
+    transcript log). A standing post-compaction estimate grows by that much (D6).
+
+    Returns the session when it needs relief, so the caller may ask for it; None otherwise.
+    """
+    with transaction.atomic():
+        session = (
+            AgentSession.objects.select_for_update().select_related("profile").get(pk=session_id)
+        )
+        if session.last_turn is None:
+            return None
+        last = Turn.objects.get(session=session, turn=session.last_turn)
+        if session.surface_estimate_tokens is not None:
+            session.surface_estimate_tokens += appended_tokens
+        policy = effective_policy(session.profile)
+        project(session, last, policy)
+        session.save(update_fields=_PROJECTION_FIELDS)
+    return session if needs_relief(session, policy) else None
+
+
+def record_learned_window(session_id: int, tokens: int) -> None:
+    """An overflow error stated the limit (D4): remember it for the session's current model and
+    put it in force unless the agent reports its own window; then re-project the pressure."""
+    with transaction.atomic():
+        locked = AgentSession.objects.select_for_update().get(pk=session_id)
+        locked.learned_window_tokens = tokens
+        locked.learned_window_model = locked.model
+        fields = ["learned_window_tokens", "learned_window_model"]
+        if locked.window_source != "record":
+            locked.window_tokens = tokens
+            locked.window_source = "overflow"
+            fields += ["window_tokens", "window_source"]
+        locked.save(update_fields=fields)
+    refresh_projection(session_id)
+
+
+def record_compaction_result(
+    session: AgentSession, *, tokens_after: int, policy: PolicyValues
+) -> None:
+    """D6: after a compaction the surface estimate replaces the stale projection until the next
+    real usage report (ingest then drops it). `session` is re-read first, then saved."""
+    session.refresh_from_db()
+    session.surface_estimate_tokens = tokens_after
+    session.projected_tokens = tokens_after
+    session.pressure = session_pressure(tokens_after, session.window_tokens, policy)
+    session.save(update_fields=_PROJECTION_FIELDS)
+
+
+def session_band(session: AgentSession, policy: PolicyValues) -> PressureBand:
+    return pressure_band(session.pressure, policy.prune_threshold, policy.summarize_threshold)
+
+
+# --- relief (D4) ----------------------------------------------------------------------------
+
+
+def needs_relief(session: AgentSession, policy: PolicyValues) -> bool:
+    """At or above the prune threshold, with a transcript log to relieve, not yet tried at
+    this surface version (D4). `needing_relief` is the same rule as a query."""
+    return (
+        session.pressure is not None
+        and session.pressure >= policy.prune_threshold
+        and session.surface_version > 0
+        and session.relief_tried_version != session.surface_version
+    )
+
+
+def needing_relief(prune_threshold: float) -> Q:
+    """`needs_relief` as a filter on `AgentSession` for one profile's threshold."""
+    return Q(pressure__gte=prune_threshold, surface_version__gt=0) & ~Q(
+        relief_tried_version=F("surface_version")
+    )
+
+
+def claim_relief(session_id: int) -> bool:
+    """Claim the session's one pending relief job; False when a job is already pending."""
+    claimed = AgentSession.objects.filter(pk=session_id, relief_requested_at__isnull=True).update(
+        relief_requested_at=timezone.now()
+    )
+    return bool(claimed)
+
+
+def release_relief(session_ids: Iterable[int]) -> None:
+    """The pending job ended (or was never sent): the session may be claimed again."""
+    AgentSession.objects.filter(pk__in=list(session_ids)).update(relief_requested_at=None)
+
+
+def give_up_relief(session_id: int) -> None:
+    """A relief job gave up: release its claim and mark the current surface version tried, so
+    neither ingest nor the sweeper asks again until the log changes."""
+    AgentSession.objects.filter(pk=session_id).update(
+        relief_requested_at=None, relief_tried_version=F("surface_version")
+    )
+
+
+def discard_unused_sessions(session_ids: Iterable[int]) -> None:
+    """Delete the given sessions that hold no call and no context event (opened by a request
+    none of whose records were kept)."""
+    AgentSession.objects.filter(
+        pk__in=list(session_ids), calls__isnull=True, context_events__isnull=True
+    ).delete()
+
+
+def mark_relief_tried(session_id: int, surface_version: int) -> None:
+    """Automatic relief ran at `surface_version`: not again until the surface changes (D4)."""
+    AgentSession.objects.filter(pk=session_id).update(relief_tried_version=surface_version)

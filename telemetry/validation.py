@@ -1,0 +1,139 @@
+"""Ingest step 1: validate and normalise each submitted record on its own.
+
+One bad item never drops the others: each gets its own outcome naming the field that broke.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import ValidationError
+
+from telemetry import safejson
+from telemetry.idempotency import payload_hash
+from telemetry.policy import PolicyValues
+from telemetry.provider_context import ProviderUsage, read_provider_usage
+from telemetry.schemas import RecordIn
+from telemetry.usage import NormalizedUsage, UsageError, normalize_usage
+
+Status = Literal["created", "duplicate", "conflict", "invalid"]
+
+
+@dataclass
+class ItemResult:
+    """The outcome of one submitted record, in submission order (`index`)."""
+
+    index: int
+    status: Status
+    session_id: str | None = None
+    turn: int | None = None
+    call: int | None = None
+    field: str | None = None
+    detail: str | None = None
+    nudge: str | None = None
+    stop: bool = False
+
+
+@dataclass
+class ValidRecord:
+    """A record that passed validation: the record, its normalised usage, its payload hash."""
+
+    index: int
+    record: RecordIn
+    usage: NormalizedUsage
+    payload_hash: str
+    # The passes to bill and the provider-side compactions/edits (`telemetry.provider_context`).
+    provided: ProviderUsage
+
+
+def validation_field(error: ValidationError, prefix: str) -> tuple[str, str]:
+    """The dotted field name and message of a pydantic error's first problem."""
+    first = error.errors()[0]
+    loc = ".".join(str(part) for part in first.get("loc", ()))
+    message = first.get("msg", "invalid")
+    if first.get("type") == "extra_forbidden":
+        message = "is not a known field"
+    name = f"{prefix}{loc}" if loc else prefix.rstrip(".") or "body"
+    return name, message
+
+
+def validate_items(
+    raw_items: Sequence[object], *, policy: PolicyValues, batch: bool
+) -> tuple[list[ItemResult | None], list[ValidRecord]]:
+    """Validate and normalise each item on its own: one bad item never drops the others.
+
+    Returns one slot per item (an `invalid` outcome, or None for a valid one) and the valid ones.
+    """
+    outcomes: list[ItemResult | None] = []
+    valid: list[ValidRecord] = []
+    for index, raw in enumerate(raw_items):
+        prefix = f"records.{index}." if batch else ""
+        if not isinstance(raw, dict):
+            name = prefix.rstrip(".") or "body"
+            outcomes.append(
+                ItemResult(index, "invalid", field=name, detail=f"{name}: must be a JSON object")
+            )
+            continue
+        unsafe = safejson.problem(raw, base=prefix.rstrip("."))
+        if unsafe is not None:  # a lone surrogate, NaN, too deep: refused, the batch goes on
+            outcomes.append(ItemResult(index, "invalid", field=unsafe[0], detail=": ".join(unsafe)))
+            continue
+        try:
+            record = RecordIn.model_validate(raw)
+        except ValidationError as exc:
+            name, message = validation_field(exc, prefix)
+            outcomes.append(ItemResult(index, "invalid", field=name, detail=f"{name}: {message}"))
+            continue
+        try:
+            usage = normalize_usage(
+                record.usage,
+                provider=record.provider,
+                model=record.model,
+                cache_ttl=policy.cache_ttl,
+            )
+            provided = read_provider_usage(
+                record.usage,
+                usage,
+                cache_ttl=policy.cache_ttl,
+                context_management=record.context_management,
+                output_items=record.output_items,
+            )
+        except UsageError as exc:
+            name = exc.field if exc.field.startswith(_OWN_FIELDS) else f"usage.{exc.field}"
+            if exc.field == "provider":
+                name = "provider"
+            outcomes.append(_invalid(index, record, f"{prefix}{name}", exc.message))
+            continue
+        if (
+            record.window_tokens is not None
+            and record.window_tokens <= policy.reserved_output_tokens
+        ):
+            outcomes.append(
+                _invalid(
+                    index,
+                    record,
+                    f"{prefix}window_tokens",
+                    f"must exceed the profile's reserved_output_tokens ({policy.reserved_output_tokens})",
+                )
+            )
+            continue
+        outcomes.append(None)
+        valid.append(ValidRecord(index, record, provided.context, payload_hash(record), provided))
+    return outcomes, valid
+
+
+_OWN_FIELDS = ("usage", "context_management", "output_items")
+
+
+def _invalid(index: int, record: RecordIn, name: str, message: str) -> ItemResult:
+    return ItemResult(
+        index,
+        "invalid",
+        session_id=record.session_id,
+        turn=record.turn,
+        call=record.call,
+        field=name,
+        detail=f"{name}: {message}",
+    )
