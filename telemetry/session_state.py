@@ -270,6 +270,15 @@ def claim_relief(session_id: int) -> bool:
     return bool(claimed)
 
 
+def hold_relief(session_ids: Iterable[int]) -> None:
+    """Sessions nobody is served from (imported transcripts): claim their relief, so requests
+    made later in this transaction claim nothing, and mark the current surface version tried,
+    so the sweeper leaves it alone. The caller releases the claim after commit."""
+    AgentSession.objects.filter(pk__in=list(session_ids)).update(
+        relief_requested_at=timezone.now(), relief_tried_version=F("surface_version")
+    )
+
+
 def release_relief(session_ids: Iterable[int]) -> None:
     """The pending job ended (or was never sent): the session may be claimed again."""
     AgentSession.objects.filter(pk__in=list(session_ids)).update(relief_requested_at=None)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -59,6 +59,12 @@ from compaction.transcripts import (
 from telemetry.events import record_context_event
 from telemetry.ingest import ingest_records
 from telemetry.models import AgentKey, AgentProfile, AgentSession, ContextEvent
+from telemetry.session_state import (
+    get_or_create_session,
+    hold_relief,
+    lock_session,
+    release_relief,
+)
 
 CHUNK_LINES = 5000
 CHUNK_BYTES = 16 << 20
@@ -254,16 +260,7 @@ class _Sink:
     def session(self, name: str) -> AgentSession:
         found = self.sessions.get(name)
         if found is None:
-            try:
-                with transaction.atomic():
-                    found, _ = AgentSession.objects.get_or_create(
-                        profile=self.profile, external_id=_external_id(name)
-                    )
-            except IntegrityError:
-                found = AgentSession.objects.get(
-                    profile=self.profile, external_id=_external_id(name)
-                )
-            found.profile = self.profile
+            found = get_or_create_session(self.profile, _external_id(name))
             self.sessions[name] = found
             self.ops[name] = CompactionOperation.objects.filter(session=found).count()
         return found
@@ -380,7 +377,7 @@ class _Sink:
         surface = Surface.objects.filter(session=session).first()
         if not known and surface is not None:
             with transaction.atomic():
-                AgentSession.objects.select_for_update().filter(pk=session.pk).first()
+                lock_session(session.pk)
                 surface.refresh_from_db()
                 CompactionOperation.objects.create(
                     session=session,
@@ -482,12 +479,8 @@ class _Sink:
         if not self.touched:
             return
         ids = list(self.touched)
-        AgentSession.objects.filter(pk__in=ids).update(
-            relief_requested_at=timezone.now(), relief_tried_version=F("surface_version")
-        )
-        transaction.on_commit(
-            lambda: AgentSession.objects.filter(pk__in=ids).update(relief_requested_at=None)
-        )
+        hold_relief(ids)
+        transaction.on_commit(lambda: release_relief(ids))
 
 
 def _external_id(name: str) -> str:
