@@ -22,8 +22,6 @@ from telemetry.keys import create_agent_key
 from telemetry.seeding import ensure_defaults
 from tests.db.conftest import celery_worker  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
 # The SDKs warn about model names near end-of-life; the fake provider does not care.
 warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"anthropic\..*")
 
@@ -40,9 +38,10 @@ def live_server() -> Iterator[LiveServer]:
 
 
 @pytest.fixture(autouse=True)
-def _defaults(settings: Any) -> None:
-    """Seeded defaults present; relief jobs only where a test starts a worker (it turns
-    COMPACTION_AUTO_ENQUEUE back on)."""
+def _defaults(settings: Any, transactional_db: None) -> None:
+    """Transactional (the live server's thread must see the data), seeded defaults present
+    (a flush after an earlier transactional test removes them); relief jobs only where a test
+    starts a worker (it turns COMPACTION_AUTO_ENQUEUE back on)."""
     ensure_defaults()
     settings.SECURE_SSL_REDIRECT = False
     settings.COMPACTION_AUTO_ENQUEUE = False

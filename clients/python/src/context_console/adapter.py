@@ -8,8 +8,10 @@ the call goes on with the caller's own messages.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 from context_console.client import (
     AsyncConsole,
     AsyncSession,
+    CompactionBusy,
     Console,
     ConsoleError,
     OverflowUnrecoverable,
@@ -49,20 +52,17 @@ class AdapterOptions:
     enforce_stop: bool = False
     window_tokens: int | None = None
     console_cooldown_seconds: float = 30.0
+    # An overflow while another compaction runs (409 compaction_busy): ask again, bounded.
+    busy_retries: int = 20
+    busy_wait_seconds: float = 0.25
 
 
 def session_from_env(session_id: str | None, *, asynchronous: bool) -> Session | AsyncSession:
     """`CONTEXT_CONSOLE_URL`, `CONTEXT_CONSOLE_KEY` and (optionally) `CONTEXT_CONSOLE_SESSION`."""
-    url = os.environ.get("CONTEXT_CONSOLE_URL")
-    key = os.environ.get("CONTEXT_CONSOLE_KEY")
-    if not url or not key:
-        raise ValueError(
-            "pass a console session, or set CONTEXT_CONSOLE_URL and CONTEXT_CONSOLE_KEY"
-        )
     name = session_id or os.environ.get("CONTEXT_CONSOLE_SESSION") or f"agent-{uuid.uuid4().hex}"
     if asynchronous:
-        return AsyncConsole(url, key).session(name)
-    return Console(url, key).session(name)
+        return AsyncConsole.from_env().session(name)
+    return Console.from_env().session(name)
 
 
 @dataclass
@@ -185,7 +185,14 @@ class Link(LinkBase):
         stands)."""
         version = surface.version if surface is not None else self.conversation.surface_version
         try:
-            result = self.session.overflow(error_text(error), surface_version=version)
+            for _ in range(self.options.busy_retries):
+                try:
+                    result = self.session.overflow(error_text(error), surface_version=version)
+                    break
+                except CompactionBusy:
+                    time.sleep(self.options.busy_wait_seconds)
+            else:
+                result = self.session.overflow(error_text(error), surface_version=version)
         except OverflowUnrecoverable as exc:
             logger.warning("context console: overflow not recoverable: %s", exc)
             return None
@@ -272,7 +279,14 @@ class AsyncLink(LinkBase):
     async def overflow(self, error: BaseException, surface: Surface | None) -> Surface | None:
         version = surface.version if surface is not None else self.conversation.surface_version
         try:
-            result = await self.session.overflow(error_text(error), surface_version=version)
+            for _ in range(self.options.busy_retries):
+                try:
+                    result = await self.session.overflow(error_text(error), surface_version=version)
+                    break
+                except CompactionBusy:
+                    await asyncio.sleep(self.options.busy_wait_seconds)
+            else:
+                result = await self.session.overflow(error_text(error), surface_version=version)
         except OverflowUnrecoverable as exc:
             logger.warning("context console: overflow not recoverable: %s", exc)
             return None

@@ -8,6 +8,7 @@ overloaded); the adapters catch those and carry on without the console.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -48,6 +49,10 @@ class ConsoleUnavailable(ConsoleError):
 
 class OverflowUnrecoverable(ConsoleError):
     """D4: the console already compacted after an overflow on this surface; it will not again."""
+
+
+class CompactionBusy(ConsoleError):
+    """Another compaction of the session is running; asking again shortly will succeed."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,8 @@ def _error_from(response: httpx.Response) -> ConsoleError:
     )
     if isinstance(body, dict) and body.get("error") == "overflow_unrecoverable":
         kind = OverflowUnrecoverable
+    elif isinstance(body, dict) and body.get("error") == "compaction_busy":
+        kind = CompactionBusy
     return kind(
         message,
         status=response.status_code,
@@ -191,6 +198,14 @@ class SessionState:
         return OverflowResult(run=run, surface=surface)
 
 
+def _from_env() -> tuple[str, str]:
+    url = os.environ.get("CONTEXT_CONSOLE_URL")
+    key = os.environ.get("CONTEXT_CONSOLE_KEY")
+    if not url or not key:
+        raise ValueError("set CONTEXT_CONSOLE_URL and CONTEXT_CONSOLE_KEY")
+    return url, key
+
+
 def _overflow_body(error_text: str, surface_version: int | None) -> dict[str, Any]:
     body: dict[str, Any] = {"detail": error_text.replace("\x00", "")[:10_000]}
     if surface_version is not None:
@@ -263,6 +278,12 @@ class Console(_ConsoleBase):
         self._http = httpx.Client(
             base_url=self.url, headers=self._headers, timeout=timeout, transport=transport
         )
+
+    @classmethod
+    def from_env(cls, **options: Any) -> Console:
+        """A console from `CONTEXT_CONSOLE_URL` and `CONTEXT_CONSOLE_KEY`."""
+        url, key = _from_env()
+        return cls(url, key, **options)
 
     def session(
         self, session_id: str, *, format: Format = "anthropic", window_tokens: int | None = None
@@ -427,6 +448,12 @@ class AsyncConsole(_ConsoleBase):
         self._http = httpx.AsyncClient(
             base_url=self.url, headers=self._headers, timeout=timeout, transport=transport
         )
+
+    @classmethod
+    def from_env(cls, **options: Any) -> AsyncConsole:
+        """A console from `CONTEXT_CONSOLE_URL` and `CONTEXT_CONSOLE_KEY`."""
+        url, key = _from_env()
+        return cls(url, key, **options)
 
     def session(
         self, session_id: str, *, format: Format = "anthropic", window_tokens: int | None = None

@@ -71,6 +71,7 @@ class Recorded:
     status: int
     usage: dict[str, Any] | None = None
     stream: bool = False
+    injected: bool = False  # an overflow answered because `inject_overflow` asked for it
 
 
 class Overflow(Exception):
@@ -161,7 +162,9 @@ class FakeProvider:
                 self._overflows_to_inject -= 1
             stream = bool(body.get("stream"))
             if injected or prompt_tokens > self.window_tokens:
-                self.requests.append(Recorded(api, body, prompt_tokens, 400, stream=stream))
+                self.requests.append(
+                    Recorded(api, body, prompt_tokens, 400, stream=stream, injected=injected)
+                )
                 self._send_overflow(handler, api, max(prompt_tokens, self.window_tokens + 1))
                 return
             usage_in = self._cache_usage(api, body, prompt_tokens)

@@ -1,0 +1,287 @@
+"""LangChain v1 middleware: `create_agent(..., middleware=[ContextConsoleMiddleware(console)])`.
+
+Each model call appends the conversation (system prompt and messages, converted to the OpenAI
+Chat format) to the console's log and reports the call's usage (the provider's raw usage from
+`response_metadata` when the chat model keeps it, else `AIMessage.usage_metadata`). With
+`use_surface=True`, `wrap_model_call` swaps the model-visible messages for the console's
+surface through `ModelRequest.override(messages=...)`: the agent's state (and its checkpointer)
+keeps the full history untouched, only what the model sees shrinks — the log/surface split.
+A context-length error goes to `/overflow` and the call is retried once on the new surface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
+from langchain_core.messages.utils import convert_to_openai_messages
+
+from context_console.adapter import AdapterOptions, AsyncLink, Link, LinkBase, Prepared
+from context_console.client import AsyncConsole, Console, Surface
+from context_console.conversation import Conversation, is_overflow
+from context_console.records import ANTHROPIC, OPENAI_CHAT, OTEL
+
+__all__ = ["ContextConsoleMiddleware", "usage_of"]
+
+
+def usage_of(message: AIMessage) -> tuple[dict[str, Any], str, str | None] | None:
+    """(usage, provider format, model) of a model's reply: the provider's raw usage when the
+    integration kept it in `response_metadata`, else `usage_metadata` as OTel GenAI keys
+    (LangChain's input count includes cache reads and writes, as OTel's does)."""
+    meta = message.response_metadata or {}
+    model = meta.get("model_name") or meta.get("model")
+    raw = meta.get("usage")
+    if isinstance(raw, dict) and "input_tokens" in raw and "output_tokens" in raw:
+        return dict(raw), ANTHROPIC, model
+    raw = meta.get("token_usage")
+    if isinstance(raw, dict) and "prompt_tokens" in raw:
+        return dict(raw), OPENAI_CHAT, model
+    usage = message.usage_metadata
+    if not usage:
+        return None
+    details = usage.get("input_token_details") or {}
+    output_details = usage.get("output_token_details") or {}
+    otel: dict[str, Any] = {
+        "gen_ai.usage.input_tokens": usage["input_tokens"],
+        "gen_ai.usage.output_tokens": usage["output_tokens"],
+    }
+    if "cache_read" in details:
+        otel["gen_ai.usage.cache_read.input_tokens"] = details["cache_read"]
+    if "cache_creation" in details:
+        otel["gen_ai.usage.cache_creation.input_tokens"] = details["cache_creation"]
+    if "reasoning" in output_details:
+        otel["gen_ai.usage.reasoning.output_tokens"] = output_details["reasoning"]
+    return otel, OTEL, model
+
+
+def _history(request: ModelRequest[Any]) -> list[dict[str, Any]]:
+    messages: list[BaseMessage] = list(request.messages)
+    if request.system_message is not None:
+        messages = [request.system_message, *messages]
+    converted = convert_to_openai_messages(messages)
+    return converted if isinstance(converted, list) else [converted]
+
+
+def _surface_messages(surface: Surface) -> list[Any]:
+    """The surface as LangChain messages, without the system prompt (the request keeps its own
+    `system_message`)."""
+    body = [m for m in surface.messages if m.get("role") not in ("system", "developer")]
+    return list(convert_to_messages(body))
+
+
+def _reply(response: ModelResponse[Any]) -> tuple[AIMessage | None, dict[str, Any] | None]:
+    for message in response.result:
+        if isinstance(message, AIMessage):
+            converted = convert_to_openai_messages([message])
+            reply = converted[0] if isinstance(converted, list) and converted else None
+            return message, reply if isinstance(reply, dict) else None
+    return None, None
+
+
+def _session_id(default: str | None) -> str:
+    if default:
+        return default
+    try:
+        from langgraph.config import get_config
+
+        thread = (get_config().get("configurable") or {}).get("thread_id")
+    except RuntimeError:  # outside a graph run
+        thread = None
+    return str(thread) if thread else "default"
+
+
+class ContextConsoleMiddleware(AgentMiddleware):
+    """Reports, logs and (optionally) surfaces every model call of a LangChain agent.
+
+    `console`: a `Console` (sync agents; async runs use it from a worker thread) or an
+    `AsyncConsole` (async agents only). `session_id`: the console session; by default the
+    run's `thread_id`, so each checkpointed thread is its own session.
+    """
+
+    def __init__(
+        self,
+        console: Console | AsyncConsole,
+        *,
+        session_id: str | None = None,
+        use_surface: bool = False,
+        window_tokens: int | None = None,
+        inject_nudge: bool = False,
+        enforce_stop: bool = False,
+    ) -> None:
+        super().__init__()
+        self.console = console
+        self.session_id = session_id
+        self.options = AdapterOptions(
+            use_surface=use_surface,
+            cache_breakpoints=False,
+            inject_nudge=inject_nudge,
+            enforce_stop=enforce_stop,
+            window_tokens=window_tokens,
+        )
+        self.links: dict[str, LinkBase] = {}
+
+    # --- links ------------------------------------------------------------------------------
+
+    def link(self, session_id: str | None = None) -> LinkBase:
+        """The link of a session (by default the current run's): `link().signal` is D8's."""
+        name = _session_id(session_id or self.session_id)
+        found = self.links.get(name)
+        if found is None:
+            if isinstance(self.console, AsyncConsole):
+                found = AsyncLink(
+                    self.console.session(name, format="openai"),
+                    self.options,
+                    Conversation("openai"),
+                )
+            else:
+                found = Link(
+                    self.console.session(name, format="openai"),
+                    self.options,
+                    Conversation("openai"),
+                )
+            self.links[name] = found
+        return found
+
+    def _request(
+        self, request: ModelRequest[Any], link: LinkBase, surface: Surface | None
+    ) -> ModelRequest[Any]:
+        messages: list[Any] | None = None
+        if surface is not None:
+            messages = _surface_messages(surface)
+        nudge = link.nudge()
+        if nudge:
+            from langchain_core.messages import HumanMessage
+
+            messages = [
+                *(messages if messages is not None else request.messages),
+                HumanMessage(nudge),
+            ]
+        if messages is None:
+            return request
+        link.last_request = {"messages": convert_to_openai_messages(messages)}
+        return request.override(messages=messages)
+
+    @staticmethod
+    def _report(response: ModelResponse[Any]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        message, reply = _reply(response)
+        if message is None:
+            return reply, {}
+        found = usage_of(message)
+        if found is None:
+            return reply, {}
+        usage, provider, model = found
+        return reply, {
+            "usage": usage,
+            "provider": provider,
+            "model": model,
+            "request_id": message.id,
+        }
+
+    # --- sync -------------------------------------------------------------------------------
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any]:
+        link = self.link()
+        if not isinstance(link, Link):
+            raise TypeError("an AsyncConsole serves async agents only (ainvoke/astream)")
+        prepared = link.before(_history(request))
+        surface = prepared.surface
+        try:
+            response = handler(self._request(request, link, surface))
+        except Exception as exc:
+            if not is_overflow(exc):
+                raise
+            surface = link.overflow(exc, surface)
+            if surface is None:
+                raise
+            try:
+                response = handler(self._request(request, link, surface))
+            except Exception as again:
+                if is_overflow(again):
+                    link.overflow_again(again, surface)
+                raise
+            link.overflows_recovered += 1
+        link.last_surface_version = surface.version if surface is not None else None
+        self._after_sync(link, prepared, surface, response)
+        return response
+
+    def _after_sync(
+        self, link: Link, prepared: Prepared, surface: Surface | None, response: ModelResponse[Any]
+    ) -> None:
+        reply, found = self._report(response)
+        used = Prepared(prepared.plan, prepared.history_length, surface, prepared.logged)
+        if not found:
+            link.conversation.end_call()
+            return
+        link.after(
+            used,
+            found["usage"],
+            reply,
+            model=found["model"],
+            provider=found["provider"],
+            request_id=found["request_id"],
+        )
+
+    # --- async ------------------------------------------------------------------------------
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        link = self.link()
+        if isinstance(link, Link):
+            # A sync console: its calls run in a worker thread, off the event loop.
+            prepared = await asyncio.to_thread(link.before, _history(request))
+        else:
+            assert isinstance(link, AsyncLink)
+            prepared = await link.before(_history(request))
+        surface = prepared.surface
+        try:
+            response = await handler(self._request(request, link, surface))
+        except Exception as exc:
+            if not is_overflow(exc):
+                raise
+            if isinstance(link, Link):
+                surface = await asyncio.to_thread(link.overflow, exc, surface)
+            else:
+                assert isinstance(link, AsyncLink)
+                surface = await link.overflow(exc, surface)
+            if surface is None:
+                raise
+            try:
+                response = await handler(self._request(request, link, surface))
+            except Exception as again:
+                if is_overflow(again):
+                    if isinstance(link, Link):
+                        await asyncio.to_thread(link.overflow_again, again, surface)
+                    else:
+                        assert isinstance(link, AsyncLink)
+                        await link.overflow_again(again, surface)
+                raise
+            link.overflows_recovered += 1
+        link.last_surface_version = surface.version if surface is not None else None
+        if isinstance(link, Link):
+            await asyncio.to_thread(self._after_sync, link, prepared, surface, response)
+            return response
+        assert isinstance(link, AsyncLink)
+        reply, found = self._report(response)
+        used = Prepared(prepared.plan, prepared.history_length, surface, prepared.logged)
+        if not found:
+            link.conversation.end_call()
+            return response
+        await link.after(
+            used,
+            found["usage"],
+            reply,
+            model=found["model"],
+            provider=found["provider"],
+            request_id=found["request_id"],
+        )
+        return response
