@@ -74,6 +74,7 @@ MESSAGES_BODY = {
                     },
                     "messages": {
                         "type": "array",
+                        "minItems": 1,
                         "items": {
                             "type": "object",
                             "required": ["seq"],

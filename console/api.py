@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from compaction.api import router as compaction_router
 from compaction.imports.api import router as imports_router
 from compaction.summarizers import SummarizerError
 from compaction.transcripts import AppendError
+from console.openapi import ConsoleAPI
 from telemetry.api import BadBody
 from telemetry.api import router as telemetry_router
 from telemetry.otlp.api import router as otlp_router
@@ -17,7 +17,7 @@ from telemetry.policy import PolicyError
 from telemetry.profiles import ProfileError
 from telemetry.ratelimit import RateLimited
 
-api = NinjaAPI(
+api = ConsoleAPI(
     title="Context lifecycle console API",
     version="1",
     description=(

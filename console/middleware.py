@@ -90,6 +90,8 @@ def request_guard(
         for name, values in request.GET.lists():
             if "\x00" in name or any("\x00" in value for value in values):
                 return _unprocessable(name.replace("\x00", "\\u0000"), "must not contain NUL")
+            if len(values) > 1:  # no API parameter takes a list: say so instead of picking one
+                return _unprocessable(name, "is given more than once; send it once")
         if request.method in _BODY_METHODS and request.META.get("CONTENT_LENGTH") not in (
             None,
             "",

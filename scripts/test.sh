@@ -67,6 +67,13 @@ stage "Python client (clients/python): mypy --strict, its own tests (incl. pip i
 run_pytest "python client (no Django)" -p no:django -W ignore::pytest.PytestConfigWarning clients/python/tests -q
 run_pytest "python client against a live console (SQLite + filesystem broker)" tests/client -q
 
+stage "schemathesis: every API operation against a live test server (seeded, bounded, no 5xx, no schema violation)"
+if [ "$pg_up" = yes ]; then
+  DATABASE_URL=$PG_URL run_pytest "schemathesis on PostgreSQL" tests/schema -q -p no:cacheprovider
+else
+  run_pytest "schemathesis on SQLite" tests/schema -q -p no:cacheprovider
+fi
+
 if compgen -G "tests/browser/test_*.py" >/dev/null; then
   if [ -x /usr/bin/chromium ]; then
     stage "browser tests in Debian's chromium (Playwright)"

@@ -113,7 +113,19 @@ class RecordIn(BaseModel):
     turn: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)]
     call: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)] = 0
     model: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    usage: dict[str, Any]
+    usage: Annotated[
+        dict[str, Any],
+        # the token counts each provider shape requires (telemetry.usage), for the OpenAPI schema
+        Field(
+            json_schema_extra={
+                "anyOf": [
+                    {"required": ["input_tokens", "output_tokens"]},
+                    {"required": ["prompt_tokens", "completion_tokens"]},
+                    {"required": ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"]},
+                ]
+            }
+        ),
+    ]
     provider: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
     request_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
     request_chars: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = None

@@ -232,3 +232,30 @@ def test_a_chunked_body_without_content_length_is_411_not_read_as_empty(agent):
     )
     assert response.status_code == 411, response.content
     assert "Content-Length" in response.json()["detail"]
+
+
+# --- item 13: the OpenAPI document says what the API answers -----------------------------------
+
+
+def test_openapi_documents_401_404_422_where_they_occur_and_the_body_rules(client):
+    schema = client.get("/api/openapi.json").json()
+    surface = schema["paths"]["/api/v1/sessions/{session_id}/surface"]["get"]["responses"]
+    assert {"401", "404", "422", "429", "503"} <= set(surface)
+    search = schema["paths"]["/api/v1/archives"]["get"]["responses"]
+    assert {"401", "404", "422"} <= set(search)  # 404: an unknown session_id filter
+    telemetry = schema["paths"]["/api/v1/telemetry"]["post"]["responses"]
+    assert {"400", "401", "411", "413", "422"} <= set(telemetry)
+    messages = schema["paths"]["/api/v1/sessions/{session_id}/messages"]["post"]
+    body = messages["requestBody"]["content"]["application/json"]["schema"]
+    assert body["properties"]["messages"]["minItems"] == 1
+    record = telemetry_body = schema["paths"]["/api/v1/telemetry"]["post"]["requestBody"]
+    record = telemetry_body["content"]["application/json"]["schema"]["oneOf"][0]
+    required = [alt["required"] for alt in record["properties"]["usage"]["anyOf"]]
+    assert ["input_tokens", "output_tokens"] in required
+    assert ["prompt_tokens", "completion_tokens"] in required
+
+
+def test_a_repeated_query_parameter_is_422_not_silently_one_of_them(agent):
+    response = agent.get("/api/v1/archives?q=build&q=deploy")
+    assert response.status_code == 422
+    assert response.json()["field"] == "q"

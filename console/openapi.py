@@ -1,0 +1,77 @@
+"""The OpenAPI document says every status an operation can answer (issue 16, item 13).
+
+Routes declare their own successes and domain errors; the answers every route shares come
+from the layers around them — the key check (401), the path lookup (404), the request guards
+(400, 408, 411, 413, 422), the rate limit (429) and the database guard (503) — and are added
+here to each operation they apply to, with the shared error body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ninja import NinjaAPI
+
+ERROR_REF = {"$ref": "#/components/schemas/ErrorOut"}
+
+_ALL = {
+    "422": "a path or query parameter, or a body field, is invalid (`field` names it)",
+    "503": "the database is not answering; retry after `Retry-After` seconds",
+}
+_AUTHENTICATED = {
+    "401": "missing, unknown or revoked agent key",
+    "403": "the key lacks the scope this operation needs",
+    "429": "over the key's request rate; retry after `Retry-After` seconds",
+}
+_WITH_PATH = {"404": "no such object (or session) for this key's profile"}
+_WITH_BODY = {
+    "400": "the body is not UTF-8 or not JSON",
+    "408": "the body was not received in time",
+    "411": "a chunked body without Content-Length",
+    "413": "the body is over this endpoint's limit",
+}
+
+
+def complete_responses(schema: dict[str, Any]) -> dict[str, Any]:
+    """Add the shared error responses to every operation that can answer them (in place)."""
+    schema.setdefault("components", {}).setdefault("schemas", {}).setdefault(
+        "ErrorOut",
+        {
+            "type": "object",
+            "properties": {"detail": {"type": "string"}, "field": {"type": ["string", "null"]}},
+            "required": ["detail"],
+        },
+    )
+    for item in schema.get("paths", {}).values():
+        for method, operation in item.items():
+            if method not in {"get", "post", "put", "patch", "delete"}:
+                continue
+            extra = dict(_ALL)
+            if operation.get("security"):
+                extra.update(_AUTHENTICATED)
+            if any(
+                p.get("in") == "path" or p.get("name") == "session_id"
+                for p in operation.get("parameters", [])
+            ):
+                extra.update(_WITH_PATH)
+            if method != "get":
+                extra.update(_WITH_BODY)
+            responses = operation.setdefault("responses", {})
+            for status, description in extra.items():
+                responses.setdefault(
+                    status,
+                    {
+                        "description": description,
+                        "content": {"application/json": {"schema": ERROR_REF}},
+                    },
+                )
+    return schema
+
+
+class ConsoleAPI(NinjaAPI):
+    """NinjaAPI whose OpenAPI document lists the shared error responses."""
+
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(*args, **kwargs)
+        complete_responses(schema)
+        return schema
