@@ -46,6 +46,11 @@ class RoundsDistribution:
     max: int | None
     buckets: tuple[Bucket, ...]
 
+    @property
+    def occupied(self) -> tuple[Bucket, ...]:
+        """The buckets that hold at least one turn."""
+        return tuple(b for b in self.buckets if b.turns)
+
 
 @dataclass(frozen=True, slots=True)
 class LimitImpact:
