@@ -154,8 +154,13 @@ def find_active_key(
     return None if key is None else copy.copy(key)
 
 
-def forget_key_checks() -> None:
-    """Drop every remembered key check of this process (tests; after bulk key changes)."""
+def forget_key_checks(*args: object, **kwargs: object) -> None:
+    """Drop every remembered key check of this process.
+
+    Connected to the saves and deletes of keys and profiles (`TelemetryConfig.ready`), so the
+    process that changes a profile's windows or a key sees the change at once; the others within
+    `KEY_CACHE_SECONDS`. Bulk `QuerySet.update()`s send no signal: call it after them.
+    """
     _checks.clear()
 
 

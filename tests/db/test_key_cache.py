@@ -162,3 +162,16 @@ def test_a_key_revoked_elsewhere_stops_working_within_a_second_on_every_process(
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.mark.django_db
+def test_a_profile_changed_in_this_process_is_seen_at_once() -> None:
+    from telemetry.profiles import set_window_overrides
+
+    issued = create_agent_key(profile_name="windows")
+    clock = Clock()
+    first = find_active_key(issued.plaintext, clock=clock)
+    assert first is not None and first.profile.window_overrides == {}
+    set_window_overrides(profile=issued.key.profile, overrides={"*": 200_000})
+    again = find_active_key(issued.plaintext, clock=clock)  # same instant: no age expiry
+    assert again is not None and again.profile.window_overrides == {"*": 200_000}

@@ -14,7 +14,6 @@ import io
 import logging
 import re
 import socket
-import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -103,10 +102,8 @@ def api_get(key: str, path: str) -> Any:
 def test_simulate_seeds_the_demo_and_shows_every_kind_of_compaction(
     live_server: LiveServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    started = time.monotonic()
     with caplog.at_level(logging.ERROR, logger="compaction"):
         output = simulate(live_server)
-    elapsed = time.monotonic() - started
     (line,) = WORKER_LINE.findall(output)
     worker_ids = line.split(", ")
     # The command held every session's relief claim during the traffic and released them all.
@@ -124,8 +121,6 @@ def test_simulate_seeds_the_demo_and_shows_every_kind_of_compaction(
         s.external_id.rsplit("-", 1)[0]: s for s in AgentSession.objects.select_related("profile")
     }
     assert set(sessions) == set(expected) == {spec.slug for spec in ROSTER}
-    # ~15 s on SQLite and ~35 s on PostgreSQL on an idle 2-core machine; the bound is for load.
-    assert elapsed < 90, f"simulate took {elapsed:.1f} s"
     assert sorted(i.rsplit("-", 1)[0] for i in worker_ids) == [
         "flaky-test-bisect",
         "incident-triage",
