@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import bulk
+from bench.cache import measure_p12
 from bench.imports import measure_p11
 from bench.load import LoadResult, Request, latency_summary, median, run_load, sequential
 from bench.otlp import measure_p10
@@ -1149,6 +1150,8 @@ class Bench:
             self.raw_writes()
         with step("seed P3/P5 sessions; query counts; B_read, B_page"):
             self.seed_reads()
+        with step("P12: cache-miss classification vs reading the calls"):
+            measure_p12(self)
         with step("gunicorn"):
             self.serve()
         with step("B_noop and P2: single requests, alternating runs"):

@@ -160,3 +160,29 @@ def ttl_advisor(request: HttpRequest) -> HttpResponse:
         "console/cache_page_plain.html",
         context | {"fragment": "console/_ttl_advice.html", "title": "TTL advice", "nav": "policy"},
     )
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def cache_summary(request: HttpRequest) -> HttpResponse:
+    """The overview's section: fleet premiums by cause, the costliest sessions, D2 flags."""
+    report = fleet_cache()
+    context = {
+        "report": report,
+        "fleet_causes": [
+            (CAUSE_LABELS[c], report.by_cause[c], report.misses_by_cause[c]) for c in CAUSES
+        ],
+        "flagged": sorted(n for n, p in report.profiles.items() if p.churn.violates_d2),
+    }
+    if request.headers.get("HX-Request") == "true":
+        return render(request, "console/_cache_summary.html", context)
+    return render(
+        request,
+        "console/cache_page_plain.html",
+        context
+        | {
+            "fragment": "console/_cache_summary.html",
+            "title": "Cache miss premiums",
+            "nav": "cache",
+        },
+    )

@@ -36,6 +36,7 @@ urlpatterns = [
     path("sessions/<int:pk>/plan", cache_views.session_plan, name="session_plan"),
     path("cache/", cache_views.fleet_cache_page, name="cache"),
     path("cache/ttl", cache_views.ttl_advisor, name="ttl_advisor"),
+    path("cache/summary", cache_views.cache_summary, name="cache_summary"),
     path("archives/", views.archives, name="archives"),
     path("archives/<int:pk>/", views.archive_detail, name="archive"),
     path(

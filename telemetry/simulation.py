@@ -421,6 +421,8 @@ class CallRecord:
     output: int
     reasoning: int | None
     projected_next: int
+    # Prefix fingerprints (tools, system) the agent reports, when it does (issue 13, D2).
+    prefix: tuple[Mapping[str, Any], ...] | None = None
 
     def payload(self, surface_version: int | None = None) -> dict[str, Any]:
         """The JSON record for POST /api/v1/telemetry; `surface_version` is the transcript
@@ -440,6 +442,8 @@ class CallRecord:
                 body[name] = value
         if surface_version is not None:
             body["surface_version"] = surface_version
+        if self.prefix is not None:
+            body["prefix"] = [dict(segment) for segment in self.prefix]
         return body
 
 
@@ -713,6 +717,24 @@ class Scenario:
         events = [(t.started_at, i, t) for i, s in enumerate(self.sessions) for t in s.turns]
         for _, _, event in sorted(events, key=lambda e: (e[0], e[1], e[2].turn)):
             yield event
+
+
+def _system_prefix(spec: SessionSpec, system: str) -> tuple[Mapping[str, Any], ...]:
+    """The tools and system segments of a request, as an agent fingerprints them."""
+    tools = ",".join(spec.tool_names)
+    return (
+        {"kind": "tools", "hash": _short_hash(tools), "tokens": 600 * len(spec.tool_names)},
+        {
+            "kind": "system",
+            "hash": _short_hash(system),
+            "tokens": len(system) // CHARS_PER_TOKEN,
+            "text": system[:20_000],
+        },
+    )
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def format_at(moment: datetime) -> str:
@@ -1022,6 +1044,9 @@ class _SessionBuilder:
                 + r.output
                 - (r.reasoning or 0)
                 + r.appended_chars // CHARS_PER_TOKEN,
+                # the agent whose system prompt changes reports its prefix fingerprints, so the
+                # console can name the break (issue 13)
+                prefix=_system_prefix(spec, draft.system) if spec.system_change_turn else None,
             )
             rounds.append(Round(record, r.reply, r.appended))
         return TurnEvent(

@@ -265,6 +265,7 @@ def test_records_are_valid_api_payloads(scenario: Scenario) -> None:
         "appended_chars",
         "window_tokens",
         "at",
+        "prefix",
     }
     request_ids = [r.request_id for r in scenario.records if r.request_id is not None]
     assert len(request_ids) == len(set(request_ids))

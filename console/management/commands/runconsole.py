@@ -169,4 +169,4 @@ class Command(BaseCommand):
             self.stdout.write("Demo data present; not seeding again.")
             return
         self.stdout.write("Seeding demo data through the API (python manage.py simulate)…")
-        call_command("simulate", base_url=url)
+        call_command("simulate", base_url=url, cache_demo=True)

@@ -51,6 +51,7 @@ from django.utils import timezone
 
 from compaction.models import CompactionRun
 from compaction.services import relieve_session
+from console.cache_demo import send_cache_demo
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentSession
 from telemetry.relief import request_relief
@@ -569,6 +570,11 @@ class Command(BaseCommand):
             action="store_true",
             help="only traffic: no overflow, manual compact or archive-outage run",
         )
+        parser.add_argument(
+            "--cache-demo",
+            action="store_true",
+            help="also send three sessions whose cache misses have every cause (make run does)",
+        )
         parser.add_argument("--quiet", action="store_true", help="print nothing unless it fails")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -602,6 +608,7 @@ class Command(BaseCommand):
         submissions = plan_submissions(scenario)
         tracker = _Tracker(scenario, limits)
         compaction = not options["no_compaction"]
+        cache_demo: list[str] = []
         transcripts = _Transcripts(api, keys, scenario)
         demo = _Demo(api, keys, tracker, transcripts)
         if compaction:
@@ -620,6 +627,9 @@ class Command(BaseCommand):
             traffic_figures = dict(tracker.figures)  # as the traffic left them
             if compaction:
                 demo.run()
+            if options["cache_demo"]:
+                # issue 13: misses with every cause the console names, on demo data
+                cache_demo = send_cache_demo(api.call, keys, timezone.now())
         left: tuple[list[str], list[str]] = ([], [])
         if compaction:
             left = demo.hand_over(traffic_figures)
@@ -628,6 +638,8 @@ class Command(BaseCommand):
             self._transcripts(transcripts)
             if compaction:
                 self._compaction(demo, left, time.monotonic() - started)
+            if cache_demo:
+                self.stdout.write(f"Cache-miss causes demo: {', '.join(cache_demo)}.")
 
     def _summary(
         self,
