@@ -279,3 +279,17 @@ def test_the_fleet_page_shows_premiums_by_cause_top_sessions_and_ttl_advice(
     ttl = admin_client_.get("/cache/ttl", headers={"HX-Request": "true"}).content.decode()
     assert "Measured expiry misses" in ttl and "23.0 min" in ttl
     assert 'hx-get="/cache/ttl"' in admin_client_.get("/policy/").content.decode()
+
+
+def test_the_overview_loads_the_fleet_miss_premiums(agent, viewer):
+    from django.utils import timezone
+
+    now = timezone.now() - timedelta(hours=1)
+    ingest(
+        agent,
+        record(0, 0, write=50_000) | {"at": now.isoformat()},
+        record(1, 0, model=HAIKU, write=52_000) | {"at": (now + timedelta(minutes=1)).isoformat()},
+    )
+    assert 'hx-get="/cache/summary"' in viewer.get("/").content.decode()
+    html = viewer.get("/cache/summary", headers={"HX-Request": "true"}).content.decode()
+    assert "Cache miss premiums by cause" in html and "model switched" in html and ">s1<" in html
