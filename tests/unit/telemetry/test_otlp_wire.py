@@ -222,3 +222,11 @@ def test_log_records_and_metric_points():
     scope.metrics.append(Metric(name="m", gauge=Gauge(data_points=[NumberDataPoint(as_int=1)] * 3)))
     decoded_metrics = decode_request("metrics", metrics.SerializeToString(), "protobuf")
     assert data_points_of(decoded_metrics) == 3  # type: ignore[arg-type]
+
+
+def test_deflate_is_zlib_framed_as_the_python_sdk_sends_it():
+    import zlib
+
+    data = trace_request().SerializeToString()
+    assert inflate(zlib.compress(data), "deflate", limit=10_000) == data
+    assert inflate(gzip.compress(data), "Deflate", limit=10_000) == data
