@@ -191,7 +191,11 @@ def _openai_compactions(
         events.append(
             ProviderEvent(
                 kind="compaction",
-                key=f"item:{item_id}" if isinstance(item_id, str) and item_id else f"item:{index}",
+                key=(
+                    f"item:{item_id}"
+                    if isinstance(item_id, str) and 0 < len(item_id) <= 80
+                    else f"item:{index}"
+                ),
                 trigger="compaction_item",
                 tokens_before=context_tokens,
                 tokens_after=None,

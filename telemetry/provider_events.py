@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from django.db.models import Q
@@ -9,6 +10,9 @@ from django.db.models import Q
 from telemetry.events import record_context_event
 from telemetry.models import ContextEvent, LLMCall
 from telemetry.provider_context import ProviderEvent
+
+# request id + ":" + the event's key (e.g. "iteration:12", "item:<id>") within 200 characters.
+_MAX_IDENTITY = 100
 
 
 def record_provider_events(items: Sequence[tuple[LLMCall, Sequence[ProviderEvent]]]) -> int:
@@ -29,13 +33,17 @@ def record_provider_events(items: Sequence[tuple[LLMCall, Sequence[ProviderEvent
     for call, events in items:
         row = stored.get((call.session_id, call.turn, call.call))
         identity = call.request_id or f"turn:{call.turn}:call:{call.call}"
+        if len(identity) > _MAX_IDENTITY:
+            # Keys are 200 chars at most: a long request id is hashed, never cut (a cut could
+            # make two events of one call collide and drop the second as a replay).
+            identity = "sha256:" + hashlib.sha256(identity.encode()).hexdigest()
         for event in events:
             _, new = record_context_event(
                 call.session,
                 kind=event.kind,
                 origin=ContextEvent.Origin.PROVIDER,
                 source="telemetry",
-                source_key=f"{identity}:{event.key}"[:200],
+                source_key=f"{identity}:{event.key}",
                 at=call.at,
                 trigger=event.trigger,
                 turn=call.turn,

@@ -147,3 +147,16 @@ def test_the_session_page_lists_the_provider_compaction(agent):
     page = client.get(reverse("session", args=[session.pk])).content.decode()
     assert 'class="event-provider"' in page
     assert "180,000" in page and "server-side compaction" in page
+
+
+def test_a_long_request_id_keeps_every_event_of_the_call_apart(agent):
+    edits = {"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_input_tokens": 10}]}
+    response = agent.post(
+        "/api/v1/telemetry", record(request_id="r" * 200, context_management=edits)
+    )
+    assert response.status_code == 201, response.content
+    keys = sorted(ContextEvent.objects.values_list("source_key", flat=True))
+    assert len(keys) == 2 and all(len(key) <= 200 for key in keys)
+    assert keys[0].endswith(":edit:0") and keys[1].endswith(":iteration:0")
+    agent.post("/api/v1/telemetry", record(request_id="r" * 200, context_management=edits))
+    assert ContextEvent.objects.count() == 2
