@@ -197,12 +197,20 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
         "height": 320,
-        "margin": {"l": 64, "r": 24, "t": 48, "b": 44},
+        "margin": {"l": 64, "r": 24, "t": 84, "b": 44},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
         "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
         "hovermode": "x unified",
-        "legend": {"orientation": "h", "x": 0, "y": -0.18},
+        # above the plot, under the title: on a narrow screen a legend below the plot wraps
+        # onto the axis title
+        "legend": {
+            "orientation": "h",
+            "x": 0,
+            "y": 1.0,
+            "yanchor": "bottom",
+            "traceorder": "normal",
+        },
         "xaxis": {
             "title": {"text": "turn"},
             "gridcolor": "#eceff1",
@@ -415,13 +423,16 @@ def cache_figure(
     # the turn axis (ticks and title) sits under the lower pane
     layout["xaxis"] = {**layout["xaxis"], "anchor": "y2"}
     layout["yaxis2"] = {
-        "title": {"text": "writes"},
+        "title": {"text": "writes (tokens)"},
         "domain": [0, 0.32],
         "anchor": "x",
         "gridcolor": "#eceff1",
         "rangemode": "tozero",
         "tickformat": ".3~s",
     }
+    if max(writes, default=0) < 10:
+        # no (or hardly any) writes: whole tokens on the axis, never "500m"
+        layout["yaxis2"] |= {"range": [0, max(1, max(writes, default=0))], "dtick": 1}
     return {"data": data, "layout": _whole_turns(layout, turns)}
 
 
@@ -551,8 +562,7 @@ def _time_layout(title: str, **extra: Any) -> dict[str, Any]:
         "title": {"text": "time (UTC)"},
     }
     # a legend above the plot never collides with the axis title on a narrow screen
-    layout["legend"] = {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"}
-    layout["margin"] = {"l": 64, "r": 24, "t": 72, "b": 48}
+    layout["margin"] = {"l": 64, "r": 24, "t": 84, "b": 48}
     layout["title"] = {**layout["title"], "y": 0.98, "yanchor": "top"}
     return layout
 
@@ -584,7 +594,7 @@ def spend_figure(
             "hovertemplate": "$%{y:.4f}<extra>saved by the cache</extra>",
         }
     )
-    layout = _time_layout("Spend by token bucket, and what the cache saved", barmode="stack")
+    layout = _time_layout("Spend and what the cache saved", barmode="stack")
     layout["yaxis"] = {**layout["yaxis"], "title": {"text": "USD"}, "tickprefix": "$"}
     return {"data": data, "layout": layout}
 
@@ -650,12 +660,15 @@ def compactions_figure(
     )
     layout = _time_layout("Compactions per day by origin", barmode="stack")
     layout["xaxis"] = {**layout["xaxis"], "title": {"text": "day (UTC)"}, "dtick": 86_400_000}
+    most = max((sum(day) for day in zip(*counts.values(), strict=True)), default=0)
     layout["yaxis"] = {
         **layout["yaxis"],
         "title": {"text": "compactions"},
         "rangemode": "tozero",
         "tickformat": ",d",
     }
+    if most < 6:
+        layout["yaxis"] |= {"range": [0, max(most, 1) + 0.5], "dtick": 1}
     layout["yaxis2"] = {
         "title": {"text": "tokens freed"},
         "overlaying": "y",
@@ -666,3 +679,43 @@ def compactions_figure(
     }
     layout["margin"] = {**layout["margin"], "r": 64}
     return {"data": data, "layout": layout}
+
+
+def session_figures(
+    *,
+    series: Any,
+    markers: Sequence[Marker],
+    projected: int | None,
+    window: int | None,
+    reserved: int,
+    prune_threshold: float,
+    summarize_threshold: float,
+) -> dict[str, Figure]:
+    """The session page's three charts on one turn axis (the same range on each, so stacked
+    charts line up). `series` is a `console.queries.SessionSeries`."""
+    figures = {
+        "pressure": pressure_figure(
+            turns=series.turns,
+            context_tokens=series.context,
+            projected=projected,
+            window=window,
+            reserved=reserved,
+            prune_threshold=prune_threshold,
+            summarize_threshold=summarize_threshold,
+            markers=markers,
+        ),
+        "cache": cache_figure(
+            turns=series.turns,
+            hit_ratio=series.hit,
+            write_5m=series.write_5m,
+            write_1h=series.write_1h,
+        ),
+        "cost": cost_figure(turns=series.turns, buckets=series.costs),
+    }
+    if series.turns:
+        # the pressure chart also draws the projected next turn: every chart spans it
+        span = [series.turns[0] - 0.5, series.turns[-1] + (1.5 if projected is not None else 0.5)]
+        for figure in figures.values():
+            layout = figure["layout"]
+            layout["xaxis"] = {**layout["xaxis"], "range": span, "autorange": False}
+    return figures

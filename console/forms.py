@@ -130,6 +130,14 @@ class PolicyForm(forms.Form):
             return forms.CharField(label=label)
         return forms.IntegerField(label=label)
 
+    def initial_values(self) -> dict[str, object]:
+        """The values the form starts from, as `values()` would give them (for a preview)."""
+        self.cleaned_data = {name: self.fields[name].initial for name in POLICY_FIELDS}
+        for name in _FLOAT_FIELDS:
+            value = self.cleaned_data[name]
+            self.cleaned_data[name] = value if isinstance(value, int | float) else None
+        return self.values()
+
     def values(self) -> dict[str, object]:
         """What to hand to `update_policy`: blank is None (inherit on a profile; refused, naming
         the field, on the global policy)."""

@@ -388,7 +388,26 @@ def _digest(*parts: str) -> str:
 def session_detail(pk: int) -> tuple[AgentSession, PolicyValues, str] | None:
     """The session, its profile's effective policy and a version key of what the live fragment
     shows (figures + policy). Two queries; None when there is no such session."""
-    session = AgentSession.objects.select_related("profile").filter(pk=pk).first()
+    # The runs and context events are part of the version: a refused run or an agent's
+    # compaction changes what the page shows without changing the session row.
+    runs = CompactionRun.objects.filter(session_id=OuterRef("pk")).order_by()
+    events = ContextEvent.objects.filter(session_id=OuterRef("pk")).order_by()
+    session = (
+        AgentSession.objects.select_related("profile")
+        .annotate(
+            runs_stamp=Subquery(
+                runs.values("session_id")
+                .annotate(n=Count("id"), last=Max("finished_at"))
+                .values("n")[:1]
+            ),
+            runs_last=Subquery(runs.order_by("-pk").values("status")[:1]),
+            events_stamp=Subquery(
+                events.values("session_id").annotate(n=Count("id")).values("n")[:1]
+            ),
+        )
+        .filter(pk=pk)
+        .first()
+    )
     if session is None:
         return None
     policies = load_policies([session.profile_id])
@@ -410,6 +429,9 @@ def session_detail(pk: int) -> tuple[AgentSession, PolicyValues, str] | None:
                 session.cache_read_tokens,
                 session.cache_denominator_tokens,
                 session.last_turn_rounds,
+                getattr(session, "runs_stamp", None),
+                getattr(session, "runs_last", None),
+                getattr(session, "events_stamp", None),
             )
         ),
         policies.version,

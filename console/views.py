@@ -39,6 +39,7 @@ from console.forms import (
     SessionFilterForm,
     WindowOverridesForm,
 )
+from console.policy_impact import policy_impact
 from console.queries import (
     BANDS,
     archive_hits,
@@ -239,42 +240,52 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if target == "archives":
         context = {"session": session, "archives": session_archives(session)}
         return render(request, "console/session.html#archives", context)
-    turns = turns_page(session, request.GET.get("turns_page"))
+    context = _session_parts(request, session, policy, version) | {
+        "nav": "sessions",
+        "imported": imported_view(session),
+        # the surface (the whole transcript) arrives right after the page, not inside it,
+        # unless asked for inline (the link a browser without JavaScript follows)
+        "surface_deferred": request.GET.get("surface") != "inline",
+        "surface_turn": _surface_turn(request),
+    }
+    if not context["surface_deferred"]:
+        context |= _compaction_context(session, surface_turn=_surface_turn(request))
+    return render(request, "console/session.html", context)
+
+
+# The parts of the session page that refresh together when the session's version changes
+# (`session_live`), each a named partial of console/session.html with an id and `oob` support.
+# A new part: add its partial, put its name here, and give `_session_parts` what it needs.
+LIVE_PARTS: tuple[str, ...] = ("live", "charts", "turns", "runs", "archives")
+
+
+def _session_parts(
+    request: HttpRequest, session: AgentSession, policy: PolicyValues, version: str
+) -> dict[str, Any]:
+    """Everything the live parts show: figures and gauge, charts, the turns page the reader is
+    on, runs and archives."""
     series = session_series(session)
     markers = load_compaction_markers(session)
-    figures = {
-        "pressure": charts.pressure_figure(
-            turns=series.turns,
-            context_tokens=series.context,
-            projected=session.projected_tokens,
-            window=session.window_tokens,
-            reserved=policy.reserved_output_tokens,
-            prune_threshold=policy.prune_threshold,
-            summarize_threshold=policy.summarize_threshold,
-            markers=markers,
-        ),
-        "cache": charts.cache_figure(
-            turns=series.turns,
-            hit_ratio=series.hit,
-            write_5m=series.write_5m,
-            write_1h=series.write_1h,
-        ),
-        "cost": charts.cost_figure(turns=series.turns, buckets=series.costs),
-    }
-    context = (
+    figures = charts.session_figures(
+        series=series,
+        markers=markers,
+        projected=session.projected_tokens,
+        window=session.window_tokens,
+        reserved=policy.reserved_output_tokens,
+        prune_threshold=policy.prune_threshold,
+        summarize_threshold=policy.summarize_threshold,
+    )
+    return (
         _live_context(session, policy, version)
-        | _compaction_context(session, surface_turn=_surface_turn(request))
+        | {"runs": compaction_runs(session), "archives": session_archives(session)}
         | {
             "figures": figures,
-            "turns": turns,
+            "turns": turns_page(session, request.GET.get("turns_page")),
             "markers": markers,
             "has_turns": bool(series.turns),
             "turn_bounds": (series.turns[0], series.turns[-1]) if series.turns else None,
-            "nav": "sessions",
-            "imported": imported_view(session),
         }
     )
-    return render(request, "console/session.html", context)
 
 
 def _outcome(run: CompactionRun) -> tuple[str, str]:
@@ -325,8 +336,9 @@ def session_compact(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         | _compaction_context(session)
         | {"compact_run": run, "outcome_title": title, "outcome_detail": detail}
     )
+    context |= _session_parts(request, session, policy, version)
     html = render_to_string("console/session.html#compact", context, request)
-    for name in ("live", "surface", "runs", "archives"):
+    for name in ("poller", *LIVE_PARTS, "surface"):
         html += render_to_string(f"console/session.html#{name}", context | {"oob": True}, request)
     return HttpResponse(html)
 
@@ -334,13 +346,23 @@ def session_compact(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @require_role(Role.VIEWER)
 def session_live(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    """The badges and the gauge, polled by htmx: 304 while nothing they show has changed."""
+    """One poll for the whole session page: 304 while the session's version is unchanged, else
+    the poller (with the new version) and every live part out of band, so figures, gauge,
+    charts, turns, runs and archives change together. The surface joins when the reader is
+    looking at the surface now (`surface_now`)."""
     session, policy, version = _session_or_404(pk)
     not_modified = _versioned(request, version)
     if not_modified is not None:
         return not_modified
-    response = render(request, "console/session.html#live", _live_context(session, policy, version))
-    return _mark_polled(response, version)
+    context = _session_parts(request, session, policy, version) | {"oob": True}
+    html = render_to_string("console/session.html#poller", context, request)
+    parts = list(LIVE_PARTS)
+    if request.GET.get("surface_now") == "1":
+        context |= {"surface": current_surface(session), "surface_now": True}
+        parts.append("surface")
+    for name in parts:
+        html += render_to_string(f"console/session.html#{name}", context, request)
+    return _mark_polled(HttpResponse(html), version)
 
 
 # --- archives ------------------------------------------------------------------------------------
@@ -465,19 +487,61 @@ def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
     else:
         inherited, current = global_policy, _stored_overrides(profile)
     form = PolicyForm(request.POST or None, inherited=inherited, current=current)
+    impact = None
     if request.method == "POST" and form.is_valid():
-        try:
-            update_policy(profile=profile, values=form.values())
-        except PolicyError as exc:
-            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        impact = policy_impact(profile, form.values())
+        # A change that would put sessions into prune/compact now is saved only once the
+        # admin has seen how many (defect 4: saving used to compact live sessions silently).
+        confirmed = request.POST.get("confirm") == "1"
+        if impact is not None and impact.changes_anything and not confirmed:
+            messages.warning(
+                request,
+                "Not saved yet: these values would move sessions into prune or compact now "
+                "(below). Save again to confirm.",
+            )
         else:
-            messages.success(request, f"Saved the policy of {profile or 'all profiles'}.")
-            return redirect("policy")
+            try:
+                update_policy(profile=profile, values=form.values())
+            except PolicyError as exc:
+                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            else:
+                note = ""
+                if impact is not None and impact.changes_anything:
+                    note = (
+                        f" {impact.prune_new} session(s) newly at prune, "
+                        f"{impact.compact_new} newly at summarize."
+                    )
+                messages.success(request, f"Saved the policy of {profile or 'all profiles'}.{note}")
+                return redirect("policy")
+    elif request.method == "GET":
+        impact = policy_impact(
+            profile, PolicyForm(current=current, inherited=inherited).initial_values()
+        )
     return render(
         request,
         "console/policy_form.html",
-        {"form": form, "profile": profile, "nav": "policy"},
+        {
+            "form": form,
+            "profile": profile,
+            "impact": impact,
+            "needs_confirm": impact is not None and impact.changes_anything,
+            "preview_url": request.path + "preview",
+            "nav": "policy",
+        },
     )
+
+
+@require_POST
+@require_role(Role.ADMIN)
+def policy_preview(request: HttpRequest, name: str | None = None) -> HttpResponse:
+    """The impact panel for the values typed so far (htmx, as the admin types)."""
+    profile = get_object_or_404(AgentProfile, name=name) if name is not None else None
+    global_policy = load_policies().global_policy
+    inherited = None if profile is None else global_policy
+    current = global_policy.as_dict() if profile is None else _stored_overrides(profile)
+    form = PolicyForm(request.POST, inherited=inherited, current=current)
+    impact = policy_impact(profile, form.values()) if form.is_valid() else None
+    return render(request, "console/_policy_impact.html", {"impact": impact})
 
 
 @require_http_methods(["GET", "POST"])

@@ -113,9 +113,9 @@ def open_page(browser: Any, live_server: LiveServer) -> Iterator[Callable[[], Pa
     contexts: list[Any] = []
     pages: list[Page] = []
 
-    def make() -> Page:
+    def make(width: int = 1400, height: int = 900) -> Page:
         context = browser.new_context(
-            viewport={"width": 1400, "height": 900}, base_url=live_server.url
+            viewport={"width": width, "height": height}, base_url=live_server.url
         )
         contexts.append(context)
         page = context.new_page()

@@ -79,7 +79,7 @@ def test_a_session_page_draws_its_charts_and_updates_its_live_figures(
         page.locator("#live .gauge-chart .indicatorlayer, #live .gauge-chart .angular").count() >= 1
     )
 
-    assert "no transcript has been appended" in page.inner_text("#surface")
+    page.wait_for_selector("#surface >> text=no transcript has been appended")
     assert page.locator("#runs h3").inner_text() == "Compaction runs"
     assert page.get_by_role("button", name="Compact now").is_enabled()  # ops is an operator
     tracked.screenshot("03-session")
@@ -168,6 +168,7 @@ def test_an_operator_compacts_now_and_sees_the_result_in_place(open_page, consol
     page.goto(reverse("session", args=[session.pk]))
     page.wait_for_selector("#chart-pressure .main-svg")
     assert "Surface as the model sees it now" in page.inner_text("#surface h2")
+    page.wait_for_selector("#surface .msg")  # the transcript arrives right after the page
     assert page.locator("#surface .msg").count() == 18
     assert page.locator("#surface .tag.pruned").count() == 0
     assert "No compaction runs yet." in page.inner_text("#runs")
@@ -215,6 +216,7 @@ def test_a_refusal_when_the_archive_fails_shows_its_reason(
     sign_in(tracked, "ops")
     page = tracked.page
     page.goto(reverse("session", args=[session.pk]))
+    page.wait_for_selector("#surface .surface-facts")
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Compact now").click()
     page.wait_for_selector("#compact .outcome-panel.bad")
@@ -243,7 +245,7 @@ def test_a_viewer_sees_compact_now_disabled_and_the_surface_of_a_past_turn(
     # the compaction is marked on the pressure chart
     page.wait_for_selector("#chart-pressure .main-svg")
     assert "summarize (manual)" in page.inner_text("#chart-pressure")
-    assert page.locator("#surface .tag.pruned").count() >= 1
+    page.wait_for_selector("#surface .tag.pruned")
     # turn 2 used surface v1: pick it in the turns table, the surface swaps in place
     page.locator("#turns a", has_text="v1").first.click()
     page.wait_for_selector("#surface h2:has-text('on turn')")

@@ -102,8 +102,12 @@ def test_13_missing_pages_are_the_consoles_own_and_get_on_a_post_route_explains(
 
 
 def test_14_the_surface_turn_box_offers_the_sessions_turns(key_with_session) -> None:
-    page = fragment(signed_in("viewer").get(reverse("session", args=[key_with_session.pk])))
+    client = signed_in("viewer")
+    url = reverse("session", args=[key_with_session.pk])
+    page = fragment(client.get(url, headers={"HX-Request": "true", "HX-Target": "surface"}))
     assert 'min="1" max="1" placeholder="1–1"' in page
+    # without JavaScript, the link in the deferred surface shows it inline
+    assert 'min="1" max="1"' in fragment(client.get(url, {"surface": "inline"}))
 
 
 def test_16_wording_calls_labels_and_thresholds_in_percent(key_with_session) -> None:
@@ -120,3 +124,34 @@ def test_16_wording_calls_labels_and_thresholds_in_percent(key_with_session) -> 
     )
     error = fragment(response)
     assert "must not be below prune_threshold (80%)" in error and "D4" not in error
+
+
+def test_4_a_policy_change_says_how_many_sessions_it_moves_before_saving(key_with_session) -> None:
+    from telemetry.policies import effective_policy
+
+    profile = key_with_session.profile
+    key = AgentKey.objects.get(profile=profile)
+    calm = {
+        "session_id": "calm",
+        "turn": 1,
+        "model": SONNET,
+        "usage": {"input_tokens": 20_000, "output_tokens": 10},
+    }
+    report(key, [calm])
+    pressures = sorted(p for p in AgentSession.objects.values_list("pressure", flat=True) if p)
+    assert pressures[0] < 0.3 < 0.6 < pressures[1]  # one ok session, one already at compact
+    lower = {"prune_threshold": "5", "summarize_threshold": "10"}
+    client = signed_in("admin")
+    preview = fragment(client.post(reverse("policy_profile_preview", args=["default"]), lower))
+    assert "2 sessions at or above prune" in preview and "1 newly" in preview
+    response = client.post(reverse("policy_profile", args=["default"]), lower)
+    assert response.status_code == 200  # not saved: the impact is shown first
+    page = fragment(response)
+    assert "Not saved yet" in page and "Save anyway" in page and "1 newly" in page
+    assert effective_policy(profile).prune_threshold == 0.6
+    response = client.post(reverse("policy_profile", args=["default"]), lower | {"confirm": "1"})
+    assert response.status_code == 302
+    assert effective_policy(profile).prune_threshold == 0.05
+    # a change that moves nobody saves at once
+    higher = {"prune_threshold": "90", "summarize_threshold": "95"}
+    assert client.post(reverse("policy_profile", args=["default"]), higher).status_code == 302

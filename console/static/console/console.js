@@ -11,10 +11,25 @@
       var source = document.getElementById(holder.dataset.figure);
       if (!source || typeof Plotly === "undefined") return;
       var figure = JSON.parse(source.textContent);
+      fitNarrow(holder, figure);
       // the container takes the figure's height, so a tall chart never spills over the next
       if (figure.layout.height) holder.style.height = figure.layout.height + "px";
       Plotly.react(holder, figure.data, figure.layout, config);
     });
+  }
+
+  // On a phone the legend wraps onto several rows: make room for them above the plot (so it
+  // never covers the title or an axis title) and give the plot the width the margins took.
+  function fitNarrow(holder, figure) {
+    var layout = figure.layout;
+    if (!layout.legend || layout.showlegend === false || holder.clientWidth >= 600) return;
+    var named = figure.data.filter(function (trace) { return trace.name && trace.showlegend !== false; });
+    var rows = Math.ceil(named.length / 2);
+    var right = layout.yaxis2 && layout.yaxis2.side === "right" ? 52 : 14;
+    layout.margin = Object.assign({}, layout.margin, {l: 52, r: right, t: 44 + 20 * rows});
+    layout.height = (layout.height || 320) + 20 * Math.max(0, rows - 1);
+    if (layout.title) layout.title = Object.assign({}, layout.title, {font: {size: 13}});
+    layout.legend = Object.assign({}, layout.legend, {font: {size: 11}});
   }
 
   htmx.onLoad(draw);
