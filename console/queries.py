@@ -636,10 +636,10 @@ class ShownSurface:
         return sum(1 for m in self.messages if m.is_summary)
 
 
-def _cut(text: str) -> tuple[str, int]:
-    if len(text) <= SHOWN_BLOCK_CHARS:
+def _cut(text: str, limit: int | None = SHOWN_BLOCK_CHARS) -> tuple[str, int]:
+    if limit is None or len(text) <= limit:
         return text, 0
-    return text[:SHOWN_BLOCK_CHARS], len(text) - SHOWN_BLOCK_CHARS
+    return text[:limit], len(text) - limit
 
 
 def _pretty_arguments(arguments: str) -> str:
@@ -649,17 +649,19 @@ def _pretty_arguments(arguments: str) -> str:
         return arguments  # OpenAI passes arguments through as the model wrote them
 
 
-def _shown_block(block: Block, tools: dict[str, str]) -> ShownBlock:
+def _shown_block(
+    block: Block, tools: dict[str, str], limit: int | None = SHOWN_BLOCK_CHARS
+) -> ShownBlock:
     if isinstance(block, TextBlock):
-        text, cut = _cut(block.text)
+        text, cut = _cut(block.text, limit)
         return ShownBlock("text", text, block.chars, cut)
     if isinstance(block, ToolCall):
         tools[block.id] = block.name
-        text, cut = _cut(_pretty_arguments(block.arguments))
+        text, cut = _cut(_pretty_arguments(block.arguments), limit)
         return ShownBlock("call", text, block.chars, cut, name=block.name, call_id=block.id)
     if isinstance(block, ToolResult):
         whole = block.text
-        text, cut = _cut(whole)
+        text, cut = _cut(whole, limit)
         return ShownBlock(
             "result",
             text,
@@ -674,17 +676,19 @@ def _shown_block(block: Block, tools: dict[str, str]) -> ShownBlock:
         )
     if isinstance(block, ThinkingBlock):
         return ShownBlock("thinking", "", block.chars, name=block.kind)
-    text, cut = _cut(block.native)
+    text, cut = _cut(block.native, limit)
     return ShownBlock("other", text, block.chars, cut, name=block.type)
 
 
-def shown_messages(messages: Iterable[Message]) -> list[ShownMessage]:
+def shown_messages(
+    messages: Iterable[Message], *, limit: int | None = SHOWN_BLOCK_CHARS
+) -> list[ShownMessage]:
     """Messages as the viewer draws them: roles, text, calls and results (named after their
     call), pruned stubs and summaries marked. Never changes a message."""
     tools: dict[str, str] = {}
     shown = []
     for message in messages:
-        blocks = [_shown_block(block, tools) for block in message.blocks]
+        blocks = [_shown_block(block, tools, limit) for block in message.blocks]
         summarizes = message.summarizes
         if summarizes is None and message.text.startswith(_SUMMARY_START):
             summarizes = _summary_span(message.text) or (message.seq, message.seq)
@@ -863,14 +867,19 @@ def _parse_archived(fmt: Format, document: dict[str, Any]) -> tuple[list[Message
     return log, surface
 
 
-def archive_view(archive: Archive) -> ShownArchive:
-    """An archive for the transcript viewer: its log and the surface as it was."""
+def archive_view(archive: Archive, *, whole_seq: int | None = None) -> ShownArchive:
+    """An archive for the transcript viewer: its log and the surface as it was. With
+    `whole_seq`, only that log message, uncut (a block longer than SHOWN_BLOCK_CHARS is cut
+    on the archive page and read whole here)."""
     document = archive_document(archive)
     try:
         log, surface = _parse_archived(format_of(archive.format), document)
     except (TranscriptError, KeyError, TypeError, ValueError) as exc:
         # an archive is shown even when it no longer parses: the downloads keep every byte
         return ShownArchive(archive, document, [], [], problem=str(exc))
+    if whole_seq is not None:
+        chosen = [m for m in log if m.seq == whole_seq]
+        return ShownArchive(archive, document, shown_messages(chosen, limit=None), [])
     return ShownArchive(archive, document, shown_messages(log), shown_messages(surface))
 
 

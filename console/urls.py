@@ -39,6 +39,7 @@ urlpatterns = [
     path("cache/summary", cache_views.cache_summary, name="cache_summary"),
     path("archives/", views.archives, name="archives"),
     path("archives/<int:pk>/", views.archive_detail, name="archive"),
+    path("archives/<int:pk>/messages/<int:seq>/", views.archive_message, name="archive_message"),
     path(
         "archives/<int:pk>/download.<str:fmt>",
         views.archive_download,

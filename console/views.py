@@ -200,11 +200,18 @@ def _surface_turn(request: HttpRequest) -> int | None:
     return int(value) if value.isdigit() and len(value) < 10 else None
 
 
+def _latest_archive(session: AgentSession) -> Archive | None:
+    """The newest archive of `session`: it holds the whole originals of the pruned stubs."""
+    return Archive.objects.filter(session=session).order_by("-created_at", "-pk").first()
+
+
 def _compaction_context(
     session: AgentSession, *, surface_turn: int | None = None
 ) -> dict[str, Any]:
     """What the surface, runs and archives fragments show."""
+    archives = session_archives(session)
     return {
+        "surface_archive": archives[0] if archives else None,
         "session": session,
         "surface": (
             current_surface(session)
@@ -212,7 +219,7 @@ def _compaction_context(
             else surface_on_turn(session, surface_turn)
         ),
         "runs": compaction_runs(session),
-        "archives": session_archives(session),
+        "archives": archives,
     }
 
 
@@ -232,7 +239,12 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             if (turn := _surface_turn(request)) is None
             else surface_on_turn(session, turn)
         )
-        context = {"session": session, "surface": surface, "turn_bounds": turn_bounds(session)}
+        context = {
+            "session": session,
+            "surface": surface,
+            "turn_bounds": turn_bounds(session),
+            "surface_archive": _latest_archive(session),
+        }
         return render(request, "console/session.html#surface", context)
     if target == "runs":
         context = {"session": session, "runs": compaction_runs(session)}
@@ -358,7 +370,11 @@ def session_live(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     html = render_to_string("console/session.html#poller", context, request)
     parts = list(LIVE_PARTS)
     if request.GET.get("surface_now") == "1":
-        context |= {"surface": current_surface(session), "surface_now": True}
+        context |= {
+            "surface": current_surface(session),
+            "surface_now": True,
+            "surface_archive": context["archives"][0] if context["archives"] else None,
+        }
         parts.append("surface")
     for name in parts:
         html += render_to_string(f"console/session.html#{name}", context, request)
@@ -404,7 +420,19 @@ def _archive_or_404(pk: int) -> Archive:
 def archive_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One archive: the log as received and the surface as it was, side by side."""
     shown = archive_view(_archive_or_404(pk))
-    return render(request, "console/archive.html", {"shown": shown, "nav": "archives"})
+    query = request.GET.get("q", "").strip()[:200]
+    context = {"shown": shown, "query": query, "nav": "archives"}
+    return render(request, "console/archive.html", context)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def archive_message(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
+    """One archived log message whole, however long (the archive page cuts long blocks)."""
+    shown = archive_view(_archive_or_404(pk), whole_seq=seq)
+    if not shown.log and not shown.problem:
+        raise Http404("no such message in this archive")
+    return render(request, "console/archive_message.html", {"shown": shown, "nav": "archives"})
 
 
 def _download_name(archive: Archive, extension: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -97,3 +98,33 @@ def price(value: Decimal | None) -> str:
 def get(mapping: dict[str, Any], key: str) -> Any:
     """`mapping[key]` in a template (None when missing)."""
     return mapping.get(key)
+
+
+@register.filter
+def mentions(text: str, query: str) -> bool:
+    """Whether `text` holds any word of `query` (case-insensitive): a block to open."""
+    words = [w for w in str(query or "").lower().split() if len(w) > 1]
+    lowered = str(text).lower()
+    return any(w.strip("*") in lowered for w in words)
+
+
+@register.filter
+def highlight(text: str, query: str) -> str:
+    """`text` escaped, every word of `query` in it wrapped in <mark> (case-insensitive)."""
+    from django.utils.html import escape
+    from django.utils.safestring import mark_safe
+
+    words = sorted(
+        {w.strip("*") for w in str(query or "").split() if len(w.strip("*")) > 1}, key=len
+    )[::-1]
+    if not words:
+        return escape(text)
+    pattern = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)
+    out: list[str] = []
+    last = 0
+    for found in pattern.finditer(str(text)):
+        out.append(escape(str(text)[last : found.start()]))
+        out.append(f"<mark>{escape(found.group(0))}</mark>")
+        last = found.end()
+    out.append(escape(str(text)[last:]))
+    return mark_safe("".join(out))  # noqa: S308 (every piece of text was escaped)

@@ -155,3 +155,33 @@ def test_4_a_policy_change_says_how_many_sessions_it_moves_before_saving(key_wit
     # a change that moves nobody saves at once
     higher = {"prune_threshold": "90", "summarize_threshold": "95"}
     assert client.post(reverse("policy_profile", args=["default"]), higher).status_code == 302
+
+
+def test_15_a_hit_opens_marked_long_messages_read_whole_stubs_link_their_original() -> None:
+    from compaction.models import Archive
+    from telemetry.catalogue import seed_catalogue
+    from tests.db.test_console_views import worked_session
+
+    seed_catalogue()
+    key = create_agent_key(profile_name="default").key
+    session = worked_session(key)  # compacted: pruned stubs and a summary, archive first
+    archive = Archive.objects.get(session=session)
+    client = signed_in("viewer")
+    hits = fragment(client.get(reverse("archives"), {"q": "line"}))
+    assert f"/archives/{archive.pk}/?q=line#log-seq-" in hits  # the hit link carries the query
+    assert "in all, best match first" in hits  # the total count
+    page = fragment(client.get(reverse("archive", args=[archive.pk]), {"q": "line"}))
+    assert '<details class="block result" open>' in page  # the result holding it opens
+    assert "<mark>line</mark>" in page
+    # a message longer than the page shows is readable whole on its own page
+    whole = client.get(reverse("archive_message", args=[archive.pk, 3]))
+    assert whole.status_code == 200 and 'id="whole-message"' in fragment(whole)
+    assert client.get(reverse("archive_message", args=[archive.pk, 999])).status_code == 404
+    # the pruned stubs of the surface now link to their whole original in the archive
+    surface = fragment(
+        client.get(
+            reverse("session", args=[session.pk]),
+            headers={"HX-Request": "true", "HX-Target": "surface"},
+        )
+    )
+    assert f'class="original-link" href="/archives/{archive.pk}/#log-seq-' in surface

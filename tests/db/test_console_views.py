@@ -563,8 +563,12 @@ def test_the_live_fragment_answers_304_until_something_it_shows_changes(client_a
     first = client.get(url, headers={"HX-Request": "true"})
     assert first.status_code == 200
     body = fragment(first)
-    assert body.lstrip().startswith('<section id="live"') and "<html" not in body
+    # one poll for the whole page: the poller with the new version, every part out of band
+    assert body.lstrip().startswith('<div id="poller"') and "<html" not in body
     assert 'hx-trigger="every 5s"' in body and 'data-figure="fig-gauge"' in body
+    for part in ("live", "charts", "turns", "runs", "archives"):
+        assert f'id="{part}"' in body, part
+    assert body.count('hx-swap-oob="true"') >= 6
     etag = first["ETag"]
     assert "no-cache" in first["Cache-Control"] and "private" in first["Cache-Control"]
     assert client.get(url, headers={"If-None-Match": etag}).status_code == 304
@@ -940,7 +944,7 @@ def test_the_surface_now_marks_stubs_and_turn_1_shows_what_the_model_saw_then(
 ) -> None:
     client = client_as("viewer")
     url = reverse("session", args=[worked.pk])
-    now = fragment(client.get(url))
+    now = fragment(client.get(url, {"surface": "inline"}))  # (deferred without it)
     assert "Surface as the model sees it now" in now
     assert "version 2 · 11 messages" in now
     assert now.count('<span class="tag pruned" title=') == 2
@@ -958,13 +962,16 @@ def test_the_surface_now_marks_stubs_and_turn_1_shows_what_the_model_saw_then(
     assert "Turn 0: its calls did not name a surface version." in fragment(
         client.get(url, {"surface_turn": 0}, headers=htmx("surface"))
     )
-    assert "Turn 99: there is no such turn." in fragment(client.get(url, {"surface_turn": 99}))
+    assert "Turn 99: there is no such turn." in fragment(
+        client.get(url, {"surface_turn": 99, "surface": "inline"})
+    )
     # the turns table links each turn to the surface it used, with a real href
     assert 'href="?surface_turn=2#surface" hx-get="?surface_turn=2"' in now
 
 
 def test_a_summary_is_marked_on_the_surface(client_as, worked) -> None:
-    page = fragment(client_as("viewer").get(reverse("session", args=[worked.pk])))
+    url = reverse("session", args=[worked.pk])
+    page = fragment(client_as("viewer").get(url, headers=htmx("surface")))
     assert page.count('class="msg role-user is-summary"') == 1
     assert '<span class="tag summary" title=' in page
     assert (
@@ -973,7 +980,8 @@ def test_a_summary_is_marked_on_the_surface(client_as, worked) -> None:
 
 
 def test_a_session_without_a_transcript_says_so(client_as, session) -> None:
-    page = fragment(client_as("viewer").get(reverse("session", args=[session.pk])))
+    url = reverse("session", args=[session.pk])
+    page = fragment(client_as("viewer").get(url, {"surface": "inline"}))
     assert "no transcript has been appended to this session yet" in page
     assert "No compaction runs yet." in page and "No archives" in page
 
