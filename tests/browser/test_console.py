@@ -276,7 +276,7 @@ def test_search_the_archives_and_open_a_transcript(open_page, console_data: Cons
     tracked.screenshot("14-archive-search")
 
     page.locator("#results .hit a", has_text="archive #").first.click()
-    page.wait_for_url(re.compile(r".*/archives/\d+/#log-seq-1$"))
+    page.wait_for_url(re.compile(r".*/archives/\d+/\?q=[^#]*#log-seq-1$"))
     page.wait_for_selector("#log .msg.role-assistant")
     assert page.locator("#log .msg").count() == 18
     assert page.locator("#archived-surface .msg").count() == 18
