@@ -35,6 +35,7 @@ from bench.cache import measure_p12
 from bench.imports import measure_p11
 from bench.load import LoadResult, Request, latency_summary, median, run_load, sequential
 from bench.otlp import measure_p10
+from bench.overview import measure_overview
 from bench.services import (
     DEFAULT_BROKER_URL,
     DEFAULT_DATABASE_URL,
@@ -1158,6 +1159,8 @@ class Bench:
             self.single_records()
         with step("P3, P4, P5: console pages"):
             self.pages()
+        with step("POV: the overview at 10,000 and 1,000,000 calls"):
+            measure_overview(self)
         with step("P1: batched ingest"):
             self.batch_ingest()
         with step("Celery worker"):

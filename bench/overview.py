@@ -1,0 +1,159 @@
+"""POV: the overview page (the console's home) at 10,000 and at 1,000,000 calls.
+
+The calls are seeded server-side (INSERT … SELECT, spread over the last 30 days), the hour
+rollups rebuilt from them (`telemetry.rollups.rebuild_rollups`, what the migration does), then:
+
+- the overview's query count at both sizes (Django's test client, captured queries): the page
+  must never read the calls, so it must not grow;
+- the page's p95 over HTTP (`/?range=30d`, gunicorn as for P3/P5) against **B_rollup**, the raw
+  `SELECT *` of the same hour buckets (the rows the page aggregates), same runs; bar ≤ 2 ×;
+- beside it, the overview's own reads in-process (`load_overview`), which is what the rollups
+  buy: the rest of the page is Django (session, auth, template, three figures).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from bench import bulk
+from bench.load import Request, latency_summary, sequential
+
+if TYPE_CHECKING:
+    from bench.run import Bench
+
+PATH = "/?range=30d"
+PREFIX = "ov-"
+
+
+def _seed(bench: Bench, profile_id: int, sessions: int, start: int, turns: int) -> int:
+    """`sessions` × `turns` calls (one a turn) for new sessions, at times over the last 30 d."""
+    from telemetry.models import LLMCall
+
+    bulk.seed_sessions(profile_id, PREFIX, sessions, start=start)
+    rate = "0.000003::numeric"
+    return bulk.insert_select(
+        LLMCall,
+        {
+            "session_id": "s.id",
+            "turn": "t",
+            "call": "0",
+            "model": "'claude-sonnet-4-5-20250929'",
+            "provider": "'anthropic'",
+            "uncached_input": "500",
+            "cache_read": "20000",
+            "cache_write_5m": "1000",
+            "cache_write_1h": "0",
+            "output": "300",
+            "reported_cache": "TRUE",
+            "context_tokens": "21500",
+            "raw_usage": "'{}'::jsonb",
+            "flags": "'[]'::jsonb",
+            "at": "now() - ((s.id * 7919 + t * 104729) %% 2592000) * interval '1 second'",
+            "cost_uncached_input": f"500 * {rate}",
+            "cost_cache_read": f"2000 * {rate}",
+            "cost_cache_write_5m": f"1250 * {rate}",
+            "cost_cache_write_1h": "0",
+            "cost_output": f"1500 * {rate}",
+            "cost_usd": f"5250 * {rate}",
+            "no_cache_cost_usd": f"23000 * {rate}",
+            "payload_hash": "md5('ov-' || s.id || '-' || t)",
+        },
+        f"telemetry_agentsession s, generate_series(0, {turns - 1}) AS t "
+        "WHERE s.external_id LIKE %s AND s.turns_count = 0 AND s.profile_id = %s "
+        "AND NOT EXISTS (SELECT 1 FROM telemetry_llmcall x WHERE x.session_id = s.id)",
+        [PREFIX + "%", profile_id],
+    )
+
+
+def _queries(bench: Bench) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    bench.client.get(PATH)
+    with CaptureQueriesContext(connection) as ctx:
+        response = bench.client.get(PATH)
+    assert response.status_code == 200, response.status_code
+    assert not any("telemetry_llmcall" in q["sql"] for q in ctx.captured_queries)
+    return len(ctx.captured_queries)
+
+
+def measure_overview(bench: Bench) -> None:
+    from bench.run import Bar, _ms
+    from console.overview import load_overview
+    from telemetry.models import AgentProfile
+    from telemetry.rollups import rebuild_rollups
+
+    smoke = bench.args.smoke
+    turns = 100
+    small_sessions, big_sessions = (10, 50) if smoke else (100, 10_000)
+    profile, _ = AgentProfile.objects.get_or_create(name="bench-overview")
+    seeded = _seed(bench, profile.pk, small_sessions, 0, turns)
+    rebuild_rollups()
+    small_calls = seeded
+    counts = {f"{small_calls:,} calls": _queries(bench)}
+    began = time.monotonic()
+    seeded += _seed(bench, profile.pk, big_sessions - small_sessions, small_sessions, turns)
+    seed_s = time.monotonic() - began
+    began = time.monotonic()
+    rows = rebuild_rollups()
+    rebuild_s = time.monotonic() - began
+    bulk.analyze()
+    counts[f"{seeded:,} calls"] = _queries(bench)
+    constant = len(set(counts.values())) == 1
+
+    def raw(run: int) -> float:
+        with bench.raw() as conn:
+            began = time.perf_counter()
+            found = conn.execute(
+                "SELECT * FROM telemetry_hourlyusage WHERE hour >= now() - interval '30 days'"
+            ).fetchall()
+            assert found
+            return (time.perf_counter() - began) * 1000
+
+    s = bench.sizes
+    raw_samples: list[float] = []
+    page_samples: list[float] = []
+    reads: list[float] = []
+    requests = [Request("GET", PATH, None, bench.page_headers)] * s.page_requests
+    sequential(bench.port, requests[:3])
+    for _ in range(max(1, s.runs)):
+        # alternating, so drift in the machine hits both alike
+        raw_samples += [raw(i) for i in range(s.page_requests)]
+        latencies, statuses, _body = sequential(bench.port, requests)
+        assert set(statuses) == {200}, statuses
+        page_samples += latencies
+        for _i in range(10):
+            began = time.perf_counter()
+            load_overview("30d")
+            reads.append((time.perf_counter() - began) * 1000)
+    b_rollup = latency_summary(raw_samples)
+    page = latency_summary(page_samples)
+    own = latency_summary(reads)
+    bench.baseline("B_rollup", **b_rollup, rows=rows)
+    bench.measurement(
+        "POV",
+        overview_page=page,
+        overview_reads=own,
+        query_counts=counts,
+        calls=seeded,
+        seed_s=round(seed_s, 1),
+        rollup_rebuild_s=round(rebuild_s, 2),
+        rollup_rows=rows,
+    )
+    ratio = page["p95_ms"] / b_rollup["p95_ms"]
+    bench.bars.append(
+        Bar(
+            "POV",
+            f"overview page (30 d) at {seeded:,} calls: p95 (p50 {_ms(page['p50_ms'])}); "
+            f"queries {' vs '.join(map(str, counts.values()))}",
+            _ms(page["p95_ms"]),
+            f"B_rollup p95 {_ms(b_rollup['p95_ms'])}",
+            ratio,
+            "≤ 2 ×; same query count",
+            ratio <= 2 and constant,
+            f"the overview's reads alone (load_overview, in-process): p95 {_ms(own['p95_ms'])} "
+            f"= {own['p95_ms'] / b_rollup['p95_ms']:.1f} × B_rollup; rollups rebuilt from "
+            f"{seeded:,} calls in {rebuild_s:.1f} s ({rows:,} hour rows)",
+        )
+    )
