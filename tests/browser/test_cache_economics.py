@@ -1,0 +1,47 @@
+"""Cache economics in Chromium: the session page loads its misses (chart and table) and the
+Compact panel's plan and outcome after it renders; the Cache page draws premiums by cause."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import Console, agent_at_work, sign_in
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+]
+
+
+def test_the_session_page_loads_its_misses_and_the_compaction_economics(
+    open_page, console_data: Console
+):
+    session = agent_at_work(console_data.key, "cache-econ-1", compact=True)
+    tracked = open_page()
+    page = tracked.page
+    sign_in(tracked, "ops")
+    page.goto(f"/sessions/{console_data.long_session.pk}/")
+    page.wait_for_selector("#cache-misses table.misses", timeout=15_000)
+    assert page.locator("#cache-misses table.misses tbody tr").count() >= 1
+    page.wait_for_selector("#chart-misses .scatterlayer .trace", timeout=15_000)
+    page.locator("#cache-misses").scroll_into_view_if_needed()
+    tracked.screenshot("cache-01-misses")
+
+    page.goto(f"/sessions/{session.pk}/")
+    page.wait_for_selector("#compact-plan table.plan", timeout=15_000)
+    assert "Calls to break even" in page.locator("#compact-plan").inner_text()
+    assert page.locator("#compact-plan table.outcomes tbody tr").count() == 1
+    page.locator("#compact-plan").scroll_into_view_if_needed()
+    tracked.screenshot("cache-02-compact-plan")
+
+
+def test_the_cache_page_draws_premiums_by_cause(open_page, console_data: Console):
+    tracked = open_page()
+    page = tracked.page
+    sign_in(tracked, "watcher", start="/cache/")
+    assert page.get_by_role("link", name="Cache").count() == 1
+    tracked.screenshot("cache-03-fleet")
+    assert page.locator("h1").inner_text() == "Cache economics"
+    page.wait_for_selector("#chart-premiums .barlayer .trace", state="attached", timeout=15_000)
+    assert page.get_by_role("link", name="fleet-refactor-7").count() == 1
+    tracked.screenshot("cache-03-fleet")
