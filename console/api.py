@@ -7,6 +7,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from compaction.api import router as compaction_router
 from compaction.imports.api import router as imports_router
+from compaction.log_api import router as log_router
 from compaction.summarizers import SummarizerError
 from compaction.transcripts import AppendError
 from console.openapi import ConsoleAPI
@@ -29,6 +30,7 @@ api = ConsoleAPI(
 api.add_router("/v1", telemetry_router)
 api.add_router("/v1", otlp_router)
 api.add_router("/v1", compaction_router)
+api.add_router("/v1", log_router)
 api.add_router("/v1", imports_router)
 
 

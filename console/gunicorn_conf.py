@@ -43,3 +43,12 @@ def pre_request(worker: Any, req: Any) -> None:
     sock = getattr(getattr(req, "unreader", None), "sock", None)
     if sock is not None and body_timeout > 0:
         sock.settimeout(body_timeout)
+
+
+def when_ready(server: Any) -> None:
+    """Say loudly at start when production serves /metrics to anyone."""
+    if not _flag("DJANGO_DEBUG") and not os.environ.get("METRICS_TOKEN"):
+        server.log.warning(
+            "METRICS_TOKEN is not set: /metrics answers anyone who can reach it "
+            "(manage.py check --deploy reports console.W001)"
+        )

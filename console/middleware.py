@@ -193,3 +193,42 @@ def server_error(request: HttpRequest) -> HttpResponse:
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "internal server error"}, status=500)
     return defaults.server_error(request)
+
+
+# --- security headers (issue 16, item 12) -------------------------------------------------------
+
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        # plotly and htmx set inline styles; no inline script is allowed
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data: blob:",
+        "font-src 'self' data:",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
+PERMISSIONS_POLICY = (
+    "accelerometer=(), camera=(), geolocation=(), gyroscope=(), magnetometer=(), "
+    "microphone=(), payment=(), usb=()"
+)
+
+
+def security_headers(
+    get_response: Callable[[HttpRequest], HttpResponse],
+) -> Callable[[HttpRequest], HttpResponse]:
+    """Content-Security-Policy and Permissions-Policy on every response that has none."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        if "Content-Security-Policy" not in response:
+            response["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+        if "Permissions-Policy" not in response:
+            response["Permissions-Policy"] = PERMISSIONS_POLICY
+        return response
+
+    return middleware

@@ -86,6 +86,8 @@ MIDDLEWARE.insert(0, "console.middleware.body_limit")
 MIDDLEWARE.insert(1, "console.middleware.request_guard")
 # issue 16: a database outage met by a view answers 503 with Retry-After, not a 500 page
 MIDDLEWARE.append("console.middleware.DatabaseUnavailable")
+# issue 16: Content-Security-Policy and Permissions-Policy on every response
+MIDDLEWARE.insert(2, "console.middleware.security_headers")
 MIDDLEWARE.append("console.errors.friendly_405")
 
 ROOT_URLCONF = "console.urls"

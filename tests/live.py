@@ -266,7 +266,7 @@ def gunicorn(
                 raise RuntimeError(f"gunicorn exited during start-up:\n{server.log()}")
             with contextlib.suppress(OSError):
                 status, _, _ = request(port, "GET", "/api/openapi.json", timeout=5)
-                if status == 200:
+                if status < 500:
                     break
             time.sleep(0.2)
         else:

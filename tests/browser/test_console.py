@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.urls import reverse
+from playwright.sync_api import expect
 
 from compaction.models import Archive, CompactionRun, Surface
 from tests.browser.conftest import Console, agent_at_work, report, sign_in, working_session
@@ -37,7 +38,8 @@ def test_an_operator_signs_in_and_sees_the_sessions_list(open_page, console_data
 
     # search narrows the table in place (htmx), and the URL follows
     page.fill("#id_q", "chat")
-    page.wait_for_function("document.querySelectorAll('#sessions tbody tr').length === 1")
+    # (locator waits: the page's Content-Security-Policy forbids the eval wait_for_function uses)
+    expect(page.locator("#sessions tbody tr")).to_have_count(1)
     assert "q=chat" in page.url
     assert page.locator("#sessions tbody tr a").inner_text() == "chat-support-12"
 
@@ -107,9 +109,8 @@ def test_a_session_page_draws_its_charts_and_updates_its_live_figures(
             }
         ],
     )
-    page.wait_for_function(
-        "document.querySelectorAll('#live .figure')[4].querySelector('.value').textContent.trim() === '421'",
-        timeout=15_000,
+    expect(page.locator("#live .figure").nth(4).locator(".value")).to_have_text(
+        "421", timeout=15_000
     )
     page.wait_for_selector("#live .gauge-chart .main-svg")
     tracked.screenshot("04-session-after-a-new-turn")

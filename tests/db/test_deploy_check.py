@@ -23,6 +23,7 @@ PRODUCTION = {
     "DJANGO_DEBUG": "false",
     "DJANGO_SECRET_KEY": "prod-Kq8v2Zr5Tn1Wm4Yx7Bc0Df3Gh6Jk9Lp2Qs5Uv8Xz1Ae4Ri7Oy0Ew3Tb6Nm9Hc2Vf5Jd8Sg",
     "DJANGO_ALLOWED_HOSTS": "console.example.com",
+    "METRICS_TOKEN": "scrape-token-0123456789",
 }
 
 
@@ -55,3 +56,10 @@ def test_an_unsupported_database_url_is_refused():
     result = _run(PRODUCTION | {"DATABASE_URL": "mysql://root@localhost/x"}, "check")
     assert result.returncode != 0
     assert "DATABASE_URL" in result.stderr
+
+
+def test_deploy_check_says_loudly_that_metrics_are_open_without_a_token():
+    production = {k: v for k, v in PRODUCTION.items() if k != "METRICS_TOKEN"}
+    result = _run(production, "check", "--deploy", "--fail-level", "WARNING")
+    assert result.returncode != 0
+    assert "console.W001" in result.stdout + result.stderr

@@ -294,3 +294,20 @@ def test_stalled_request_bodies_time_out_and_other_clients_are_served(stack, tmp
             answers.append(sock.recv(200).split(b"\r\n", 1)[0])
             sock.close()
         assert all(b" 408 " in line for line in answers), answers
+
+
+# --- item 12: gunicorn trusts X-Forwarded-Proto only behind a declared proxy ---------------------
+
+
+def test_x_forwarded_proto_is_trusted_only_with_django_behind_proxy(stack, tmp_path):
+    _, s = stack
+    spoofed = {"X-Forwarded-Proto": "https"}
+    env = {**s.env, "DJANGO_SECURE_SSL_REDIRECT": "true", "COMPACTION_AUTO_ENQUEUE": "false"}
+    env.pop("DJANGO_BEHIND_PROXY", None)
+    with gunicorn(env, tmp_path / "direct.log", threads=2) as server:
+        status, headers, _ = request(server.port, "GET", "/api/openapi.json", headers=spoofed)
+        assert status == 301 and headers["location"].startswith("https://")  # not believed
+        assert "METRICS_TOKEN is not set" in server.log()  # said loudly at start
+    with gunicorn({**env, "DJANGO_BEHIND_PROXY": "true"}, tmp_path / "proxied.log") as server:
+        status, _, _ = request(server.port, "GET", "/api/openapi.json", headers=spoofed)
+        assert status == 200
