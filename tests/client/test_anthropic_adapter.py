@@ -356,3 +356,31 @@ def test_reply_text_of_the_fake_provider_is_scriptable(make_provider):
         model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "x"}]
     )
     assert reply.content[0].text == "hi 1"
+
+
+def test_prefix_fingerprints_let_the_console_name_a_volatile_system_prompt(console, provider):
+    """D1/D2: the adapter reports what it sent, segment by segment; a system prompt that carries
+    a clock breaks the cache, and the console names the segment and the D2 violation."""
+    client = wrap(sdk(provider), console.session("volatile"))
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Summarise the incident. " * 300}]
+    for minute in range(3):
+        system = [
+            {
+                "type": "text",
+                "text": f"Current time: 12:0{minute}. " + "Follow the runbook carefully. " * 300,
+                "cache_control": {"type": "ephemeral"},
+            }
+        ]
+        reply = client.messages.create(model=MODEL, max_tokens=100, system=system, messages=history)
+        history += [
+            {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": "And then? " * 200},
+        ]
+    assert console.flush(10)
+    call = LLMCall.objects.filter(session__external_id="volatile").order_by("turn", "call").last()
+    assert [s["name"] for s in call.prefix][:2] == ["system", "message 0"]
+    assert call.prefix[0]["text"].startswith("Current time: 12:02.")
+    misses = console.request("GET", "/api/v1/sessions/volatile/cache/misses").json()
+    causes = {(m["cause"], m["detail"].get("segment")) for m in misses["misses"]}
+    assert ("prefix_break", "system") in causes
+    assert any("12:0" in " ".join(m["detail"].get("diff", [])) for m in misses["misses"])

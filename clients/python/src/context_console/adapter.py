@@ -33,6 +33,7 @@ from context_console.conversation import (
     RoundLimitReached,
     RoundSignal,
     error_text,
+    prefix_segments,
     round_signal,
 )
 
@@ -51,6 +52,7 @@ class AdapterOptions:
     inject_nudge: bool = False
     enforce_stop: bool = False
     window_tokens: int | None = None
+    fingerprints: bool = True
     console_cooldown_seconds: float = 30.0
     # An overflow while another compaction runs (409 compaction_busy): ask again, bounded.
     busy_retries: int = 20
@@ -116,6 +118,12 @@ class LinkBase:
             "call": conv.rounds - 1,
             "surface_version": surface.version if surface is not None else None,
             "window_tokens": self.options.window_tokens,
+            # D1/D2: what was sent, segment by segment, so the console can name a cache break
+            "prefix": (
+                prefix_segments(self.last_request)
+                if self.options.fingerprints and self.last_request is not None
+                else None
+            ),
         }
 
 
@@ -136,6 +144,7 @@ class Link(LinkBase):
 
     def before(self, history: list[Any], system: Any = None) -> Prepared:
         conv = self.conversation
+        self.last_request = None
         plan = conv.plan(history, system)
         conv.begin_call(plan)
         self._load_policy()
@@ -228,6 +237,7 @@ class AsyncLink(LinkBase):
 
     async def before(self, history: list[Any], system: Any = None) -> Prepared:
         conv = self.conversation
+        self.last_request = None
         plan = conv.plan(history, system)
         conv.begin_call(plan)
         await self._load_policy()

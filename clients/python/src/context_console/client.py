@@ -349,6 +349,7 @@ class Session:
         surface_version: int | None = None,
         window_tokens: int | None = None,
         appended_chars: int | None = None,
+        prefix: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any] | None:
         """Queue one call's usage: a raw SDK response or a usage dict (verbatim). Never raises
         for the console's sake; a response without usage or model is a caller's ValueError."""
@@ -364,6 +365,7 @@ class Session:
             surface_version=surface_version,
             window_tokens=window_tokens or self.state.window_tokens,
             appended_chars=appended_chars,
+            prefix=prefix,
         )
         self.console.reporter.put(record)
         return record
@@ -523,6 +525,7 @@ class AsyncSession:
         surface_version: int | None = None,
         window_tokens: int | None = None,
         appended_chars: int | None = None,
+        prefix: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any] | None:
         """Queue one call's usage (not a coroutine: a queue put never waits)."""
         turn, call = self.state.record_ids(turn, call)
@@ -537,6 +540,7 @@ class AsyncSession:
             surface_version=surface_version,
             window_tokens=window_tokens or self.state.window_tokens,
             appended_chars=appended_chars,
+            prefix=prefix,
         )
         self.console.reporter.put(record)
         return record

@@ -7,6 +7,8 @@ Pure state and functions; the adapters do the I/O.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import logging
 import re
 import time
@@ -264,3 +266,63 @@ def add_nudge_anthropic(messages: list[dict[str, Any]], text: str) -> list[dict[
         [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
     )
     return [*messages[:-1], {**last, "content": [*blocks, {"type": "text", "text": text}]}]
+
+
+MAX_SEGMENT_TEXT = 20_000
+
+
+def _segment(kind: str, value: Any, *, with_text: bool = False) -> dict[str, Any]:
+    text = json.dumps(_without_markers(jsonable(value)), sort_keys=True, separators=(",", ":"))
+    segment: dict[str, Any] = {
+        "kind": kind,
+        "hash": hashlib.sha256(text.encode()).hexdigest()[:16],
+        "tokens": (len(text) + 3) // 4,
+    }
+    if with_text:
+        readable = value if isinstance(value, str) else _texts(value)
+        segment["text"] = readable[:MAX_SEGMENT_TEXT]
+    return segment
+
+
+def _without_markers(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_markers(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_without_markers(v) for v in value]
+    return value
+
+
+def _texts(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return _texts(value.get("text") or value.get("content") or "")
+    if isinstance(value, list):
+        return "\n".join(t for t in (_texts(v) for v in value) if t)
+    return ""
+
+
+def prefix_segments(request: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """D1/D2 fingerprints of a request as sent: `tools`, `system` (with its text, so the console
+    can show what changed), then one segment per message, each a hash and a chars/4 estimate of
+    its canonical JSON (cache_control markers left out: moving a breakpoint changes no prefix).
+    Works on Anthropic (`system`, `messages`), OpenAI Chat (a leading system/developer message)
+    and Responses (`instructions`, `input`) keyword arguments."""
+    segments: list[dict[str, Any]] = []
+    if request.get("tools"):
+        segments.append(_segment("tools", request["tools"]))
+    messages: Any = request.get("messages")
+    if messages is None:
+        messages = request.get("input")
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+    messages = list(messages or [])
+    system = request.get("system") or request.get("instructions")
+    if system is None and messages:
+        first = jsonable(messages[0])
+        if isinstance(first, dict) and first.get("role") in ("system", "developer"):
+            system, messages = first.get("content"), messages[1:]
+    if system:
+        segments.append(_segment("system", system, with_text=True))
+    segments += [_segment("message", m) for m in messages]
+    return segments

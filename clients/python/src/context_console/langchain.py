@@ -159,9 +159,15 @@ class ContextConsoleMiddleware(AgentMiddleware):
                 *(messages if messages is not None else request.messages),
                 HumanMessage(nudge),
             ]
+        system = request.system_message.text if request.system_message is not None else None
+        link.last_request = {
+            "system": system,
+            "messages": convert_to_openai_messages(
+                messages if messages is not None else request.messages
+            ),
+        }
         if messages is None:
             return request
-        link.last_request = {"messages": convert_to_openai_messages(messages)}
         return request.override(messages=messages)
 
     @staticmethod

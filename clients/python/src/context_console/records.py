@@ -65,6 +65,7 @@ def build_record(
     surface_version: int | None = None,
     window_tokens: int | None = None,
     appended_chars: int | None = None,
+    prefix: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """One `/telemetry` record from a raw SDK response (Anthropic `Message`, OpenAI
     `ChatCompletion` or `Response`, or their dict forms) or from a usage dict taken verbatim.
@@ -102,6 +103,7 @@ def build_record(
         "surface_version": surface_version,
         "window_tokens": window_tokens,
         "appended_chars": appended_chars,
+        "prefix": prefix,
     }
     record.update({k: v for k, v in optional.items() if v is not None})
     return record
