@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,14 +47,10 @@ def _unreachable() -> str | None:
     return None
 
 
-def test_the_bench_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None:
-    why = _unreachable()
-    if why is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the bench smoke run needs its services and CI=true: {why}")
-        pytest.skip(f"the bench smoke run needs PostgreSQL and RabbitMQ: {why}")
-    database_url = with_database(SERVER_URL, f"bench_smoke_{os.getpid()}")
-    out = tmp_path / "latest.json"
+def _run_harness(tmp_path: Path, name: str, *args: str, timeout: int) -> tuple[dict[str, Any], str]:
+    """`python -m bench.run --smoke ARGS` on its own database; (the JSON it wrote, its stdout)."""
+    database_url = with_database(SERVER_URL, f"{name}_{os.getpid()}")
+    out = tmp_path / f"{name}.json"
     env = {
         k: v
         for k, v in os.environ.items()
@@ -72,6 +69,7 @@ def test_the_bench_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None
             "-m",
             "bench.run",
             "--smoke",
+            *args,
             "--database-url",
             database_url,
             "--broker-url",
@@ -85,10 +83,19 @@ def test_the_bench_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None
         env=env,
         capture_output=True,
         text=True,
-        timeout=150,
+        timeout=timeout,
     )
     assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
-    results = json.loads(out.read_text())
+    return json.loads(out.read_text()), completed.stdout
+
+
+def test_the_bench_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None:
+    why = _unreachable()
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the bench smoke run needs its services and CI=true: {why}")
+        pytest.skip(f"the bench smoke run needs PostgreSQL and RabbitMQ: {why}")
+    results, stdout = _run_harness(tmp_path, "bench_smoke", timeout=150)
     assert set(results["baselines"]) >= {
         "B_copy",
         "B_row",
@@ -103,7 +110,7 @@ def test_the_bench_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None
     assert {bar["id"] for bar in results["bars"]} >= {f"P{i}" for i in range(1, 12)}
     for bar in results["bars"]:
         assert bar["result"] in {"PASS", "MISS", "REPORT"}, bar
-        assert bar["id"] in completed.stdout
+        assert bar["id"] in stdout
     # Exact ingest whatever the speed: nothing lost, nothing stored twice.
     for run in results["measurements"]["P1"]["integrity"]:
         assert (run["lost"], run["duplicated"], run["other"]) == (0, 0, 0), run
@@ -132,44 +139,7 @@ def test_the_fleet_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None
     why = _unreachable()
     if why is not None:
         pytest.fail(f"the fleet smoke run needs its services: {why}")
-    database_url = with_database(SERVER_URL, f"bench_fleet_smoke_{os.getpid()}")
-    out = tmp_path / "fleet.json"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k
-        not in {
-            "DATABASE_URL",
-            "CELERY_BROKER_URL",
-            "CELERY_TASK_DEFAULT_QUEUE",
-            "DJANGO_SETTINGS_MODULE",
-        }
-    }
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.run",
-            "--smoke",
-            "--scale",
-            "fleet",
-            "--database-url",
-            database_url,
-            "--broker-url",
-            BROKER_URL,
-            "--out",
-            str(out),
-            "--var-dir",
-            str(tmp_path / "var"),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
-    results = json.loads(out.read_text())
+    results, _ = _run_harness(tmp_path, "bench_fleet_smoke", "--scale", "fleet", timeout=240)
     seeded = results["measurements"]["fleet_seed"]
     assert seeded["sessions"] >= 400 and seeded["calls"] == 400 * 25 * 2, seeded
     assert seeded["bytes_per_million_calls"] > 0
