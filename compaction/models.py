@@ -91,23 +91,26 @@ class SurfaceVersion(models.Model):
 class CompactionRun(models.Model):
     """One compaction attempt, whatever its outcome. Kept forever (metrics are computed here)."""
 
-    MODES = [("manual", "manual"), ("auto", "automatic"), ("overflow", "overflow")]
-    STATUSES = [
-        ("running", "running"),
-        ("applied", "applied"),
-        ("noop", "nothing to do"),
-        ("refused", "refused"),
-        ("superseded", "superseded"),
-        ("failed", "failed"),
-    ]
+    class Mode(models.TextChoices):
+        MANUAL = "manual", "manual"
+        AUTO = "auto", "automatic"
+        OVERFLOW = "overflow", "overflow"
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "running"
+        APPLIED = "applied", "applied"
+        NOOP = "noop", "nothing to do"
+        REFUSED = "refused", "refused"
+        SUPERSEDED = "superseded", "superseded"
+        FAILED = "failed", "failed"
 
     session = models.ForeignKey(
         AgentSession, on_delete=models.CASCADE, related_name="compaction_runs"
     )
-    mode = models.CharField(max_length=10, choices=MODES)
+    mode = models.CharField(max_length=10, choices=Mode.choices)
     trigger = models.CharField(max_length=200, blank=True, default="")
     requested_by = models.CharField(max_length=200, blank=True, default="")
-    status = models.CharField(max_length=12, choices=STATUSES, default="running")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.RUNNING)
     action = models.CharField(max_length=20, blank=True, default="")
     reason = models.TextField(blank=True, default="")
     tokens_before = models.BigIntegerField(null=True, blank=True)

@@ -46,6 +46,7 @@ from telemetry.session_state import (
     release_relief,
 )
 
+Status = CompactionRun.Status
 logger = logging.getLogger("compaction")
 
 Mode = Literal["manual", "auto", "overflow"]
@@ -138,7 +139,7 @@ def _ms(start: float) -> int:
     return int((time.monotonic() - start) * 1000)
 
 
-def _finish(run: CompactionRun, status: str, **fields: object) -> CompactionRun:
+def _finish(run: CompactionRun, status: CompactionRun.Status, **fields: object) -> CompactionRun:
     run.status = status
     for name, value in fields.items():
         setattr(run, name, value)
@@ -175,7 +176,7 @@ def compact_session(
     )
     with compaction_lock(session.pk) as acquired:
         if not acquired:
-            _finish(run, "superseded", reason="another compaction of this session is running")
+            _finish(run, Status.SUPERSEDED, reason="another compaction of this session is running")
             raise CompactionBusy(run)
         try:
             return _compact_locked(session, run, mode, expected_version)
@@ -183,7 +184,7 @@ def compact_session(
             raise
         except Exception as exc:
             # Nothing was applied (the apply step is one transaction); the run says why.
-            _finish(run, "failed", error=f"{type(exc).__name__}: {exc}")
+            _finish(run, Status.FAILED, error=f"{type(exc).__name__}: {exc}")
             raise
 
 
@@ -192,9 +193,9 @@ def _retried_run(session: AgentSession, task_id: str, attempts: int) -> Compacti
     if not task_id or attempts <= 1:
         return None
     run = CompactionRun.objects.filter(session=session, task_id=task_id).order_by("-pk").first()
-    if run is None or run.status != "failed":
+    if run is None or run.status != Status.FAILED:
         return None
-    run.status, run.attempts, run.error, run.finished_at = "running", attempts, "", None
+    run.status, run.attempts, run.error, run.finished_at = Status.RUNNING, attempts, "", None
     run.save(update_fields=["status", "attempts", "error", "finished_at"])
     return run
 
@@ -205,13 +206,16 @@ def _compact_locked(
     state = Surface.objects.filter(session=session).first()
     if state is None:
         _finish(
-            run, "noop", action="nothing", reason="the session has no transcript log to compact"
+            run,
+            Status.NOOP,
+            action="nothing",
+            reason="the session has no transcript log to compact",
         )
         return RunOutcome(run, None)
     if expected_version is not None and expected_version != state.version:
         _finish(
             run,
-            "superseded",
+            Status.SUPERSEDED,
             reason=f"the surface is at version {state.version}, not {expected_version}",
             surface_version_before=state.version,
         )
@@ -247,7 +251,7 @@ def _compact_locked(
     run.surface_version_before = state.version
     run.plan_ms = _ms(started)
     if plan.action == "nothing" or not plan.operations:
-        return RunOutcome(_finish(run, "noop", tokens_after=plan.tokens_before), state)
+        return RunOutcome(_finish(run, Status.NOOP, tokens_after=plan.tokens_before), state)
 
     started = time.monotonic()
     try:
@@ -270,7 +274,9 @@ def _compact_locked(
         run.archive_error = f"{type(exc).__name__}: {exc}"
         if mode == "manual":
             # D5: the manual path is never lossy — refuse, change nothing.
-            _finish(run, "refused", reason=f"archive failed, nothing changed: {run.archive_error}")
+            _finish(
+                run, Status.REFUSED, reason=f"archive failed, nothing changed: {run.archive_error}"
+            )
             raise CompactionRefused(run, run.reason) from exc
         # D5: the automatic path compacts even when the archive fails (safety valve).
         logger.error(
@@ -293,7 +299,7 @@ def _compact_locked(
                 return RunOutcome(
                     _finish(
                         run,
-                        "superseded",
+                        Status.SUPERSEDED,
                         reason=f"{run.reason}; the surface moved to v{current.version}",
                     ),
                     current,
@@ -324,12 +330,12 @@ def _compact_locked(
             record_compaction_result(session, tokens_after=tokens, policy=policy)
             run.surface_version_after = new_state.version
             run.apply_ms = _ms(started)
-            _finish(run, "applied")
+            _finish(run, Status.APPLIED)
     except IntegrityError:
         # Another pass planned on the same version applied first (unique operation key).
         run.refresh_from_db()
         return RunOutcome(
-            _finish(run, "superseded", reason=f"{run.reason}; another pass applied first"),
+            _finish(run, Status.SUPERSEDED, reason=f"{run.reason}; another pass applied first"),
             Surface.objects.get(session=session),
         )
     return RunOutcome(run, new_state)
@@ -348,8 +354,8 @@ def relieve_session(*, session_id: int, task_id: str = "", attempts: int = 1) ->
     plans on the current surface, so the work happens once.
     """
     if task_id:
-        CompactionRun.objects.filter(task_id=task_id, status="running").update(
-            status="failed",
+        CompactionRun.objects.filter(task_id=task_id, status=Status.RUNNING).update(
+            status=Status.FAILED,
             error="worker lost before the run finished; redelivered",
             finished_at=timezone.now(),
         )
@@ -375,10 +381,14 @@ def record_failed_run(
     *, session_id: int, error: str, task_id: str = "", attempts: int = 1
 ) -> CompactionRun:
     """A job that gave up: an operator sees a `failed` run with the error."""
-    CompactionRun.objects.filter(task_id=task_id, status="running").exclude(task_id="").update(
-        status="failed", error=error, finished_at=timezone.now()
+    CompactionRun.objects.filter(task_id=task_id, status=Status.RUNNING).exclude(task_id="").update(
+        status=Status.FAILED, error=error, finished_at=timezone.now()
     )
-    run = CompactionRun.objects.filter(task_id=task_id, status="failed").exclude(task_id="").last()
+    run = (
+        CompactionRun.objects.filter(task_id=task_id, status=Status.FAILED)
+        .exclude(task_id="")
+        .last()
+    )
     if run is None:
         run = CompactionRun.objects.create(
             session_id=session_id,
@@ -387,7 +397,7 @@ def record_failed_run(
             requested_by="worker",
             task_id=task_id,
         )
-        _finish(run, "failed", error=error, attempts=attempts)
+        _finish(run, Status.FAILED, error=error, attempts=attempts)
     else:
         CompactionRun.objects.filter(pk=run.pk).update(error=error, attempts=attempts)
     give_up_relief(session_id)
@@ -399,9 +409,9 @@ def fail_orphaned_runs() -> int:
     the job by then): record them failed so operators and the sweeper see the truth."""
     limit = timedelta(seconds=int(settings.COMPACTION_JOB_TIME_LIMIT) + 60)
     return CompactionRun.objects.filter(
-        status="running", started_at__lt=timezone.now() - limit
+        status=Status.RUNNING, started_at__lt=timezone.now() - limit
     ).update(
-        status="failed",
+        status=Status.FAILED,
         error="orphaned: its worker stopped before the run finished",
         finished_at=timezone.now(),
     )
@@ -458,7 +468,7 @@ def _stale_run(session: AgentSession, reported: int, current: int) -> Compaction
     )
     return _finish(
         run,
-        "noop",
+        Status.NOOP,
         action="nothing",
         reason=f"the overflow was on version {reported}; the surface is already at {current}",
         surface_version_before=current,

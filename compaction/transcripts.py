@@ -36,6 +36,7 @@ from compaction.core import (
 from compaction.core import Surface as CoreSurface
 from compaction.models import CompactionOperation, LogMessage, Surface, SurfaceVersion
 from compaction.rawjson import Span
+from telemetry.idempotency import canonical_hash
 from telemetry.models import AgentSession
 from telemetry.policies import effective_policy
 from telemetry.relief import request_relief
@@ -67,8 +68,8 @@ def format_of(value: str) -> Format:
 
 
 def content_hash(value: Any) -> str:
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+    """A log message's identity for idempotent appends (the one canonical hash of telemetry)."""
+    return canonical_hash(value)
 
 
 def _without_seq(value: dict[str, Any]) -> dict[str, Any]:

@@ -65,9 +65,11 @@ from console.charts import Marker
 from telemetry.cache_tiers import CachedCall, TierComparison, compare_ttl_tiers
 from telemetry.catalogue import load_catalogue
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall, Policy, Turn
-from telemetry.policy import DEFAULT_POLICY, POLICY_FIELDS, PolicyValues, merge_policy
-from telemetry.pressure import PressureBand, pressure_band, round_signal
+from telemetry.policies import layered_policy, row_overrides
+from telemetry.policy import PolicyValues
+from telemetry.pressure import PressureBand, round_signal
 from telemetry.pricing import ModelPrice, find_price
+from telemetry.session_state import session_band
 
 SESSIONS_PER_PAGE: Final = 25
 TURNS_PER_PAGE: Final = 25
@@ -93,10 +95,6 @@ DEFAULT_SORT: Final = "-last_seen"
 
 
 # --- policies ----------------------------------------------------------------------------------
-
-
-def _overrides(row: Policy | None) -> dict[str, object]:
-    return {} if row is None else {name: getattr(row, name) for name in POLICY_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -130,13 +128,13 @@ def load_policies(profile_ids: Iterable[int] | None = None) -> Policies:
             global_row = row
         else:
             overrides.append(row)
-    base = merge_policy(DEFAULT_POLICY, _overrides(global_row))
+    base = layered_policy(global_row)
     by_profile: dict[int, PolicyValues] = {}
     overridden: dict[int, frozenset[str]] = {}
     for row in overrides:
         assert row.profile_id is not None
-        values = _overrides(row)
-        by_profile[row.profile_id] = merge_policy(base, values)
+        values = row_overrides(row)
+        by_profile[row.profile_id] = layered_policy(global_row, row)
         overridden[row.profile_id] = frozenset(k for k, v in values.items() if v is not None)
     return Policies(base, by_profile, overridden, ",".join(stamps))
 
@@ -183,10 +181,6 @@ class SessionsPage:
 def round_flag(max_rounds: int, policy: PolicyValues) -> str | None:
     signal = round_signal(max_rounds, policy.round_soft_limit, policy.round_hard_cap)
     return {"stop": "hard", "nudge": "soft"}.get(signal)
-
-
-def session_band(session: AgentSession, policy: PolicyValues) -> PressureBand:
-    return pressure_band(session.pressure, policy.prune_threshold, policy.summarize_threshold)
 
 
 def _band_filter(band: str, profiles: list[AgentProfile], policies: Policies) -> Q:

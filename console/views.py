@@ -50,7 +50,6 @@ from console.queries import (
     load_policies,
     profiles_overview,
     session_archives,
-    session_band,
     session_detail,
     session_series,
     sessions_page,
@@ -68,6 +67,7 @@ from telemetry.policies import update_policy
 from telemetry.policy import POLICY_FIELDS, PolicyError, PolicyValues
 from telemetry.pressure import round_signal
 from telemetry.profiles import ProfileError, get_or_create_profile, set_window_overrides
+from telemetry.session_state import cache_savings, session_band
 from telemetry.windows import SOURCE_LABELS, WindowOverridesError, format_window_overrides
 
 
@@ -145,11 +145,7 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _live_context(session: AgentSession, policy: PolicyValues, version: str) -> dict[str, Any]:
-    savings = (
-        session.no_cache_cost_usd - session.cost_usd
-        if session.no_cache_cost_usd is not None and session.cost_usd is not None
-        else None
-    )
+    savings = cache_savings(session)
     gauge = None
     if (
         session.window_tokens is not None

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from telemetry.pressure import hit_ratio
+
 BUCKETS = ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h", "output")
 
 
@@ -76,9 +78,9 @@ class TurnFigures:
     @property
     def cache_hit_ratio(self) -> float | None:
         """Σread / Σ(uncached + read + writes) over the calls that reported cache; None if none did."""
-        if self.cache_reported_calls == 0:
-            return None
-        return self.cache_read_reported / self.cache_denominator if self.cache_denominator else 0.0
+        return hit_ratio(
+            self.cache_read_reported, self.cache_denominator, self.cache_reported_calls
+        )
 
 
 def summarize_turn(calls: Sequence[CallFigures]) -> TurnFigures:

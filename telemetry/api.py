@@ -12,11 +12,11 @@ from ninja import Router, Status
 
 from telemetry import safejson
 from telemetry.auth import ingest_auth, request_key
-from telemetry.ingest import IngestResult, ingest_records, session_band
+from telemetry.ingest import IngestResult, ingest_records
 from telemetry.models import AgentSession, Turn
 from telemetry.policies import effective_policy
 from telemetry.policy import PolicyValues
-from telemetry.pressure import round_signal
+from telemetry.pressure import hit_ratio, round_signal
 from telemetry.schemas import (
     MAX_BATCH,
     ErrorOut,
@@ -25,6 +25,7 @@ from telemetry.schemas import (
     RecordIn,
     SessionDetailOut,
 )
+from telemetry.session_state import cache_savings, session_band
 from telemetry.windows import SOURCE_LABELS
 
 router = Router(tags=["telemetry"])
@@ -159,11 +160,7 @@ def _money(value: Decimal | None) -> str | None:
 
 def session_figures(session: AgentSession, policy: PolicyValues) -> dict[str, Any]:
     signal = round_signal(session.last_turn_rounds, policy.round_soft_limit, policy.round_hard_cap)
-    savings = (
-        session.no_cache_cost_usd - session.cost_usd
-        if session.no_cache_cost_usd is not None and session.cost_usd is not None
-        else None
-    )
+    savings = cache_savings(session)
     return {
         "session_id": session.external_id,
         "profile": session.profile.name,
@@ -241,11 +238,9 @@ def get_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
     )
     series = []
     for t in turns:
-        ratio = None
-        if t["cache_reported_calls"]:
-            ratio = (
-                t["cache_read_reported"] / t["cache_denominator"] if t["cache_denominator"] else 0.0
-            )
+        ratio = hit_ratio(
+            t["cache_read_reported"], t["cache_denominator"], t["cache_reported_calls"]
+        )
         series.append(
             {
                 "turn": t["turn"],

@@ -19,6 +19,13 @@ from telemetry.models import LLMCall
 from telemetry.schemas import RecordIn
 
 
+def canonical_hash(value: object) -> str:
+    """SHA-256 of `value` as canonical JSON: sorted keys, no spaces, UTF-8 (lone surrogates
+    kept as they are, so the hash never fails on what a log stores verbatim)."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def payload_hash(record: RecordIn) -> str:
     """SHA-256 of the record as submitted, canonical: sorted keys, defaults excluded, `at` in UTC.
 
@@ -28,8 +35,7 @@ def payload_hash(record: RecordIn) -> str:
     data = record.model_dump(mode="python", exclude_defaults=True)
     if record.at is not None:
         data["at"] = record.at.astimezone(UTC).isoformat()
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return canonical_hash(data)
 
 
 class StoredKeys:

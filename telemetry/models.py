@@ -12,6 +12,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from telemetry.pressure import hit_ratio
+
 PROFILE_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
 
@@ -241,9 +243,9 @@ class AgentSession(models.Model):
 
     @property
     def cache_hit_ratio(self) -> float | None:
-        if self.cache_reported_calls == 0 or self.cache_denominator_tokens == 0:
-            return None if self.cache_reported_calls == 0 else 0.0
-        return self.cache_read_tokens / self.cache_denominator_tokens
+        return hit_ratio(
+            self.cache_read_tokens, self.cache_denominator_tokens, self.cache_reported_calls
+        )
 
 
 class LLMCall(models.Model):
@@ -344,9 +346,9 @@ class Turn(models.Model):
 
     @property
     def cache_hit_ratio(self) -> float | None:
-        if self.cache_reported_calls == 0:
-            return None
-        return self.cache_read_reported / self.cache_denominator if self.cache_denominator else 0.0
+        return hit_ratio(
+            self.cache_read_reported, self.cache_denominator, self.cache_reported_calls
+        )
 
 
 class ContextEvent(models.Model):

@@ -17,15 +17,21 @@ from telemetry.policy import (
 )
 
 
-def _overrides(row: Policy | None) -> dict[str, object]:
+def row_overrides(row: Policy | None) -> dict[str, object]:
+    """A policy row's fields (None: inherited)."""
     if row is None:
         return {}
     return {name: getattr(row, name) for name in POLICY_FIELDS}
 
 
+def layered_policy(global_row: Policy | None, profile_row: Policy | None = None) -> PolicyValues:
+    """The defaults, then the global row, then a profile's row: the one merge order."""
+    base = merge_policy(DEFAULT_POLICY, row_overrides(global_row))
+    return base if profile_row is None else merge_policy(base, row_overrides(profile_row))
+
+
 def global_policy() -> PolicyValues:
-    row = Policy.objects.filter(is_global=True).first()
-    return merge_policy(DEFAULT_POLICY, _overrides(row))
+    return layered_policy(Policy.objects.filter(is_global=True).first())
 
 
 def effective_policy(profile: AgentProfile) -> PolicyValues:
@@ -34,8 +40,7 @@ def effective_policy(profile: AgentProfile) -> PolicyValues:
         ("global" if row.is_global else "profile"): row
         for row in Policy.objects.filter(Q(is_global=True) | Q(profile=profile))
     }
-    base = merge_policy(DEFAULT_POLICY, _overrides(rows.get("global")))
-    return merge_policy(base, _overrides(rows.get("profile")))
+    return layered_policy(rows.get("global"), rows.get("profile"))
 
 
 def update_policy(*, profile: AgentProfile | None, values: Mapping[str, object]) -> PolicyValues:
@@ -55,13 +60,13 @@ def update_policy(*, profile: AgentProfile | None, values: Mapping[str, object])
             row, _ = Policy.objects.select_for_update().get_or_create(is_global=True)
         else:
             row, _ = Policy.objects.select_for_update().get_or_create(profile=profile)
-        candidate = _overrides(row) | dict(values)
+        candidate = row_overrides(row) | dict(values)
         if profile is None:
             new_global = merge_policy(DEFAULT_POLICY, candidate)
             # A global change must keep every profile's merged policy valid too.
             for override in Policy.objects.filter(is_global=False).select_related("profile"):
                 try:
-                    merge_policy(new_global, _overrides(override))
+                    merge_policy(new_global, row_overrides(override))
                 except PolicyError as exc:
                     raise PolicyError(
                         exc.field, f"{exc.message} (in profile {override.profile})"

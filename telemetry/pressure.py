@@ -1,8 +1,8 @@
 """Derived context figures: projection, pressure, cache-hit ratio, bands and round signals.
 
 Standard library only and free of any import from `compaction`: telemetry must stand on its own.
-The chars/4 heuristic is therefore defined here *and* in `compaction.core.tokens`; a test that
-may import both asserts they agree (D6).
+The chars/4 heuristic is therefore defined here *and* in `compaction.core.tokens`;
+`tests/unit/test_token_estimates_agree.py` asserts they agree (D6).
 """
 
 from __future__ import annotations
@@ -101,6 +101,15 @@ def cache_hit_ratio(calls: Iterable[CacheCounts]) -> float | None:
     if total == 0:
         return None
     return read / total
+
+
+def hit_ratio(read: int, denominator: int, reported_calls: int) -> float | None:
+    """`cache_hit_ratio` from stored sums (a turn's, a session's): Σread / Σ(uncached + read +
+    writes) over the calls that reported cache. None when no call reported cache fields; 0.0
+    when those calls sent no input (the stored figures keep that distinction)."""
+    if reported_calls == 0:
+        return None
+    return read / denominator if denominator else 0.0
 
 
 def turn_context_tokens(call_context_tokens: Iterable[int]) -> int | None:

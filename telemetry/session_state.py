@@ -14,6 +14,7 @@ is ready (`register_log_appended_chars`, D6).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from decimal import Decimal
 from typing import Final
 
 from django.db import IntegrityError, transaction
@@ -235,6 +236,14 @@ def record_compaction_result(
     session.projected_tokens = tokens_after
     session.pressure = session_pressure(tokens_after, session.window_tokens, policy)
     session.save(update_fields=_PROJECTION_FIELDS)
+
+
+def cache_savings(session: AgentSession) -> Decimal | None:
+    """What the prompt cache saved the session: its cost without cache minus its cost (negative
+    when cache writes cost more than reads saved); None while either is unknown."""
+    if session.no_cache_cost_usd is None or session.cost_usd is None:
+        return None
+    return session.no_cache_cost_usd - session.cost_usd
 
 
 def session_band(session: AgentSession, policy: PolicyValues) -> PressureBand:

@@ -53,6 +53,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 
+from telemetry.pressure import CHARS_PER_TOKEN
+
 Profile = Literal["default", "fleet", "desktop"]
 PROFILES: Final[tuple[Profile, ...]] = ("default", "fleet", "desktop")
 CacheTTL = Literal["5m", "1h"]
@@ -67,7 +69,6 @@ WireFormat = Literal["anthropic", "openai"]
 DemoRole = Literal["overflow", "archive_outage", "manual_compact"]
 Message = dict[str, Any]
 
-CHARS_PER_TOKEN: Final = 4  # the projection's chars/4 (telemetry.pressure.CHARS_PER_TOKEN)
 SHORT_GAP: Final = (60.0, 240.0)  # seconds between turns: the user answers quickly
 LONG_GAP: Final = (600.0, 3000.0)  # the user was away
 MAX_ROUND_GAP: Final = 60.0  # calls within a turn are closer than this

@@ -45,3 +45,25 @@ def test_booleans_are_not_integers():
     with pytest.raises(PolicyError) as caught:
         validate_policy(replace(DEFAULT_POLICY, keep_rounds=True))
     assert caught.value.field == "keep_rounds"
+
+
+def test_relief_policy_defaults_are_the_policy_defaults():
+    """compaction/core cannot import telemetry, so the planner's defaults are a copy: held equal."""
+    from dataclasses import fields
+
+    from compaction.core import ReliefPolicy
+    from telemetry.policy import DEFAULT_POLICY
+
+    relief = ReliefPolicy()
+    shared = {f.name for f in fields(ReliefPolicy)} & {f.name for f in fields(DEFAULT_POLICY)}
+    assert "keep_rounds" in shared
+    differing = {
+        name: (getattr(relief, name), getattr(DEFAULT_POLICY, name))
+        for name in shared
+        if getattr(relief, name) != getattr(DEFAULT_POLICY, name)
+        and not (
+            name == "prune_exclude_tools"
+            and set(getattr(relief, name)) == set(getattr(DEFAULT_POLICY, name))
+        )
+    }
+    assert differing == {}
