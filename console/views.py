@@ -348,7 +348,10 @@ def session_compact(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     html = render_to_string("console/session.html#compact", context, request)
     for name in ("poller", *LIVE_PARTS, "surface"):
         html += render_to_string(f"console/session.html#{name}", context | {"oob": True}, request)
-    return HttpResponse(html)
+    response = HttpResponse(html)
+    # the Compact panel's economics (plan now, predicted vs measured) reload on this event
+    response["HX-Trigger"] = "compacted"
+    return response
 
 
 @require_GET

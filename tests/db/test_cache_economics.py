@@ -293,3 +293,12 @@ def test_the_overview_loads_the_fleet_miss_premiums(agent, viewer):
     assert 'hx-get="/cache/summary"' in viewer.get("/").content.decode()
     html = viewer.get("/cache/summary", headers={"HX-Request": "true"}).content.decode()
     assert "Cache miss premiums by cause" in html and "model switched" in html and ">s1<" in html
+
+
+def test_compact_now_asks_the_panel_economics_to_reload(compactor, admin_client_):
+    compactor.post("/api/v1/sessions/s1/messages", append_body(6))
+    session = AgentSession.objects.get(external_id="s1")
+    response = admin_client_.post(f"/sessions/{session.pk}/compact", headers={"HX-Request": "true"})
+    assert response.status_code == 200 and response["HX-Trigger"] == "compacted"
+    plan = admin_client_.get(f"/sessions/{session.pk}/plan", headers={"HX-Request": "true"})
+    assert 'hx-trigger="compacted from:body"' in plan.content.decode()
