@@ -73,6 +73,29 @@ def misses_figure(points: Sequence[MissPoint], *, last_turn: int | None = None) 
     return {"data": data, "layout": layout}
 
 
+def miss_markers(points: Sequence[MissPoint]) -> list[dict[str, Any]]:
+    """Traces that mark each miss on the session's cache chart (its hit-% pane, at the top):
+    one per cause, a downward triangle at the miss's turn, hover naming cause and premium."""
+    traces: list[dict[str, Any]] = []
+    for cause, color in CAUSE_COLORS.items():
+        mine = [p for p in points if p.cause == cause][:MAX_MARKERS]
+        if not mine:
+            continue
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": f"miss: {mine[0].label}",
+                "x": [p.turn for p in mine],
+                "y": [101] * len(mine),
+                "marker": {"color": color, "size": 10, "symbol": "triangle-down"},
+                "text": [f"{p.missed_tokens:,} tokens, {_dollars(p.premium_usd)}" for p in mine],
+                "hovertemplate": "%{text}<extra>miss: " + mine[0].label + "</extra>",
+            }
+        )
+    return traces
+
+
 def premiums_figure(
     by_day: Mapping[str, Mapping[Any, Decimal]], labels: Mapping[Any, str], title: str
 ) -> Figure:

@@ -21,7 +21,7 @@ from compaction.cache_report import (
     plan_now,
     session_misses,
 )
-from console.cache_charts import MissPoint, misses_figure, premiums_figure
+from console.cache_charts import MissPoint, miss_markers, misses_figure, premiums_figure
 from console.roles import Role, require_role
 from telemetry.cache_misses import CAUSE_LABELS, CAUSES, ttl_advice
 from telemetry.cache_tiers import nearest_rank
@@ -71,6 +71,8 @@ def session_cache(request: HttpRequest, pk: int) -> HttpResponse:
         "report": report,
         "causes": [(c, CAUSE_LABELS[c], report.by_cause[c]) for c in CAUSES],
         "misses_figure": misses_figure(points, last_turn=session.last_turn) if points else None,
+        # the session page's cache chart marks each miss with its cause (console.js adds them)
+        "miss_markers": miss_markers(points),
     }
     return _fragment_or_page(
         request, "console/_cache_misses.html", context, f"Cache misses of {session}"

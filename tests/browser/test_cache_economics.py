@@ -24,6 +24,11 @@ def test_the_session_page_loads_its_misses_and_the_compaction_economics(
     page.wait_for_selector("#cache-misses table.misses", timeout=15_000)
     assert page.locator("#cache-misses table.misses tbody tr").count() >= 1
     page.wait_for_selector("#chart-misses .scatterlayer .trace", timeout=15_000)
+    # the cache chart marks the misses too: its three traces and one per cause
+    page.wait_for_function(
+        "document.querySelectorAll('#chart-cache .scatterlayer .trace').length === 4"
+    )
+    assert "miss: unexplained" in (page.locator("#chart-cache .legend").text_content() or "")
     page.locator("#cache-misses").scroll_into_view_if_needed()
     tracked.screenshot("cache-01-misses")
 

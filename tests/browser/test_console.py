@@ -74,7 +74,8 @@ def test_a_session_page_draws_its_charts_and_updates_its_live_figures(
     context_path = page.locator("#chart-pressure .scatterlayer .trace path.js-line").first
     assert len(context_path.get_attribute("d") or "") > 100
     assert page.locator("#chart-pressure .shapelayer path").count() >= 3  # window + thresholds
-    assert page.locator("#chart-cache .scatterlayer .trace").count() == 3
+    # the hit line and two write areas (plus miss markers once the misses fragment arrives)
+    assert page.locator("#chart-cache .scatterlayer .trace").count() >= 3
     assert page.locator("#chart-cost .barlayer .point").count() > 100
     page.wait_for_selector("#live .gauge-chart .main-svg")
     assert (

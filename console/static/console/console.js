@@ -32,7 +32,21 @@
     layout.legend = Object.assign({}, layout.legend, {font: {size: 11}});
   }
 
-  htmx.onLoad(draw);
+  // Traces a fragment adds to a chart already drawn (the cache chart's miss markers, which
+  // arrive after the page): <div data-traces-for="<chart id>" data-traces="<script id>">.
+  function addTraces(root) {
+    root.querySelectorAll("[data-traces-for]").forEach(function (holder) {
+      var target = document.getElementById(holder.dataset.tracesFor);
+      var source = document.getElementById(holder.dataset.traces);
+      if (!target || !source || typeof Plotly === "undefined" || !target.data) return;
+      Plotly.addTraces(target, JSON.parse(source.textContent));
+    });
+  }
+
+  htmx.onLoad(function (root) {
+    draw(root);
+    addTraces(root);
+  });
 
   // The header menu collapses on phones (the CSS shows the toggle only there).
   document.documentElement.classList.replace("no-js", "js");

@@ -29,3 +29,16 @@ def test_premiums_figure_stacks_causes_with_a_premium():
     (trace,) = figure["data"]
     assert trace["x"] == ["2026-11-29", "2026-11-30"] and trace["y"] == [0.25, 0.5]
     assert figure["layout"]["barmode"] == "stack"
+
+
+def test_miss_markers_sit_on_the_hit_pane_one_trace_per_cause():
+    from console.cache_charts import miss_markers
+
+    points = [
+        MissPoint(3, 50_000, Decimal("0.18"), "expiry", "cache expired", "gap"),
+        MissPoint(7, 9_000, None, "prefix_break", "prefix changed", "system"),
+    ]
+    traces = miss_markers(points)
+    assert [t["name"] for t in traces] == ["miss: cache expired", "miss: prefix changed"]
+    assert traces[0]["x"] == [3] and traces[0]["y"] == [101] and "yaxis" not in traces[0]
+    assert traces[1]["text"] == ["9,000 tokens, unpriced"]
