@@ -384,3 +384,30 @@ def test_prefix_fingerprints_let_the_console_name_a_volatile_system_prompt(conso
     causes = {(m["cause"], m["detail"].get("segment")) for m in misses["misses"]}
     assert ("prefix_break", "system") in causes
     assert any("12:0" in " ".join(m["detail"].get("diff", [])) for m in misses["misses"])
+
+
+def test_the_sdk_stream_helper_is_logged_reported_and_recovers_from_overflow(console, provider):
+    client = wrap(sdk(provider), console.session("stream-helper"), use_surface=True)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Tell me."}]
+    with client.messages.stream(
+        model=MODEL, max_tokens=100, system=SYSTEM, messages=history
+    ) as stream:
+        text = "".join(stream.text_stream)
+    assert text == "Answer 1."
+    history += [{"role": "assistant", "content": text}, {"role": "user", "content": "More."}]
+    provider.inject_overflow(1)
+    with client.messages.stream(
+        model=MODEL, max_tokens=100, system=SYSTEM, messages=history
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.content[0].text == "Answer 3."
+    assert client.context.overflows_recovered == 1
+    assert console.flush(10)
+    calls = LLMCall.objects.filter(session__external_id="stream-helper").order_by("turn")
+    assert [c.request_id for c in calls] == ["req_000001", "req_000003"]
+    log = [
+        json.loads(m.raw)
+        for m in LogMessage.objects.filter(session__external_id="stream-helper").order_by("seq")
+    ]
+    assert [m["role"] for m in log] == ["system", "user", "assistant", "user", "assistant"]
+    assert log[-1]["content"] == [{"type": "text", "text": "Answer 3."}]

@@ -11,7 +11,7 @@ Everything else on the client is the SDK's own.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, overload
 
 import anthropic
@@ -246,6 +246,60 @@ class _AsyncStream:
         return getattr(self._stream, name)
 
 
+def _send(
+    link: Link,
+    params: dict[str, Any],
+    surface: Surface | None,
+    send: Callable[[dict[str, Any]], Any],
+) -> tuple[Any, Surface | None]:
+    """Send; on a context-length error report it (D4) and retry once on the new surface."""
+    try:
+        return send(_request(params, link, surface)), surface
+    except anthropic.APIStatusError as exc:
+        if not is_overflow(exc):
+            raise
+        surface = link.overflow(exc, surface)
+        if surface is None:
+            raise
+        try:
+            result = send(_request(params, link, surface))
+        except anthropic.APIStatusError as again:
+            if is_overflow(again):
+                link.overflow_again(again, surface)
+            raise
+        link.overflows_recovered += 1
+        return result, surface
+
+
+async def _asend(
+    link: AsyncLink,
+    params: dict[str, Any],
+    surface: Surface | None,
+    send: Callable[[dict[str, Any]], Awaitable[Any]],
+) -> tuple[Any, Surface | None]:
+    try:
+        return await send(_request(params, link, surface)), surface
+    except anthropic.APIStatusError as exc:
+        if not is_overflow(exc):
+            raise
+        surface = await link.overflow(exc, surface)
+        if surface is None:
+            raise
+        try:
+            result = await send(_request(params, link, surface))
+        except anthropic.APIStatusError as again:
+            if is_overflow(again):
+                await link.overflow_again(again, surface)
+            raise
+        link.overflows_recovered += 1
+        return result, surface
+
+
+def _used(link: LinkBase, prepared: Prepared, surface: Surface | None) -> Prepared:
+    link.last_surface_version = surface.version if surface is not None else None
+    return Prepared(prepared.plan, prepared.history_length, surface, prepared.logged)
+
+
 class _Messages:
     def __init__(self, messages: Any, link: Link) -> None:
         self._messages = messages
@@ -254,24 +308,10 @@ class _Messages:
     def create(self, **params: Any) -> Any:
         link = self._link
         prepared = link.before(list(params.get("messages") or []), params.get("system"))
-        surface = prepared.surface
-        try:
-            response = self._messages.create(**_request(params, link, surface))
-        except anthropic.APIStatusError as exc:
-            if not is_overflow(exc):
-                raise
-            surface = link.overflow(exc, surface)
-            if surface is None:
-                raise
-            try:
-                response = self._messages.create(**_request(params, link, surface))
-            except anthropic.APIStatusError as again:
-                if is_overflow(again):
-                    link.overflow_again(again, surface)
-                raise
-            link.overflows_recovered += 1
-        link.last_surface_version = surface.version if surface is not None else None
-        used = Prepared(prepared.plan, prepared.history_length, surface, prepared.logged)
+        response, surface = _send(
+            link, params, prepared.surface, lambda sent: self._messages.create(**sent)
+        )
+        used = _used(link, prepared, surface)
         if params.get("stream"):
 
             def finish(message: dict[str, Any], request_id: str | None) -> None:
@@ -281,8 +321,48 @@ class _Messages:
         link.after(used, response, _reply(response))
         return response
 
+    def stream(self, **params: Any) -> _StreamManager:
+        """`with client.messages.stream(...) as stream:` — the SDK's helper stream, logged and
+        reported when the block ends."""
+        return _StreamManager(self._messages, self._link, params)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._messages, name)
+
+
+class _StreamManager:
+    def __init__(self, messages: Any, link: Link, params: dict[str, Any]) -> None:
+        self._messages = messages
+        self._link = link
+        self._params = params
+        self._manager: Any = None
+        self._stream: Any = None
+        self._used: Prepared | None = None
+
+    def __enter__(self) -> Any:
+        link, params = self._link, self._params
+        prepared = link.before(list(params.get("messages") or []), params.get("system"))
+
+        def send(sent: dict[str, Any]) -> Any:
+            manager = self._messages.stream(**sent)
+            stream = manager.__enter__()  # the request is made here
+            self._manager = manager
+            return stream
+
+        self._stream, surface = _send(link, params, prepared.surface, send)
+        self._used = _used(link, prepared, surface)
+        return self._stream
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if exc[0] is None and self._stream is not None and self._used is not None:
+                message = self._stream.get_final_message()
+                self._link.after(
+                    self._used, message, _reply(message), request_id=self._stream.request_id
+                )
+        finally:
+            if self._manager is not None:
+                self._manager.__exit__(*exc)
 
 
 class _AsyncMessages:
@@ -293,24 +373,12 @@ class _AsyncMessages:
     async def create(self, **params: Any) -> Any:
         link = self._link
         prepared = await link.before(list(params.get("messages") or []), params.get("system"))
-        surface = prepared.surface
-        try:
-            response = await self._messages.create(**_request(params, link, surface))
-        except anthropic.APIStatusError as exc:
-            if not is_overflow(exc):
-                raise
-            surface = await link.overflow(exc, surface)
-            if surface is None:
-                raise
-            try:
-                response = await self._messages.create(**_request(params, link, surface))
-            except anthropic.APIStatusError as again:
-                if is_overflow(again):
-                    await link.overflow_again(again, surface)
-                raise
-            link.overflows_recovered += 1
-        link.last_surface_version = surface.version if surface is not None else None
-        used = Prepared(prepared.plan, prepared.history_length, surface, prepared.logged)
+
+        async def send(sent: dict[str, Any]) -> Any:
+            return await self._messages.create(**sent)
+
+        response, surface = await _asend(link, params, prepared.surface, send)
+        used = _used(link, prepared, surface)
         if params.get("stream"):
 
             async def finish(message: dict[str, Any], request_id: str | None) -> None:
@@ -320,8 +388,47 @@ class _AsyncMessages:
         await link.after(used, response, _reply(response))
         return response
 
+    def stream(self, **params: Any) -> _AsyncStreamManager:
+        """`async with client.messages.stream(...) as stream:`, logged and reported at its end."""
+        return _AsyncStreamManager(self._messages, self._link, params)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._messages, name)
+
+
+class _AsyncStreamManager:
+    def __init__(self, messages: Any, link: AsyncLink, params: dict[str, Any]) -> None:
+        self._messages = messages
+        self._link = link
+        self._params = params
+        self._manager: Any = None
+        self._stream: Any = None
+        self._used: Prepared | None = None
+
+    async def __aenter__(self) -> Any:
+        link, params = self._link, self._params
+        prepared = await link.before(list(params.get("messages") or []), params.get("system"))
+
+        async def send(sent: dict[str, Any]) -> Any:
+            manager = self._messages.stream(**sent)
+            stream = await manager.__aenter__()
+            self._manager = manager
+            return stream
+
+        self._stream, surface = await _asend(link, params, prepared.surface, send)
+        self._used = _used(link, prepared, surface)
+        return self._stream
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            if exc[0] is None and self._stream is not None and self._used is not None:
+                message = await self._stream.get_final_message()
+                await self._link.after(
+                    self._used, message, _reply(message), request_id=self._stream.request_id
+                )
+        finally:
+            if self._manager is not None:
+                await self._manager.__aexit__(*exc)
 
 
 class ContextAnthropic:
