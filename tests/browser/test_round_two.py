@@ -231,3 +231,62 @@ def test_13_a_missing_page_is_the_consoles_own(open_page, console_data: Console)
     tracked.errors[:] = [e for e in tracked.errors if "404" not in e]
     assert page.locator("#not-found").is_visible()
     assert "urlpatterns" not in page.content()
+
+
+def test_3_4_16_last_use_policy_impact_before_saving_and_plain_words(
+    open_page, console_data: Console, live_server
+):
+    import urllib.request
+
+    from telemetry.keys import create_agent_key
+
+    issued = create_agent_key(profile_name="default", name="reporter")
+    request = urllib.request.Request(
+        live_server.url + "/api/v1/policy",
+        headers={"Authorization": f"Bearer {issued.plaintext}"},
+    )
+    with urllib.request.urlopen(request) as answer:
+        assert answer.status == 200
+    tracked = open_page(*DESKTOP)
+    sign_in(tracked, "root")
+    page = tracked.page
+    page.goto(reverse("keys"))
+    row = page.locator("tr", has_text="reporter")
+    assert "never" not in row.inner_text()
+    page.goto(reverse("policy_profile", args=["default"]))
+    assert "prune threshold (%)" in page.inner_text("main form").lower()
+    page.fill("#id_prune_threshold", "5")
+    page.fill("#id_summarize_threshold", "10")
+    page.wait_for_selector("#impact >> text=newly")  # the preview follows the typing
+    tracked.screenshot("r2-policy-impact")
+    page.click("text=Save policy")
+    page.wait_for_selector("text=Not saved yet")
+    page.click("text=Save anyway")
+    page.wait_for_selector("text=Saved the policy of default")
+    page.goto(reverse("catalogue_new"))
+    assert page.get_by_label("Long-context input ($/MTok)").count() == 1
+
+
+def test_9_14_15_transcript_notice_turn_range_stub_links_and_marked_hits(
+    open_page, console_data: Console
+):
+    session = agent_at_work(console_data.key, "triage-5", compact=True)
+    tracked = open_page(*DESKTOP)
+    sign_in(tracked, "watcher")
+    page = tracked.page
+    page.goto(reverse("session", args=[console_data.long_session.pk]))
+    assert "Automatic compaction needs the transcript" in page.inner_text("#needs-transcript")
+    page.goto(reverse("session", args=[session.pk]))
+    turn_box = page.locator("#surface input[name=surface_turn]")
+    turn_box.wait_for()
+    assert turn_box.get_attribute("placeholder") == "0–4"
+    link = page.locator("#surface a.original-link").first
+    assert "/archives/" in (link.get_attribute("href") or "")
+    page.goto(reverse("archives"))
+    page.fill("#id_archive_q", "nightly")
+    page.wait_for_selector("#results .hit mark")
+    assert "in all" in page.inner_text("#results")
+    page.locator("#results .hit a", has_text="archive #").first.click()
+    page.wait_for_url(re.compile(r".*\?q=nightly#log-seq-1$"))
+    assert page.locator("#log-seq-1 mark").first.inner_text().lower() == "nightly"
+    tracked.screenshot("r2-archive-hit-marked")
