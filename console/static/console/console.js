@@ -26,8 +26,8 @@
     var named = figure.data.filter(function (trace) { return trace.name && trace.showlegend !== false; });
     var rows = Math.ceil(named.length / 2);
     var right = layout.yaxis2 && layout.yaxis2.side === "right" ? 52 : 14;
-    layout.margin = Object.assign({}, layout.margin, {l: 52, r: right, t: 44 + 20 * rows});
-    layout.height = (layout.height || 320) + 20 * Math.max(0, rows - 1);
+    layout.margin = Object.assign({}, layout.margin, {l: 52, r: right, t: 52 + 24 * rows});
+    layout.height = (layout.height || 320) + 24 * Math.max(0, rows - 1);
     if (layout.title) layout.title = Object.assign({}, layout.title, {font: {size: 13}});
     layout.legend = Object.assign({}, layout.legend, {font: {size: 11}});
   }
