@@ -106,9 +106,10 @@ def _mark_polled(response: HttpResponse, version: str) -> HttpResponse:
 # (sort key, header, numeric column)
 SESSION_COLUMNS = (
     ("session", "Session", False),
+    # pressure second: on a phone it is in view without scrolling the table
+    ("pressure", "Pressure", False),
     ("profile", "Profile", False),
     ("model", "Model", False),
-    ("pressure", "Pressure", False),
     ("last_hit", "Cache hit, last turn", True),
     ("hit", "Cache hit, overall", True),
     ("cost", "Cost", True),
