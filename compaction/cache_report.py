@@ -53,6 +53,8 @@ from telemetry.pricing import ModelPrice, find_price
 
 # Surface versions whose fingerprints one report derives at most (each is a log derivation).
 MAX_DERIVED_VERSIONS = 40
+# Calls one fleet report reads at most (the most recent sessions first).
+MAX_FLEET_CALLS = 200_000
 # Sessions of a profile the remaining-calls estimate looks at (the most recent ones).
 REMAINING_SAMPLE = 1_000
 # Remaining calls assumed for a session that has reported no call yet (CachePricing's default).
@@ -282,10 +284,11 @@ class ProfileCache:
 
 
 def fleet_cache(*, days: int = 14, limit: int = 500, top: int = 10) -> FleetCache:
-    """Classify the `limit` most recently seen sessions of the last `days` days.
+    """Classify the `limit` most recently seen sessions of the last `days` days, as many as fit
+    in `MAX_FLEET_CALLS` calls.
 
-    Read on demand (one query for the calls, one each for runs and events), so it is bounded by
-    `limit`; `truncated` says when more sessions were active.
+    Read on demand (one query for the calls, one each for runs and events), so it is bounded;
+    `truncated` says when more sessions were active.
     """
     since = timezone.now() - timedelta(days=days)
     sessions = list(
@@ -295,6 +298,16 @@ def fleet_cache(*, days: int = 14, limit: int = 500, top: int = 10) -> FleetCach
     )
     truncated = len(sessions) > limit
     sessions = sessions[:limit]
+    # Bounded by calls too: a few huge sessions must not make one page read millions of rows.
+    kept: list[AgentSession] = []
+    read = 0
+    for session in sessions:
+        if kept and read + session.calls_count > MAX_FLEET_CALLS:
+            truncated = True
+            break
+        kept.append(session)
+        read += session.calls_count
+    sessions = kept
     report = FleetCache(since=since, sessions=len(sessions), truncated=truncated)
     by_pk = {s.pk: s for s in sessions}
     grouped: dict[int, list[dict[str, Any]]] = defaultdict(list)

@@ -302,3 +302,23 @@ def test_compact_now_asks_the_panel_economics_to_reload(compactor, admin_client_
     assert response.status_code == 200 and response["HX-Trigger"] == "compacted"
     plan = admin_client_.get(f"/sessions/{session.pk}/plan", headers={"HX-Request": "true"})
     assert 'hx-trigger="compacted from:body"' in plan.content.decode()
+
+
+def test_the_fleet_report_reads_a_bounded_number_of_calls(agent, monkeypatch):
+    from django.utils import timezone
+
+    from compaction import cache_report
+
+    now = timezone.now() - timedelta(hours=1)
+    for name in ("a", "b"):
+        ingest(
+            agent,
+            *[
+                record(t, 0, write=1_000)
+                | {"session_id": name, "at": (now + timedelta(minutes=t)).isoformat()}
+                for t in range(3)
+            ],
+        )
+    monkeypatch.setattr(cache_report, "MAX_FLEET_CALLS", 4)
+    report = cache_report.fleet_cache()
+    assert report.sessions == 1 and report.truncated
