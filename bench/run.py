@@ -1145,6 +1145,13 @@ class Bench:
                 measure_p11(self)
             self.report()
             return
+        if self.args.only == "overview":
+            with step("gunicorn"):
+                self.serve()
+            with step("POV: the overview at 10,000 and 1,000,000 calls"):
+                measure_overview(self)
+            self.report()
+            return
         with step("P9: the pure core"):
             self.core()
         with step("B_copy, B_row: raw writes into a scratch copy of the calls table"):
@@ -1241,8 +1248,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         default="all",
-        choices=("all", "ingest", "import"),
-        help="ingest: only B_copy, B_row, P1 and P10 (the ingest doors); import: only P11",
+        choices=("all", "ingest", "import", "overview"),
+        help="ingest: only B_copy, B_row, P1 and P10 (the ingest doors); import: only P11; "
+        "overview: only POV",
     )
     parser.add_argument(
         "--scale",
