@@ -185,3 +185,47 @@ def test_15_a_hit_opens_marked_long_messages_read_whole_stubs_link_their_origina
         )
     )
     assert f'class="original-link" href="/archives/{archive.pk}/#log-seq-' in surface
+
+
+def test_11_the_session_page_defers_the_transcript_and_shows_a_long_one_in_parts() -> None:
+    from compaction.rawjson import Span
+    from compaction.transcripts import append_messages
+    from telemetry.catalogue import seed_catalogue
+
+    seed_catalogue()
+    key = create_agent_key(profile_name="default").key
+    report(
+        key,
+        [
+            {
+                "session_id": "chatty",
+                "turn": 0,
+                "model": SONNET,
+                "usage": {"input_tokens": 9, "output_tokens": 1},
+            }
+        ],
+    )
+    session = AgentSession.objects.get(external_id="chatty")
+    messages = [
+        {"seq": i, "role": "user" if i % 2 else "assistant", "content": f"message {i}"}
+        for i in range(1, 101)
+    ]
+    append_messages(
+        session=session,
+        fmt="anthropic",
+        system=Span("Be brief.", '"Be brief."'),
+        messages=[Span(m, __import__("json").dumps(m)) for m in messages],
+    )
+    client = signed_in("viewer")
+    url = reverse("session", args=[session.pk])
+    page = fragment(client.get(url))
+    assert "message 50" not in page and 'hx-trigger="load"' in page  # not inline
+    part = fragment(client.get(url, headers={"HX-Request": "true", "HX-Target": "surface"}))
+    assert "The latest 60 of 101 messages" in part
+    assert "message 100" in part and "message 40<" not in part
+    whole = fragment(
+        client.get(
+            url, {"surface_all": "1"}, headers={"HX-Request": "true", "HX-Target": "surface"}
+        )
+    )
+    assert "message 1<" in whole and "The latest 60" not in whole
