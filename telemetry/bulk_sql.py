@@ -88,3 +88,45 @@ def _log_statement(sql: str, started: float) -> None:
     """Count a statement run on the raw driver cursor like Django counts its own."""
     if connection.queries_logged:
         connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
+
+
+def upsert_rows(
+    model: type[models.Model],
+    names: list[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    unique: list[str],
+) -> None:
+    """Insert `rows` (plain tuples of the attributes `names`), or update the row holding the same
+    `unique` values, in one statement.
+
+    On PostgreSQL an `INSERT … SELECT FROM unnest(<one array per column>) ON CONFLICT DO
+    UPDATE`: bulk_create(update_conflicts=True) prepared every value of every row through its
+    field (~45 % of a 1,000-record batch's CPU with the turn re-derivation, make bench P1);
+    one typed array per column is adapted by the driver in one go. Elsewhere bulk_create.
+    """
+    if not rows:
+        return
+    meta = model._meta
+    by_attname = {f.attname: f for f in meta.concrete_fields}
+    fields = [by_attname[name] for name in names]
+    updates = [f for f in fields if f.attname not in unique]
+    if connection.vendor != "postgresql":
+        model._default_manager.bulk_create(
+            [model(**dict(zip(names, row, strict=True))) for row in rows],
+            update_conflicts=True,
+            unique_fields=[by_attname[name].name for name in unique],
+            update_fields=[f.name for f in updates],
+        )
+        return
+    quote = connection.ops.quote_name
+    columns = [quote(f.column) for f in fields]
+    arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in fields)
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "
+        f"SELECT * FROM unnest({arrays}) "
+        f"ON CONFLICT ({', '.join(quote(by_attname[name].column) for name in unique)}) "
+        f"DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in map(quote, (f.column for f in updates)))}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [list(column) for column in zip(*rows, strict=True)])

@@ -14,6 +14,7 @@ from typing import Any
 from django.db.models import Count, Max, Q, Sum
 
 from telemetry.accounting import CallFigures, TurnFigures, summarize_turn
+from telemetry.bulk_sql import upsert_rows
 from telemetry.models import AgentSession, LLMCall, Turn
 
 _CALL_FIELDS = (
@@ -68,33 +69,74 @@ def _figures_of(row: dict[str, Any]) -> CallFigures:
     )
 
 
+def call_figures(call: LLMCall) -> CallFigures:
+    """What a new (unsaved or just inserted) call row contributes to its turn."""
+    buckets = (
+        call.cost_uncached_input,
+        call.cost_cache_read,
+        call.cost_cache_write_5m,
+        call.cost_cache_write_1h,
+        call.cost_output,
+    )
+    return CallFigures(
+        call=call.call,
+        at=call.at,
+        model=call.model,
+        uncached_input=call.uncached_input,
+        cache_read=call.cache_read,
+        cache_write_5m=call.cache_write_5m,
+        cache_write_1h=call.cache_write_1h,
+        output=call.output,
+        reasoning_output=call.reasoning_output,
+        reported_cache=call.reported_cache,
+        appended_chars=call.appended_chars,
+        window_tokens=call.window_tokens,
+        surface_version=call.surface_version,
+        cost_buckets=None if buckets[0] is None else buckets,  # type: ignore[arg-type]
+        no_cache_cost=call.no_cache_cost_usd,
+    )
+
+
 def rederive_turns(
-    touched: set[tuple[int, int]], *, write: set[tuple[int, int]]
+    touched: set[tuple[int, int]],
+    *,
+    write: set[tuple[int, int]],
+    stored: set[tuple[int, int]] | None = None,
+    new: dict[tuple[int, int], list[CallFigures]] | None = None,
 ) -> dict[tuple[int, int], list[int]]:
     """Re-derive the figures of `touched` turns from all their calls; upsert those in `write`.
 
-    Returns each touched turn's call numbers, sorted.
+    `stored` names the touched turns that held calls before this submission (the idempotency
+    read saw them) and `new` the calls this submission added, by turn. A turn with no stored
+    call is summarised from its new calls alone, which are then all of its calls (the session
+    lock keeps other writers out); only the others are read back. Without `stored`, every
+    touched turn is read back. Returns each touched turn's call numbers, sorted.
     """
     if not touched:
         return {}
+    new = new or {}
+    read_back = touched if stored is None else touched & stored
     grouped: dict[tuple[int, int], list[CallFigures]] = defaultdict(list)
-    rows = LLMCall.objects.filter(
-        session_id__in={sid for sid, _ in touched}, turn__in={turn for _, turn in touched}
-    ).values(*_CALL_FIELDS)
-    for row in rows:
-        pair = (row["session_id"], row["turn"])
-        if pair in touched:
-            grouped[pair].append(_figures_of(row))
-    figures = {pair: summarize_turn(calls) for pair, calls in grouped.items()}
-    upserts = [_turn_row(sid, turn, figures[(sid, turn)]) for sid, turn in sorted(write)]
-    if upserts:
-        Turn.objects.bulk_create(
-            upserts,
-            update_conflicts=True,
-            unique_fields=["session", "turn"],
-            update_fields=_TURN_UPDATE_FIELDS,
-        )
-    return {pair: sorted(c.call for c in calls) for pair, calls in grouped.items()}
+    if read_back:
+        rows = LLMCall.objects.filter(
+            session_id__in={sid for sid, _ in read_back},
+            turn__in={turn for _, turn in read_back},
+        ).values_list(*_CALL_FIELDS)
+        for row in rows:
+            pair = (row[0], row[1])
+            if pair in read_back:
+                grouped[pair].append(_figures_of(dict(zip(_CALL_FIELDS, row, strict=True))))
+    for pair in touched - read_back:
+        grouped[pair] = list(new.get(pair, ()))
+    figures = {pair: summarize_turn(calls) for pair, calls in grouped.items() if calls}
+    pairs = sorted(write)
+    upsert_rows(
+        Turn,
+        ["session_id", "turn", *_TURN_UPDATE_FIELDS],
+        [_turn_values(sid, turn, figures[(sid, turn)]) for sid, turn in pairs],
+        unique=["session_id", "turn"],
+    )
+    return {pair: sorted(c.call for c in calls) for pair, calls in grouped.items() if calls}
 
 
 _TURN_UPDATE_FIELDS = [
@@ -130,40 +172,37 @@ _TURN_UPDATE_FIELDS = [
 ]
 
 
-def _turn_row(session_id: int, turn: int, f: TurnFigures) -> Turn:
+def _turn_values(session_id: int, turn: int, f: TurnFigures) -> tuple[Any, ...]:
+    """A turn's row, in the order of `["session_id", "turn", *_TURN_UPDATE_FIELDS]`."""
     buckets: tuple[Decimal | None, ...] = f.cost_buckets or (None,) * 5
-    return Turn(
-        session_id=session_id,
-        turn=turn,
-        calls=f.calls,
-        context_tokens=f.context_tokens,
-        uncached_input=f.uncached_input,
-        cache_read=f.cache_read,
-        cache_write_5m=f.cache_write_5m,
-        cache_write_1h=f.cache_write_1h,
-        output=f.output,
-        reasoning_output=f.reasoning_output,
-        cache_reported_calls=f.cache_reported_calls,
-        cache_read_reported=f.cache_read_reported,
-        cache_denominator=f.cache_denominator,
-        cost_uncached_input=buckets[0],
-        cost_cache_read=buckets[1],
-        cost_cache_write_5m=buckets[2],
-        cost_cache_write_1h=buckets[3],
-        cost_output=buckets[4],
-        cost_usd=f.cost_usd,
-        no_cache_cost_usd=f.no_cache_cost_usd,
-        unpriced_calls=f.unpriced_calls,
-        first_at=f.first_at,
-        last_at=f.last_at,
-        model=f.model,
-        last_call=f.last_call,
-        last_call_context_tokens=f.last_call_context_tokens,
-        last_call_output=f.last_call_output,
-        last_call_reasoning_output=f.last_call_reasoning_output,
-        last_call_appended_chars=f.last_call_appended_chars,
-        last_call_window_tokens=f.last_call_window_tokens,
-        surface_version=f.surface_version,
+    return (
+        session_id,
+        turn,
+        f.calls,
+        f.context_tokens,
+        f.uncached_input,
+        f.cache_read,
+        f.cache_write_5m,
+        f.cache_write_1h,
+        f.output,
+        f.reasoning_output,
+        f.cache_reported_calls,
+        f.cache_read_reported,
+        f.cache_denominator,
+        *buckets,
+        f.cost_usd,
+        f.no_cache_cost_usd,
+        f.unpriced_calls,
+        f.first_at,
+        f.last_at,
+        f.model,
+        f.last_call,
+        f.last_call_context_tokens,
+        f.last_call_output,
+        f.last_call_reasoning_output,
+        f.last_call_appended_chars,
+        f.last_call_window_tokens,
+        f.surface_version,
     )
 
 

@@ -50,6 +50,9 @@ class StoredKeys:
     ) -> None:
         self.by_position: dict[tuple[int, int, int], str] = {}
         self.by_request: dict[tuple[int, str], str] = {}
+        # (session, turn) pairs that held a call before this submission: every stored call of
+        # the submission's turns is read here, so a pair absent from it had none.
+        self.stored_turns: set[tuple[int, int]] = set()
         existing = LLMCall.objects.filter(session_id__in=list(session_ids)).filter(
             Q(turn__in=list(turns)) | Q(request_id__in=list(request_ids))
         )
@@ -57,6 +60,7 @@ class StoredKeys:
             "session_id", "turn", "call", "request_id", "payload_hash"
         ):
             self.by_position[(sid, turn, call)] = digest
+            self.stored_turns.add((sid, turn))
             if request_id is not None:
                 self.by_request[(sid, request_id)] = digest
 

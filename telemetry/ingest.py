@@ -22,6 +22,7 @@ and upserted in two, and session figures re-derived and written in three.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -29,9 +30,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from telemetry import session_state
+from telemetry.accounting import CallFigures
 from telemetry.bulk_sql import insert_rows
 from telemetry.costing import OnceCatalogue, call_row
-from telemetry.derivation import derive_session_figures, rederive_turns
+from telemetry.derivation import call_figures, derive_session_figures, rederive_turns
 from telemetry.idempotency import StoredKeys, payload_hash
 from telemetry.models import AgentKey, AgentProfile, AgentSession, LLMCall
 from telemetry.policies import effective_policy
@@ -176,7 +178,12 @@ def _store_calls(
     touched |= {
         (sessions[d.session_id or ""].pk, d.turn or 0) for d in decided if d.status == "duplicate"
     }
-    turn_calls = rederive_turns(touched, write={(c.session_id, c.turn) for c in new_calls})
+    new_figures: dict[tuple[int, int], list[CallFigures]] = defaultdict(list)
+    for c in new_calls:
+        new_figures[(c.session_id, c.turn)].append(call_figures(c))
+    turn_calls = rederive_turns(
+        touched, write=set(new_figures), stored=keys.stored_turns, new=new_figures
+    )
     return created_sessions, decided, turn_calls
 
 
