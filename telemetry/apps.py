@@ -20,3 +20,7 @@ class TelemetryConfig(AppConfig):
             post_delete.connect(
                 forget_key_checks, sender=model, dispatch_uid=f"keys-del-{model.__name__}"
             )
+
+        from telemetry.signals import connect_cache_invalidation
+
+        connect_cache_invalidation()

@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from typing import Final
+
 from telemetry.models import CatalogueModel
 from telemetry.pricing import SEED_CATALOGUE, ModelPrice, Rates
+from telemetry.recent import Recent
+
+# Each process remembers the catalogue this long: ingest prices calls without a query per
+# request, and a price changed anywhere applies within this long on every process (at once in
+# the process that changed it: saving or deleting a CatalogueModel row calls `forget_catalogue`).
+CATALOGUE_CACHE_SECONDS: Final = 1.0
+_catalogue: Recent[None, tuple[ModelPrice, ...]] = Recent(CATALOGUE_CACHE_SECONDS)
+
+
+def forget_catalogue() -> None:
+    """Drop this process's remembered catalogue (a row changed; tests)."""
+    _catalogue.clear()
 
 
 def price_of(row: CatalogueModel) -> ModelPrice:
@@ -33,8 +49,14 @@ def price_of(row: CatalogueModel) -> ModelPrice:
     )
 
 
-def load_catalogue() -> list[ModelPrice]:
-    return [price_of(row) for row in CatalogueModel.objects.all()]
+def load_catalogue(*, clock: Callable[[], float] = time.monotonic) -> list[ModelPrice]:
+    """Every catalogue row as a price (ModelPrice is immutable; each caller gets its own list)."""
+    now = clock()
+    remembered = _catalogue.get(None, now)
+    if remembered is None:
+        remembered = tuple(price_of(row) for row in CatalogueModel.objects.all())
+        _catalogue.put(None, remembered, now)
+    return list(remembered)
 
 
 def seed_catalogue(model: type[CatalogueModel] = CatalogueModel) -> int:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from typing import Final
 
 from django.db import transaction
 from django.db.models import Q
@@ -15,6 +17,19 @@ from telemetry.policy import (
     PolicyValues,
     merge_policy,
 )
+from telemetry.recent import Recent
+
+# Each process remembers the effective policy an agent key's requests get this long (beside the
+# key check, `telemetry.keys`): ingest skips a query per request, and a policy changed anywhere
+# applies within this long on every process (at once in the process that changed it: saving or
+# deleting a Policy row calls `forget_policies`). A key seen for the first time reads it afresh.
+POLICY_CACHE_SECONDS: Final = 1.0
+_by_key: Recent[int, PolicyValues] = Recent(POLICY_CACHE_SECONDS, entries=1_000)
+
+
+def forget_policies() -> None:
+    """Drop every remembered effective policy of this process (a Policy row changed; tests)."""
+    _by_key.clear()
 
 
 def row_overrides(row: Policy | None) -> dict[str, object]:
@@ -32,6 +47,19 @@ def layered_policy(global_row: Policy | None, profile_row: Policy | None = None)
 
 def global_policy() -> PolicyValues:
     return layered_policy(Policy.objects.filter(is_global=True).first())
+
+
+def key_policy(
+    key_id: int, profile: AgentProfile, *, clock: Callable[[], float] = time.monotonic
+) -> PolicyValues:
+    """`effective_policy(profile)` for the requests of agent key `key_id` (bound to `profile`),
+    remembered per process for `POLICY_CACHE_SECONDS` (PolicyValues is immutable)."""
+    now = clock()
+    remembered = _by_key.get(key_id, now)
+    if remembered is None:
+        remembered = effective_policy(profile)
+        _by_key.put(key_id, remembered, now)
+    return remembered
 
 
 def effective_policy(profile: AgentProfile) -> PolicyValues:

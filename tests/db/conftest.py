@@ -21,8 +21,10 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
+from telemetry.catalogue import forget_catalogue
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey
+from telemetry.policies import forget_policies
 from telemetry.seeding import ensure_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,6 +34,14 @@ ROOT = Path(__file__).resolve().parents[2]
 def _plain_http(settings: Any) -> None:
     """The test client speaks plain HTTP; every other production setting stays in force."""
     settings.SECURE_SSL_REDIRECT = False
+
+
+@pytest.fixture(autouse=True)
+def _fresh_remembered_reads() -> None:
+    """Policies and the catalogue are remembered per process for a second; a test's rolled-back
+    rows (or a previous test's `.update()`) must not reach the next test through them."""
+    forget_policies()
+    forget_catalogue()
 
 
 @dataclass

@@ -1,0 +1,155 @@
+"""The effective policy and the model catalogue are remembered per process for at most a second:
+ingest skips two queries a request, and a change made anywhere applies within a second on every
+process (at once in the process that made it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from telemetry.catalogue import CATALOGUE_CACHE_SECONDS, load_catalogue
+from telemetry.keys import create_agent_key
+from telemetry.models import CatalogueModel, Policy
+from telemetry.policies import POLICY_CACHE_SECONDS, effective_policy, update_policy
+from telemetry.profiles import get_or_create_profile
+from tests.db.conftest import ROOT, _database_url_for_worker
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 5_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.django_db
+def test_a_remembered_policy_costs_no_query_and_expires_after_its_age_limit() -> None:
+    profile = get_or_create_profile(name="default")
+    clock = Clock()
+    before = effective_policy(profile, clock=clock)
+    # Changed behind this process's back (as another process would): still remembered ...
+    Policy.objects.filter(is_global=True).update(round_soft_limit=before.round_soft_limit + 7)
+    clock.now += POLICY_CACHE_SECONDS / 2
+    with CaptureQueriesContext(connection) as ctx:
+        assert effective_policy(profile, clock=clock) == before
+    assert len(ctx.captured_queries) == 0
+    # ... but never longer than the age limit.
+    clock.now += POLICY_CACHE_SECONDS / 2
+    assert effective_policy(profile, clock=clock).round_soft_limit == before.round_soft_limit + 7
+
+
+@pytest.mark.django_db
+def test_a_policy_changed_in_this_process_applies_at_once() -> None:
+    profile = get_or_create_profile(name="default")
+    clock = Clock()
+    before = effective_policy(profile, clock=clock)
+    update_policy(profile=profile, values={"round_soft_limit": before.round_soft_limit + 3})
+    assert effective_policy(profile, clock=clock).round_soft_limit == before.round_soft_limit + 3
+    Policy.objects.filter(profile=profile).delete()
+    assert effective_policy(profile, clock=clock) == before
+
+
+@pytest.mark.django_db
+def test_the_remembered_catalogue_expires_and_a_saved_row_applies_at_once() -> None:
+    clock = Clock()
+    first = load_catalogue(clock=clock)
+    row = CatalogueModel.objects.get(model=first[0].model)
+    CatalogueModel.objects.filter(pk=row.pk).update(input=row.input + Decimal(1))
+    clock.now += CATALOGUE_CACHE_SECONDS / 2
+    with CaptureQueriesContext(connection) as ctx:
+        assert load_catalogue(clock=clock) == first
+    assert len(ctx.captured_queries) == 0
+    clock.now += CATALOGUE_CACHE_SECONDS / 2
+    price = {p.model: p for p in load_catalogue(clock=clock)}[row.model]
+    assert price.input == row.input + Decimal(1)
+    # A save (the admin's path) forgets at once, whatever the clock says.
+    row.refresh_from_db()
+    row.output = row.output + Decimal(2)
+    row.save()
+    price = {p.model: p for p in load_catalogue(clock=clock)}[row.model]
+    assert price.output == row.output
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _soft_limit(port: int, plaintext: str) -> int:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/v1/policy",
+        headers={"Authorization": f"Bearer {plaintext}"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return int(json.loads(response.read())["round_soft_limit"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_policy_changed_elsewhere_applies_within_a_second_on_every_process(
+    tmp_path: Path,
+) -> None:
+    """Two gunicorn worker processes answer in turn; both remember the policy, then this (third)
+    process changes it: within POLICY_CACHE_SECONDS every answer carries the new value."""
+    issued = create_agent_key(profile_name="default")
+    before = effective_policy(issued.key.profile).round_soft_limit
+    port = _free_port()
+    env = os.environ.copy()
+    env.update(
+        {
+            "DATABASE_URL": _database_url_for_worker(),
+            "CONSOLE_VAR_DIR": str(settings.VAR_DIR),
+            "DJANGO_SECURE_SSL_REDIRECT": "false",
+            "DJANGO_DEBUG": "false",
+        }
+    )
+    log = (tmp_path / "gunicorn.log").open("wb")
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "gunicorn"),
+            "console.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "2",
+            "--worker-class",
+            "sync",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if _soft_limit(port, issued.plaintext) == before:
+                    break
+            except OSError:
+                pass
+            assert server.poll() is None, (tmp_path / "gunicorn.log").read_text()
+            assert time.monotonic() < deadline, (tmp_path / "gunicorn.log").read_text()
+            time.sleep(0.2)
+        # New connections land on either worker: after 30 of them both remember the policy.
+        assert {_soft_limit(port, issued.plaintext) for _ in range(30)} == {before}
+        update_policy(profile=None, values={"round_soft_limit": before + 5})
+        time.sleep(POLICY_CACHE_SECONDS + 0.05)
+        answers = {_soft_limit(port, issued.plaintext) for _ in range(30)}
+        assert answers == {before + 5}, answers
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
