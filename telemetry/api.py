@@ -14,7 +14,7 @@ from telemetry import safejson
 from telemetry.auth import ingest_auth, request_key
 from telemetry.ingest import IngestResult, ingest_records
 from telemetry.models import AgentSession, Turn
-from telemetry.policies import effective_policy
+from telemetry.policies import effective_policy, key_policy
 from telemetry.policy import PolicyValues
 from telemetry.pressure import hit_ratio, round_signal
 from telemetry.schemas import (
@@ -35,7 +35,8 @@ router = Router(tags=["telemetry"])
 def get_policy(request: HttpRequest) -> dict[str, object]:
     """The effective policy of the calling key's profile (global defaults + profile overrides)."""
     key = request_key(request)
-    return {"profile": key.profile.name, **effective_policy(key.profile).as_dict()}
+    # The policy this key's ingest applies (remembered beside the key check for a second).
+    return {"profile": key.profile.name, **key_policy(key.pk, key.profile).as_dict()}
 
 
 class BadBody(Exception):

@@ -10,16 +10,18 @@ from telemetry.models import CatalogueModel
 from telemetry.pricing import SEED_CATALOGUE, ModelPrice, Rates
 from telemetry.recent import Recent
 
-# Each process remembers the catalogue this long: ingest prices calls without a query per
-# request, and a price changed anywhere applies within this long on every process (at once in
-# the process that changed it: saving or deleting a CatalogueModel row calls `forget_catalogue`).
+# Each process remembers the catalogue an agent key's requests price with this long (beside the
+# key check, `telemetry.keys`): ingest prices calls without a query per request, and a price
+# changed anywhere applies within this long on every process (at once in the process that
+# changed it: saving or deleting a CatalogueModel row calls `forget_catalogue`). A key seen for
+# the first time reads it afresh.
 CATALOGUE_CACHE_SECONDS: Final = 1.0
-_catalogue: Recent[None, tuple[ModelPrice, ...]] = Recent(CATALOGUE_CACHE_SECONDS)
+_by_key: Recent[int, tuple[ModelPrice, ...]] = Recent(CATALOGUE_CACHE_SECONDS, entries=1_000)
 
 
 def forget_catalogue() -> None:
     """Drop this process's remembered catalogue (a row changed; tests)."""
-    _catalogue.clear()
+    _by_key.clear()
 
 
 def price_of(row: CatalogueModel) -> ModelPrice:
@@ -49,13 +51,18 @@ def price_of(row: CatalogueModel) -> ModelPrice:
     )
 
 
-def load_catalogue(*, clock: Callable[[], float] = time.monotonic) -> list[ModelPrice]:
-    """Every catalogue row as a price (ModelPrice is immutable; each caller gets its own list)."""
+def load_catalogue() -> list[ModelPrice]:
+    return [price_of(row) for row in CatalogueModel.objects.all()]
+
+
+def key_catalogue(key_id: int, *, clock: Callable[[], float] = time.monotonic) -> list[ModelPrice]:
+    """`load_catalogue()` for the requests of agent key `key_id`, remembered per process for
+    `CATALOGUE_CACHE_SECONDS` (ModelPrice is immutable; each caller gets its own list)."""
     now = clock()
-    remembered = _catalogue.get(None, now)
+    remembered = _by_key.get(key_id, now)
     if remembered is None:
-        remembered = tuple(price_of(row) for row in CatalogueModel.objects.all())
-        _catalogue.put(None, remembered, now)
+        remembered = tuple(load_catalogue())
+        _by_key.put(key_id, remembered, now)
     return list(remembered)
 
 

@@ -5,6 +5,7 @@ The catalogue is read at most once per submission, and a model's price is looked
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -18,13 +19,14 @@ from telemetry.validation import ValidRecord
 class OnceCatalogue:
     """The model catalogue, read at most once per submission, with prices memoised by model."""
 
-    def __init__(self) -> None:
+    def __init__(self, load: Callable[[], list[ModelPrice]] = load_catalogue) -> None:
+        self._load = load
         self._rows: list[ModelPrice] | None = None
         self._prices: dict[str, ModelPrice | None] = {}
 
     def get(self) -> list[ModelPrice]:
         if self._rows is None:
-            self._rows = load_catalogue()
+            self._rows = self._load()
         return self._rows
 
     def price(self, model: str) -> ModelPrice | None:

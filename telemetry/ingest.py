@@ -32,11 +32,12 @@ from django.utils import timezone
 from telemetry import session_state
 from telemetry.accounting import CallFigures
 from telemetry.bulk_sql import insert_rows
+from telemetry.catalogue import key_catalogue
 from telemetry.costing import OnceCatalogue, call_row
 from telemetry.derivation import call_figures, derive_session_figures, rederive_turns
 from telemetry.idempotency import StoredKeys, payload_hash
 from telemetry.models import AgentKey, AgentProfile, AgentSession, LLMCall
-from telemetry.policies import effective_policy
+from telemetry.policies import effective_policy, key_policy
 from telemetry.policy import PolicyValues
 from telemetry.pressure import round_signal
 from telemetry.provider_events import record_provider_events
@@ -86,8 +87,16 @@ def ingest_records(
     batch: bool,
     on_commit: Callable[[list[int]], None] | None = None,
 ) -> IngestResult:
-    """The API's entry point: `store_records` for the calling key's profile."""
-    return store_records(profile=key.profile, raw_items=raw_items, batch=batch, on_commit=on_commit)
+    """The API's entry point: `store_records` for the calling key's profile, with the policy and
+    catalogue remembered beside the key check (a second at most, `telemetry.policies`)."""
+    return store_records(
+        profile=key.profile,
+        raw_items=raw_items,
+        batch=batch,
+        on_commit=on_commit,
+        policy=key_policy(key.pk, key.profile),
+        catalogue=OnceCatalogue(lambda: key_catalogue(key.pk)),
+    )
 
 
 def store_records(
@@ -96,6 +105,8 @@ def store_records(
     raw_items: Sequence[object],
     batch: bool = True,
     on_commit: Callable[[list[int]], None] | None = None,
+    policy: PolicyValues | None = None,
+    catalogue: OnceCatalogue | None = None,
 ) -> IngestResult:
     """Store the valid, new usage records of one submission for `profile` and re-derive the
     figures they touch. Each item is a JSON object in the shape of `telemetry.schemas.RecordIn`
@@ -104,15 +115,16 @@ def store_records(
     Idempotent on (session, turn, call) — or on `request_id` when given: the same payload again
     is a `duplicate` and changes nothing; different content under a taken key is a `conflict`.
     `batch` prefixes field names with `records.<index>.`. `on_commit` receives the ids of
-    sessions that need relief (D4), after commit.
+    sessions that need relief (D4), after commit. `policy` and `catalogue` default to fresh reads.
     """
-    policy = effective_policy(profile)
+    if policy is None:
+        policy = effective_policy(profile)
     outcomes, valid = validate_items(raw_items, policy=policy, batch=batch)
     result = IngestResult(items=[], policy=policy)
     if valid:
         with transaction.atomic():
             sessions = session_state.lock_sessions(profile, {v.record.session_id for v in valid})
-            catalogue = OnceCatalogue()
+            catalogue = OnceCatalogue() if catalogue is None else catalogue
             created_ids, decided, turn_calls = _store_calls(profile, sessions, valid, catalogue)
             result.sessions = _refresh_sessions(profile, policy, sessions, created_ids, catalogue)
             for item in decided:

@@ -1,6 +1,6 @@
-"""The effective policy and the model catalogue are remembered per process for at most a second:
-ingest skips two queries a request, and a change made anywhere applies within a second on every
-process (at once in the process that made it)."""
+"""The effective policy and the model catalogue an agent key's requests use are remembered per
+process for at most a second: ingest skips two queries a request, and a change made anywhere
+applies within a second on every process (at once in the process that made it)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,10 @@ from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from telemetry.catalogue import CATALOGUE_CACHE_SECONDS, load_catalogue
+from telemetry.catalogue import CATALOGUE_CACHE_SECONDS, key_catalogue
 from telemetry.keys import create_agent_key
 from telemetry.models import CatalogueModel, Policy
-from telemetry.policies import POLICY_CACHE_SECONDS, effective_policy, update_policy
-from telemetry.profiles import get_or_create_profile
+from telemetry.policies import POLICY_CACHE_SECONDS, effective_policy, key_policy, update_policy
 from tests.db.conftest import ROOT, _database_url_for_worker
 
 
@@ -37,49 +36,55 @@ class Clock:
 
 @pytest.mark.django_db
 def test_a_remembered_policy_costs_no_query_and_expires_after_its_age_limit() -> None:
-    profile = get_or_create_profile(name="default")
+    issued = create_agent_key(profile_name="default")
+    key, profile = issued.key.pk, issued.key.profile
     clock = Clock()
-    before = effective_policy(profile, clock=clock)
+    before = key_policy(key, profile, clock=clock)
     # Changed behind this process's back (as another process would): still remembered ...
     Policy.objects.filter(is_global=True).update(round_soft_limit=before.round_soft_limit + 7)
     clock.now += POLICY_CACHE_SECONDS / 2
     with CaptureQueriesContext(connection) as ctx:
-        assert effective_policy(profile, clock=clock) == before
+        assert key_policy(key, profile, clock=clock) == before
     assert len(ctx.captured_queries) == 0
-    # ... but never longer than the age limit.
+    # A key seen for the first time reads it afresh.
+    other = create_agent_key(profile_name="default").key.pk
+    assert key_policy(other, profile, clock=clock) == effective_policy(profile)
+    # ... and never longer than the age limit.
     clock.now += POLICY_CACHE_SECONDS / 2
-    assert effective_policy(profile, clock=clock).round_soft_limit == before.round_soft_limit + 7
+    assert key_policy(key, profile, clock=clock).round_soft_limit == before.round_soft_limit + 7
 
 
 @pytest.mark.django_db
 def test_a_policy_changed_in_this_process_applies_at_once() -> None:
-    profile = get_or_create_profile(name="default")
+    issued = create_agent_key(profile_name="default")
+    key, profile = issued.key.pk, issued.key.profile
     clock = Clock()
-    before = effective_policy(profile, clock=clock)
+    before = key_policy(key, profile, clock=clock)
     update_policy(profile=profile, values={"round_soft_limit": before.round_soft_limit + 3})
-    assert effective_policy(profile, clock=clock).round_soft_limit == before.round_soft_limit + 3
+    assert key_policy(key, profile, clock=clock).round_soft_limit == before.round_soft_limit + 3
     Policy.objects.filter(profile=profile).delete()
-    assert effective_policy(profile, clock=clock) == before
+    assert key_policy(key, profile, clock=clock) == before
 
 
 @pytest.mark.django_db
 def test_the_remembered_catalogue_expires_and_a_saved_row_applies_at_once() -> None:
+    key = create_agent_key(profile_name="default").key.pk
     clock = Clock()
-    first = load_catalogue(clock=clock)
+    first = key_catalogue(key, clock=clock)
     row = CatalogueModel.objects.get(model=first[0].model)
     CatalogueModel.objects.filter(pk=row.pk).update(input=row.input + Decimal(1))
     clock.now += CATALOGUE_CACHE_SECONDS / 2
     with CaptureQueriesContext(connection) as ctx:
-        assert load_catalogue(clock=clock) == first
+        assert key_catalogue(key, clock=clock) == first
     assert len(ctx.captured_queries) == 0
     clock.now += CATALOGUE_CACHE_SECONDS / 2
-    price = {p.model: p for p in load_catalogue(clock=clock)}[row.model]
+    price = {p.model: p for p in key_catalogue(key, clock=clock)}[row.model]
     assert price.input == row.input + Decimal(1)
     # A save (the admin's path) forgets at once, whatever the clock says.
     row.refresh_from_db()
     row.output = row.output + Decimal(2)
     row.save()
-    price = {p.model: p for p in load_catalogue(clock=clock)}[row.model]
+    price = {p.model: p for p in key_catalogue(key, clock=clock)}[row.model]
     assert price.output == row.output
 
 
