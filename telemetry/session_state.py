@@ -21,7 +21,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from telemetry.bulk_sql import update_rows
+from telemetry.bulk_sql import update_rows, upsert_locked
 from telemetry.models import AgentProfile, AgentSession, Turn
 from telemetry.policies import effective_policy
 from telemetry.policy import PolicyValues
@@ -82,18 +82,21 @@ def registered_log_appended_chars() -> LogAppendedChars | None:
 
 
 def lock_sessions(profile: AgentProfile, external_ids: set[str]) -> dict[str, AgentSession]:
-    """Create the sessions that do not exist yet and lock all of them, by external id."""
-    AgentSession.objects.bulk_create(
-        [AgentSession(profile=profile, external_id=eid) for eid in sorted(external_ids)],
-        ignore_conflicts=True,
-    )
-    # Row locks in id order: concurrent batches on the same sessions serialise without deadlock.
-    # (SQLite has no row locks; its IMMEDIATE transactions already serialise writers.)
-    rows = (
-        AgentSession.objects.select_for_update()
-        .filter(profile=profile, external_id__in=external_ids)
-        .order_by("pk")
-    )
+    """Create the sessions that do not exist yet and lock all of them, by external id.
+
+    Locks are taken in one order (external id on PostgreSQL's one-statement upsert, `bulk_sql`;
+    id elsewhere), so concurrent batches on the same sessions serialise without deadlock.
+    """
+    wanted = [AgentSession(profile=profile, external_id=eid) for eid in sorted(external_ids)]
+    rows = upsert_locked(AgentSession, wanted, ["profile_id", "external_id"])
+    if rows is None:
+        AgentSession.objects.bulk_create(wanted, ignore_conflicts=True)
+        # (SQLite has no row locks; its IMMEDIATE transactions already serialise writers.)
+        rows = list(
+            AgentSession.objects.select_for_update()
+            .filter(profile=profile, external_id__in=external_ids)
+            .order_by("pk")
+        )
     found = {}
     for row in rows:
         row.profile = profile  # the caller's instance: the payload reads it without a query
