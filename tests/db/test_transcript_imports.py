@@ -315,7 +315,11 @@ def test_the_session_page_shows_the_agent_compaction_and_the_surface_after_it(
     assert "This session is being continued" in page
     assert "?surface_turn=1" in page
     assert f"{fx.SESSION}:agent-a1b2c3" in page
-    after = client.get(f"/sessions/{session.pk}/?surface_turn=1").content.decode()
+    # the surface loads on demand (htmx), a long one in parts: ask for all of it
+    after = client.get(
+        f"/sessions/{session.pk}/?surface_turn=1&surface_all=1",
+        headers={"HX-Request": "true", "HX-Target": "surface"},
+    ).content.decode()
     surface = after[after.index('id="surface"') :]
     assert surface.index("This session is being continued") < surface.index("Add the dependency")
     assert "Why does the build fail?" not in surface
