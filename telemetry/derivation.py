@@ -11,7 +11,7 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, F, Max, Sum, Window
 
 from telemetry.accounting import CallFigures, TurnFigures, summarize_turn
 from telemetry.bulk_sql import upsert_rows
@@ -206,35 +206,56 @@ def _turn_values(session_id: int, turn: int, f: TurnFigures) -> tuple[Any, ...]:
     )
 
 
+def _per_session(aggregate: Count | Sum | Max) -> Window:
+    return Window(aggregate, partition_by=[F("session_id")])
+
+
+_SESSION_TOTALS = (
+    "n_turns",
+    "n_calls",
+    "peak",
+    "read",
+    "denominator",
+    "reported",
+    "cost",
+    "no_cache",
+    "unpriced",
+    "last_seen",
+    "max_rounds",
+)
+
+
 def derive_session_figures(sessions: list[AgentSession]) -> dict[int, Turn]:
     """Set the figures of `sessions` (in memory) from their turns; returns each one's last turn.
 
     A session without turns is left as it is and absent from the result.
     """
     by_pk = {s.pk: s for s in sessions}
-    aggregates = (
+    # One statement: each session's totals as window aggregates over its turns, kept on the
+    # row of its latest turn (Django filters on a window in an outer query).
+    latest_rows = (
         Turn.objects.filter(session_id__in=by_pk)
-        .values("session_id")
         .annotate(
-            n_turns=Count("id"),
-            n_calls=Sum("calls"),
-            peak=Max("context_tokens"),
-            read=Sum("cache_read_reported"),
-            denominator=Sum("cache_denominator"),
-            reported=Sum("cache_reported_calls"),
-            cost=Sum("cost_usd"),
-            no_cache=Sum("no_cache_cost_usd"),
-            unpriced=Sum("unpriced_calls"),
-            last_turn_no=Max("turn"),
-            last_seen=Max("last_at"),
-            max_rounds=Max("calls"),
+            n_turns=_per_session(Count("id")),
+            n_calls=_per_session(Sum("calls")),
+            peak=_per_session(Max("context_tokens")),
+            read=_per_session(Sum("cache_read_reported")),
+            denominator=_per_session(Sum("cache_denominator")),
+            reported=_per_session(Sum("cache_reported_calls")),
+            cost=_per_session(Sum("cost_usd")),
+            no_cache=_per_session(Sum("no_cache_cost_usd")),
+            unpriced=_per_session(Sum("unpriced_calls")),
+            last_turn_no=_per_session(Max("turn")),
+            last_seen=_per_session(Max("last_at")),
+            max_rounds=_per_session(Max("calls")),
         )
+        .filter(turn=F("last_turn_no"))
     )
-    agg = {row["session_id"]: row for row in aggregates}
-    latest_filter = Q(pk__in=[])
-    for sid, row in agg.items():
-        latest_filter |= Q(session_id=sid, turn=row["last_turn_no"])
-    latest = {t.session_id: t for t in Turn.objects.filter(latest_filter)}
+    agg: dict[int, dict[str, Any]] = {}
+    latest: dict[int, Turn] = {}
+    for turn in latest_rows:
+        latest[turn.session_id] = turn
+        agg[turn.session_id] = {name: getattr(turn, name) for name in _SESSION_TOTALS}
     found: dict[int, Turn] = {}
     for session in by_pk.values():
         found_row = agg.get(session.pk)
