@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from compaction.archives import ArchiveRequest, LogEntry, archive_backend
+from compaction.archives import ArchiveBackend, ArchiveRequest, LogEntry, archive_backend
 from compaction.cache_report import session_pricing
 from compaction.calibration import session_calibration
 from compaction.core import (
@@ -32,7 +32,7 @@ from compaction.core import (
 )
 from compaction.core.estimates import post_compaction_estimate
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
-from compaction.summarizers import LLMSummarizer
+from compaction.summarizers import LLMSummarizer, SummarizerError
 from compaction.transcripts import derive, store_surface
 from telemetry.learned_window import learn_window_from_overflow
 from telemetry.models import AgentSession
@@ -157,8 +157,9 @@ def compact_session(
     expected_version: int | None = None,
     task_id: str = "",
     attempts: int = 1,
+    archive: ArchiveBackend | None = None,
 ) -> RunOutcome:
-    """Plan, archive, apply. Returns the run and the surface after it.
+    """Plan, archive (to `archive`, else the configured backend), apply. Returns the run and the surface after it.
 
     Raises CompactionRefused (manual, archive failed: nothing changed) and CompactionBusy (another
     compaction of the session holds the lock, or the surface moved past `expected_version`).
@@ -179,12 +180,14 @@ def compact_session(
             _finish(run, Status.SUPERSEDED, reason="another compaction of this session is running")
             raise CompactionBusy(run)
         try:
-            return _compact_locked(session, run, mode, expected_version)
+            return _compact_locked(session, run, mode, expected_version, archive)
         except (CompactionRefused, CompactionBusy):
             raise
         except Exception as exc:
             # Nothing was applied (the apply step is one transaction); the run says why.
             _finish(run, Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, SummarizerError):
+                exc.run_id = run.pk  # the caller shows this run, not the latest failed one
             raise
 
 
@@ -201,7 +204,11 @@ def _retried_run(session: AgentSession, task_id: str, attempts: int) -> Compacti
 
 
 def _compact_locked(
-    session: AgentSession, run: CompactionRun, mode: Mode, expected_version: int | None
+    session: AgentSession,
+    run: CompactionRun,
+    mode: Mode,
+    expected_version: int | None,
+    backend: ArchiveBackend | None,
 ) -> RunOutcome:
     state = Surface.objects.filter(session=session).first()
     if state is None:
@@ -255,7 +262,7 @@ def _compact_locked(
 
     started = time.monotonic()
     try:
-        archive = archive_backend().archive(
+        archive = (backend or archive_backend()).archive(
             ArchiveRequest(
                 session=session,
                 format=state.format,
@@ -347,7 +354,13 @@ def _measured_tokens(session: AgentSession) -> int | None:
     return session.projected_tokens
 
 
-def relieve_session(*, session_id: int, task_id: str = "", attempts: int = 1) -> RunOutcome | None:
+def relieve_session(
+    *,
+    session_id: int,
+    task_id: str = "",
+    attempts: int = 1,
+    archive: ArchiveBackend | None = None,
+) -> RunOutcome | None:
     """The automatic job (D4, D5): re-read the session, plan in normal mode, archive, compact.
 
     A redelivered job (worker lost) first marks its own unfinished run failed; the retry then
@@ -367,6 +380,7 @@ def relieve_session(*, session_id: int, task_id: str = "", attempts: int = 1) ->
             requested_by="worker",
             task_id=task_id,
             attempts=attempts,
+            archive=archive,
         )
     except CompactionBusy:
         return None

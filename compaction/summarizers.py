@@ -32,6 +32,8 @@ class SummarizerError(RuntimeError):
     def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
         self.status = status
         self.body = body
+        # The id of the failed run that recorded it (set by `compaction.services`).
+        self.run_id: int | None = None
         super().__init__(message)
 
 

@@ -68,6 +68,8 @@ INSTALLED_APPS = [
     "telemetry",
     "compaction",
     "console",
+    # the demo scenario and `manage.py simulate` (what `make run` seeds)
+    "demo",
 ]
 
 MIDDLEWARE = [

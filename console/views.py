@@ -330,9 +330,10 @@ def session_compact(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         ).run
     except (CompactionRefused, CompactionBusy) as exc:
         run = exc.run
-    except SummarizerError:
-        # The configured LLM summarizer failed: nothing was applied; the run recorded why.
-        run = CompactionRun.objects.filter(session=session, status="failed").latest("pk")
+    except SummarizerError as exc:
+        # The configured LLM summarizer failed: nothing was applied; this request's run says why.
+        assert exc.run_id is not None  # compact_session records every failure on its run
+        run = CompactionRun.objects.get(pk=exc.run_id)
     title, detail = _outcome(run)
     if not request.htmx:
         level = messages.success if run.status in ("applied", "noop") else messages.error

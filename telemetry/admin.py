@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from telemetry.keys import create_agent_key, normalize_scopes, revoke_agent_key
 from telemetry.models import AgentKey, AgentProfile, Policy
@@ -82,6 +82,14 @@ class PolicyAdmin(admin.ModelAdmin[Policy]):
             update_policy(profile=None if obj.is_global else obj.profile, values=values)
         except PolicyError as exc:
             messages.error(request, f"Not saved: {exc}")
+            request.policy_refused = True  # type: ignore[attr-defined]
+
+    def response_change(self, request: HttpRequest, obj: Policy) -> HttpResponse:
+        # A refused save stays on the form with its error, never with Django's "changed
+        # successfully" message.
+        if getattr(request, "policy_refused", False):
+            return HttpResponseRedirect(request.path)
+        return super().response_change(request, obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -38,12 +38,12 @@ from compaction.models import (
 )
 from compaction.services import relieve_session
 from compaction.transcripts import derive, format_of
-from telemetry.ingest import session_band
+from demo.scenario import ROSTER, SessionScript, build_scenario
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn
 from telemetry.policies import effective_policy
 from telemetry.seeding import ensure_defaults
-from telemetry.simulation import ROSTER, SessionScript, build_scenario
+from telemetry.session_state import session_band
 
 # Transactional: the live server's thread must see the data. A flush after an earlier
 # transactional test removes the seeded catalogue, profiles and policies, which the scenario's

@@ -1,4 +1,4 @@
-"""The demo scenario (`telemetry.simulation`): deterministic, valid for the API, and interesting.
+"""The demo scenario (`demo.scenario`): deterministic, valid for the API, and interesting.
 
 Pure: runs with `-p no:django`. The usage objects are checked with the one normaliser the ingest
 API uses, and the transcripts with the compaction core's parsers and planners (the scenario
@@ -32,10 +32,7 @@ from compaction.core import (
     parse_openai,
     plan_relief,
 )
-from telemetry.policy import default_policy_for
-from telemetry.pressure import projected_next_request
-from telemetry.pricing import SEED_CATALOGUE, find_price
-from telemetry.simulation import (
+from demo.scenario import (
     BIG_RESULT_CHARS,
     DEFAULT_LIMITS,
     LONG_GAP,
@@ -55,6 +52,9 @@ from telemetry.simulation import (
     message_chars,
     plan_submissions,
 )
+from telemetry.policy import default_policy_for
+from telemetry.pressure import projected_next_request
+from telemetry.pricing import SEED_CATALOGUE, find_price
 from telemetry.usage import normalize_usage
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)
@@ -136,7 +136,7 @@ def test_more_sessions_than_the_roster_repeat_it_with_unique_ids() -> None:
 
 def test_the_scenario_module_imports_neither_django_nor_compaction() -> None:
     code = (
-        "import sys, telemetry.simulation; "
+        "import sys, demo.scenario; "
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'compaction')); "
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -1,6 +1,6 @@
 """`python manage.py simulate [--base-url URL] [--seed 7] [--sessions N] [--no-compaction] [--quiet]`.
 
-Seeds the console's demo: a small fleet of realistic agent sessions (`telemetry.simulation`)
+Seeds the console's demo: a small fleet of realistic agent sessions (`demo.scenario`)
 driven through the real HTTP API, as agents would, with keys this command creates for the
 `default`, `fleet` and `desktop` profiles (each with the `compact` scope).
 
@@ -46,16 +46,13 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q, QuerySet
-from django.test.utils import override_settings
 from django.utils import timezone
 
+from compaction.archives import FailingArchive
 from compaction.models import CompactionRun
 from compaction.services import relieve_session
-from console.cache_demo import send_cache_demo
-from telemetry.keys import create_agent_key
-from telemetry.models import AgentSession
-from telemetry.relief import request_relief
-from telemetry.simulation import (
+from demo.cache_demo import send_cache_demo
+from demo.scenario import (
     PROFILES,
     ROSTER,
     Append,
@@ -73,11 +70,14 @@ from telemetry.simulation import (
     message_chars,
     plan_submissions,
 )
+from telemetry.keys import create_agent_key
+from telemetry.models import AgentSession
+from telemetry.relief import request_relief
+from telemetry.session_state import claim_relief, release_relief
 
 TELEMETRY = "api/v1/telemetry"
 POLICY = "api/v1/policy"
 SESSIONS = "api/v1/sessions"
-FAILING_ARCHIVE = "compaction.archives.FailingArchive"
 # Figures a compaction changes between two ingest answers (the worker may run in between).
 RELIEF_FIGURES = frozenset(
     {"projected_next_request_tokens", "pressure", "pressure_band", "surface_version"}
@@ -406,12 +406,12 @@ class _Demo:
     def claim(self, script: SessionScript) -> None:
         """Keep the worker off a session until the traffic is replayed: hold its relief claim,
         as a pending job would (ingest and the sweeper then enqueue nothing for it)."""
-        _session(script).update(relief_requested_at=timezone.now())
+        for pk in _session(script).values_list("pk", flat=True):
+            claim_relief(pk)
         self.claimed[script.session_id] = script
 
     def release(self) -> None:
-        for script in self.claimed.values():
-            _session(script).update(relief_requested_at=None)
+        release_relief(_sessions(list(self.claimed.values())).values_list("pk", flat=True))
         self.claimed.clear()
 
     def hand_over(self, figures: dict[str, dict[str, Any]]) -> tuple[list[str], list[str]]:
@@ -488,13 +488,12 @@ class _Demo:
     def archive_outage(self, script: SessionScript) -> None:
         """D5's safety valve, on purpose: the automatic path compacts without an archive."""
         session = _session(script).get()
-        with override_settings(COMPACTION_ARCHIVE_BACKEND=FAILING_ARCHIVE):
-            outcome = relieve_session(session_id=session.pk, task_id="")
+        outcome = relieve_session(session_id=session.pk, task_id="", archive=FailingArchive())
         self.claimed.pop(script.session_id, None)  # relieve_session released it
         run = outcome.run if outcome is not None else None
         if run is None or run.status != "applied" or run.archived or not run.archive_error:
             raise CommandError(
-                f"automatic relief of {script.session_id} with {FAILING_ARCHIVE}: expected an "
+                f"automatic relief of {script.session_id} with an archive store that is down: expected an "
                 f"applied run without an archive, got "
                 f"{_run_fields(run) if run is not None else 'no run (busy)'}"
             )

@@ -1,4 +1,4 @@
-"""Send the cache-miss demo (`telemetry.cache_demo`) through the API: every cause the console
+"""Send the cache-miss demo (`demo.cache_scenario`) through the API: every cause the console
 names appears on demo data (D1, D2). Used by `manage.py simulate`; skipped when already sent."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from telemetry.cache_demo import (
+from demo.cache_scenario import (
     causes_session,
     compacted_records,
     compacted_transcript,
