@@ -5,6 +5,9 @@ ORM's two bulk paths were the measured bottlenecks (`make bench`, P1 and P2). CO
 they are instead of preparing and quoting values field by field; `UPDATE … FROM (VALUES …)`
 replaces bulk_update's CASE per field and row. Every other backend uses the ORM equivalent, so
 SQLite (and the tests on it) exercise the same callers with the same results.
+
+The rate counter (`count_request`) is raw for another reason: it must be one atomic statement
+across processes, and the ORM has no upsert that returns the new value.
 """
 
 from __future__ import annotations
@@ -82,6 +85,26 @@ def update_rows(model: type[models.Model], rows: Sequence[models.Model], names: 
         params.extend(f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+
+
+def count_request(model: type[models.Model], key_id: int, window: int) -> int:
+    """Add one to the (key, window) counter row and return its new value, atomically.
+
+    `INSERT … ON CONFLICT DO UPDATE … RETURNING` is one statement on PostgreSQL and on SQLite
+    (3.35+): two processes counting at once can never read the same value.
+    """
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    sql = (
+        f"INSERT INTO {table} ({quote('key_id')}, {quote('window')}, {quote('count')}) "
+        f"VALUES (%s, %s, 1) ON CONFLICT ({quote('key_id')}, {quote('window')}) "
+        f"DO UPDATE SET {quote('count')} = {table}.{quote('count')} + 1 "
+        f"RETURNING {quote('count')}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key_id, window])
+        row = cursor.fetchone()
+    return int(row[0])
 
 
 def _log_statement(sql: str, started: float) -> None:

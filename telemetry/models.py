@@ -472,3 +472,20 @@ class HourlyUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.profile_id}/{self.model}@{self.hour.isoformat()}"
+
+
+class RateCount(models.Model):
+    """Requests of one agent key in one minute: the rate limit's counter when no shared cache
+    is configured, so every web process counts against one budget (`telemetry.ratelimit`)."""
+
+    key_id = models.BigIntegerField()
+    window = models.BigIntegerField()  # minutes since the epoch
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["key_id", "window"], name="rate_count_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"key {self.key_id} minute {self.window}: {self.count}"

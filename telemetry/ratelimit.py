@@ -1,8 +1,9 @@
-"""Per-key request rate limit: a fixed one-minute window counted in Django's cache.
+"""Per-key request rate limit: a fixed one-minute window, one count shared by every process.
 
-One key's burst cannot starve the others: each key has its own budget. With the default
-in-process cache the budget is per web process; set `CACHE_URL=redis://…` so every process
-shares one count.
+One key's burst cannot starve the others: each key has its own budget. The count lives where
+every web process sees it: in the configured cache when it is shared (`CACHE_URL=redis://…`),
+else in the database (`RateCount`, one atomic upsert per request) — never in a per-process
+memory cache, which would multiply the budget by the number of processes.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ import time
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import transaction
+
+from telemetry.bulk_sql import count_request
+from telemetry.models import RateCount
 
 
 class RateLimited(Exception):
@@ -24,6 +29,25 @@ def check_rate(key_id: int, *, limit: int | None = None, now: float | None = Non
     budget = limit if limit is not None else settings.API_RATE_LIMIT_PER_MINUTE
     moment = time.time() if now is None else now
     window = int(moment // 60)
+    count = _count_shared(key_id, window) if _cache_is_shared() else _count_in_db(key_id, window)
+    if count > budget:
+        raise RateLimited(retry_after=max(1, 60 - int(moment % 60)))
+
+
+def _cache_is_shared() -> bool:
+    backend = str(settings.CACHES["default"]["BACKEND"])
+    return not backend.endswith(("LocMemCache", "DummyCache"))
+
+
+def _count_in_db(key_id: int, window: int) -> int:
+    with transaction.atomic():
+        count = count_request(RateCount, key_id, window)
+        if count == 1:  # the key's first request this minute: drop its finished windows
+            RateCount.objects.filter(key_id=key_id, window__lt=window - 1).delete()
+    return count
+
+
+def _count_shared(key_id: int, window: int) -> int:
     cache_key = f"ratelimit:{key_id}:{window}"
     # add() is atomic: only the first request of a window creates the counter.
     if cache.add(cache_key, 1, timeout=120):
@@ -34,5 +58,4 @@ def check_rate(key_id: int, *, limit: int | None = None, now: float | None = Non
         except ValueError:  # the counter expired between add() and incr()
             cache.set(cache_key, 1, timeout=120)
             count = 1
-    if count > budget:
-        raise RateLimited(retry_after=max(1, 60 - int(moment % 60)))
+    return count
