@@ -184,8 +184,9 @@ class CatalogueModel(models.Model):
 class AgentSession(models.Model):
     """One agent conversation, unique per (profile, the agent's own session id).
 
-    The figures are derived from the session's turns by `telemetry.ingest` after every batch
-    (one write path); they are stored so lists and badges read one row.
+    The figures are derived from the session's turns (`telemetry.derivation`) after every ingest
+    batch; they are stored so lists and badges read one row. Every write to a session row goes
+    through `telemetry.session_state`.
     """
 
     profile = models.ForeignKey(AgentProfile, on_delete=models.PROTECT, related_name="sessions")
@@ -304,7 +305,7 @@ class LLMCall(models.Model):
 
 
 class Turn(models.Model):
-    """The figures of one turn, derived from its calls by `telemetry.ingest` (never edited)."""
+    """The figures of one turn, derived from its calls by `telemetry.derivation` (never edited)."""
 
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="turns")
     turn = models.PositiveIntegerField()
