@@ -26,7 +26,6 @@ resumes it, so a growing file is read from where the last import stopped.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from compaction.core import TranscriptError, parse_message
@@ -40,6 +39,7 @@ from compaction.imports.records import (
     Skipped,
     TokensAfter,
 )
+from telemetry import safejson
 
 FileKind = Literal["main", "subagent", "compaction"]
 
@@ -153,7 +153,12 @@ class ClaudeCodeParser:
         if not text.strip():
             return out
         try:
-            obj = json.loads(text)
+            obj = safejson.loads(text)
+        except safejson.UnsafeJson as exc:
+            # the one JSON rule of every door (issue 16): a lone surrogate, NaN or a value too
+            # deep would poison the session's log; the line is skipped like a malformed one
+            out.append(Skipped(number, f"refused by the JSON rule ({exc})"))
+            return out
         except ValueError as exc:
             out.append(Skipped(number, f"not valid JSON ({exc})"))
             return out

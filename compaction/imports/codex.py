@@ -33,6 +33,7 @@ from compaction.imports.records import (
     Skipped,
     TokensAfter,
 )
+from telemetry import safejson
 
 SOURCE = "codex"
 NO_RESULT = "[no tool output in the rollout]"
@@ -130,7 +131,12 @@ class CodexParser:
         if not text.strip():
             return out
         try:
-            obj = json.loads(text)
+            obj = safejson.loads(text)
+        except safejson.UnsafeJson as exc:
+            # the one JSON rule of every door (issue 16): a lone surrogate, NaN or a value too
+            # deep would poison the session's log; the line is skipped like a malformed one
+            out.append(Skipped(number, f"refused by the JSON rule ({exc})"))
+            return out
         except ValueError as exc:
             out.append(Skipped(number, f"not valid JSON ({exc})"))
             return out

@@ -246,3 +246,21 @@ def test_digesting_the_prefix_never_moves_a_reader_mid_file(monkeypatch):
         seen.append(line.text)
         reader.prefix_digest(handle, line.end)
     assert seen == data.decode().splitlines()
+
+
+@pytest.mark.parametrize("fmt", ["claude-code", "codex"])
+def test_a_line_the_json_rule_refuses_is_skipped_and_the_rest_imports(fmt):
+    """A lone surrogate (a split emoji) would poison the session's log and archives: the line
+    is skipped with its number and the reason, like a malformed one (issue 16's rule)."""
+    if fmt == "claude-code":
+        text, name = fx.claude_code_session(), f"{fx.SESSION}.jsonl"
+    else:
+        text, name = fx.codex_rollout(), "rollout-2026-11-30T10-00-00-abc.jsonl"
+    clean = run(text, name)
+    lines = text.splitlines()
+    poisoned = '{"type": "user", "payload": {"text": "\\ud83d"}, "message": {"content": "\\ud83d"}}'
+    lines.insert(1, poisoned)
+    records = run("\n".join(lines) + "\n", name)
+    skipped = {r.line: r.reason for r in of(records, Skipped)}
+    assert "refused by the JSON rule" in skipped[2], skipped
+    assert len(of(records, CallSeen)) == len(of(clean, CallSeen))
