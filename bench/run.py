@@ -53,6 +53,8 @@ from bench.services import (
     status_kb,
 )
 
+REPORTED_CALLS = 40  # calls the compaction template session has reported (see `transcript`)
+
 
 @dataclass(frozen=True)
 class Sizes:
@@ -862,27 +864,36 @@ class Bench:
         for seq, item in enumerate(items):
             value = {"seq": seq, **item}
             spans.append(Span(value, json.dumps(value, ensure_ascii=False)))
-        session = AgentSession.objects.create(profile=self.key.profile, external_id="p6-template")
-        session.profile = self.key.profile
+        # Its own profile, where it is the only session and has made REPORTED_CALLS calls: the
+        # worth-it rule then expects as many more (compaction.cache_report), and a prune of the
+        # 1M-token transcript pays back its re-write (the bench measures compaction, not skips).
+        from telemetry.keys import create_agent_key
+
+        owner = create_agent_key(profile_name="bench-compaction", name="bench").key
+        session = AgentSession.objects.create(profile=owner.profile, external_id="p6-template")
+        session.profile = owner.profile
         began = time.perf_counter()
         result = append_messages(session=session, fmt="anthropic", system=None, messages=spans)
         append_s = time.perf_counter() - began
         assert result.surface is not None
         tokens = result.surface.tokens_estimate
         window = int(tokens / 0.7) + 16_000
-        report = {
-            "session_id": "p6-template",
-            "turn": 0,
-            "model": MODEL,
-            "usage": {
-                "input_tokens": 5_000,
-                "cache_read_input_tokens": max(0, tokens - 5_000),
-                "cache_creation_input_tokens": 0,
-                "output_tokens": 500,
-            },
-            "window_tokens": window,
-        }
-        ingest_records(key=self.key, raw_items=[report], batch=False)
+        reports = [
+            {
+                "session_id": "p6-template",
+                "turn": turn,
+                "model": MODEL,
+                "usage": {
+                    "input_tokens": 5_000,
+                    "cache_read_input_tokens": max(0, tokens - 5_000),
+                    "cache_creation_input_tokens": 0,
+                    "output_tokens": 500,
+                },
+                "window_tokens": window,
+            }
+            for turn in range(REPORTED_CALLS)
+        ]
+        ingest_records(key=owner, raw_items=reports, batch=True)
         self.template = AgentSession.objects.get(pk=session.pk)
         assert self.template.pressure is not None and self.template.pressure >= 0.6
         self.transcript_figures = {
