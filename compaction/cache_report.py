@@ -104,22 +104,27 @@ def _segments(value: Any) -> tuple[Segment, ...] | None:
 
 
 def _observation(row: Mapping[str, Any], price: ModelPrice | None) -> CallObs:
+    w5, w1 = row["cache_write_5m"], row["cache_write_1h"]
     automatic = (
-        price.provider == "openai" if price is not None else row["provider"].startswith("openai")
+        (price.provider == "openai" if price is not None else row["provider"].startswith("openai"))
+        and w5 == 0
+        and w1 == 0
     )
+    prefix = row["prefix"]
+    # positional, in field order: a report builds one per call (100,000 in make bench's P12)
     return CallObs(
-        turn=row["turn"],
-        call=row["call"],
-        at=row["at"],
-        model=row["model"],
-        uncached_input=row["uncached_input"],
-        cache_read=row["cache_read"],
-        cache_write_5m=row["cache_write_5m"],
-        cache_write_1h=row["cache_write_1h"],
-        reported_cache=row["reported_cache"],
-        automatic=automatic and row["cache_write_5m"] == 0 and row["cache_write_1h"] == 0,
-        surface_version=row["surface_version"],
-        prefix=_segments(row["prefix"]),
+        row["turn"],
+        row["call"],
+        row["at"],
+        row["model"],
+        row["uncached_input"],
+        row["cache_read"],
+        w5,
+        w1,
+        row["reported_cache"],
+        automatic,
+        row["surface_version"],
+        _segments(prefix) if prefix is not None else None,
     )
 
 

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Context, Decimal, localcontext
+from operator import attrgetter
 from typing import Final, Literal
 
 from telemetry.pricing import ModelPrice, Rates
@@ -201,9 +202,12 @@ class Miss:
         return CAUSE_LABELS[self.cause]
 
 
+_POSITION = attrgetter("turn", "call")  # C-speed sort key (100,000 calls a report)
+
+
 def ordered(calls: Iterable[CallObs]) -> list[CallObs]:
     """Calls in position order (turn, call): the classifier's one order, whatever the arrival."""
-    return sorted(calls, key=lambda c: (c.turn, c.call))
+    return sorted(calls, key=_POSITION)
 
 
 def expected_read(previous: CallObs, current: CallObs) -> int:
