@@ -232,9 +232,14 @@ def manage(env: dict[str, str], *args: str) -> str:
 
 @contextlib.contextmanager
 def gunicorn(
-    env: dict[str, str], log_path: Path, *, threads: int = 4, extra: tuple[str, ...] = ()
+    env: dict[str, str],
+    log_path: Path,
+    *,
+    threads: int = 4,
+    workers: int = 1,
+    extra: tuple[str, ...] = (),
 ) -> Iterator[Gunicorn]:
-    """gunicorn with the project's config file (`console/gunicorn_conf.py`), one gthread worker."""
+    """gunicorn with the project's config file (`console/gunicorn_conf.py`), gthread workers."""
     port = free_port()
     log = log_path.open("wb")
     process = subprocess.Popen(
@@ -246,7 +251,7 @@ def gunicorn(
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",
-            "1",
+            str(workers),
             "--worker-class",
             "gthread",
             "--threads",

@@ -3,10 +3,6 @@ key query a second, and a key revoked anywhere stops working within a second eve
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -26,7 +22,8 @@ from telemetry.keys import (
     revoke_agent_key,
 )
 from telemetry.models import AgentKey
-from tests.db.conftest import ROOT, _database_url_for_worker
+from tests.db.conftest import _database_url_for_worker
+from tests.live import gunicorn, service_env
 
 
 class Clock:
@@ -88,12 +85,6 @@ def test_callers_get_their_own_copy_of_the_key() -> None:
     assert second is not None and second.name == issued.key.name
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _status(port: int, plaintext: str) -> int:
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/api/v1/policy",
@@ -113,44 +104,11 @@ def test_a_key_revoked_elsewhere_stops_working_within_a_second_on_every_process(
     """Two gunicorn worker processes answer in turn; both remember the key, then it is revoked
     by this (third) process: within KEY_CACHE_SECONDS every answer is 401."""
     issued = create_agent_key(profile_name="default")
-    port = _free_port()
-    env = os.environ.copy()
-    env.update(
-        {
-            "DATABASE_URL": _database_url_for_worker(),
-            "CONSOLE_VAR_DIR": str(settings.VAR_DIR),
-            "DJANGO_SECURE_SSL_REDIRECT": "false",
-            "DJANGO_DEBUG": "false",
-        }
+    env = service_env(
+        DATABASE_URL=_database_url_for_worker(), CONSOLE_VAR_DIR=str(settings.VAR_DIR)
     )
-    log = (tmp_path / "gunicorn.log").open("wb")
-    server = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "gunicorn"),
-            "console.wsgi",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "2",
-            "--worker-class",
-            "sync",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if _status(port, issued.plaintext) == 200:
-                    break
-            except OSError:
-                pass
-            assert server.poll() is None, (tmp_path / "gunicorn.log").read_text()
-            assert time.monotonic() < deadline, (tmp_path / "gunicorn.log").read_text()
-            time.sleep(0.2)
+    with gunicorn(env, tmp_path / "gunicorn.log", workers=2) as server:
+        port = server.port
         # New connections land on either worker: after 30 of them both remember the key.
         assert {_status(port, issued.plaintext) for _ in range(30)} == {200}
         revoke_agent_key(key_id=issued.key.pk)
@@ -159,9 +117,6 @@ def test_a_key_revoked_elsewhere_stops_working_within_a_second_on_every_process(
         answers = {_status(port, issued.plaintext) for _ in range(30)}
         assert answers == {401}, answers
         assert time.monotonic() - revoked < 30
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 @pytest.mark.django_db

@@ -5,10 +5,6 @@ applies within a second on every process (at once in the process that made it)."
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from decimal import Decimal
@@ -23,7 +19,8 @@ from telemetry.catalogue import CATALOGUE_CACHE_SECONDS, key_catalogue
 from telemetry.keys import create_agent_key
 from telemetry.models import CatalogueModel, Policy
 from telemetry.policies import POLICY_CACHE_SECONDS, effective_policy, key_policy, update_policy
-from tests.db.conftest import ROOT, _database_url_for_worker
+from tests.db.conftest import _database_url_for_worker
+from tests.live import gunicorn, service_env
 
 
 class Clock:
@@ -88,12 +85,6 @@ def test_the_remembered_catalogue_expires_and_a_saved_row_applies_at_once() -> N
     assert price.output == row.output
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _soft_limit(port: int, plaintext: str) -> int:
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/api/v1/policy",
@@ -111,50 +102,14 @@ def test_a_policy_changed_elsewhere_applies_within_a_second_on_every_process(
     process changes it: within POLICY_CACHE_SECONDS every answer carries the new value."""
     issued = create_agent_key(profile_name="default")
     before = effective_policy(issued.key.profile).round_soft_limit
-    port = _free_port()
-    env = os.environ.copy()
-    env.update(
-        {
-            "DATABASE_URL": _database_url_for_worker(),
-            "CONSOLE_VAR_DIR": str(settings.VAR_DIR),
-            "DJANGO_SECURE_SSL_REDIRECT": "false",
-            "DJANGO_DEBUG": "false",
-        }
+    env = service_env(
+        DATABASE_URL=_database_url_for_worker(), CONSOLE_VAR_DIR=str(settings.VAR_DIR)
     )
-    log = (tmp_path / "gunicorn.log").open("wb")
-    server = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "gunicorn"),
-            "console.wsgi",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "2",
-            "--worker-class",
-            "sync",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if _soft_limit(port, issued.plaintext) == before:
-                    break
-            except OSError:
-                pass
-            assert server.poll() is None, (tmp_path / "gunicorn.log").read_text()
-            assert time.monotonic() < deadline, (tmp_path / "gunicorn.log").read_text()
-            time.sleep(0.2)
+    with gunicorn(env, tmp_path / "gunicorn.log", workers=2) as server:
+        port = server.port
         # New connections land on either worker: after 30 of them both remember the policy.
         assert {_soft_limit(port, issued.plaintext) for _ in range(30)} == {before}
         update_policy(profile=None, values={"round_soft_limit": before + 5})
         time.sleep(POLICY_CACHE_SECONDS + 0.05)
         answers = {_soft_limit(port, issued.plaintext) for _ in range(30)}
         assert answers == {before + 5}, answers
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
