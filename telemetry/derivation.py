@@ -11,10 +11,10 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, F, Max, Sum, Window
+from django.db.models import Aggregate, Count, F, Max, Sum, Window
 
 from telemetry.accounting import CallFigures, TurnFigures, summarize_turn
-from telemetry.bulk_sql import upsert_rows
+from telemetry.bulk_sql import latest_with_totals, upsert_rows
 from telemetry.models import AgentSession, LLMCall, Turn
 
 _CALL_FIELDS = (
@@ -206,23 +206,48 @@ def _turn_values(session_id: int, turn: int, f: TurnFigures) -> tuple[Any, ...]:
     )
 
 
-def _per_session(aggregate: Count | Sum | Max) -> Window:
+def _per_session(aggregate: Aggregate) -> Window:
     return Window(aggregate, partition_by=[F("session_id")])
 
 
+# (name, aggregate, turn attribute): a session's totals over all its turns.
 _SESSION_TOTALS = (
-    "n_turns",
-    "n_calls",
-    "peak",
-    "read",
-    "denominator",
-    "reported",
-    "cost",
-    "no_cache",
-    "unpriced",
-    "last_seen",
-    "max_rounds",
+    ("n_turns", "COUNT", "id"),
+    ("n_calls", "SUM", "calls"),
+    ("peak", "MAX", "context_tokens"),
+    ("read", "SUM", "cache_read_reported"),
+    ("denominator", "SUM", "cache_denominator"),
+    ("reported", "SUM", "cache_reported_calls"),
+    ("cost", "SUM", "cost_usd"),
+    ("no_cache", "SUM", "no_cache_cost_usd"),
+    ("unpriced", "SUM", "unpriced_calls"),
+    ("last_seen", "MAX", "last_at"),
+    ("max_rounds", "MAX", "calls"),
 )
+_AGGREGATES = {"COUNT": Count, "SUM": Sum, "MAX": Max}
+
+
+def _latest_turns(session_ids: list[int]) -> list[tuple[Turn, dict[str, Any]]]:
+    """Each session's latest turn and its totals over all its turns, in one statement."""
+    found = latest_with_totals(
+        Turn, session_ids, partition="session_id", latest="turn", totals=_SESSION_TOTALS
+    )
+    if found is not None:
+        return found
+    # Elsewhere the ORM: window aggregates over each session's turns, kept on the row of its
+    # latest turn (Django filters on a window in an outer query).
+    rows = (
+        Turn.objects.filter(session_id__in=session_ids)
+        .annotate(
+            last_turn_no=_per_session(Max("turn")),
+            **{
+                name: _per_session(_AGGREGATES[function](attname))
+                for name, function, attname in _SESSION_TOTALS
+            },
+        )
+        .filter(turn=F("last_turn_no"))
+    )
+    return [(turn, {name: getattr(turn, name) for name, _, _ in _SESSION_TOTALS}) for turn in rows]
 
 
 def derive_session_figures(sessions: list[AgentSession]) -> dict[int, Turn]:
@@ -231,31 +256,11 @@ def derive_session_figures(sessions: list[AgentSession]) -> dict[int, Turn]:
     A session without turns is left as it is and absent from the result.
     """
     by_pk = {s.pk: s for s in sessions}
-    # One statement: each session's totals as window aggregates over its turns, kept on the
-    # row of its latest turn (Django filters on a window in an outer query).
-    latest_rows = (
-        Turn.objects.filter(session_id__in=by_pk)
-        .annotate(
-            n_turns=_per_session(Count("id")),
-            n_calls=_per_session(Sum("calls")),
-            peak=_per_session(Max("context_tokens")),
-            read=_per_session(Sum("cache_read_reported")),
-            denominator=_per_session(Sum("cache_denominator")),
-            reported=_per_session(Sum("cache_reported_calls")),
-            cost=_per_session(Sum("cost_usd")),
-            no_cache=_per_session(Sum("no_cache_cost_usd")),
-            unpriced=_per_session(Sum("unpriced_calls")),
-            last_turn_no=_per_session(Max("turn")),
-            last_seen=_per_session(Max("last_at")),
-            max_rounds=_per_session(Max("calls")),
-        )
-        .filter(turn=F("last_turn_no"))
-    )
     agg: dict[int, dict[str, Any]] = {}
     latest: dict[int, Turn] = {}
-    for turn in latest_rows:
+    for turn, totals in _latest_turns(list(by_pk)):
         latest[turn.session_id] = turn
-        agg[turn.session_id] = {name: getattr(turn, name) for name in _SESSION_TOTALS}
+        agg[turn.session_id] = totals
     found: dict[int, Turn] = {}
     for session in by_pk.values():
         found_row = agg.get(session.pk)
