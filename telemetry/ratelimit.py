@@ -12,7 +12,6 @@ import time
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
 
 from telemetry.bulk_sql import count_request
 from telemetry.models import RateCount
@@ -40,10 +39,11 @@ def _cache_is_shared() -> bool:
 
 
 def _count_in_db(key_id: int, window: int) -> int:
-    with transaction.atomic():
-        count = count_request(RateCount, key_id, window)
-        if count == 1:  # the key's first request this minute: drop its finished windows
-            RateCount.objects.filter(key_id=key_id, window__lt=window - 1).delete()
+    # One statement in autocommit, atomic on its own: no BEGIN/COMMIT round trips around it
+    # (make bench P2), and its row lock ends at once, never held across a request's ingest.
+    count = count_request(RateCount, key_id, window)
+    if count == 1:  # the key's first request this minute: drop its finished windows
+        RateCount.objects.filter(key_id=key_id, window__lt=window - 1).delete()
     return count
 
 
