@@ -1,0 +1,67 @@
+"""The telemetry answer is rendered without ninja's response validation: its bytes must be what
+the declared schema (`IngestOut`) renders from the same answer, whatever the outcomes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from ninja.responses import NinjaJSONEncoder
+
+from telemetry.policies import update_policy
+from telemetry.schemas import IngestOut
+
+pytestmark = pytest.mark.django_db
+
+SONNET = "claude-sonnet-4-5-20250929"
+
+
+def record(turn: int, call: int = 0, **overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "session_id": "s-1",
+        "turn": turn,
+        "call": call,
+        "model": SONNET,
+        "usage": {
+            "input_tokens": 1200,
+            "cache_creation_input_tokens": 3000,
+            "cache_read_input_tokens": 45000,
+            "output_tokens": 800,
+        },
+        "appended_chars": 4000,
+    }
+    base.update(overrides)
+    return base
+
+
+def validated_rendering(body: bytes) -> bytes:
+    data = IngestOut.model_validate(json.loads(body)).model_dump()
+    return json.dumps(data, cls=NinjaJSONEncoder).encode()
+
+
+def test_every_single_record_answer_is_the_schemas_own_rendering(agent):
+    answers = [
+        agent.post("/api/v1/telemetry", record(0)),  # created
+        agent.post("/api/v1/telemetry", record(0)),  # duplicate
+        agent.post("/api/v1/telemetry", record(0, model="gpt-4o")),  # conflict
+        agent.post("/api/v1/telemetry", record(1, usage={"input_tokens": -1})),  # invalid
+        agent.post("/api/v1/telemetry", record(2, model="unknown-model", window_tokens=100_000)),
+    ]
+    assert [a.status_code for a in answers] == [201, 200, 409, 422, 201]
+    for answer in answers:
+        assert answer["Content-Type"] == "application/json; charset=utf-8"
+        assert answer.content == validated_rendering(answer.content)
+
+
+def test_a_batch_answer_with_nudges_and_stops_is_the_schemas_own_rendering(agent):
+    update_policy(profile=agent.key.profile, values={"round_soft_limit": 2, "round_hard_cap": 3})
+    records: list[Any] = [record(5, call) for call in range(4)]
+    records += [record(6, 0, session_id="s-2", at="2025-06-01T10:00:00+02:00"), "not a record"]
+    records += [record(5, 1)]  # a duplicate within the batch
+    answer = agent.post("/api/v1/telemetry", {"records": records})
+    assert answer.status_code == 200
+    body = answer.json()
+    assert {item["status"] for item in body["items"]} == {"created", "invalid", "duplicate"}
+    assert any(item["stop"] for item in body["items"])
+    assert answer.content == validated_rendering(answer.content)
