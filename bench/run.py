@@ -1199,11 +1199,14 @@ class Bench:
         self.report()
 
     def run_ingest(self) -> None:
-        """`--only ingest`: the ingest doors and what their bars need (B_copy, B_row, P1, P10)."""
+        """`--only ingest`: the ingest doors and what their bars need (B_copy, B_row, B_noop,
+        P1, P2, P10)."""
         with step("B_copy, B_row: raw writes into a scratch copy of the calls table"):
             self.raw_writes()
         with step("gunicorn"):
             self.serve()
+        with step("B_noop and P2: single requests, alternating runs"):
+            self.single_records()
         with step("P1: batched ingest"):
             self.batch_ingest()
         with step("P10: GenAI spans through the OTel SDK exporter"):
@@ -1260,7 +1263,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--only",
         default="all",
         choices=("all", "ingest", "import", "overview"),
-        help="ingest: only B_copy, B_row, P1 and P10 (the ingest doors); import: only P11; "
+        help="ingest: only B_copy, B_row, B_noop, P1, P2 and P10 (the ingest doors); import: only P11; "
         "overview: only POV",
     )
     parser.add_argument(
