@@ -13,7 +13,10 @@ word is split the same way and looked up as its glued form, so `SessionRegistry`
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from types import MappingProxyType
 from typing import Final, Literal
 
 # Between the readable text and the identifier terms: a control character both databases'
@@ -29,6 +32,9 @@ _IDENTIFIER: Final = re.compile(r"[\w.:/\\@#$%+~=?&-]+")
 _ALNUM: Final = re.compile(r"[^\W_]+")
 # camelCase and PascalCase humps, acronyms kept whole: HTTPServer → HTTP, Server.
 _HUMP: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+")
+
+
+_NO_TERMS: Final[Mapping[str, None]] = MappingProxyType({})
 
 
 def identifier_parts(word: str) -> list[str]:
@@ -48,17 +54,31 @@ def identifier_parts(word: str) -> list[str]:
 def index_terms(text: str) -> str:
     """The extra terms to index for `text`: each compound identifier's parts and its glued runs
     of 2..MAX_COMPOUND consecutive parts, each term once, in first-seen order. "" when
-    `text` has no compound identifier (plain prose needs nothing extra)."""
+    `text` has no compound identifier (plain prose needs nothing extra).
+
+    Each distinct word is split once (a repeated word adds no new term, so skipping repeats
+    keeps the order), and a word's terms are remembered across calls: archive text repeats the
+    same identifiers chunk after chunk, and this runs over every archived character (P6)."""
     seen: dict[str, None] = {}
-    for match in _IDENTIFIER.finditer(text):
-        parts = identifier_parts(match.group())
-        if len(parts) < 2:
-            continue
-        for start in range(len(parts)):
-            seen.setdefault(parts[start], None)
-            for stop in range(start + 2, min(start + MAX_COMPOUND, len(parts)) + 1):
-                seen.setdefault("".join(parts[start:stop]), None)
+    for word in dict.fromkeys(_IDENTIFIER.findall(text)):
+        terms = _word_terms(word)
+        if terms:
+            seen.update(terms)
     return " ".join(seen)
+
+
+@lru_cache(maxsize=1 << 14)
+def _word_terms(word: str) -> Mapping[str, None]:
+    """One word's index terms in first-seen order (none for fewer than two parts)."""
+    parts = identifier_parts(word)
+    if len(parts) < 2:
+        return _NO_TERMS
+    terms: dict[str, None] = {}
+    for start in range(len(parts)):
+        terms.setdefault(parts[start], None)
+        for stop in range(start + 2, min(start + MAX_COMPOUND, len(parts)) + 1):
+            terms.setdefault("".join(parts[start:stop]), None)
+    return terms
 
 
 def searchable(readable: str) -> str:
