@@ -1156,6 +1156,9 @@ class Bench:
                 measure_p11(self)
             self.report()
             return
+        if self.args.only == "compaction":
+            self.run_compaction()
+            return
         if self.args.only == "overview":
             with step("gunicorn"):
                 self.serve()
@@ -1213,6 +1216,17 @@ class Bench:
             measure_p10(self)
         self.report()
 
+    def run_compaction(self) -> None:
+        """`--only compaction`: the transcript, B_io and P6 (no web server, no ingest load)."""
+        with step("Celery worker"):
+            self.start_worker()
+        with step("1M-token transcript; B_io"):
+            self.transcript()
+            self.raw_io()
+        with step("P6: compaction in the worker"):
+            self.compaction()
+        self.report()
+
 
 def render_table(bars: list[Bar]) -> str:
     header = ("#", "measurement", "measured", "baseline", "ratio", "bar", "result")
@@ -1262,9 +1276,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         default="all",
-        choices=("all", "ingest", "import", "overview"),
-        help="ingest: only B_copy, B_row, B_noop, P1, P2 and P10 (the ingest doors); import: only P11; "
-        "overview: only POV",
+        choices=("all", "ingest", "import", "overview", "compaction"),
+        help="ingest: only B_copy, B_row, B_noop, P1, P2 and P10 (the ingest doors); "
+        "import: only P11; overview: only POV; compaction: only B_io and P6",
     )
     parser.add_argument(
         "--scale",
