@@ -34,7 +34,7 @@ from compaction.transcripts import (
 from telemetry.api import BadBody
 from telemetry.auth import compact_auth, ingest_auth, request_key
 from telemetry.models import AgentKey, AgentSession
-from telemetry.policies import effective_policy
+from telemetry.policy_store import effective_policy
 from telemetry.schemas import ErrorOut
 from telemetry.session_state import get_or_create_session
 

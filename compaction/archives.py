@@ -348,7 +348,7 @@ def purge_expired_archives(*, batch_size: int = 500) -> tuple[int, bool]:
 
     Returns (deleted, has_more) so the periodic job can re-enqueue itself while work remains.
     """
-    from telemetry.policies import effective_policy
+    from telemetry.policy_store import effective_policy
 
     now = timezone.now()
     newest = Archive.objects.filter(session=OuterRef("session")).order_by("-created_at", "-pk")

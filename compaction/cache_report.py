@@ -48,7 +48,7 @@ from telemetry.cache_misses import (
 )
 from telemetry.catalogue import load_catalogue
 from telemetry.models import AgentSession, ContextEvent, LLMCall
-from telemetry.policy import PolicyValues
+from telemetry.policy_rules import PolicyValues
 from telemetry.pricing import ModelPrice, find_price
 
 # Surface versions whose fingerprints one report derives at most (each is a log derivation).

@@ -36,8 +36,8 @@ from compaction.summarizers import LLMSummarizer, SummarizerError
 from compaction.transcripts import derive, store_surface
 from telemetry.learned_window import learn_window_from_overflow
 from telemetry.models import AgentSession
-from telemetry.policies import effective_policy
-from telemetry.policy import PolicyValues
+from telemetry.policy_rules import PolicyValues
+from telemetry.policy_store import effective_policy
 from telemetry.session_state import (
     give_up_relief,
     lock_session,

@@ -16,8 +16,8 @@ from django.utils import timezone
 from compaction.models import CompactionRun
 from compaction.services import fail_orphaned_runs
 from telemetry.models import AgentProfile, AgentSession
-from telemetry.policies import effective_policy
-from telemetry.relief import request_relief
+from telemetry.policy_store import effective_policy
+from telemetry.relief_dispatch import request_relief
 from telemetry.session_state import needing_relief, release_relief
 
 # A claim older than this is from a job that was lost (broker restarted without it, a publish

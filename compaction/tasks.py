@@ -61,8 +61,10 @@ class ReliefTask(Task):  # type: ignore[type-arg]
     time_limit=settings.COMPACTION_JOB_TIME_LIMIT,
     soft_time_limit=max(5, settings.COMPACTION_JOB_TIME_LIMIT - 30),
 )
-def relieve_session(self: Task, session_id: int) -> None:  # type: ignore[type-arg]
-    """Automatic compaction (D4, D5). Idempotent: safe to run twice."""
+def relieve_session_task(self: Task, session_id: int) -> None:  # type: ignore[type-arg]
+    """Automatic compaction (D4, D5): runs `services.relieve_session`. Idempotent: safe to run
+    twice. The registered name `compaction.relieve_session` is what queued jobs carry (and what
+    `telemetry.relief_dispatch` sends): it stays, whatever this function is called."""
     services.relieve_session(
         session_id=session_id, task_id=self.request.id or "", attempts=self.request.retries + 1
     )

@@ -38,8 +38,8 @@ from compaction.models import CompactionOperation, LogMessage, Surface, SurfaceV
 from compaction.rawjson import Span
 from telemetry.idempotency import canonical_hash
 from telemetry.models import AgentSession
-from telemetry.policies import effective_policy
-from telemetry.relief import request_relief
+from telemetry.policy_store import effective_policy
+from telemetry.relief_dispatch import request_relief
 from telemetry.session_state import lock_session, refresh_projection, set_surface_version
 
 FORMATS = ("anthropic", "openai")

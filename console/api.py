@@ -14,7 +14,7 @@ from console.openapi import ConsoleAPI
 from telemetry.api import BadBody
 from telemetry.api import router as telemetry_router
 from telemetry.otlp.api import router as otlp_router
-from telemetry.policy import PolicyError
+from telemetry.policy_rules import PolicyError
 from telemetry.profiles import ProfileError
 from telemetry.ratelimit import RateLimited
 

@@ -26,7 +26,7 @@ from console.roles import Role, require_role
 from telemetry.cache_misses import CAUSE_LABELS, CAUSES, ttl_advice
 from telemetry.cache_tiers import nearest_rank
 from telemetry.models import AgentProfile, AgentSession
-from telemetry.policies import effective_policy
+from telemetry.policy_store import effective_policy
 
 
 def _session(pk: int) -> AgentSession:

@@ -9,7 +9,7 @@ from django import forms
 
 from console.queries import BANDS, DEFAULT_SORT, SORTS, SessionFilters
 from telemetry.models import AgentProfile, CatalogueModel
-from telemetry.policy import POLICY_FIELDS, PolicyValues
+from telemetry.policy_rules import POLICY_FIELDS, PolicyValues
 from telemetry.windows import WindowOverridesError, parse_window_overrides
 
 # --- sessions list -----------------------------------------------------------------------------

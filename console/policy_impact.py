@@ -11,7 +11,13 @@ from django.db.models import Count, Q
 
 from console.queries import load_policies
 from telemetry.models import AgentProfile, AgentSession, Policy
-from telemetry.policy import DEFAULT_POLICY, POLICY_FIELDS, PolicyError, PolicyValues, merge_policy
+from telemetry.policy_rules import (
+    DEFAULT_POLICY,
+    POLICY_FIELDS,
+    PolicyError,
+    PolicyValues,
+    merge_policy,
+)
 
 
 @dataclass(frozen=True)

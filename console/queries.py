@@ -65,8 +65,8 @@ from console.charts import Marker
 from telemetry.cache_tiers import CachedCall, TierComparison, compare_ttl_tiers
 from telemetry.catalogue import load_catalogue
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall, Policy, Turn
-from telemetry.policies import layered_policy, row_overrides
-from telemetry.policy import PolicyValues
+from telemetry.policy_rules import PolicyValues
+from telemetry.policy_store import layered_policy, row_overrides
 from telemetry.pressure import PressureBand, round_signal
 from telemetry.pricing import ModelPrice, find_price
 from telemetry.session_state import session_band
@@ -101,7 +101,7 @@ DEFAULT_SORT: Final = "-last_seen"
 class Policies:
     """Every profile's effective policy from one read of the policy rows.
 
-    Computes what `telemetry.policies.effective_policy` computes, for all profiles at once.
+    Computes what `telemetry.policy_store.effective_policy` computes, for all profiles at once.
     `version` changes whenever any policy row changes (for conditional GETs).
     """
 

@@ -2,7 +2,7 @@
 
 The same view renders the page or, for an htmx request, just the fragment (a named
 `{% partialdef %}`). Every view checks the role on the server (`console.roles.require_role`);
-writes go through the services (`telemetry.policies`, `telemetry.keys`, `telemetry.profiles`,
+writes go through the services (`telemetry.policy_store`, `telemetry.keys`, `telemetry.profiles`,
 `compaction.services`).
 """
 
@@ -63,8 +63,8 @@ from console.roles import Role, require_role
 from telemetry.keys import create_agent_key, revoke_agent_key
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel, Heartbeat, Policy
 from telemetry.otlp.costs import reported_agent_cost
-from telemetry.policies import update_policy
-from telemetry.policy import POLICY_FIELDS, PolicyError, PolicyValues
+from telemetry.policy_rules import POLICY_FIELDS, PolicyError, PolicyValues
+from telemetry.policy_store import update_policy
 from telemetry.pressure import round_signal
 from telemetry.profiles import ProfileError, get_or_create_profile, set_window_overrides
 from telemetry.session_state import cache_savings, session_band

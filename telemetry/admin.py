@@ -11,8 +11,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from telemetry.keys import create_agent_key, normalize_scopes, revoke_agent_key
 from telemetry.models import AgentKey, AgentProfile, Policy
-from telemetry.policies import update_policy
-from telemetry.policy import POLICY_FIELDS, PolicyError
+from telemetry.policy_rules import POLICY_FIELDS, PolicyError
+from telemetry.policy_store import update_policy
 
 
 @admin.register(AgentProfile)

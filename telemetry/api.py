@@ -15,8 +15,8 @@ from telemetry import safejson
 from telemetry.auth import ingest_auth, request_key
 from telemetry.ingest import IngestResult, ingest_records
 from telemetry.models import AgentSession, Turn
-from telemetry.policies import effective_policy, key_policy
-from telemetry.policy import PolicyValues
+from telemetry.policy_rules import PolicyValues
+from telemetry.policy_store import effective_policy, key_policy
 from telemetry.pressure import hit_ratio, round_signal
 from telemetry.schemas import (
     MAX_BATCH,
@@ -204,7 +204,7 @@ def enqueue_relief(session_ids: list[int]) -> None:
     telemetry never imports compaction; a broker outage must not fail ingest, so the publish is
     bounded and a periodic sweeper catches what was not enqueued.
     """
-    from telemetry.relief import request_relief
+    from telemetry.relief_dispatch import request_relief
 
     request_relief(session_ids)
 

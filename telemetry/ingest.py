@@ -37,8 +37,8 @@ from telemetry.costing import OnceCatalogue, call_row
 from telemetry.derivation import call_figures, derive_session_figures, rederive_turns
 from telemetry.idempotency import StoredKeys, payload_hash
 from telemetry.models import AgentKey, AgentProfile, AgentSession, LLMCall
-from telemetry.policies import effective_policy, key_policy
-from telemetry.policy import PolicyValues
+from telemetry.policy_rules import PolicyValues
+from telemetry.policy_store import effective_policy, key_policy
 from telemetry.pressure import round_signal
 from telemetry.provider_events import record_provider_events
 from telemetry.rollups import add_calls as add_to_hourly_usage
@@ -88,7 +88,7 @@ def ingest_records(
     on_commit: Callable[[list[int]], None] | None = None,
 ) -> IngestResult:
     """The API's entry point: `store_records` for the calling key's profile, with the policy and
-    catalogue remembered beside the key check (a second at most, `telemetry.policies`)."""
+    catalogue remembered beside the key check (a second at most, `telemetry.policy_store`)."""
     return store_records(
         profile=key.profile,
         raw_items=raw_items,

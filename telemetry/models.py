@@ -1,6 +1,6 @@
 """Agent profiles, their keys and policy, and the worker heartbeat.
 
-Writes go through the services (`telemetry.keys`, `telemetry.policies`), never a raw `.save()`
+Writes go through the services (`telemetry.keys`, `telemetry.policy_store`), never a raw `.save()`
 elsewhere: one write path per action.
 """
 
@@ -83,7 +83,7 @@ class Policy(models.Model):
     """Policy values: one global row (`is_global`) and optional per-profile override rows.
 
     On an override row a NULL field inherits the global value. Validation of the merged result
-    lives in the pure `telemetry.policy` module; `telemetry.policies` is the one write path.
+    lives in the pure `telemetry.policy_rules` module; `telemetry.policy_store` is the one write path.
     """
 
     is_global = models.BooleanField(default=False)

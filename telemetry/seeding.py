@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from telemetry.catalogue import seed_catalogue
 from telemetry.models import AgentProfile, Policy
-from telemetry.policy import DEFAULT_POLICY, ONE_HOUR_TTL_PROFILES, POLICY_FIELDS, SEEDED_PROFILES
+from telemetry.policy_rules import (
+    DEFAULT_POLICY,
+    ONE_HOUR_TTL_PROFILES,
+    POLICY_FIELDS,
+    SEEDED_PROFILES,
+)
 
 
 def ensure_defaults() -> None:

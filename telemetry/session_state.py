@@ -23,8 +23,8 @@ from django.utils import timezone
 
 from telemetry.bulk_sql import update_rows, upsert_locked
 from telemetry.models import AgentProfile, AgentSession, Turn
-from telemetry.policies import effective_policy
-from telemetry.policy import PolicyValues
+from telemetry.policy_rules import PolicyValues
+from telemetry.policy_store import effective_policy
 from telemetry.pressure import PressureBand, pressure_band, projected_next_request
 from telemetry.pressure import pressure as pressure_of
 from telemetry.windows import WindowInForce

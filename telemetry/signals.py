@@ -1,4 +1,4 @@
-"""What a row change must tell this process's caches (`telemetry.policies`, `telemetry.catalogue`).
+"""What a row change must tell this process's caches (`telemetry.policy_store`, `telemetry.catalogue`).
 
 Saving or deleting a Policy or CatalogueModel row forgets the remembered reads at once, and again
 when the transaction commits (a read between the save and the commit may have remembered the
@@ -15,7 +15,7 @@ from django.db.models.signals import post_delete, post_save
 
 from telemetry.catalogue import forget_catalogue
 from telemetry.models import CatalogueModel, Policy
-from telemetry.policies import forget_policies
+from telemetry.policy_store import forget_policies
 
 
 def _policy_changed(**_: Any) -> None:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from telemetry import safejson
 from telemetry.idempotency import payload_hash
-from telemetry.policy import PolicyValues
+from telemetry.policy_rules import PolicyValues
 from telemetry.provider_context import ProviderUsage, read_provider_usage
 from telemetry.schemas import RecordIn
 from telemetry.usage import NormalizedUsage, UsageError, normalize_usage

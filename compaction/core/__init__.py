@@ -75,7 +75,7 @@ Summarizing (`summarize.py`, D4)
     `summarizes=(first_seq, last_seq)`. The span never strands a result whose call it removed
     and never reaches into the last `keep_rounds_verbatim` rounds or the tool loop in progress.
 
-Relief (`relief.py`, D4)
+Relief (`relief_planning.py`, D4)
     `plan_relief(surface, *, policy: ReliefPolicy, mode="normal"|"forced", summarizer=None,
     calibration=None, context_tokens=None, pricing=CachePricing()) -> ReliefPlan(action, mode,
     reason, tokens_before, tokens_after, pressure_before, pressure_after, first_changed_index,
@@ -141,7 +141,7 @@ from compaction.core.operations import (
     operation_from_dict,
 )
 from compaction.core.pruning import STUB_HEADER, PrunePlan, make_stub, plan_prune
-from compaction.core.relief import CachePricing, ReliefPlan, ReliefPolicy, plan_relief
+from compaction.core.relief_planning import CachePricing, ReliefPlan, ReliefPolicy, plan_relief
 from compaction.core.rounds import Round, protected_head_end, safe_cuts, split_rounds
 from compaction.core.summarize import (
     SUMMARY_HEADER,

@@ -26,7 +26,7 @@ from telemetry.catalogue import seed_catalogue
 from telemetry.ingest import ingest_records
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey, AgentSession
-from telemetry.policies import update_policy
+from telemetry.policy_store import update_policy
 from tests.support import tool_transcript
 
 ROOT = Path(__file__).resolve().parents[2]

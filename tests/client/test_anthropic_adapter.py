@@ -20,7 +20,7 @@ from context_console.records import jsonable
 
 from compaction.models import CompactionRun, LogMessage, OverflowEvent
 from telemetry.models import AgentProfile, LLMCall
-from telemetry.policies import update_policy
+from telemetry.policy_store import update_policy
 
 MODEL = "claude-sonnet-4-6"
 SYSTEM = "You are a careful engineer. " * 20

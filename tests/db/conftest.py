@@ -24,7 +24,7 @@ from django.test import Client
 from telemetry.catalogue import forget_catalogue
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey
-from telemetry.policies import forget_policies
+from telemetry.policy_store import forget_policies
 from telemetry.seeding import ensure_defaults
 
 ROOT = Path(__file__).resolve().parents[2]

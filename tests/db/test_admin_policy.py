@@ -8,7 +8,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from telemetry.models import Policy
-from telemetry.policies import global_policy
+from telemetry.policy_store import global_policy
 from telemetry.seeding import ensure_defaults
 
 pytestmark = pytest.mark.django_db

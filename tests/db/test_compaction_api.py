@@ -27,7 +27,7 @@ from compaction.models import (
 )
 from compaction.transcripts import derive, format_of
 from telemetry.models import AgentSession
-from telemetry.policies import update_policy
+from telemetry.policy_store import update_policy
 from tests.support import append_body, tool_transcript
 
 pytestmark = pytest.mark.django_db

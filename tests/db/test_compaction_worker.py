@@ -22,7 +22,7 @@ from kombu import pools as kombu_pools
 
 from compaction.models import Archive, CompactionOperation, CompactionRun, LogMessage, Surface
 from telemetry.models import AgentSession
-from telemetry.relief import wait_for_publisher
+from telemetry.relief_dispatch import wait_for_publisher
 from tests.db.conftest import start_worker, stop_worker, wait_until
 from tests.db.test_compaction_api import assert_surface_is_derived_from_the_log
 from tests.support import append_body

@@ -127,7 +127,7 @@ def test_16_wording_calls_labels_and_thresholds_in_percent(key_with_session) -> 
 
 
 def test_4_a_policy_change_says_how_many_sessions_it_moves_before_saving(key_with_session) -> None:
-    from telemetry.policies import effective_policy
+    from telemetry.policy_store import effective_policy
 
     profile = key_with_session.profile
     key = AgentKey.objects.get(profile=profile)

@@ -31,7 +31,7 @@ from telemetry.catalogue import seed_catalogue
 from telemetry.ingest import ingest_records
 from telemetry.keys import create_agent_key, find_active_key
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel
-from telemetry.policies import effective_policy, update_policy
+from telemetry.policy_store import effective_policy, update_policy
 from tests.support import tool_transcript
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from telemetry.keys import forget_key_checks
 from telemetry.models import AgentProfile, AgentSession, LLMCall, Turn
-from telemetry.policies import update_policy
+from telemetry.policy_store import update_policy
 
 pytestmark = pytest.mark.django_db
 

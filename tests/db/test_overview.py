@@ -21,7 +21,7 @@ from telemetry.catalogue import seed_catalogue
 from telemetry.events import record_context_event
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey, AgentSession
-from telemetry.policies import update_policy
+from telemetry.policy_store import update_policy
 from tests.db.test_console_views import fragment, make_user, report, session_at_pressure
 
 pytestmark = pytest.mark.django_db

@@ -1,8 +1,8 @@
 import pytest
 
 from telemetry.models import AgentProfile, Policy
-from telemetry.policies import effective_policy, update_policy
-from telemetry.policy import DEFAULT_POLICY, PolicyError
+from telemetry.policy_rules import DEFAULT_POLICY, PolicyError
+from telemetry.policy_store import effective_policy, update_policy
 
 pytestmark = pytest.mark.django_db
 

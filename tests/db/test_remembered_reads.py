@@ -18,7 +18,7 @@ from django.test.utils import CaptureQueriesContext
 from telemetry.catalogue import CATALOGUE_CACHE_SECONDS, key_catalogue
 from telemetry.keys import create_agent_key
 from telemetry.models import CatalogueModel, Policy
-from telemetry.policies import POLICY_CACHE_SECONDS, effective_policy, key_policy, update_policy
+from telemetry.policy_store import POLICY_CACHE_SECONDS, effective_policy, key_policy, update_policy
 from tests.db.conftest import _database_url_for_worker
 from tests.live import gunicorn, service_env
 

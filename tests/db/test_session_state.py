@@ -8,7 +8,7 @@ import pytest
 from compaction.transcripts import chars_appended_after_reply
 from telemetry.ingest import store_records
 from telemetry.models import AgentProfile, AgentSession
-from telemetry.policies import effective_policy
+from telemetry.policy_store import effective_policy
 from telemetry.session_state import (
     claim_relief,
     mark_relief_tried,

@@ -41,7 +41,7 @@ from compaction.transcripts import derive, format_of
 from demo.scenario import ROSTER, SessionScript, build_scenario
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn
-from telemetry.policies import effective_policy
+from telemetry.policy_store import effective_policy
 from telemetry.seeding import ensure_defaults
 from telemetry.session_state import session_band
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telemetry.policy import (
+from telemetry.policy_rules import (
     DEFAULT_POLICY,
     PolicyError,
     default_policy_for,
@@ -52,7 +52,7 @@ def test_relief_policy_defaults_are_the_policy_defaults():
     from dataclasses import fields
 
     from compaction.core import ReliefPolicy
-    from telemetry.policy import DEFAULT_POLICY
+    from telemetry.policy_rules import DEFAULT_POLICY
 
     relief = ReliefPolicy()
     shared = {f.name for f in fields(ReliefPolicy)} & {f.name for f in fields(DEFAULT_POLICY)}

@@ -52,7 +52,7 @@ from demo.scenario import (
     message_chars,
     plan_submissions,
 )
-from telemetry.policy import default_policy_for
+from telemetry.policy_rules import default_policy_for
 from telemetry.pressure import projected_next_request
 from telemetry.pricing import SEED_CATALOGUE, find_price
 from telemetry.usage import normalize_usage

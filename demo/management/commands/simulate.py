@@ -72,7 +72,7 @@ from demo.scenario import (
 )
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentSession
-from telemetry.relief import request_relief
+from telemetry.relief_dispatch import request_relief
 from telemetry.session_state import claim_relief, release_relief
 
 TELEMETRY = "api/v1/telemetry"

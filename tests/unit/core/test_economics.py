@@ -13,7 +13,7 @@ from compaction.core import (
     pass_economics,
     plan_relief,
 )
-from tests.unit.core.test_relief import fixed_transcript, policy
+from tests.unit.core.test_relief_planning import fixed_transcript, policy
 
 SONNET_45_5M = CacheRates(input=Decimal(3), read=Decimal("0.30"), write=Decimal("3.75"))
 SONNET_45_1H = CacheRates(input=Decimal(3), read=Decimal("0.30"), write=Decimal(6))

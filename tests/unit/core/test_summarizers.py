@@ -12,7 +12,7 @@ import pytest
 
 from compaction.core import ExtractiveSummarizer, ReliefPolicy, derive_surface, plan_relief
 from compaction.summarizers import LLMSummarizer, SummarizerError
-from tests.unit.core.test_relief import fixed_transcript
+from tests.unit.core.test_relief_planning import fixed_transcript
 
 
 class FakeProvider(BaseHTTPRequestHandler):

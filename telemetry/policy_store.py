@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from telemetry.models import AgentProfile, Policy
-from telemetry.policy import (
+from telemetry.policy_rules import (
     DEFAULT_POLICY,
     POLICY_FIELDS,
     PolicyError,

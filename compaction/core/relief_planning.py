@@ -29,12 +29,12 @@ class ReliefPolicy:
 
     prune_threshold: float = 0.60
     summarize_threshold: float = 0.80
-    keep_rounds: int = 4  # the same default as telemetry.policy.PolicyValues
+    keep_rounds: int = 4  # the same default as telemetry.policy_rules.PolicyValues
     keep_rounds_verbatim: int = 4
     stub_head_chars: int = 400
     stub_tail_chars: int = 200
     max_result_chars: int = 50_000
-    prune_min_free_tokens: int = 4_000  # the same default as telemetry.policy.PolicyValues
+    prune_min_free_tokens: int = 4_000  # the same default as telemetry.policy_rules.PolicyValues
     prune_exclude_tools: frozenset[str] = field(default_factory=frozenset)
     summary_max_tokens: int = 2_000
     window_tokens: int = 200_000

@@ -1,0 +1,28 @@
+"""Registered Celery task names are a contract with jobs already on the broker: renaming a
+task's Python function must not rename the message it consumes."""
+
+from __future__ import annotations
+
+from celery import current_app
+from django.conf import settings
+
+import compaction.tasks
+import telemetry.tasks
+from telemetry.relief_dispatch import RELIEF_TASK
+
+
+def test_registered_task_names_stay_what_queued_jobs_carry():
+    tasks = {
+        "compaction.relieve_session": compaction.tasks.relieve_session_task,
+        "compaction.sweep": compaction.tasks.sweep,
+        "compaction.purge_archives": compaction.tasks.purge_archives,
+        "telemetry.record_heartbeat": telemetry.tasks.record_heartbeat,
+    }
+    for name, task in tasks.items():
+        assert task.name == name
+        assert current_app.tasks[name].run.__qualname__ == task.run.__qualname__
+
+
+def test_what_telemetry_sends_and_beat_schedules_is_a_registered_task():
+    names = {RELIEF_TASK} | {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert names <= set(current_app.tasks)
