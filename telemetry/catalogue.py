@@ -66,24 +66,25 @@ def key_catalogue(key_id: int, *, clock: Callable[[], float] = time.monotonic) -
     return list(remembered)
 
 
-def seed_catalogue(model: type[CatalogueModel] = CatalogueModel) -> int:
-    """Insert the seed rows that are missing (admins' edits are kept). Returns rows added."""
-    existing = set(model.objects.values_list("model", flat=True))
-    # Migration 0004 runs this against the historical model, which predates the opt-in maximum.
-    has_max = any(f.name == "max_window_tokens" for f in model._meta.get_fields())
+def seed_catalogue() -> int:
+    """Insert the seed rows that are missing (admins' edits are kept). Returns rows added.
+
+    The migrations do not call this (they write out their rows, frozen); a change to
+    `telemetry.pricing.SEED_CATALOGUE` needs a data migration too, or a fresh database differs
+    from this (`tests/db/test_migrations.py` says so)."""
+    existing = set(CatalogueModel.objects.values_list("model", flat=True))
     rows = []
     for price in SEED_CATALOGUE:
         if price.model in existing:
             continue
         lc = price.long_context
-        extra = {"max_window_tokens": price.max_window_tokens} if has_max else {}
         rows.append(
-            model(
-                **extra,
+            CatalogueModel(
                 model=price.model,
                 provider=price.provider,
                 family=price.family,
                 window_tokens=price.window_tokens,
+                max_window_tokens=price.max_window_tokens,
                 input=price.input,
                 output=price.output,
                 cache_read=price.cache_read,
@@ -97,5 +98,5 @@ def seed_catalogue(model: type[CatalogueModel] = CatalogueModel) -> int:
                 lc_cache_write_1h=lc.cache_write_1h if lc else None,
             )
         )
-    model.objects.bulk_create(rows)
+    CatalogueModel.objects.bulk_create(rows)
     return len(rows)

@@ -1,0 +1,135 @@
+"""Data migrations are frozen: they write out their rows and copy the code they run, so a later
+edit of the live modules never changes what an old migration does. These tests replay them with
+the historical models of their own day and compare the result with what the live code gives."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
+from django.db.migrations.operations.special import RunPython
+from hypothesis import given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
+
+from compaction.search_terms import searchable
+from telemetry.catalogue import seed_catalogue
+from telemetry.models import CatalogueModel, HourlyUsage
+from telemetry.rollups import rebuild_rollups
+from tests.db.test_rollups import START, _record, _snapshot
+
+pytestmark = pytest.mark.django_db
+
+PROJECT_APPS = ("telemetry", "compaction", "console", "demo")
+
+# Every telemetry migration that writes catalogue rows, in order.
+CATALOGUE_STEPS = ("0004_seed_catalogue", "0008_window_in_force", "0014_catalogue_seed_2026_11_30")
+
+
+def catalogue_rows() -> list[tuple[Any, ...]]:
+    names = [
+        f.attname
+        for f in CatalogueModel._meta.concrete_fields
+        if not f.primary_key and f.attname != "updated_at"
+    ]
+    return list(CatalogueModel.objects.order_by("model").values_list(*names))
+
+
+def run_data_steps(loader: MigrationLoader, app: str, name: str) -> None:
+    """Run one migration's RunPython steps against the models as they were after it."""
+    state = loader.project_state((app, name), at_end=True)
+    for operation in loader.get_migration(app, name).operations:
+        if isinstance(operation, RunPython):
+            # all the steps use of a schema editor (SQLite opens none inside a transaction)
+            operation.code(state.apps, cast(Any, SimpleNamespace(connection=connection)))
+
+
+def test_the_catalogue_migrations_are_the_only_ones_writing_catalogue_rows():
+    loader = MigrationLoader(connection)
+    writers = [
+        name
+        for (app, name), migration in sorted(loader.disk_migrations.items())
+        if app == "telemetry"
+        and any(
+            isinstance(op, RunPython) and "CatalogueModel" in inspect.getsource(op.code)
+            for op in migration.operations
+        )
+    ]
+    assert tuple(writers) == CATALOGUE_STEPS
+
+
+def test_a_fresh_migrate_seeds_the_catalogue_that_seed_catalogue_seeds_today():
+    loader = MigrationLoader(connection)
+    CatalogueModel.objects.all().delete()
+    for name in CATALOGUE_STEPS:
+        run_data_steps(loader, "telemetry", name)
+    migrated = catalogue_rows()
+
+    CatalogueModel.objects.all().delete()
+    seed_catalogue()
+    assert migrated == catalogue_rows()
+    assert len(migrated) == 39
+
+
+def test_the_catalogue_migrations_keep_what_an_admin_changed():
+    loader = MigrationLoader(connection)
+    CatalogueModel.objects.all().delete()
+    run_data_steps(loader, "telemetry", "0004_seed_catalogue")
+    CatalogueModel.objects.filter(model="claude-opus-4-6").update(lc_input="11")
+    for name in CATALOGUE_STEPS[1:]:
+        run_data_steps(loader, "telemetry", name)
+    row = CatalogueModel.objects.get(model="claude-opus-4-6")
+    assert (row.long_context_threshold, str(row.lc_input)) == (200_000, "11.000000")
+
+
+def test_no_migration_imports_the_project_s_live_code():
+    offenders = []
+    for path in sorted(Path(settings.BASE_DIR).glob("*/migrations/0*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            offenders += [
+                f"{path.parent.parent.name}/migrations/{path.name}: {module}"
+                for module in modules
+                if module.split(".")[0] in PROJECT_APPS
+            ]
+    assert offenders == []
+
+
+@given(st.text(alphabet=st.sampled_from("aZ09_.-/: \nÄéxYq"), max_size=80))
+@hyp_settings(max_examples=200, deadline=None)
+def test_the_frozen_search_terms_of_compaction_0004_are_today_s(text: str) -> None:
+    frozen = importlib.import_module("compaction.migrations.0004_search_identifier_parts")
+    assert frozen.searchable(text) == searchable(text)
+    for sample in ("Acme.Billing.InvoiceRegistry", "review_session_registry.ex", "HTTPServer2"):
+        assert frozen.searchable(sample) == searchable(sample)
+
+
+def test_the_frozen_rollup_backfill_of_0011_rebuilds_what_the_live_code_does(agent):
+    records = [
+        _record("a", 0, 0, START),
+        _record("a", 0, 1, START + timedelta(minutes=1), output_tokens=7),
+        _record("b", 0, 0, START + timedelta(hours=2), model="gpt-5", cache_read_input_tokens=0),
+        _record("b", 1, 0, START + timedelta(hours=2, minutes=5), model="an-unpriced-model"),
+    ]
+    assert agent.post("/api/v1/telemetry", {"records": records}).status_code == 200
+    rebuild_rollups()
+    live = _snapshot()
+    HourlyUsage.objects.all().delete()
+    run_data_steps(MigrationLoader(connection), "telemetry", "0011_hourly_usage")
+    assert _snapshot() == live
+    assert len(live) == 4  # (profile, model, hour) rows
