@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from ninja.responses import NinjaJSONEncoder
 
-from telemetry.policies import update_policy
+from telemetry.policy_store import update_policy
 from telemetry.schemas import IngestOut
 
 pytestmark = pytest.mark.django_db
