@@ -4,24 +4,45 @@ Spend and cache come from the hour rollups kept at ingest (`telemetry.rollups`),
 calls: the page costs the same number of queries at 10,000 and at 1,000,000 calls, and its work
 grows with the hours in the range, not with the traffic. Compactions are read from their own
 (small) tables; pressure from the sessions' stored figures.
+
+Sessions by band and the top sessions by pressure are read per profile from the index on
+`(profile, pressure, id)`, never by ranking every session: within one profile the band only rises
+with the pressure (the profile's thresholds are fixed), so each band is a range of the index, and
+a profile's first sessions by (band, pressure, newest) are simply its highest pressures. The
+fleet's top five are among the profiles' own top fives (a session outranked by five others of
+its profile is outranked by them in the fleet too), merged in Python. The top sessions by cost
+walk the index on `(cost, id)`.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
 
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    FloatField,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce, TruncDay, TruncHour
 from django.utils import timezone
 
 from compaction.models import CompactionRun
-from console.queries import BAND_OF_RANK, BANDS, band_rank, load_policies
+from console.queries import BAND_OF_RANK, BANDS, Policies, band_ranges, load_policies
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, HourlyUsage
 from telemetry.pressure import PressureBand
+from telemetry.session_state import session_band
 
 # range key → (length, bucket): an hour bucket up to a day, a day bucket beyond
 RANGES: Final[dict[str, tuple[timedelta, str]]] = {
@@ -142,15 +163,78 @@ _SUMS: Final[dict[str, Any]] = {
 }
 
 
+_TOP_FIELDS: Final = ("pk", "profile_id", "external_id", "pressure", "cost_usd", "last_seen_at")
+
+
+def _per_profile(policies: Policies, name: str) -> Any:
+    """A threshold of each profile's effective policy, as an expression on the profile's row."""
+    default = getattr(policies.global_policy, name)
+    whens = [
+        When(pk=pk, then=Value(getattr(policy, name)))
+        for pk, policy in policies.by_profile.items()
+        if getattr(policy, name) != default
+    ]
+    if not whens:
+        return Value(default, output_field=FloatField())
+    return Case(*whens, default=Value(default), output_field=FloatField())
+
+
+def _profiles(policies: Policies) -> list[AgentProfile]:
+    """Every profile by name, with its sessions counted per pressure band now (`n_<band>`) and
+    the keys of its own top sessions by pressure (`top_pressure`). One query.
+
+    Each band is a range of pressure under the profile's thresholds (`band_ranges`), so each
+    count is a range count on the `(profile, pressure)` index: the database reads index entries,
+    not the sessions' rows, and evaluates no CASE per session. The top sessions are the first
+    entries of the same index read backwards (`TOP_SESSIONS` probes of a few entries each).
+    """
+    ranges = band_ranges(OuterRef("prune_at"), OuterRef("summarize_at"))
+    own = AgentSession.objects.filter(profile=OuterRef("pk")).order_by()
+    counts = {
+        f"n_{band}": Coalesce(
+            Subquery(
+                own.filter(ranges[band]).values("profile").annotate(n=Count("*")).values("n"),
+                output_field=IntegerField(),
+            ),
+            0,
+        )
+        for band in BANDS
+    }
+    ranked = own.filter(pressure__isnull=False).order_by(F("pressure").desc(), "-pk")
+    tops = {f"top_{k}": Subquery(ranked.values("pk")[k : k + 1]) for k in range(TOP_SESSIONS)}
+    return list(
+        AgentProfile.objects.annotate(
+            prune_at=_per_profile(policies, "prune_threshold"),
+            summarize_at=_per_profile(policies, "summarize_threshold"),
+        )
+        .annotate(**counts, **tops)
+        .order_by("name")
+    )
+
+
+def _by_band_then_pressure(
+    sessions: QuerySet[AgentSession], policies: Policies
+) -> list[tuple[AgentSession, PressureBand]]:
+    """`sessions` with their bands, the highest band first, then the highest pressure (then the
+    newest): how the sessions list sorts by pressure (`console.queries.band_rank`)."""
+    banded = [
+        (s, session_band(s, policies.of(s.profile_id))) for s in sessions if s.pressure is not None
+    ]
+    rank = {band: n for n, band in BAND_OF_RANK.items()}
+    banded.sort(key=lambda pair: (rank[pair[1]], pair[0].pressure, pair[0].pk), reverse=True)
+    return banded
+
+
 def load_overview(range_key: str, profile_name: str = "", now: datetime | None = None) -> Overview:
-    """Everything the overview shows. Nine queries, whatever the number of calls or sessions."""
+    """Everything the overview shows. Eight queries, whatever the number of calls, sessions or
+    profiles."""
     now = now or timezone.now()
     if range_key not in RANGES:
         range_key = DEFAULT_RANGE
     length, bucket = RANGES[range_key]
     since = now - length
-    profiles = list(AgentProfile.objects.order_by("name"))
     policies = load_policies()
+    profiles = _profiles(policies)
     chosen = next((p for p in profiles if p.name == profile_name), None)
 
     # spend and cache per bucket, from the rollups
@@ -173,21 +257,13 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
         row["profile_id"]: row
         for row in _usage(since, None).values("profile_id").annotate(**_SUMS).order_by()
     }
-    rank = band_rank(profiles, policies)
-    band_rows = (
-        AgentSession.objects.annotate(rank=rank)
-        .values("profile_id", "rank")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    band_counts: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(BANDS, 0))
-    for row in band_rows:
-        band_counts[row["profile_id"]][BAND_OF_RANK[row["rank"]]] += row["n"]
     lines = []
+    bands: dict[str, int] = dict.fromkeys(BANDS, 0)
     for profile in profiles:
         figures = spend.get(profile.pk, {})
         denominator = figures.get("denominator") or 0
         cost = Decimal(figures.get("cost") or 0)
+        counts: dict[str, int] = {band: getattr(profile, f"n_{band}") for band in BANDS}
         lines.append(
             ProfileLine(
                 name=profile.name,
@@ -195,18 +271,16 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
                 cost=cost,
                 saved=Decimal(figures.get("no_cache") or 0) - cost,
                 hit=(figures.get("read") or 0) / denominator if denominator else None,
-                bands=band_counts[profile.pk],
+                bands=counts,
             )
         )
-    bands: dict[str, int] = dict.fromkeys(BANDS, 0)
-    for profile_id, counts in band_counts.items():
-        if chosen is None or profile_id == chosen.pk:
+        if chosen is None or profile == chosen:
             for band, n in counts.items():
                 bands[band] += n
 
     days, totals, freed, failures = _compactions(since, now, chosen)
 
-    sessions = AgentSession.objects.select_related("profile")
+    sessions = AgentSession.objects.only(*_TOP_FIELDS)
     if chosen is not None:
         sessions = sessions.filter(profile=chosen)
     top_cost = list(
@@ -214,12 +288,17 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
             F("cost_usd").desc(), "-pk"
         )[:TOP_SESSIONS]
     )
-    top_pressure: list[tuple[AgentSession, PressureBand]] = [
-        (s, BAND_OF_RANK[s.rank])
-        for s in sessions.filter(pressure__isnull=False)
-        .annotate(rank=rank)
-        .order_by("-rank", F("pressure").desc(), "-pk")[:TOP_SESSIONS]
-    ]
+    # each profile's own top sessions by pressure hold the fleet's (module docstring)
+    scope = profiles if chosen is None else [chosen]
+    candidates = [getattr(p, f"top_{k}") for p in scope for k in range(TOP_SESSIONS)]
+    top_pressure = _by_band_then_pressure(
+        AgentSession.objects.only(*_TOP_FIELDS).filter(pk__in=candidates), policies
+    )[:TOP_SESSIONS]
+    by_pk = {p.pk: p for p in profiles}
+    for s in top_cost:
+        s.profile = by_pk.get(s.profile_id) or s.profile
+    for s, _band in top_pressure:
+        s.profile = by_pk.get(s.profile_id) or s.profile
     return Overview(
         range_key=range_key,
         bucket=bucket,

@@ -183,21 +183,30 @@ def round_flag(max_rounds: int, policy: PolicyValues) -> str | None:
     return {"stop": "hard", "nudge": "soft"}.get(signal)
 
 
+def band_ranges(prune: Any, summarize: Any) -> dict[str, Q]:
+    """Each band as a range of pressure under one profile's thresholds (values or expressions).
+
+    The same rule as `telemetry.pressure.pressure_band` (0 < prune ≤ summarize ≤ 1): the ranges
+    are disjoint and cover every pressure, so a band can be counted or filtered on an index of
+    `(profile, pressure)` without evaluating a CASE per session.
+    """
+    return {
+        "ok": Q(pressure__lt=prune),
+        "prune": Q(pressure__gte=prune, pressure__lt=summarize),
+        "compact": Q(pressure__gte=summarize, pressure__lte=1.0),
+        "over": Q(pressure__gt=1.0),
+        "unknown": Q(pressure__isnull=True),
+    }
+
+
 def _band_filter(band: str, profiles: list[AgentProfile], policies: Policies) -> Q:
     """The SQL condition for a pressure band; each profile has its own thresholds."""
-    if band == "unknown":
-        return Q(pressure__isnull=True)
-    if band == "over":
-        return Q(pressure__gt=1.0)
+    if band in ("unknown", "over"):
+        return band_ranges(None, None)[band]  # the same for every profile
     condition = Q(pk__in=[])
     for profile in profiles:
         policy = policies.of(profile.pk)
-        prune, summarize = policy.prune_threshold, policy.summarize_threshold
-        ranges = {
-            "ok": Q(pressure__lt=prune),
-            "prune": Q(pressure__gte=prune, pressure__lt=summarize),
-            "compact": Q(pressure__gte=summarize, pressure__lte=1.0),
-        }
+        ranges = band_ranges(policy.prune_threshold, policy.summarize_threshold)
         condition |= Q(profile_id=profile.pk) & ranges[band]
     return condition
 

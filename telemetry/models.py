@@ -237,6 +237,11 @@ class AgentSession(models.Model):
             models.Index(fields=["profile", "-last_seen_at"], name="session_profile_seen"),
             # the sessions list's model filter: a loose index scan over this (console.queries)
             models.Index(fields=["model"], name="session_model"),
+            # the overview: sessions per pressure band are range counts on this, and each
+            # profile's top sessions by pressure (then newest) its last entries
+            models.Index(fields=["profile", "pressure", "id"], name="session_profile_pressure"),
+            # the overview's top sessions by cost (then newest): the first entries, not a sort
+            models.Index(fields=["-cost_usd", "-id"], name="session_cost"),
         ]
 
     def __str__(self) -> str:

@@ -4,8 +4,10 @@ read from the hour rollups with a constant number of queries."""
 from __future__ import annotations
 
 import json
+import random
 import re
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -16,12 +18,15 @@ from django.urls import reverse
 from django.utils import timezone
 
 from compaction.models import CompactionRun
-from console.overview import bucket_starts, load_overview
+from console.overview import RANGES, TOP_SESSIONS, bucket_starts, load_overview
+from console.queries import BANDS, load_policies
 from telemetry.catalogue import seed_catalogue
 from telemetry.events import record_context_event
 from telemetry.keys import create_agent_key
-from telemetry.models import AgentKey, AgentSession
+from telemetry.models import AgentKey, AgentProfile, AgentSession
 from telemetry.policy_store import update_policy
+from telemetry.pressure import pressure_band
+from telemetry.profiles import get_or_create_profile
 from tests.db.test_console_views import fragment, make_user, report, session_at_pressure
 
 pytestmark = pytest.mark.django_db
@@ -163,3 +168,109 @@ def test_a_profile_and_a_range_narrow_the_overview(viewer, key) -> None:
     assert client.get("/", {"range": "7d"}).context["o"].calls == 4
     assert client.get("/", {"range": "7d", "profile": "fleet"}).context["o"].calls == 0
     assert client.get("/", {"range": "bogus"}).context["o"].range_key == "24h"
+
+
+# --- band counts and top lists against a brute force over random fleets ----------------------
+
+
+def _random_fleet(rng: random.Random, sessions: int, prefix: str = "r") -> list[AgentSession]:
+    """Profiles with their own thresholds (one inherits the global ones), and sessions with
+    pressures on and around each threshold, over 1.0, unknown, and tied; costs tied or unknown;
+    some last seen before the range."""
+    update_policy(
+        profile=None, values={"prune_threshold": 0.6, "summarize_threshold": rng.choice([0.8, 1])}
+    )
+    profiles = [get_or_create_profile(name=f"fleet-{n}") for n in range(4)]
+    for profile in profiles[1:]:
+        prune = rng.choice([0.05, 0.25, 0.5, 0.7, 0.9])
+        summarize = rng.choice([prune, min(1.0, prune + 0.05), 1.0])
+        update_policy(
+            profile=profile, values={"prune_threshold": prune, "summarize_threshold": summarize}
+        )
+    policies = load_policies()
+    marks = sorted(
+        {0.0, 0.3, 1.0, 1.0001, 1.5}
+        | {
+            getattr(policies.of(p.pk), name)
+            for p in profiles
+            for name in ("prune_threshold", "summarize_threshold")
+        }
+    )
+    now = timezone.now()
+    return AgentSession.objects.bulk_create(
+        AgentSession(
+            profile=rng.choice(profiles),
+            external_id=f"{prefix}-{n:04d}",
+            pressure=rng.choice(
+                [None, rng.choice(marks), rng.choice(marks), rng.uniform(0, 1.2), 0.5]
+            ),
+            cost_usd=rng.choice([None, Decimal("1.5"), Decimal(rng.randint(0, 900)) / 100]),
+            last_seen_at=now - timedelta(hours=rng.choice([0, 2, 30, 24 * 40])),
+        )
+        for n in range(sessions)
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_band_counts_and_top_lists_equal_a_brute_force_over_random_fleets(seed: int) -> None:
+    rng = random.Random(seed)
+    _random_fleet(rng, rng.choice([5, 40, 120]))
+    policies = load_policies()
+    everyone = list(AgentSession.objects.all())
+    rank = {"unknown": -1, "ok": 0, "prune": 1, "compact": 2, "over": 3}
+
+    def band(s: AgentSession) -> str:
+        policy = policies.of(s.profile_id)
+        return pressure_band(s.pressure, policy.prune_threshold, policy.summarize_threshold)
+
+    now = timezone.now()
+    for range_key in ("1h", "24h", "30d"):
+        since = now - RANGES[range_key][0]
+        for profile in [None, *AgentProfile.objects.all()]:
+            found = load_overview(range_key, profile.name if profile else "", now=now)
+            mine = [s for s in everyone if profile is None or s.profile_id == profile.pk]
+            assert found.bands == {b: sum(band(s) == b for s in mine) for b in BANDS}
+            for line in found.lines:
+                theirs = [s for s in everyone if s.profile.name == line.name]
+                assert line.bands == {b: sum(band(s) == b for s in theirs) for b in BANDS}
+            by_pressure = sorted(
+                (s for s in mine if s.pressure is not None),
+                key=lambda s: (rank[band(s)], s.pressure, s.pk),
+                reverse=True,
+            )[:TOP_SESSIONS]
+            assert [(s.pk, b) for s, b in found.top_pressure] == [
+                (s.pk, band(s)) for s in by_pressure
+            ]
+            by_cost = sorted(
+                (
+                    s
+                    for s in mine
+                    if s.cost_usd is not None
+                    and s.last_seen_at is not None
+                    and s.last_seen_at >= since
+                ),
+                key=lambda s: (s.cost_usd, s.pk),
+                reverse=True,
+            )[:TOP_SESSIONS]
+            assert [s.pk for s in found.top_cost] == [s.pk for s in by_cost]
+            # the page shows each top session's profile without a query of its own
+            assert all(s.profile.name for s, _ in found.top_pressure)
+
+
+def test_the_overview_costs_the_same_queries_for_a_few_or_many_sessions_and_profiles(
+    viewer: Client,
+) -> None:
+    rng = random.Random(7)
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert viewer.get("/", {"range": "30d"}).status_code == 200
+        return len(ctx.captured_queries)
+
+    _random_fleet(rng, 10)
+    viewer.get("/")
+    few = count()
+    for n in range(6):
+        get_or_create_profile(name=f"more-{n}")
+    _random_fleet(rng, 300, prefix="more")
+    assert few == count()
