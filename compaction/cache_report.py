@@ -131,7 +131,9 @@ def _observation(row: Mapping[str, Any], price: ModelPrice | None) -> CallObs:
 def surface_changes(session_ids: Sequence[int]) -> dict[int, list[SurfaceChange]]:
     """Our applied runs per session, as the classifier sees them."""
     found: dict[int, list[SurfaceChange]] = defaultdict(list)
-    rows = CompactionRun.objects.filter(session_id__in=session_ids, status="applied").values_list(
+    rows = CompactionRun.objects.filter(
+        session_id__in=session_ids, status=CompactionRun.Status.APPLIED
+    ).values_list(
         "session_id",
         "pk",
         "finished_at",
@@ -524,7 +526,7 @@ def compaction_outcomes(session: AgentSession) -> list[Outcome]:
     (its uncached input on OpenAI), and every later call until the next run saved the freed
     tokens' read price."""
     runs = list(
-        CompactionRun.objects.filter(session=session, status="applied").order_by(
+        CompactionRun.objects.filter(session=session, status=CompactionRun.Status.APPLIED).order_by(
             "finished_at", "pk"
         )
     )

@@ -104,6 +104,19 @@ class CompactionRun(models.Model):
         SUPERSEDED = "superseded", "superseded"
         FAILED = "failed", "failed"
 
+    class Action(models.TextChoices):
+        """What the planner chose (`compaction.core.relief_planning.Action`); "" before it ran."""
+
+        NOTHING = "nothing", "nothing"
+        PRUNE = "prune", "prune"
+        PRUNE_SUMMARIZE = "prune+summarize", "prune, then summarize"
+
+    class EstimateMethod(models.TextChoices):
+        """How the size after the run was estimated (`compaction.core.estimates`); "" if not."""
+
+        FIT = "fit", "the session's least-squares fit"
+        RULE = "rule", "measured size − freed chars / 4"
+
     session = models.ForeignKey(
         AgentSession, on_delete=models.CASCADE, related_name="compaction_runs"
     )
@@ -111,7 +124,7 @@ class CompactionRun(models.Model):
     trigger = models.CharField(max_length=200, blank=True, default="")
     requested_by = models.CharField(max_length=200, blank=True, default="")
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.RUNNING)
-    action = models.CharField(max_length=20, blank=True, default="")
+    action = models.CharField(max_length=20, blank=True, default="", choices=Action.choices)
     reason = models.TextField(blank=True, default="")
     tokens_before = models.BigIntegerField(null=True, blank=True)
     tokens_after = models.BigIntegerField(null=True, blank=True)
@@ -120,7 +133,9 @@ class CompactionRun(models.Model):
     # D6: the next request's estimated size after this run, and how ("fit": the session's
     # least-squares overhead + tokens per char; "rule": the measured size − freed chars // 4).
     estimate_tokens = models.BigIntegerField(null=True, blank=True)
-    estimate_method = models.CharField(max_length=8, blank=True, default="")
+    estimate_method = models.CharField(
+        max_length=8, blank=True, default="", choices=EstimateMethod.choices
+    )
     archived = models.BooleanField(default=False)
     archive = models.ForeignKey(
         "Archive", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
@@ -165,6 +180,11 @@ class CompactionOperation(models.Model):
     work once: two passes planned on the same surface version cannot both be applied.
     """
 
+    class Kind(models.TextChoices):
+        PRUNE = "prune", "prune"
+        SUMMARIZE = "summarize", "summarize"
+        AGENT = "agent", "agent compaction"
+
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="operations")
     # NULL for an agent's own compaction recorded by a transcript import (no run of ours).
     run = models.ForeignKey(
@@ -172,10 +192,7 @@ class CompactionOperation(models.Model):
     )
     base_version = models.PositiveIntegerField()
     position = models.PositiveSmallIntegerField()
-    kind = models.CharField(
-        max_length=10,
-        choices=[("prune", "prune"), ("summarize", "summarize"), ("agent", "agent compaction")],
-    )
+    kind = models.CharField(max_length=10, choices=Kind.choices)
     data = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -303,15 +320,14 @@ class SessionLink(models.Model):
     """A child session of an imported one: a subagent, an inline sidechain, or the model call
     of the agent's own compaction (Claude Code's `agent-acompact-*`)."""
 
-    RELATIONS = [
-        ("subagent", "subagent"),
-        ("sidechain", "sidechain"),
-        ("compaction", "compaction call"),
-    ]
+    class Relation(models.TextChoices):
+        SUBAGENT = "subagent", "subagent"
+        SIDECHAIN = "sidechain", "sidechain"
+        COMPACTION = "compaction", "compaction call"
 
     parent = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="child_links")
     child = models.OneToOneField(AgentSession, on_delete=models.CASCADE, related_name="parent_link")
-    relation = models.CharField(max_length=12, choices=RELATIONS)
+    relation = models.CharField(max_length=12, choices=Relation.choices)
     agent_id = models.CharField(max_length=200, blank=True, default="")
 
     def __str__(self) -> str:

@@ -47,8 +47,12 @@ from telemetry.session_state import (
 )
 
 Status = CompactionRun.Status
+Action = CompactionRun.Action
+Kind = CompactionOperation.Kind
 logger = logging.getLogger("compaction")
 
+# The services' input type (mypy checks every call); stored as `CompactionRun.Mode`, the same
+# values (tests/db/test_status_choices.py).
 Mode = Literal["manual", "auto", "overflow"]
 # A forced plan ignores the thresholds and the worth-it rule (manual and overflow, D4).
 _PLAN_MODE = {"manual": "forced", "overflow": "forced", "auto": "normal"}
@@ -215,7 +219,7 @@ def _compact_locked(
         _finish(
             run,
             Status.NOOP,
-            action="nothing",
+            action=Action.NOTHING,
             reason="the session has no transcript log to compact",
         )
         return RunOutcome(run, None)
@@ -317,7 +321,9 @@ def _compact_locked(
                     run=run,
                     base_version=state.version,
                     position=position,
-                    kind="prune" if operation.to_dict()["kind"] == "prune" else "summarize",
+                    kind=Kind.PRUNE
+                    if operation.to_dict()["kind"] == Kind.PRUNE
+                    else Kind.SUMMARIZE,
                     data=operation.to_dict(),
                 )
                 for position, operation in enumerate(plan.operations)
@@ -478,12 +484,15 @@ def report_overflow(
 
 def _stale_run(session: AgentSession, reported: int, current: int) -> CompactionRun:
     run = CompactionRun.objects.create(
-        session=session, mode="overflow", trigger="context_length_exceeded", requested_by="agent"
+        session=session,
+        mode="overflow",
+        trigger="context_length_exceeded",
+        requested_by="agent",
     )
     return _finish(
         run,
         Status.NOOP,
-        action="nothing",
+        action=Action.NOTHING,
         reason=f"the overflow was on version {reported}; the surface is already at {current}",
         surface_version_before=current,
     )

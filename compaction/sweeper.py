@@ -29,7 +29,7 @@ def sessions_needing_relief(limit: int = 500) -> list[int]:
     now = timezone.now()
     tried = CompactionRun.objects.filter(
         session=OuterRef("pk"), surface_version_before=OuterRef("surface_version")
-    ).exclude(status__in=["failed", "superseded"])
+    ).exclude(status__in=[CompactionRun.Status.FAILED, CompactionRun.Status.SUPERSEDED])
     ids: list[int] = []
     for profile in AgentProfile.objects.all():
         threshold = effective_policy(profile).prune_threshold

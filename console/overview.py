@@ -328,13 +328,13 @@ def _compactions(
     """
     day = TruncDay("finished_at", tzinfo=UTC)
     runs = CompactionRun.objects.filter(finished_at__gte=since)
-    events = ContextEvent.objects.filter(at__gte=since, kind="compaction")
+    events = ContextEvent.objects.filter(at__gte=since, kind=ContextEvent.Kind.COMPACTION)
     if profile is not None:
         runs = runs.filter(session__profile=profile)
         events = events.filter(session__profile=profile)
     freed_expr = Coalesce(Sum(F("tokens_before") - F("tokens_after")), 0)
     run_rows = (
-        runs.filter(status="applied")
+        runs.filter(status=CompactionRun.Status.APPLIED)
         .annotate(d=day)
         .values("d", "mode")
         .annotate(

@@ -528,7 +528,7 @@ def compaction_markers(session: AgentSession) -> list[Marker]:
         session_id=OuterRef("session_id"), last_at__lte=OuterRef("finished_at")
     ).order_by("-turn")
     rows = (
-        CompactionRun.objects.filter(session=session, status="applied")
+        CompactionRun.objects.filter(session=session, status=CompactionRun.Status.APPLIED)
         .annotate(before=Subquery(ended.values("turn")[:1]))
         .order_by("finished_at", "pk")
         .values_list("before", "mode", "action")

@@ -299,14 +299,14 @@ def _session_parts(
 
 def _outcome(run: CompactionRun) -> tuple[str, str]:
     """A run's outcome for the operator who asked for it: a title and what happened."""
-    if run.status == "applied":
+    if run.status == CompactionRun.Status.APPLIED:
         return "Compacted", (
             f"{run.action}: {run.tokens_before or 0:,} → {run.tokens_after or 0:,} tokens, "
             f"surface v{run.surface_version_before} → v{run.surface_version_after}."
         )
-    if run.status == "noop":
+    if run.status == CompactionRun.Status.NOOP:
         return "Nothing to do", run.reason
-    if run.status == "refused":
+    if run.status == CompactionRun.Status.REFUSED:
         return "Refused", run.reason
     return "Not applied", f"{run.get_status_display()}: {run.reason or run.error}"
 
@@ -336,7 +336,11 @@ def session_compact(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         run = CompactionRun.objects.get(pk=exc.run_id)
     title, detail = _outcome(run)
     if not request.htmx:
-        level = messages.success if run.status in ("applied", "noop") else messages.error
+        level = (
+            messages.success
+            if run.status in (CompactionRun.Status.APPLIED, CompactionRun.Status.NOOP)
+            else messages.error
+        )
         level(request, f"{title} — {detail}")
         return redirect(reverse("session", args=[session.pk]) + "#compaction")
     # the compaction moved the figures too (D6: the surface estimate replaces the projection)

@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 
 from telemetry.pressure import hit_ratio
+from telemetry.windows import SOURCE_LABELS
 
 PROFILE_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
@@ -204,7 +205,9 @@ class AgentSession(models.Model):
     projected_tokens = models.BigIntegerField(null=True, blank=True)
     window_tokens = models.PositiveIntegerField(null=True, blank=True)
     # Where `window_tokens` came from (`telemetry.windows.WindowSource`), "" when unknown.
-    window_source = models.CharField(max_length=20, blank=True, default="")
+    window_source = models.CharField(
+        max_length=20, blank=True, default="", choices=list(SOURCE_LABELS.items())
+    )
     # The limit a provider stated in an overflow error, for `learned_window_model` (D4, D6).
     learned_window_tokens = models.PositiveIntegerField(null=True, blank=True)
     learned_window_model = models.CharField(max_length=200, blank=True, default="")

@@ -191,9 +191,14 @@ class BatchIn(BaseModel):
     records: list[RecordIn]
 
 
+# One submitted record's outcome: the closed set ingest decides (`telemetry.validation`) and
+# the API answers.
+ItemStatus = Literal["created", "duplicate", "conflict", "invalid"]
+
+
 class ItemOut(Schema):
     index: int
-    status: Literal["created", "duplicate", "conflict", "invalid"]
+    status: ItemStatus
     session_id: str | None = None
     turn: int | None = None
     call: int | None = None

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from pydantic import ValidationError
 
@@ -15,10 +14,10 @@ from telemetry import safejson
 from telemetry.idempotency import payload_hash
 from telemetry.policy_rules import PolicyValues
 from telemetry.provider_context import ProviderUsage, read_provider_usage
-from telemetry.schemas import RecordIn
+from telemetry.schemas import ItemStatus, RecordIn
 from telemetry.usage import NormalizedUsage, UsageError, normalize_usage
 
-Status = Literal["created", "duplicate", "conflict", "invalid"]
+Status = ItemStatus
 
 
 @dataclass

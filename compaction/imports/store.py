@@ -20,7 +20,7 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 from django.db import transaction
 from django.db.models import F
@@ -72,13 +72,17 @@ CALL_BATCH = 1000
 _FORMAT_OF = {"claude-code": "anthropic", "codex": "openai"}
 
 
+# What an import of one file came to; mypy checks every comparison against this closed set.
+ImportStatus = Literal["imported", "unchanged", "rewritten", "refused", "empty", "failed"]
+
+
 @dataclass
 class FileReport:
     """What one import of one file did (the command and the API print this)."""
 
     path: str
     format: str = ""
-    status: str = "imported"  # imported | unchanged | rewritten | refused | empty
+    status: ImportStatus = "imported"
     detail: str = ""
     sessions: list[str] = field(default_factory=list)
     messages: int = 0
@@ -372,7 +376,7 @@ class _Sink:
             summary=record.summary,
         )
         known = CompactionOperation.objects.filter(
-            session=session, kind="agent", data__source_key=record.source_key
+            session=session, kind=CompactionOperation.Kind.AGENT, data__source_key=record.source_key
         ).exists()
         surface = Surface.objects.filter(session=session).first()
         if not known and surface is not None:
@@ -384,7 +388,7 @@ class _Sink:
                     run=None,
                     base_version=surface.version,
                     position=0,
-                    kind="agent",
+                    kind=CompactionOperation.Kind.AGENT,
                     data=operation.to_dict(),
                 )
                 operations = load_operations(session)
