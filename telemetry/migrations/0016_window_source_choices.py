@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0014_catalogue_seed_2026_11_30"),
+        ("telemetry", "0015_overview_session_indexes"),
     ]
 
     operations = [
