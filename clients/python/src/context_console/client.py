@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -24,6 +24,7 @@ from context_console.reporting import Reporter, ReportingOptions, ReportingStats
 Format = Literal["anthropic", "openai"]
 API_PREFIX = "/api/v1"
 LOG_MESSAGES_HEADER = "X-Log-Messages"
+_T = TypeVar("_T")
 
 
 class ConsoleError(Exception):
@@ -122,6 +123,13 @@ def _unavailable(exc: httpx.HTTPError) -> ConsoleUnavailable:
     return ConsoleUnavailable(f"console unreachable: {type(exc).__name__}: {exc}")
 
 
+def _checked(response: httpx.Response) -> httpx.Response:
+    """The response itself, or its status as a raised `ConsoleError`."""
+    if response.status_code >= 400:
+        raise _error_from(response)
+    return response
+
+
 @dataclass
 class SessionState:
     """What a session handle remembers between calls (shared by the sync and async flavours)."""
@@ -189,6 +197,11 @@ class SessionState:
         self.surface = surface
         return surface
 
+    def compacted(self, response: httpx.Response) -> dict[str, Any]:
+        self.surface = None
+        answer: dict[str, Any] = response.json()
+        return answer
+
     def overflowed(self, answer: Mapping[str, Any]) -> OverflowResult:
         document = answer.get("surface")
         surface = surface_from_document(document) if isinstance(document, Mapping) else None
@@ -206,11 +219,17 @@ def _from_env() -> tuple[str, str]:
     return url, key
 
 
-def _overflow_body(error_text: str, surface_version: int | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"detail": error_text.replace("\x00", "")[:10_000]}
-    if surface_version is not None:
-        body["surface_version"] = surface_version
-    return body
+@dataclass(frozen=True)
+class _Request:
+    """One request to the console as data, built once for both flavours: `via(console.request)`
+    sends it (and, on an `AsyncConsole`, gives the coroutine to await)."""
+
+    method: str
+    path: str
+    options: dict[str, Any]
+
+    def via(self, send: Callable[..., _T]) -> _T:
+        return send(self.method, self.path, **self.options)
 
 
 class _ConsoleBase:
@@ -249,9 +268,11 @@ class _ConsoleBase:
         """Wait until every queued record was sent or dropped; False if `timeout` ran out."""
         return self.reporter.flush(timeout)
 
-    def _cached_policy(self) -> dict[str, Any] | None:
+    def _cached_policy(self, refresh: bool) -> dict[str, Any] | None:
+        """The policy fetched less than `policy_ttl_seconds` ago, unless asked to refresh."""
         if (
-            self._policy is not None
+            not refresh
+            and self._policy is not None
             and time.monotonic() - self._policy_at < self.policy_ttl_seconds
         ):
             return self._policy
@@ -296,13 +317,11 @@ class Console(_ConsoleBase):
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise _unavailable(exc) from exc
-        if response.status_code >= 400:
-            raise _error_from(response)
-        return response
+        return _checked(response)
 
     def policy(self, *, refresh: bool = False) -> dict[str, Any]:
         """The effective policy of the key's profile (cached for `policy_ttl_seconds`)."""
-        cached = None if refresh else self._cached_policy()
+        cached = self._cached_policy(refresh)
         if cached is not None:
             return cached
         return self._keep_policy(self.request("GET", f"{API_PREFIX}/policy").json())
@@ -319,12 +338,13 @@ class Console(_ConsoleBase):
         self.close()
 
 
-class Session:
-    """One agent session: report usage, append the transcript, read the surface, compact."""
+class _SessionBase:
+    """What `Session` and `AsyncSession` share: everything that does no I/O of its own (the id,
+    turn counting, `report`, which is a queue put in both flavours) and, for every request, what
+    is sent (`_Request`) and what the answer means (`SessionState`). The flavours only send."""
 
-    def __init__(self, console: Console, state: SessionState) -> None:
-        self.console = console
-        self.state = state
+    console: _ConsoleBase
+    state: SessionState
 
     @property
     def id(self) -> str:
@@ -352,8 +372,11 @@ class Session:
         prefix: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any] | None:
         """Queue one call's usage: a raw SDK response or a usage dict (verbatim). Never raises
-        for the console's sake; a response without usage or model is a caller's ValueError."""
+        for the console's sake; a response without usage or model is a caller's ValueError.
+        Not a coroutine in `AsyncSession` either: a queue put never waits."""
         turn, call = self.state.record_ids(turn, call)
+        # The keywords are spelled out (not **kwargs) so callers and type checkers see them;
+        # they pass through to `build_record` unchanged, the window defaulting to the session's.
         record = build_record(
             response_or_usage,
             session_id=self.id,
@@ -370,16 +393,55 @@ class Session:
         self.console.reporter.put(record)
         return record
 
+    def _must_sync(self, seq: int | None) -> bool:
+        """An append without `seq` needs the log's length first (once per handle)."""
+        return self.state.next_seq is None and seq is None
+
+    def _append_request(self, messages: Sequence[Any], system: Any, seq: int | None) -> _Request:
+        body, _ = self.state.append_body(messages, system, seq)
+        return _Request("POST", f"{self.state.path}/messages", {"json": body})
+
+    def _surface_request(self, format: Format | None) -> _Request:
+        headers = {}
+        cached = self.state.surface
+        if cached is not None and cached.etag and format in (None, cached.format):
+            headers["If-None-Match"] = cached.etag
+        params = {"format": format} if format else None
+        return _Request("GET", f"{self.state.path}/surface", {"headers": headers, "params": params})
+
+    def _compact_request(self, expected_surface_version: int | None) -> _Request:
+        body = (
+            {}
+            if expected_surface_version is None
+            else {"expected_surface_version": expected_surface_version}
+        )
+        return _Request("POST", f"{self.state.path}/compact", {"json": body})
+
+    def _overflow_request(self, error_text: str, surface_version: int | None) -> _Request:
+        body: dict[str, Any] = {"detail": error_text.replace("\x00", "")[:10_000]}
+        if surface_version is not None:
+            body["surface_version"] = surface_version
+        return _Request("POST", f"{self.state.path}/overflow", {"json": body})
+
+
+class Session(_SessionBase):
+    """One agent session: report usage, append the transcript, read the surface, compact."""
+
+    console: Console
+
+    def __init__(self, console: Console, state: SessionState) -> None:
+        self.console = console
+        self.state = state
+
     def append(
         self, messages: Sequence[Any], *, system: Any = None, seq: int | None = None
     ) -> AppendResult:
         """Append to the log; each message gets the next `seq` (or `seq` onwards). The
         Anthropic `system` prompt is seq 0, on the first append only. Idempotent on seq."""
-        if self.state.next_seq is None and seq is None:
+        if self._must_sync(seq):
             self.sync()
-        body, _ = self.state.append_body(messages, system, seq)
-        answer = self.console.request("POST", f"{self.state.path}/messages", json=body).json()
-        return self.state.appended(answer)
+        response = self._append_request(messages, system, seq).via(self.console.request)
+        return self.state.appended(response.json())
 
     def sync(self) -> int:
         """Learn how many messages the log holds (the next seq); 0 for a new session."""
@@ -393,38 +455,19 @@ class Session:
 
     def surface(self, *, format: Format | None = None) -> Surface:
         """The model-visible messages now; an unchanged surface costs a 304 (ETag)."""
-        headers = {}
-        cached = self.state.surface
-        if cached is not None and cached.etag and format in (None, cached.format):
-            headers["If-None-Match"] = cached.etag
-        params = {"format": format} if format else None
-        response = self.console.request(
-            "GET", f"{self.state.path}/surface", headers=headers, params=params
-        )
-        return self.state.surfaced(response)
+        return self.state.surfaced(self._surface_request(format).via(self.console.request))
 
     def compact(self, *, expected_surface_version: int | None = None) -> dict[str, Any]:
         """Manual, never-lossy compaction (the key needs the `compact` scope)."""
-        body = (
-            {}
-            if expected_surface_version is None
-            else {"expected_surface_version": expected_surface_version}
+        return self.state.compacted(
+            self._compact_request(expected_surface_version).via(self.console.request)
         )
-        answer: dict[str, Any] = self.console.request(
-            "POST", f"{self.state.path}/compact", json=body
-        ).json()
-        self.state.surface = None
-        return answer
 
     def overflow(self, error_text: str, *, surface_version: int | None = None) -> OverflowResult:
         """D4: the provider said the prompt is too long. Forced compaction; the new surface.
         Raises OverflowUnrecoverable when that surface was already relieved once."""
-        answer = self.console.request(
-            "POST",
-            f"{self.state.path}/overflow",
-            json=_overflow_body(error_text, surface_version),
-        ).json()
-        return self.state.overflowed(answer)
+        response = self._overflow_request(error_text, surface_version).via(self.console.request)
+        return self.state.overflowed(response.json())
 
     def policy(self) -> dict[str, Any]:
         return self.console.policy()
@@ -467,12 +510,10 @@ class AsyncConsole(_ConsoleBase):
             response = await self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise _unavailable(exc) from exc
-        if response.status_code >= 400:
-            raise _error_from(response)
-        return response
+        return _checked(response)
 
     async def policy(self, *, refresh: bool = False) -> dict[str, Any]:
-        cached = None if refresh else self._cached_policy()
+        cached = self._cached_policy(refresh)
         if cached is not None:
             return cached
         return self._keep_policy((await self.request("GET", f"{API_PREFIX}/policy")).json())
@@ -496,62 +537,21 @@ class AsyncConsole(_ConsoleBase):
         await self.aclose()
 
 
-class AsyncSession:
+class AsyncSession(_SessionBase):
     """The asyncio flavour of `Session` (same arguments, awaited)."""
+
+    console: AsyncConsole
 
     def __init__(self, console: AsyncConsole, state: SessionState) -> None:
         self.console = console
         self.state = state
 
-    @property
-    def id(self) -> str:
-        return self.state.session_id
-
-    def new_turn(self) -> int:
-        with self.state.lock:
-            if self.state.calls.get(self.state.turn):
-                self.state.turn += 1
-            return self.state.turn
-
-    def report(
-        self,
-        response_or_usage: Any,
-        *,
-        model: str | None = None,
-        turn: int | None = None,
-        call: int | None = None,
-        provider: str | None = None,
-        request_id: str | None = None,
-        surface_version: int | None = None,
-        window_tokens: int | None = None,
-        appended_chars: int | None = None,
-        prefix: list[dict[str, Any]] | None = None,
-    ) -> dict[str, Any] | None:
-        """Queue one call's usage (not a coroutine: a queue put never waits)."""
-        turn, call = self.state.record_ids(turn, call)
-        record = build_record(
-            response_or_usage,
-            session_id=self.id,
-            turn=turn,
-            call=call,
-            model=model,
-            provider=provider,
-            request_id=request_id,
-            surface_version=surface_version,
-            window_tokens=window_tokens or self.state.window_tokens,
-            appended_chars=appended_chars,
-            prefix=prefix,
-        )
-        self.console.reporter.put(record)
-        return record
-
     async def append(
         self, messages: Sequence[Any], *, system: Any = None, seq: int | None = None
     ) -> AppendResult:
-        if self.state.next_seq is None and seq is None:
+        if self._must_sync(seq):
             await self.sync()
-        body, _ = self.state.append_body(messages, system, seq)
-        response = await self.console.request("POST", f"{self.state.path}/messages", json=body)
+        response = await self._append_request(messages, system, seq).via(self.console.request)
         return self.state.appended(response.json())
 
     async def sync(self) -> int:
@@ -564,34 +564,18 @@ class AsyncSession:
         return self.state.next_seq or 0
 
     async def surface(self, *, format: Format | None = None) -> Surface:
-        headers = {}
-        cached = self.state.surface
-        if cached is not None and cached.etag and format in (None, cached.format):
-            headers["If-None-Match"] = cached.etag
-        params = {"format": format} if format else None
-        response = await self.console.request(
-            "GET", f"{self.state.path}/surface", headers=headers, params=params
-        )
-        return self.state.surfaced(response)
+        return self.state.surfaced(await self._surface_request(format).via(self.console.request))
 
     async def compact(self, *, expected_surface_version: int | None = None) -> dict[str, Any]:
-        body = (
-            {}
-            if expected_surface_version is None
-            else {"expected_surface_version": expected_surface_version}
+        return self.state.compacted(
+            await self._compact_request(expected_surface_version).via(self.console.request)
         )
-        response = await self.console.request("POST", f"{self.state.path}/compact", json=body)
-        self.state.surface = None
-        answer: dict[str, Any] = response.json()
-        return answer
 
     async def overflow(
         self, error_text: str, *, surface_version: int | None = None
     ) -> OverflowResult:
-        response = await self.console.request(
-            "POST",
-            f"{self.state.path}/overflow",
-            json=_overflow_body(error_text, surface_version),
+        response = await self._overflow_request(error_text, surface_version).via(
+            self.console.request
         )
         return self.state.overflowed(response.json())
 
