@@ -13,10 +13,12 @@ import logging
 import os
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, TypeVar
 
 from context_console.client import (
+    AppendResult,
     AsyncConsole,
     AsyncSession,
     CompactionBusy,
@@ -33,11 +35,13 @@ from context_console.conversation import (
     RoundLimitReached,
     RoundSignal,
     error_text,
+    is_overflow,
     prefix_segments,
     round_signal,
 )
 
 logger = logging.getLogger("context_console")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,14 @@ class Prepared:
 
 
 class LinkBase:
-    """State shared by the sync and async links; exposed to callers as `client.context`."""
+    """State shared by the sync and async links; exposed to callers as `client.context`.
+
+    Everything here does no I/O of its own (`session.report` is a queue put in both flavours):
+    planning the append, D8's round signal, the report's arguments, when the reply is due, what
+    an overflow's failure means. `Link` and `AsyncLink` add only the console calls, guarded by
+    the breaker, in the order these helpers give."""
+
+    session: Session | AsyncSession
 
     def __init__(self, options: AdapterOptions, conversation: Conversation) -> None:
         self.options = options
@@ -126,89 +137,149 @@ class LinkBase:
             ),
         }
 
+    # --- the steps of `before`, `after` and `overflow` that both flavours take ---------------
+
+    def _begin(self, history: list[Any], system: Any) -> AppendPlan | None:
+        """A call starts: what to append, and the turn it opens (D8)."""
+        self.last_request = None
+        plan = self.conversation.plan(history, system)
+        self.conversation.begin_call(plan)
+        return plan
+
+    def _keep_policy(self, policy: dict[str, Any] | None) -> None:
+        """A fetched policy replaces the last one; a failed fetch (None) keeps it."""
+        if policy is not None:
+            self._policy = policy
+
+    def _logged(self, plan: AppendPlan, result: AppendResult | None) -> bool:
+        """After the append (None: there was nothing new to append): does the log now hold the
+        whole history, so the surface may stand in for it?"""
+        conv = self.conversation
+        if result is not None:
+            conv.appended(plan, result.surface_version)
+        self.breaker.succeeded()
+        return conv.started and conv.logged == plan.history_length
+
+    def _report_call(self, prepared: Prepared, response: Any, report: dict[str, Any]) -> None:
+        """The call ended: count its round and queue its usage (a response without usage is
+        logged, never raised: the agent's call succeeded)."""
+        self.conversation.end_call()
+        try:
+            self.session.report(response, **self._report_args(prepared.surface), **report)
+        except ValueError as exc:
+            logger.warning("context console: cannot report this response: %s", exc)
+
+    def _reply_seq(self, prepared: Prepared) -> int | None:
+        """The seq of the reply when it is to be appended: only right after the history it
+        answers was logged, and never while the breaker is open."""
+        conv = self.conversation
+        if prepared.logged and conv.logged == prepared.history_length and self.breaker.allows():
+            return conv.reply_seq(prepared.history_length)
+        return None
+
+    def _overflow_version(self, surface: Surface | None) -> int | None:
+        """The surface version the overflow happened on: the one sent, else the log's."""
+        return surface.version if surface is not None else self.conversation.surface_version
+
+    def _overflow_refused(self, exc: ConsoleError) -> None:
+        """The console could not relieve the overflow: the caller's error will stand."""
+        if isinstance(exc, OverflowUnrecoverable):
+            logger.warning("context console: overflow not recoverable: %s", exc)
+        else:
+            self.breaker.failed(exc)
+
+    def _recovered(self, prepared: Prepared, surface: Surface | None) -> Prepared:
+        """What was actually sent, after an overflow's retry or not (its surface is reported)."""
+        self.last_surface_version = surface.version if surface is not None else None
+        return replace(prepared, surface=surface)
+
 
 class Link(LinkBase):
     """The synchronous link between one wrapped client and one console session."""
+
+    session: Session
 
     def __init__(self, session: Session, options: AdapterOptions, conversation: Conversation):
         super().__init__(options, conversation)
         self.session = session
 
-    def _load_policy(self) -> None:
+    def _guarded(self, call: Callable[[], _T]) -> _T | None:
+        """`call()` unless the breaker is open; a console error opens it and gives None."""
         if not self.breaker.allows():
-            return
+            return None
         try:
-            self._policy = self.session.policy()
+            return call()
         except ConsoleError as exc:
             self.breaker.failed(exc)
+            return None
+
+    def _log(self, plan: AppendPlan) -> bool:
+        result = None
+        if plan.messages or plan.system is not None:
+            result = self.session.append(plan.messages, system=plan.system, seq=plan.seq)
+        return self._logged(plan, result)
 
     def before(self, history: list[Any], system: Any = None) -> Prepared:
-        conv = self.conversation
-        self.last_request = None
-        plan = conv.plan(history, system)
-        conv.begin_call(plan)
-        self._load_policy()
+        plan = self._begin(history, system)
+        self._keep_policy(self._guarded(self.session.policy))
         self._check_stop()
-        logged = False
-        if plan is not None and self.breaker.allows():
-            try:
-                if plan.messages or plan.system is not None:
-                    result = self.session.append(plan.messages, system=plan.system, seq=plan.seq)
-                    conv.appended(plan, result.surface_version)
-                logged = conv.started and conv.logged == len(history)
-                self.breaker.succeeded()
-            except ConsoleError as exc:
-                self.breaker.failed(exc)
+        logged = plan is not None and bool(self._guarded(lambda: self._log(plan)))
         surface = None
-        if self.options.use_surface and logged and self.breaker.allows():
-            try:
-                surface = self.session.surface()
-            except ConsoleError as exc:
-                self.breaker.failed(exc)
+        if self.options.use_surface and logged:
+            surface = self._guarded(self.session.surface)
         return Prepared(plan, len(history), surface, logged)
+
+    def call(
+        self,
+        prepared: Prepared,
+        attempt: Callable[[Surface | None], _T],
+        errors: type[BaseException] = Exception,
+    ) -> tuple[_T, Prepared]:
+        """`attempt(surface)`; on a context-length error (one of `errors`) report it (D4) and
+        attempt once more on the new surface. Returns the result and what was sent."""
+        surface = prepared.surface
+        try:
+            result = attempt(surface)
+        except errors as exc:
+            if not is_overflow(exc):
+                raise
+            surface = self.overflow(exc, surface)
+            if surface is None:
+                raise
+            try:
+                result = attempt(surface)
+            except errors as again:
+                if is_overflow(again):
+                    self.overflow_again(again, surface)
+                raise
+            self.overflows_recovered += 1
+        return result, self._recovered(prepared, surface)
 
     def after(
         self, prepared: Prepared, response: Any, reply: dict[str, Any] | None, **report: Any
     ) -> None:
-        conv = self.conversation
-        conv.end_call()
-        try:
-            self.session.report(response, **self._report_args(prepared.surface), **report)
-        except ValueError as exc:
-            logger.warning("context console: cannot report this response: %s", exc)
-        if (
-            reply is not None
-            and prepared.logged
-            and conv.logged == prepared.history_length
-            and self.breaker.allows()
-        ):
-            try:
-                result = self.session.append([reply], seq=conv.reply_seq(prepared.history_length))
-                conv.reply_appended(result.surface_version)
-            except ConsoleError as exc:
-                self.breaker.failed(exc)
+        self._report_call(prepared, response, report)
+        seq = self._reply_seq(prepared)
+        if reply is not None and seq is not None:
+            result = self._guarded(lambda: self.session.append([reply], seq=seq))
+            if result is not None:
+                self.conversation.reply_appended(result.surface_version)
         self._signal_now()
 
     def overflow(self, error: BaseException, surface: Surface | None) -> Surface | None:
         """D4: report the overflow; the surface to retry with, or None (then the caller's error
-        stands)."""
-        version = surface.version if surface is not None else self.conversation.surface_version
+        stands). While another compaction runs (409) it asks again, `busy_retries` times."""
+        text, version = error_text(error), self._overflow_version(surface)
         try:
             for _ in range(self.options.busy_retries):
                 try:
-                    result = self.session.overflow(error_text(error), surface_version=version)
-                    break
+                    return self.session.overflow(text, surface_version=version).surface
                 except CompactionBusy:
                     time.sleep(self.options.busy_wait_seconds)
-            else:
-                result = self.session.overflow(error_text(error), surface_version=version)
-        except OverflowUnrecoverable as exc:
-            logger.warning("context console: overflow not recoverable: %s", exc)
-            return None
+            return self.session.overflow(text, surface_version=version).surface
         except ConsoleError as exc:
-            self.breaker.failed(exc)
+            self._overflow_refused(exc)
             return None
-        return result.surface
 
     def overflow_again(self, error: BaseException, surface: Surface | None) -> None:
         """The retry overflowed too: tell the console (it counts it), then the error stands."""
@@ -221,89 +292,72 @@ class Link(LinkBase):
 
 
 class AsyncLink(LinkBase):
-    """The asyncio flavour of `Link`."""
+    """The asyncio flavour of `Link`: the same steps, the console calls awaited."""
+
+    session: AsyncSession
 
     def __init__(self, session: AsyncSession, options: AdapterOptions, conversation: Conversation):
         super().__init__(options, conversation)
         self.session = session
 
-    async def _load_policy(self) -> None:
+    async def _guarded(self, call: Callable[[], Awaitable[_T]]) -> _T | None:
         if not self.breaker.allows():
-            return
+            return None
         try:
-            self._policy = await self.session.policy()
+            return await call()
         except ConsoleError as exc:
             self.breaker.failed(exc)
+            return None
+
+    async def _log(self, plan: AppendPlan) -> bool:
+        result = None
+        if plan.messages or plan.system is not None:
+            result = await self.session.append(plan.messages, system=plan.system, seq=plan.seq)
+        return self._logged(plan, result)
 
     async def before(self, history: list[Any], system: Any = None) -> Prepared:
-        conv = self.conversation
-        self.last_request = None
-        plan = conv.plan(history, system)
-        conv.begin_call(plan)
-        await self._load_policy()
+        plan = self._begin(history, system)
+        self._keep_policy(await self._guarded(self.session.policy))
         self._check_stop()
-        logged = False
-        if plan is not None and self.breaker.allows():
-            try:
-                if plan.messages or plan.system is not None:
-                    result = await self.session.append(
-                        plan.messages, system=plan.system, seq=plan.seq
-                    )
-                    conv.appended(plan, result.surface_version)
-                logged = conv.started and conv.logged == len(history)
-                self.breaker.succeeded()
-            except ConsoleError as exc:
-                self.breaker.failed(exc)
+        logged = plan is not None and bool(await self._guarded(lambda: self._log(plan)))
         surface = None
-        if self.options.use_surface and logged and self.breaker.allows():
-            try:
-                surface = await self.session.surface()
-            except ConsoleError as exc:
-                self.breaker.failed(exc)
+        if self.options.use_surface and logged:
+            surface = await self._guarded(self.session.surface)
         return Prepared(plan, len(history), surface, logged)
+
+    async def call(
+        self,
+        prepared: Prepared,
+        attempt: Callable[[Surface | None], Awaitable[_T]],
+        errors: type[BaseException] = Exception,
+    ) -> tuple[_T, Prepared]:
+        return await recover_async(
+            self, prepared, attempt, errors, self.overflow, self.overflow_again
+        )
 
     async def after(
         self, prepared: Prepared, response: Any, reply: dict[str, Any] | None, **report: Any
     ) -> None:
-        conv = self.conversation
-        conv.end_call()
-        try:
-            self.session.report(response, **self._report_args(prepared.surface), **report)
-        except ValueError as exc:
-            logger.warning("context console: cannot report this response: %s", exc)
-        if (
-            reply is not None
-            and prepared.logged
-            and conv.logged == prepared.history_length
-            and self.breaker.allows()
-        ):
-            try:
-                result = await self.session.append(
-                    [reply], seq=conv.reply_seq(prepared.history_length)
-                )
-                conv.reply_appended(result.surface_version)
-            except ConsoleError as exc:
-                self.breaker.failed(exc)
+        self._report_call(prepared, response, report)
+        seq = self._reply_seq(prepared)
+        if reply is not None and seq is not None:
+            result = await self._guarded(lambda: self.session.append([reply], seq=seq))
+            if result is not None:
+                self.conversation.reply_appended(result.surface_version)
         self._signal_now()
 
     async def overflow(self, error: BaseException, surface: Surface | None) -> Surface | None:
-        version = surface.version if surface is not None else self.conversation.surface_version
+        text, version = error_text(error), self._overflow_version(surface)
         try:
             for _ in range(self.options.busy_retries):
                 try:
-                    result = await self.session.overflow(error_text(error), surface_version=version)
-                    break
+                    return (await self.session.overflow(text, surface_version=version)).surface
                 except CompactionBusy:
                     await asyncio.sleep(self.options.busy_wait_seconds)
-            else:
-                result = await self.session.overflow(error_text(error), surface_version=version)
-        except OverflowUnrecoverable as exc:
-            logger.warning("context console: overflow not recoverable: %s", exc)
-            return None
+            return (await self.session.overflow(text, surface_version=version)).surface
         except ConsoleError as exc:
-            self.breaker.failed(exc)
+            self._overflow_refused(exc)
             return None
-        return result.surface
 
     async def overflow_again(self, error: BaseException, surface: Surface | None) -> None:
         self.overflows_failed += 1
@@ -312,3 +366,230 @@ class AsyncLink(LinkBase):
             await self.session.overflow(error_text(error), surface_version=version)
         except ConsoleError as exc:
             logger.warning("context console: second overflow: %s", exc)
+
+
+async def recover_async(
+    link: LinkBase,
+    prepared: Prepared,
+    attempt: Callable[[Surface | None], Awaitable[_T]],
+    errors: type[BaseException],
+    overflow: Callable[[BaseException, Surface | None], Awaitable[Surface | None]],
+    overflow_again: Callable[[BaseException, Surface | None], Awaitable[None]],
+) -> tuple[_T, Prepared]:
+    """`Link.call` for an awaited `attempt`. The console calls are passed in, so an async
+    agent on a sync `Link` (LangChain) can run them in a worker thread."""
+    surface = prepared.surface
+    try:
+        result = await attempt(surface)
+    except errors as exc:
+        if not is_overflow(exc):
+            raise
+        surface = await overflow(exc, surface)
+        if surface is None:
+            raise
+        try:
+            result = await attempt(surface)
+        except errors as again:
+            if is_overflow(again):
+                await overflow_again(again, surface)
+            raise
+        link.overflows_recovered += 1
+    return result, link._recovered(prepared, surface)
+
+
+# --- what the provider adapters share: the session check, streams, endpoints, the client ------
+
+_S = TypeVar("_S", Session, AsyncSession)
+
+
+def checked_session(
+    session: Session | AsyncSession | None, session_id: str | None, kind: type[_S], refusal: str
+) -> _S:
+    """`session`, else one from the environment (`session_from_env`); a TypeError saying
+    `refusal` when it is not of the client's flavour (`kind`)."""
+    if session is None:
+        session = session_from_env(session_id, asynchronous=kind is AsyncSession)
+    if not isinstance(session, kind):
+        raise TypeError(refusal)
+    return session
+
+
+class Accumulator(Protocol):
+    """Rebuilds a streamed call's final response from the stream's items (provider-specific)."""
+
+    def add(self, item: Any) -> None: ...
+
+    def final(self) -> Any:
+        """The final response as the SDK would have returned it; None until the stream said
+        enough (a stream cut short is never reported)."""
+
+
+class _PassThrough:
+    def __init__(self, stream: Any, accumulator: Accumulator, finish: Callable[[Any], Any]):
+        self._stream = stream
+        self._acc = accumulator
+        self._finish = finish
+        self._finished = False
+
+    def _take_final(self) -> Any:
+        """The final response the first time it is known, else None: `finish` runs once."""
+        final = self._acc.final()
+        if self._finished or final is None:
+            return None
+        self._finished = True
+        return final
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class Stream(_PassThrough):
+    """The SDK's stream, passed through item by item; at its end (or `close`) the reply is
+    logged and the usage reported, through `finish(final)`."""
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in self._stream:
+            self._acc.add(item)
+            yield item
+        self._complete()
+
+    def _complete(self) -> None:
+        final = self._take_final()
+        if final is not None:
+            self._finish(final)
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._complete()
+        self._stream.close()
+
+
+class AsyncStream(_PassThrough):
+    """The async SDK stream's flavour of `Stream` (`finish` is awaited)."""
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._items()
+
+    async def _items(self) -> AsyncIterator[Any]:
+        async for item in self._stream:
+            self._acc.add(item)
+            yield item
+        await self._complete()
+
+    async def _complete(self) -> None:
+        final = self._take_final()
+        if final is not None:
+            await self._finish(final)
+
+    async def __aenter__(self) -> AsyncStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._complete()
+        await self._stream.close()
+
+
+def stream_request_id(stream: Any, header: str) -> str | None:
+    """The request id of a streamed call, from the SDK stream's HTTP response headers."""
+    headers = getattr(getattr(stream, "response", None), "headers", None)
+    value = headers.get(header) if headers is not None else None
+    return str(value) if value else None
+
+
+@dataclass(frozen=True)
+class Wire:
+    """How one SDK endpoint speaks: the provider-specific half of an adapter. `history` gives
+    the (history, system) to log from the call's keyword arguments; `request` the arguments
+    actually sent (the surface, the nudge; it sets `link.last_request`); `reply` the assistant
+    message to log from a response; `accumulator` rebuilds a streamed response; `errors` are
+    the SDK's status errors (only those can be an overflow)."""
+
+    history: Callable[[dict[str, Any], LinkBase], tuple[list[Any], Any]]
+    request: Callable[[dict[str, Any], LinkBase, Surface | None], dict[str, Any]]
+    reply: Callable[[Any], dict[str, Any] | None]
+    accumulator: Callable[[], Accumulator]
+    request_id_header: str
+    errors: type[BaseException]
+
+
+class _EndpointBase:
+    def __init__(self, resource: Any, wire: Wire) -> None:
+        self._resource = resource
+        self._wire = wire
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._resource, name)
+
+
+class Endpoint(_EndpointBase):
+    """An SDK resource (`messages`, `chat.completions`, `responses`) whose `create` goes
+    through the link: logged before, surfaced, recovered once from an overflow, reported after
+    (a stream at its end). Everything else on the resource is the SDK's own."""
+
+    def __init__(self, resource: Any, link: Link, wire: Wire) -> None:
+        super().__init__(resource, wire)
+        self._link = link
+
+    def create(self, **params: Any) -> Any:
+        link, wire = self._link, self._wire
+        prepared = link.before(*wire.history(params, link))
+        response, used = link.call(
+            prepared,
+            lambda surface: self._resource.create(**wire.request(params, link, surface)),
+            wire.errors,
+        )
+        if not params.get("stream"):
+            link.after(used, response, wire.reply(response))
+            return response
+        request_id = stream_request_id(response, wire.request_id_header)
+
+        def finish(final: Any) -> None:
+            link.after(used, final, wire.reply(final), request_id=request_id)
+
+        return Stream(response, wire.accumulator(), finish)
+
+
+class AsyncEndpoint(_EndpointBase):
+    """The async SDK resource's flavour of `Endpoint`."""
+
+    def __init__(self, resource: Any, link: AsyncLink, wire: Wire) -> None:
+        super().__init__(resource, wire)
+        self._link = link
+
+    async def create(self, **params: Any) -> Any:
+        link, wire = self._link, self._wire
+        prepared = await link.before(*wire.history(params, link))
+
+        async def attempt(surface: Surface | None) -> Any:
+            return await self._resource.create(**wire.request(params, link, surface))
+
+        response, used = await link.call(prepared, attempt, wire.errors)
+        if not params.get("stream"):
+            await link.after(used, response, wire.reply(response))
+            return response
+        request_id = stream_request_id(response, wire.request_id_header)
+
+        async def finish(final: Any) -> None:
+            await link.after(used, final, wire.reply(final), request_id=request_id)
+
+        return AsyncStream(response, wire.accumulator(), finish)
+
+
+class WrappedClient:
+    """An SDK client whose conversational endpoints go through a link (`context`: D8's
+    `context.signal`, `context.session`, the counters); every other attribute is the SDK's."""
+
+    def __init__(self, client: Any, link: LinkBase) -> None:
+        self._client = client
+        self.context = link
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)

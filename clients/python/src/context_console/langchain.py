@@ -13,18 +13,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from langchain_core.messages.utils import convert_to_openai_messages
 
-from context_console.adapter import AdapterOptions, AsyncLink, Link, LinkBase, Prepared
+from context_console.adapter import (
+    AdapterOptions,
+    AsyncLink,
+    Link,
+    LinkBase,
+    Prepared,
+    recover_async,
+)
 from context_console.client import AsyncConsole, Console, Surface
-from context_console.conversation import Conversation, is_overflow
+from context_console.conversation import Conversation
 from context_console.records import ANTHROPIC, OPENAI_CHAT, OTEL
 
 __all__ = ["ContextConsoleMiddleware", "usage_of"]
+
+_R = TypeVar("_R")
 
 
 def usage_of(message: AIMessage) -> tuple[dict[str, Any], str, str | None] | None:
@@ -171,20 +180,22 @@ class ContextConsoleMiddleware(AgentMiddleware):
         return request.override(messages=messages)
 
     @staticmethod
-    def _report(response: ModelResponse[Any]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    def _outcome(response: ModelResponse[Any]) -> tuple[Any, dict[str, Any] | None, dict[str, Any]]:
+        """(usage, reply, report keywords) of a model call; usage None when there is none to
+        report (the call still counts as a round)."""
         message, reply = _reply(response)
-        if message is None:
-            return reply, {}
-        found = usage_of(message)
-        if found is None:
-            return reply, {}
+        found = usage_of(message) if message is not None else None
+        if message is None or found is None:
+            return None, reply, {}
         usage, provider, model = found
-        return reply, {
-            "usage": usage,
-            "provider": provider,
-            "model": model,
-            "request_id": message.id,
-        }
+        return usage, reply, {"provider": provider, "model": model, "request_id": message.id}
+
+    def _after(self, link: Link, used: Prepared, response: ModelResponse[Any]) -> None:
+        usage, reply, report = self._outcome(response)
+        if usage is None:
+            link.conversation.end_call()
+        else:
+            link.after(used, usage, reply, **report)
 
     # --- sync -------------------------------------------------------------------------------
 
@@ -197,42 +208,11 @@ class ContextConsoleMiddleware(AgentMiddleware):
         if not isinstance(link, Link):
             raise TypeError("an AsyncConsole serves async agents only (ainvoke/astream)")
         prepared = link.before(_history(request))
-        surface = prepared.surface
-        try:
-            response = handler(self._request(request, link, surface))
-        except Exception as exc:
-            if not is_overflow(exc):
-                raise
-            surface = link.overflow(exc, surface)
-            if surface is None:
-                raise
-            try:
-                response = handler(self._request(request, link, surface))
-            except Exception as again:
-                if is_overflow(again):
-                    link.overflow_again(again, surface)
-                raise
-            link.overflows_recovered += 1
-        link.last_surface_version = surface.version if surface is not None else None
-        self._after_sync(link, prepared, surface, response)
-        return response
-
-    def _after_sync(
-        self, link: Link, prepared: Prepared, surface: Surface | None, response: ModelResponse[Any]
-    ) -> None:
-        reply, found = self._report(response)
-        used = Prepared(prepared.plan, prepared.history_length, surface, prepared.logged)
-        if not found:
-            link.conversation.end_call()
-            return
-        link.after(
-            used,
-            found["usage"],
-            reply,
-            model=found["model"],
-            provider=found["provider"],
-            request_id=found["request_id"],
+        response, used = link.call(
+            prepared, lambda surface: handler(self._request(request, link, surface))
         )
+        self._after(link, used, response)
+        return response
 
     # --- async ------------------------------------------------------------------------------
 
@@ -242,52 +222,46 @@ class ContextConsoleMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
         link = self.link()
-        if isinstance(link, Link):
-            # A sync console: its calls run in a worker thread, off the event loop.
-            prepared = await asyncio.to_thread(link.before, _history(request))
-        else:
-            assert isinstance(link, AsyncLink)
-            prepared = await link.before(_history(request))
-        surface = prepared.surface
-        try:
-            response = await handler(self._request(request, link, surface))
-        except Exception as exc:
-            if not is_overflow(exc):
-                raise
-            if isinstance(link, Link):
-                surface = await asyncio.to_thread(link.overflow, exc, surface)
-            else:
-                assert isinstance(link, AsyncLink)
-                surface = await link.overflow(exc, surface)
-            if surface is None:
-                raise
-            try:
-                response = await handler(self._request(request, link, surface))
-            except Exception as again:
-                if is_overflow(again):
-                    if isinstance(link, Link):
-                        await asyncio.to_thread(link.overflow_again, again, surface)
-                    else:
-                        assert isinstance(link, AsyncLink)
-                        await link.overflow_again(again, surface)
-                raise
-            link.overflows_recovered += 1
-        link.last_surface_version = surface.version if surface is not None else None
-        if isinstance(link, Link):
-            await asyncio.to_thread(self._after_sync, link, prepared, surface, response)
-            return response
-        assert isinstance(link, AsyncLink)
-        reply, found = self._report(response)
-        used = Prepared(prepared.plan, prepared.history_length, surface, prepared.logged)
-        if not found:
+        run = link if isinstance(link, AsyncLink) else _InThread(link)
+        prepared = await run.before(_history(request))
+
+        async def attempt(surface: Surface | None) -> ModelResponse[Any]:
+            return await handler(self._request(request, link, surface))
+
+        response, used = await run.call(prepared, attempt)
+        usage, reply, report = self._outcome(response)
+        if usage is None:
             link.conversation.end_call()
-            return response
-        await link.after(
-            used,
-            found["usage"],
-            reply,
-            model=found["model"],
-            provider=found["provider"],
-            request_id=found["request_id"],
-        )
+        else:
+            await run.after(used, usage, reply, **report)
         return response
+
+
+class _InThread:
+    """A sync `Link` seen from an async agent: each console call runs in a worker thread, off
+    the event loop (a `Console` serves sync and async runs alike)."""
+
+    def __init__(self, link: LinkBase) -> None:
+        assert isinstance(link, Link)
+        self.link = link
+
+    async def before(self, history: list[Any]) -> Prepared:
+        return await asyncio.to_thread(self.link.before, history)
+
+    async def call(
+        self, prepared: Prepared, attempt: Callable[[Surface | None], Awaitable[_R]]
+    ) -> tuple[_R, Prepared]:
+        link = self.link
+
+        async def overflow(error: BaseException, surface: Surface | None) -> Surface | None:
+            return await asyncio.to_thread(link.overflow, error, surface)
+
+        async def overflow_again(error: BaseException, surface: Surface | None) -> None:
+            await asyncio.to_thread(link.overflow_again, error, surface)
+
+        return await recover_async(link, prepared, attempt, Exception, overflow, overflow_again)
+
+    async def after(
+        self, prepared: Prepared, response: Any, reply: dict[str, Any] | None, **report: Any
+    ) -> None:
+        await asyncio.to_thread(self.link.after, prepared, response, reply, **report)

@@ -7,26 +7,34 @@ output; the console splits them), and with `use_surface=True` send the console's
 of the caller's history. A context-length error goes to `/overflow` and the call is retried once
 on the new surface (D4). `client.context.signal` is D8's round signal. A streamed chat call gets
 `stream_options.include_usage` so its usage can be reported.
+
+What is OpenAI's own lives here (the rest is `context_console.adapter`): two endpoints, each a
+`Wire`. Chat keeps the system prompt among the messages, gets no cache breakpoints (OpenAI
+caches prefixes by itself) and is streamed as chunks to rebuild (`_ChatAccumulator`); Responses
+items are converted to and from Chat messages for the log, `previous_response_id` means the
+input holds only what is new, and its stream ends with the whole response.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any, overload
 
 import openai
 
 from context_console.adapter import (
     AdapterOptions,
+    AsyncEndpoint,
     AsyncLink,
+    Endpoint,
     Link,
     LinkBase,
-    Prepared,
-    session_from_env,
+    Wire,
+    WrappedClient,
+    checked_session,
 )
 from context_console.client import AsyncSession, Session, Surface
-from context_console.conversation import Conversation, is_overflow
+from context_console.conversation import Conversation
 from context_console.records import jsonable
 
 __all__ = [
@@ -83,18 +91,15 @@ def wrap(
         window_tokens=window_tokens,
     )
     if isinstance(client, openai.AsyncOpenAI):
-        if session is None:
-            session = session_from_env(session_id, asynchronous=True)
-        if not isinstance(session, AsyncSession):
-            raise TypeError("an AsyncOpenAI client needs an AsyncConsole session")
-        session.state.format = "openai"
-        return AsyncContextOpenAI(client, AsyncLink(session, options, Conversation("openai")))
-    if session is None:
-        session = session_from_env(session_id, asynchronous=False)
-    if not isinstance(session, Session):
-        raise TypeError("an OpenAI client needs a (synchronous) Console session")
-    session.state.format = "openai"
-    return ContextOpenAI(client, Link(session, options, Conversation("openai")))
+        refusal = "an AsyncOpenAI client needs an AsyncConsole session"
+        async_session = checked_session(session, session_id, AsyncSession, refusal)
+        async_session.state.format = "openai"
+        link = AsyncLink(async_session, options, Conversation("openai"))
+        return AsyncContextOpenAI(client, link)
+    refusal = "an OpenAI client needs a (synchronous) Console session"
+    sync_session = checked_session(session, session_id, Session, refusal)
+    sync_session.state.format = "openai"
+    return ContextOpenAI(client, Link(sync_session, options, Conversation("openai")))
 
 
 # --- Responses items <-> Chat messages -------------------------------------------------------
@@ -193,7 +198,7 @@ def responses_input_from_chat(messages: list[dict[str, Any]]) -> list[dict[str, 
     return items
 
 
-# --- shared request/response helpers ----------------------------------------------------------
+# --- the two endpoints' wire details (see `Wire`) ----------------------------------------
 
 
 def _chat_request(
@@ -282,7 +287,8 @@ class _ChatAccumulator:
                 slot["function"]["arguments"] += function.get("arguments") or ""
             self.finish = choice.get("finish_reason") or self.finish
 
-    def completion(self) -> dict[str, Any] | None:
+    def final(self) -> dict[str, Any] | None:
+        """The chat completion the stream amounts to (None before its first chunk)."""
         if self.document is None:
             return None
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) or None}
@@ -294,194 +300,49 @@ class _ChatAccumulator:
         }
 
 
-def _completed_response(event: Any) -> Any:
-    if getattr(event, "type", None) == "response.completed":
-        return event.response
-    return None
+class _ResponsesAccumulator:
+    """A streamed Responses call ends with `response.completed`, which carries the whole
+    response (usage included): nothing to rebuild."""
+
+    def __init__(self) -> None:
+        self.response: Any = None
+
+    def add(self, event: Any) -> None:
+        if getattr(event, "type", None) == "response.completed":
+            self.response = event.response
+
+    def final(self) -> Any:
+        return self.response
 
 
-class _Stream:
-    """Passes a stream through; at its end the reply is logged and the usage reported."""
-
-    def __init__(self, stream: Any, kind: str, finish: Any) -> None:
-        self._stream = stream
-        self._kind = kind
-        self._finish = finish
-        self._chat = _ChatAccumulator()
-        self._response: Any = None
-        self._finished = False
-
-    def _add(self, item: Any) -> None:
-        if self._kind == "chat":
-            self._chat.add(item)
-        else:
-            self._response = _completed_response(item) or self._response
-
-    def _final(self) -> Any:
-        return self._chat.completion() if self._kind == "chat" else self._response
-
-    def __iter__(self) -> Iterator[Any]:
-        for item in self._stream:
-            self._add(item)
-            yield item
-        self._complete()
-
-    def _complete(self) -> None:
-        final = self._final()
-        if not self._finished and final is not None:
-            self._finished = True
-            self._finish(final)
-
-    def __enter__(self) -> _Stream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._complete()
-        self._stream.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
+def _chat_history(params: dict[str, Any], link: LinkBase) -> tuple[list[Any], Any]:
+    return list(params.get("messages") or []), None
 
 
-class _AsyncStream(_Stream):
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self._aiter()
-
-    async def _aiter(self) -> AsyncIterator[Any]:
-        async for item in self._stream:
-            self._add(item)
-            yield item
-        await self._acomplete()
-
-    async def _acomplete(self) -> None:
-        final = self._final()
-        if not self._finished and final is not None:
-            self._finished = True
-            await self._finish(final)
-
-    async def __aenter__(self) -> _AsyncStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._acomplete()
-        await self._stream.close()
-
-
-def _request_id(stream: Any) -> str | None:
-    response = getattr(stream, "response", None)
-    headers = getattr(response, "headers", None)
-    value = headers.get("x-request-id") if headers is not None else None
-    return str(value) if value else None
-
-
-# --- sync ---------------------------------------------------------------------------------------
-
-
-def _history(kind: str, params: dict[str, Any], link: LinkBase) -> list[Any]:
-    if kind == "chat":
-        return list(params.get("messages") or [])
+def _responses_history(params: dict[str, Any], link: LinkBase) -> tuple[list[Any], Any]:
     converted = chat_from_responses_input(params.get("input"))
     if params.get("previous_response_id"):
         # Server-side state: the input holds only what is new since the logged history.
-        return [{}] * link.conversation.logged + converted
-    return converted
+        return [{}] * link.conversation.logged + converted, None
+    return converted, None
 
 
-class _Endpoint:
-    def __init__(self, resource: Any, link: Link, kind: str) -> None:
-        self._resource = resource
-        self._link = link
-        self._kind = kind
-
-    def _build(self, params: dict[str, Any], surface: Surface | None) -> dict[str, Any]:
-        if self._kind == "chat":
-            return _chat_request(params, self._link, surface)
-        return _responses_request(params, self._link, surface)
-
-    def create(self, **params: Any) -> Any:
-        link = self._link
-        prepared = link.before(_history(self._kind, params, link))
-        surface = prepared.surface
-        try:
-            response = self._resource.create(**self._build(params, surface))
-        except openai.APIStatusError as exc:
-            if not is_overflow(exc):
-                raise
-            surface = link.overflow(exc, surface)
-            if surface is None:
-                raise
-            try:
-                response = self._resource.create(**self._build(params, surface))
-            except openai.APIStatusError as again:
-                if is_overflow(again):
-                    link.overflow_again(again, surface)
-                raise
-            link.overflows_recovered += 1
-        link.last_surface_version = surface.version if surface is not None else None
-        used = Prepared(prepared.plan, prepared.history_length, surface, prepared.logged)
-        reply = _chat_reply if self._kind == "chat" else _responses_reply
-        if params.get("stream"):
-            request_id = _request_id(response)
-
-            def finish(final: Any) -> None:
-                link.after(used, final, reply(final), request_id=request_id)
-
-            return _Stream(response, self._kind, finish)
-        link.after(used, response, reply(response))
-        return response
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._resource, name)
-
-
-class _AsyncEndpoint:
-    def __init__(self, resource: Any, link: AsyncLink, kind: str) -> None:
-        self._resource = resource
-        self._link = link
-        self._kind = kind
-
-    def _build(self, params: dict[str, Any], surface: Surface | None) -> dict[str, Any]:
-        if self._kind == "chat":
-            return _chat_request(params, self._link, surface)
-        return _responses_request(params, self._link, surface)
-
-    async def create(self, **params: Any) -> Any:
-        link = self._link
-        prepared = await link.before(_history(self._kind, params, link))
-        surface = prepared.surface
-        try:
-            response = await self._resource.create(**self._build(params, surface))
-        except openai.APIStatusError as exc:
-            if not is_overflow(exc):
-                raise
-            surface = await link.overflow(exc, surface)
-            if surface is None:
-                raise
-            try:
-                response = await self._resource.create(**self._build(params, surface))
-            except openai.APIStatusError as again:
-                if is_overflow(again):
-                    await link.overflow_again(again, surface)
-                raise
-            link.overflows_recovered += 1
-        link.last_surface_version = surface.version if surface is not None else None
-        used = Prepared(prepared.plan, prepared.history_length, surface, prepared.logged)
-        reply = _chat_reply if self._kind == "chat" else _responses_reply
-        if params.get("stream"):
-            request_id = _request_id(response)
-
-            async def finish(final: Any) -> None:
-                await link.after(used, final, reply(final), request_id=request_id)
-
-            return _AsyncStream(response, self._kind, finish)
-        await link.after(used, response, reply(response))
-        return response
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._resource, name)
+_CHAT = Wire(
+    history=_chat_history,
+    request=_chat_request,
+    reply=_chat_reply,
+    accumulator=_ChatAccumulator,
+    request_id_header="x-request-id",
+    errors=openai.APIStatusError,
+)
+_RESPONSES = Wire(
+    history=_responses_history,
+    request=_responses_request,
+    reply=_responses_reply,
+    accumulator=_ResponsesAccumulator,
+    request_id_header="x-request-id",
+    errors=openai.APIStatusError,
+)
 
 
 class _Namespace:
@@ -495,32 +356,28 @@ class _Namespace:
         return getattr(self._inner, name)
 
 
-class ContextOpenAI:
+class ContextOpenAI(WrappedClient):
     """An `openai.OpenAI` whose chat.completions.create and responses.create go through the
     console. `context` holds the link (`context.signal`, counters)."""
 
+    context: Link
+
     def __init__(self, client: openai.OpenAI, link: Link) -> None:
-        self._client = client
-        self.context = link
+        super().__init__(client, link)
         self.chat = _Namespace(
-            client.chat, completions=_Endpoint(client.chat.completions, link, "chat")
+            client.chat, completions=Endpoint(client.chat.completions, link, _CHAT)
         )
-        self.responses = _Endpoint(client.responses, link, "responses")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
+        self.responses = Endpoint(client.responses, link, _RESPONSES)
 
 
-class AsyncContextOpenAI:
+class AsyncContextOpenAI(WrappedClient):
     """The `openai.AsyncOpenAI` flavour of `ContextOpenAI`."""
 
-    def __init__(self, client: openai.AsyncOpenAI, link: AsyncLink) -> None:
-        self._client = client
-        self.context = link
-        self.chat = _Namespace(
-            client.chat, completions=_AsyncEndpoint(client.chat.completions, link, "chat")
-        )
-        self.responses = _AsyncEndpoint(client.responses, link, "responses")
+    context: AsyncLink
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
+    def __init__(self, client: openai.AsyncOpenAI, link: AsyncLink) -> None:
+        super().__init__(client, link)
+        self.chat = _Namespace(
+            client.chat, completions=AsyncEndpoint(client.chat.completions, link, _CHAT)
+        )
+        self.responses = AsyncEndpoint(client.responses, link, _RESPONSES)

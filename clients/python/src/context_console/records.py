@@ -36,8 +36,8 @@ def jsonable(value: Any) -> Any:
 
 def provider_of(response: Any) -> str | None:
     """The usage format of a raw SDK response (or its dict form), None when unknown."""
-    kind = _field(response, "type")
-    obj = _field(response, "object")
+    kind = field_of(response, "type")
+    obj = field_of(response, "object")
     if kind == "message":
         return ANTHROPIC
     if obj in ("chat.completion", "chat.completion.chunk"):
@@ -47,7 +47,9 @@ def provider_of(response: Any) -> str | None:
     return None
 
 
-def _field(value: Any, name: str) -> Any:
+def field_of(value: Any, name: str) -> Any:
+    """`value[name]` of a mapping, else the attribute (None when absent): SDK objects and
+    their dict forms alike."""
     if isinstance(value, Mapping):
         return value.get(name)
     return getattr(value, name, None)
@@ -74,15 +76,15 @@ def build_record(
     response's own. Raises ValueError when no usage or no model can be found.
     """
     usage: Any
-    raw_usage = _field(response_or_usage, "usage")
+    raw_usage = field_of(response_or_usage, "usage")
     if raw_usage is not None and not isinstance(raw_usage, int | float):
         usage = jsonable(raw_usage)
-        model = model or _field(response_or_usage, "model")
+        model = model or field_of(response_or_usage, "model")
         provider = provider or provider_of(response_or_usage)
         request_id = (
             request_id
             or getattr(response_or_usage, "_request_id", None)
-            or _field(response_or_usage, "id")
+            or field_of(response_or_usage, "id")
         )
     else:
         usage = jsonable(response_or_usage)
