@@ -206,3 +206,38 @@ def test_the_async_openai_client(live_server, agent_key, provider):
 
     assert asyncio.run(scenario()) == 1
     assert LLMCall.objects.filter(session__external_id="async-openai").count() == 3
+
+
+def test_an_async_stream_closes_like_the_sdks_and_reports_once(live_server, agent_key, provider):
+    """`await stream.close()` is the SDK's AsyncStream API; the wrapped stream keeps it (closing
+    the SDK's stream too), and a call is reported once whether read out, closed or exited."""
+
+    async def scenario() -> None:
+        async with AsyncConsole(
+            live_server.url, agent_key, reporting=ReportingOptions(linger_seconds=0.01)
+        ) as console:
+            client = wrap(
+                openai.AsyncOpenAI(base_url=provider.url + "/v1", api_key="t", max_retries=0),
+                console.session("async-close", format="openai"),
+            )
+            history: list[dict[str, Any]] = [{"role": "user", "content": "Hi"}]
+            stream = await client.chat.completions.create(
+                model="gpt-5", messages=history, stream=True
+            )
+            async for _ in stream:
+                pass
+            await stream.close()
+            history += [
+                {"role": "assistant", "content": "Answer 1."},
+                {"role": "user", "content": "And?"},
+            ]
+            async with await client.responses.create(
+                model="gpt-5", input=history, stream=True
+            ) as second:
+                async for _ in second:
+                    pass
+            assert await console.aflush(10)
+
+    asyncio.run(scenario())
+    calls = LLMCall.objects.filter(session__external_id="async-close").order_by("turn", "call")
+    assert [c.provider for c in calls] == ["openai_chat", "openai_responses"]
