@@ -160,6 +160,7 @@ class Bench:
         self.port = 0
         self.worker: Started | None = None
         self.started = time.monotonic()
+        self.query_counts: dict[str, dict[str, int]] = {}
 
     # --- set-up ------------------------------------------------------------------------------
 
@@ -351,9 +352,11 @@ class Bench:
     # --- seeding for P3/P5 -------------------------------------------------------------------
 
     def seed_reads(self) -> None:
-        from django.db import connection
-        from django.test.utils import CaptureQueriesContext
+        self.seed_p3()
+        self.seed_p5()
 
+    def seed_p3(self) -> None:
+        """P3's sessions (1,000 and 100,000 turns), their page's query counts, B_read."""
         from bench.data import record
         from telemetry.models import AgentSession
 
@@ -374,15 +377,34 @@ class Bench:
         self.small = sessions.get(external_id="p3-small")
         self.big = sessions.get(external_id=big[0])
         assert self.big.turns_count == s.p3_turns, self.big.turns_count
+        page_small, page_big = (
+            self.query_count(f"/sessions/{x.pk}/") for x in (self.small, self.big)
+        )
+        self.query_counts["P3"] = {
+            f"{s.p3_small_turns} turns": page_small,
+            f"{s.p3_turns} turns": page_big,
+        }
+        # B_read: the raw SELECT of the big session's turns.
+        with self.raw() as conn:
 
-        def count(path: str) -> int:
-            self.client.get(path)  # warm (the first request of a process loads more)
-            with CaptureQueriesContext(connection) as ctx:
-                response = self.client.get(path)
-            assert response.status_code == 200, (path, response.status_code)
-            return len(ctx.captured_queries)
+            def read(run: int) -> float:
+                began = time.perf_counter()
+                rows = conn.execute(
+                    "SELECT * FROM telemetry_turn WHERE session_id = %s ORDER BY turn",
+                    [self.big.pk],
+                ).fetchall()
+                assert len(rows) == s.p3_turns
+                return (time.perf_counter() - began) * 1000
 
-        page_small, page_big = (count(f"/sessions/{x.pk}/") for x in (self.small, self.big))
+            reads = self.runs(read) + [read(0) for _ in range(4)]
+        self.baseline("B_read", ms=median(reads), samples_ms=reads, turns=s.p3_turns)
+
+    def seed_p5(self) -> None:
+        """The list's sessions (1,000, then 100,000), its query counts at both sizes, B_page."""
+        from telemetry.models import AgentSession
+
+        s = self.sizes
+        profile = self.key.profile
 
         def fill(total: int) -> None:
             have = AgentSession.objects.count()
@@ -397,29 +419,15 @@ class Bench:
                 bulk.analyze()
 
         fill(s.p5_small_sessions)
-        list_small = count("/sessions/")
+        list_small = self.query_count("/sessions/")
         fill(s.p5_sessions)
-        list_big = count("/sessions/")
-        self.query_counts = {
-            "P3": {f"{s.p3_small_turns} turns": page_small, f"{s.p3_turns} turns": page_big},
-            "P5": {
-                f"{s.p5_small_sessions} sessions": list_small,
-                f"{s.p5_sessions} sessions": list_big,
-            },
+        list_big = self.query_count("/sessions/")
+        self.query_counts["P5"] = {
+            f"{s.p5_small_sessions} sessions": list_small,
+            f"{s.p5_sessions} sessions": list_big,
         }
-        # B_read: the raw SELECT of the big session's turns; B_page: one page of the list.
+        # B_page: the raw SELECT of one page of the list.
         with self.raw() as conn:
-
-            def read(run: int) -> float:
-                began = time.perf_counter()
-                rows = conn.execute(
-                    "SELECT * FROM telemetry_turn WHERE session_id = %s ORDER BY turn",
-                    [self.big.pk],
-                ).fetchall()
-                assert len(rows) == s.p3_turns
-                return (time.perf_counter() - began) * 1000
-
-            reads = self.runs(read) + [read(0) for _ in range(4)]
 
             def page(run: int) -> float:
                 began = time.perf_counter()
@@ -432,8 +440,18 @@ class Bench:
                 return (time.perf_counter() - began) * 1000
 
             pages = self.runs(page) + [page(0) for _ in range(8)]
-        self.baseline("B_read", ms=median(reads), samples_ms=reads, turns=s.p3_turns)
         self.baseline("B_page", ms=median(pages), samples_ms=pages, sessions=s.p5_sessions)
+
+    def query_count(self, path: str) -> int:
+        """SQL statements of one GET of `path` in this process, warm."""
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        self.client.get(path)  # warm (the first request of a process loads more)
+        with CaptureQueriesContext(connection) as ctx:
+            response = self.client.get(path)
+        assert response.status_code == 200, (path, response.status_code)
+        return len(ctx.captured_queries)
 
     # --- HTTP: B_noop, P2, P3, P4, P5, P1 ----------------------------------------------------
 
@@ -542,22 +560,25 @@ class Bench:
             assert post(1).status_code == 201
         return len(ctx.captured_queries)
 
-    def pages(self) -> None:
+    def timed(
+        self, path: str, headers: tuple[tuple[str, str], ...] | None = None
+    ) -> tuple[list[float], bytes]:
+        """Latencies (ms) of `page_requests` sequential GETs of `path` per run, and a body."""
         s = self.sizes
+        requests = [Request("GET", path, None, headers or self.page_headers)] * s.page_requests
+        sequential(self.port, requests[:3])  # warm-up: every gunicorn worker may serve it
+        samples: list[float] = []
+        body = b""
+        for _ in range(max(1, s.runs)):
+            latencies, statuses, body = sequential(self.port, requests)
+            assert set(statuses) == {200}, (path, statuses)
+            samples += latencies
+        return samples, body
 
-        def timed(
-            path: str, headers: tuple[tuple[str, str], ...] = self.page_headers
-        ) -> tuple[list[float], bytes]:
-            requests = [Request("GET", path, None, headers)] * s.page_requests
-            sequential(self.port, requests[:3])  # warm-up: every gunicorn worker may serve it
-            samples: list[float] = []
-            body = b""
-            for _ in range(max(1, s.runs)):
-                latencies, statuses, body = sequential(self.port, requests)
-                assert set(statuses) == {200}, (path, statuses)
-                samples += latencies
-            return samples, body
-
+    def pages(self) -> None:
+        """P3 and P4 (the big session's page), then P5."""
+        s = self.sizes
+        timed = self.timed
         b_read = self.results["baselines"]["B_read"]["ms"]
         samples, html = timed(f"/sessions/{self.big.pk}/")
         page = latency_summary(samples)
@@ -590,6 +611,12 @@ class Bench:
         )
         self.figures(html)
 
+        self.sessions_list()
+
+    def sessions_list(self) -> None:
+        """B_django and P5, alternating."""
+        s = self.sizes
+        timed = self.timed
         from bench.urls import DJANGO_PATH, DJANGO_ROWS
 
         b_page = self.results["baselines"]["B_page"]["ms"]
@@ -1156,6 +1183,15 @@ class Bench:
                 measure_p11(self)
             self.report()
             return
+        if self.args.only == "list":
+            with step("seed P5 sessions; query counts; B_page"):
+                self.seed_p5()
+            with step("gunicorn"):
+                self.serve()
+            with step("B_django and P5: the sessions list"):
+                self.sessions_list()
+            self.report()
+            return
         if self.args.only == "compaction":
             self.run_compaction()
             return
@@ -1276,9 +1312,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         default="all",
-        choices=("all", "ingest", "import", "overview", "compaction"),
+        choices=("all", "ingest", "import", "overview", "compaction", "list"),
         help="ingest: only B_copy, B_row, B_noop, P1, P2 and P10 (the ingest doors); "
-        "import: only P11; overview: only POV; compaction: only B_io and P6",
+        "import: only P11; overview: only POV; compaction: only B_io and P6; "
+        "list: only B_page, B_django and P5",
     )
     parser.add_argument(
         "--scale",
