@@ -9,6 +9,8 @@ from typing import Any
 
 from django import template
 from django.http import HttpRequest
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
 
@@ -25,6 +27,29 @@ def percent(value: float | None, digits: int = 0) -> str:
     if value is None:
         return "unknown"
     return f"{value * 100:.{int(digits)}f} %"
+
+
+@register.simple_tag
+def band_badge(
+    band: str, pressure: float | None, policy: Any = None, digits: int = 0, big: bool = False
+) -> SafeString:
+    """A pressure badge: the band in words beside the figure, never colour alone; with the
+    profile's thresholds in its title when `policy` is given. Python, not a template include:
+    the sessions list draws 25 a page (console.session_rows)."""
+    title = (
+        f' title="{escape(band)}: prune at {escape(percent(policy.prune_threshold))}, '
+        f'summarize at {escape(percent(policy.summarize_threshold))}"'
+        if policy
+        else ""
+    )
+    figure = (
+        "unknown"
+        if band == "unknown"
+        else f'{escape(percent(pressure, digits))} <span class="band-name">{escape(band)}</span>'
+    )
+    return mark_safe(  # noqa: S308 (every value in it was escaped)
+        f'<span class="badge band-{escape(band)}{" big" if big else ""}"{title}>{figure}</span>'
+    )
 
 
 @register.filter
