@@ -244,15 +244,11 @@ def band_rank(profiles: list[AgentProfile], policies: Policies) -> Case:
     return Case(*whens, default=Value(0), output_field=IntegerField())
 
 
-def filtered_sessions(
+def matching_sessions(
     filters: SessionFilters, profiles: list[AgentProfile], policies: Policies
 ) -> QuerySet[AgentSession]:
-    sessions = AgentSession.objects.select_related("profile").annotate(
-        overall_hit=Cast("cache_read_tokens", FloatField())
-        / NullIf(Cast("cache_denominator_tokens", FloatField()), 0.0)
-    )
-    if filters.sort.lstrip("-") == "pressure":
-        sessions = sessions.annotate(band_rank=band_rank(profiles, policies))
+    """The sessions the filters select, unordered and unannotated (what the list counts)."""
+    sessions = AgentSession.objects.all()
     if filters.q:
         sessions = sessions.filter(external_id__icontains=filters.q)
     if filters.profile:
@@ -263,6 +259,23 @@ def filtered_sessions(
         sessions = sessions.filter(_band_filter(filters.band, profiles, policies))
     if filters.active:
         sessions = sessions.filter(last_seen_at__gte=timezone.now() - ACTIVE_WINDOW)
+    return sessions
+
+
+def filtered_sessions(
+    filters: SessionFilters, profiles: list[AgentProfile], policies: Policies
+) -> QuerySet[AgentSession]:
+    """`matching_sessions` in the list's order, with what its rows and sorts need."""
+    sessions = (
+        matching_sessions(filters, profiles, policies)
+        .select_related("profile")
+        .annotate(
+            overall_hit=Cast("cache_read_tokens", FloatField())
+            / NullIf(Cast("cache_denominator_tokens", FloatField()), 0.0)
+        )
+    )
+    if filters.sort.lstrip("-") == "pressure":
+        sessions = sessions.annotate(band_rank=band_rank(profiles, policies))
     return sessions.order_by(*_ordering(filters.sort))
 
 
@@ -289,17 +302,27 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]
     Counting a list is a scan of every row it holds; at 100,000 sessions that one statement
     cost more than the rest of the page, on every load and every poll. Past the cap the list
     says "2,000+" and pages up to the cap; filters, search and sorting reach the rest.
+    `matching` is the same rows without order, join or annotations: how many there are (up to
+    the cap) does not depend on the order, so PostgreSQL stops a plain scan after `cap` + 1 rows
+    instead of walking the sort index and the table beside it.
     """
 
-    def __init__(self, object_list: QuerySet[AgentSession], per_page: int, *, cap: int) -> None:
+    def __init__(
+        self,
+        object_list: QuerySet[AgentSession],
+        per_page: int,
+        *,
+        cap: int,
+        matching: QuerySet[AgentSession] | None = None,
+    ) -> None:
         super().__init__(object_list, per_page, allow_empty_first_page=True)
-        self.sessions = object_list
+        self.matching = object_list if matching is None else matching
         self.cap = cap
 
     @cached_property
     def probe(self) -> int:
         """The rows counted: at most `cap` + 1 (one more tells that the cap was passed)."""
-        return self.sessions[: self.cap + 1].count()
+        return self.matching.order_by()[: self.cap + 1].count()
 
     @cached_property
     def count(self) -> int:
@@ -316,7 +339,10 @@ def sessions_page(filters: SessionFilters) -> SessionsPage:
     profiles = list(AgentProfile.objects.order_by("name"))
     policies = load_policies()
     paginator = CappedPaginator(
-        filtered_sessions(filters, profiles, policies), SESSIONS_PER_PAGE, cap=SESSIONS_COUNT_CAP
+        filtered_sessions(filters, profiles, policies),
+        SESSIONS_PER_PAGE,
+        cap=SESSIONS_COUNT_CAP,
+        matching=matching_sessions(filters, profiles, policies),
     )
     page = paginator.get_page(filters.page)
     rows = []
