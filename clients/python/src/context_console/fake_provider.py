@@ -74,6 +74,22 @@ class Recorded:
     injected: bool = False  # an overflow answered because `inject_overflow` asked for it
 
 
+@dataclass(frozen=True)
+class _Answer:
+    """One accepted request as the wire-format builders need it: the request body, its number,
+    the fake model's reply, the cache accounting of its prompt and the output tokens."""
+
+    body: dict[str, Any]
+    number: int
+    reply: Reply
+    cache: dict[str, int]
+    output_tokens: int
+
+
+# What a builder returns: the response document, its usage, and its stream as (event, data).
+_Built = tuple[dict[str, Any], dict[str, Any], list[tuple[str | None, Any]]]
+
+
 class Overflow(Exception):
     def __init__(self, tokens: int, window: int) -> None:
         super().__init__(f"{tokens} > {window}")
@@ -176,7 +192,7 @@ class FakeProvider:
             "openai_chat": self._openai_chat,
             "openai_responses": self._openai_responses,
         }[api]
-        document, usage, events = builder(body, number, reply, usage_in, output_tokens)
+        document, usage, events = builder(_Answer(body, number, reply, usage_in, output_tokens))
         with self._lock:
             self.requests.append(Recorded(api, body, prompt_tokens, 200, usage, stream))
         headers = {"request-id": f"req_{number:06d}", "x-request-id": f"req_{number:06d}"}
@@ -192,14 +208,7 @@ class FakeProvider:
         document: Any,
         headers: dict[str, str] | None = None,
     ) -> None:
-        data = json.dumps(document).encode()
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            handler.send_header(name, value)
-        handler.end_headers()
-        handler.wfile.write(data)
+        self._send(handler, status, "application/json", json.dumps(document).encode(), headers)
 
     def _send_sse(
         self,
@@ -211,11 +220,20 @@ class FakeProvider:
         for name, data in events:
             text = data if isinstance(data, str) else json.dumps(data)
             chunks.append((f"event: {name}\n" if name else "") + f"data: {text}\n\n")
-        payload = "".join(chunks).encode()
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
+        self._send(handler, 200, "text/event-stream", "".join(chunks).encode(), headers)
+
+    @staticmethod
+    def _send(
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        content_type: str,
+        payload: bytes,
+        headers: dict[str, str] | None,
+    ) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", content_type)
         handler.send_header("Content-Length", str(len(payload)))
-        for name, value in headers.items():
+        for name, value in (headers or {}).items():
             handler.send_header(name, value)
         handler.end_headers()
         handler.wfile.write(payload)
@@ -323,42 +341,35 @@ class FakeProvider:
 
     # --- response documents -------------------------------------------------------------------
 
-    def _anthropic(
-        self,
-        body: dict[str, Any],
-        number: int,
-        reply: Reply,
-        cache: dict[str, int],
-        output_tokens: int,
-    ) -> tuple[dict[str, Any], dict[str, Any], list[tuple[str | None, Any]]]:
+    def _anthropic(self, answer: _Answer) -> _Built:
         content: list[dict[str, Any]] = []
-        if reply.text:
-            content.append({"type": "text", "text": reply.text})
-        for position, (name, arguments) in enumerate(reply.tool_calls):
+        if answer.reply.text:
+            content.append({"type": "text", "text": answer.reply.text})
+        for position, (name, arguments) in enumerate(answer.reply.tool_calls):
             content.append(
                 {
                     "type": "tool_use",
-                    "id": f"toolu_{number:06d}_{position}",
+                    "id": f"toolu_{answer.number:06d}_{position}",
                     "name": name,
                     "input": arguments,
                 }
             )
         usage = {
-            "input_tokens": cache["input_tokens"],
-            "cache_creation_input_tokens": cache["cache_creation_input_tokens"],
-            "cache_read_input_tokens": cache["cache_read_input_tokens"],
+            "input_tokens": answer.cache["input_tokens"],
+            "cache_creation_input_tokens": answer.cache["cache_creation_input_tokens"],
+            "cache_read_input_tokens": answer.cache["cache_read_input_tokens"],
             "cache_creation": {
-                "ephemeral_5m_input_tokens": cache["ephemeral_5m_input_tokens"],
-                "ephemeral_1h_input_tokens": cache["ephemeral_1h_input_tokens"],
+                "ephemeral_5m_input_tokens": answer.cache["ephemeral_5m_input_tokens"],
+                "ephemeral_1h_input_tokens": answer.cache["ephemeral_1h_input_tokens"],
             },
-            "output_tokens": output_tokens,
+            "output_tokens": answer.output_tokens,
         }
-        stop = "tool_use" if reply.tool_calls else "end_turn"
+        stop = "tool_use" if answer.reply.tool_calls else "end_turn"
         document = {
-            "id": f"msg_{number:06d}",
+            "id": f"msg_{answer.number:06d}",
             "type": "message",
             "role": "assistant",
-            "model": body.get("model"),
+            "model": answer.body.get("model"),
             "content": content,
             "stop_reason": stop,
             "stop_sequence": None,
@@ -398,44 +409,37 @@ class FakeProvider:
                 {
                     "type": "message_delta",
                     "delta": {"stop_reason": stop, "stop_sequence": None},
-                    "usage": {"output_tokens": output_tokens},
+                    "usage": {"output_tokens": answer.output_tokens},
                 },
             ),
             ("message_stop", {"type": "message_stop"}),
         ]
         return document, usage, events
 
-    def _openai_chat(
-        self,
-        body: dict[str, Any],
-        number: int,
-        reply: Reply,
-        cache: dict[str, int],
-        output_tokens: int,
-    ) -> tuple[dict[str, Any], dict[str, Any], list[tuple[str | None, Any]]]:
+    def _openai_chat(self, answer: _Answer) -> _Built:
         calls = [
             {
-                "id": f"call_{number:06d}_{position}",
+                "id": f"call_{answer.number:06d}_{position}",
                 "type": "function",
                 "function": {"name": name, "arguments": json.dumps(arguments)},
             }
-            for position, (name, arguments) in enumerate(reply.tool_calls)
+            for position, (name, arguments) in enumerate(answer.reply.tool_calls)
         ]
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        message: dict[str, Any] = {"role": "assistant", "content": answer.reply.text or None}
         if calls:
             message["tool_calls"] = calls
         usage = {
-            "prompt_tokens": cache["input_tokens"],
-            "completion_tokens": output_tokens,
-            "total_tokens": cache["input_tokens"] + output_tokens,
-            "prompt_tokens_details": {"cached_tokens": cache["cached_tokens"]},
-            "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
+            "prompt_tokens": answer.cache["input_tokens"],
+            "completion_tokens": answer.output_tokens,
+            "total_tokens": answer.cache["input_tokens"] + answer.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": answer.cache["cached_tokens"]},
+            "completion_tokens_details": {"reasoning_tokens": answer.reply.reasoning_tokens},
         }
         finish = "tool_calls" if calls else "stop"
         base: dict[str, Any] = {
-            "id": f"chatcmpl-{number:06d}",
-            "created": 1_700_000_000 + number,
-            "model": body.get("model"),
+            "id": f"chatcmpl-{answer.number:06d}",
+            "created": 1_700_000_000 + answer.number,
+            "model": answer.body.get("model"),
         }
         document = {
             **base,
@@ -444,67 +448,62 @@ class FakeProvider:
             "usage": usage,
         }
         chunk: dict[str, Any] = {**base, "object": "chat.completion.chunk"}
-        delta: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        delta: dict[str, Any] = {"role": "assistant", "content": answer.reply.text or None}
         if calls:
             delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(calls)]
         events: list[tuple[str | None, Any]] = [
             (None, {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}),
             (None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}),
         ]
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if (answer.body.get("stream_options") or {}).get("include_usage"):
             events.append((None, {**chunk, "choices": [], "usage": usage}))
         events.append((None, "[DONE]"))
         return document, usage, events
 
-    def _openai_responses(
-        self,
-        body: dict[str, Any],
-        number: int,
-        reply: Reply,
-        cache: dict[str, int],
-        output_tokens: int,
-    ) -> tuple[dict[str, Any], dict[str, Any], list[tuple[str | None, Any]]]:
+    def _openai_responses(self, answer: _Answer) -> _Built:
         output: list[dict[str, Any]] = []
-        if reply.reasoning_tokens:
-            output.append({"type": "reasoning", "id": f"rs_{number:06d}", "summary": []})
-        if reply.text:
+        if answer.reply.reasoning_tokens:
+            output.append({"type": "reasoning", "id": f"rs_{answer.number:06d}", "summary": []})
+        if answer.reply.text:
             output.append(
                 {
                     "type": "message",
-                    "id": f"msg_{number:06d}",
+                    "id": f"msg_{answer.number:06d}",
                     "status": "completed",
                     "role": "assistant",
-                    "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+                    "content": [
+                        {"type": "output_text", "text": answer.reply.text, "annotations": []}
+                    ],
                 }
             )
-        for position, (name, arguments) in enumerate(reply.tool_calls):
+        for position, (name, arguments) in enumerate(answer.reply.tool_calls):
             output.append(
                 {
                     "type": "function_call",
-                    "id": f"fc_{number:06d}_{position}",
-                    "call_id": f"call_{number:06d}_{position}",
+                    "id": f"fc_{answer.number:06d}_{position}",
+                    "call_id": f"call_{answer.number:06d}_{position}",
                     "name": name,
                     "arguments": json.dumps(arguments),
                     "status": "completed",
                 }
             )
         usage = {
-            "input_tokens": cache["input_tokens"],
-            "input_tokens_details": {"cached_tokens": cache["cached_tokens"]},
-            "output_tokens": output_tokens,
-            "output_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
-            "total_tokens": cache["input_tokens"] + output_tokens,
+            "input_tokens": answer.cache["input_tokens"],
+            "input_tokens_details": {"cached_tokens": answer.cache["cached_tokens"]},
+            "output_tokens": answer.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": answer.reply.reasoning_tokens},
+            "total_tokens": answer.cache["input_tokens"] + answer.output_tokens,
         }
         document = {
-            "id": f"resp_{number:06d}",
+            "id": f"resp_{answer.number:06d}",
             "object": "response",
-            "created_at": 1_700_000_000 + number,
+            "created_at": 1_700_000_000 + answer.number,
             "status": "completed",
-            "model": body.get("model"),
+            "model": answer.body.get("model"),
             "output": output,
             "parallel_tool_calls": True,
             "tool_choice": "auto",
-            "tools": body.get("tools") or [],
+            "tools": answer.body.get("tools") or [],
             "usage": usage,
         }
         created = {**document, "status": "in_progress", "output": [], "usage": None}
