@@ -13,7 +13,7 @@ from django.db.models.base import ModelState
 
 from telemetry.catalogue import load_catalogue
 from telemetry.models import AgentSession, LLMCall
-from telemetry.pricing import ModelPrice, billed_cost, billed_no_cache_cost, find_price
+from telemetry.pricing import IntegerPricer, ModelPrice, find_price
 from telemetry.schemas import RecordIn
 from telemetry.validation import ValidRecord
 
@@ -25,6 +25,7 @@ class OnceCatalogue:
         self._load = load
         self._rows: list[ModelPrice] | None = None
         self._prices: dict[str, ModelPrice | None] = {}
+        self._pricers: dict[str, IntegerPricer | None] = {}
 
     def get(self) -> list[ModelPrice]:
         if self._rows is None:
@@ -35,6 +36,13 @@ class OnceCatalogue:
         if model not in self._prices:
             self._prices[model] = find_price(model, self.get())
         return self._prices[model]
+
+    def pricer(self, model: str) -> IntegerPricer | None:
+        """The integer pricer of `model`'s price (None: unpriced), built once per submission."""
+        if model not in self._pricers:
+            price = self.price(model)
+            self._pricers[model] = None if price is None else IntegerPricer(price)
+        return self._pricers[model]
 
 
 def stored_prefix(record: RecordIn) -> list[dict[str, Any]] | None:
@@ -56,12 +64,13 @@ def stored_prefix(record: RecordIn) -> list[dict[str, Any]] | None:
 
 
 def call_row(
-    session: AgentSession, v: ValidRecord, price: ModelPrice | None, now: datetime
+    session: AgentSession, v: ValidRecord, pricer: IntegerPricer | None, now: datetime
 ) -> LLMCall:
     """The unsaved row of a new call: its normalised usage and, when priced, its cost buckets."""
     usage, record = v.usage, v.record
-    billed = v.provided.billed  # every sampling pass, a compaction iteration included
-    cost = billed_cost(billed, price) if price is not None else None
+    cost = total = no_cache = None
+    if pricer is not None:  # every sampling pass is billed, a compaction iteration included
+        cost, total, no_cache = pricer.billed(v.provided.billed)
     return _unsaved_call(
         session,
         turn=record.turn,
@@ -90,8 +99,8 @@ def call_row(
         cost_cache_write_5m=cost.cache_write_5m if cost else None,
         cost_cache_write_1h=cost.cache_write_1h if cost else None,
         cost_output=cost.output if cost else None,
-        cost_usd=cost.total if cost else None,
-        no_cache_cost_usd=billed_no_cache_cost(billed, price) if price is not None else None,
+        cost_usd=total,
+        no_cache_cost_usd=no_cache,
         long_context=cost.long_context if cost else False,
         payload_hash=v.payload_hash,
     )

@@ -177,7 +177,7 @@ def _store_calls(
             )
         )
         if status == "created":
-            new_calls.append(call_row(session, v, catalogue.price(record.model), now))
+            new_calls.append(call_row(session, v, catalogue.pricer(record.model), now))
             new_valid.append(v)
             created_sessions.add(session.pk)
 

@@ -410,6 +410,74 @@ SEED_CATALOGUE: Final[tuple[ModelPrice, ...]] = (
 )
 
 
+class IntegerPricer:
+    """`billed_cost` and `billed_no_cache_cost` of one `ModelPrice` in integer arithmetic.
+
+    Every rate of both tiers is scaled to an integer count of one common unit (10**-k $/MTok,
+    k the most decimal places any rate has), so a call's buckets are integer sums of tokens ×
+    rate, each made a Decimal once: the same exact values as the Decimal path, to the last
+    digit (tests/unit/test_integer_pricing.py compares them), at a fraction of its cost per
+    record (make bench P1). Build it once per price and submission.
+    """
+
+    __slots__ = ("_base", "_exponent", "_long", "_threshold")
+
+    def __init__(self, price: ModelPrice) -> None:
+        tiers = [price.base] + ([price.long_context] if price.long_context is not None else [])
+        rows = [
+            (
+                t.input,
+                t.cache_read,
+                _or_input(t.cache_write_5m, t),
+                _or_input(t.cache_write_1h, t),
+                t.output,
+            )
+            for t in tiers
+        ]
+        places = max(0, *(-int(rate.as_tuple().exponent) for row in rows for rate in row))
+        unit = Decimal(10) ** places
+        with localcontext(_MONEY):
+            scaled = [tuple(int(rate * unit) for rate in row) for row in rows]
+        self._base = scaled[0]
+        self._long = scaled[1] if len(scaled) > 1 else None
+        self._threshold = price.long_context_threshold
+        self._exponent = -places - 6  # the unit of a token × scaled rate, in dollars
+
+    def billed(self, passes: Iterable[NormalizedUsage]) -> tuple[CostBreakdown, Decimal, Decimal]:
+        """(`billed_cost`, its `total`, `billed_no_cache_cost`) of one call's sampling passes."""
+        uncached = read = write_5m = write_1h = output = no_cache = 0
+        long_context = False
+        for usage in passes:
+            rates = self._base
+            context = usage.context_tokens
+            if self._long is not None and self._threshold is not None and context > self._threshold:
+                rates = self._long
+                long_context = True
+            uncached += usage.uncached_input * rates[0]
+            read += usage.cache_read * rates[1]
+            write_5m += usage.cache_write_5m * rates[2]
+            write_1h += usage.cache_write_1h * rates[3]
+            output += usage.output * rates[4]
+            no_cache += context * rates[0] + usage.output * rates[4]
+        exponent = self._exponent
+        return (
+            CostBreakdown(
+                uncached_input=_scaled(uncached, exponent),
+                cache_read=_scaled(read, exponent),
+                cache_write_5m=_scaled(write_5m, exponent),
+                cache_write_1h=_scaled(write_1h, exponent),
+                output=_scaled(output, exponent),
+                long_context=long_context,
+            ),
+            _scaled(uncached + read + write_5m + write_1h + output, exponent),
+            _scaled(no_cache, exponent),
+        )
+
+
+def _scaled(units: int, exponent: int) -> Decimal:
+    return Decimal(units).scaleb(exponent, _MONEY)  # exact: 50 digits never round here
+
+
 def _dollars(tokens: int, rate: Decimal) -> Decimal:
     with localcontext(_MONEY):
         return Decimal(tokens) * rate / _PER_MILLION
