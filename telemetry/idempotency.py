@@ -15,6 +15,7 @@ from typing import Literal
 
 from django.db.models import Q
 
+from telemetry.bulk_sql import stored_call_keys
 from telemetry.models import LLMCall
 from telemetry.schemas import RecordIn
 
@@ -53,12 +54,15 @@ class StoredKeys:
         # (session, turn) pairs that held a call before this submission: every stored call of
         # the submission's turns is read here, so a pair absent from it had none.
         self.stored_turns: set[tuple[int, int]] = set()
-        existing = LLMCall.objects.filter(session_id__in=list(session_ids)).filter(
-            Q(turn__in=list(turns)) | Q(request_id__in=list(request_ids))
-        )
-        for sid, turn, call, request_id, digest in existing.values_list(
-            "session_id", "turn", "call", "request_id", "payload_hash"
-        ):
+        sessions, turn_list, requests = list(session_ids), list(turns), list(request_ids)
+        existing = stored_call_keys(LLMCall, sessions, turn_list, requests)
+        if existing is None:  # not PostgreSQL: the ORM
+            existing = list(
+                LLMCall.objects.filter(session_id__in=sessions)
+                .filter(Q(turn__in=turn_list) | Q(request_id__in=requests))
+                .values_list("session_id", "turn", "call", "request_id", "payload_hash")
+            )
+        for sid, turn, call, request_id, digest in existing:
             self.by_position[(sid, turn, call)] = digest
             self.stored_turns.add((sid, turn))
             if request_id is not None:

@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import Count, DecimalField, F, Q, Sum, Value
 from django.db.models.functions import Coalesce, TruncHour
 
+from telemetry.bulk_sql import prepare
 from telemetry.models import HourlyUsage, LLMCall
 
 KEY_FIELDS: Final = ("profile_id", "model", "hour")
@@ -122,7 +123,7 @@ def add_calls(profile_id: int, calls: list[LLMCall]) -> None:
         row = sums[key]
         values = [*key, *(getattr(row, name) for name in SUM_FIELDS)]
         for name, value in zip(columns, values, strict=True):
-            params.append(by_name[name].get_db_prep_save(value, connection))
+            params.append(prepare(by_name[name], value))
     sql = (
         f"INSERT INTO {table} ({', '.join(quote(by_name[c].column) for c in columns)}) "
         f"VALUES {', '.join([placeholders] * len(sums))} "
