@@ -67,3 +67,37 @@ def test_whatever_passes_the_rule_encodes_as_utf8_json(value):
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         text.encode("utf-8")
         assert json.loads(text) == value
+
+
+_risky_text = st.lists(st.sampled_from(["a", "é", "\ud83d", "\ude00", "\U0001f600", "x.y"])).map(
+    "".join
+) | st.text(max_size=5)
+_risky_leaf = (
+    st.none() | st.booleans() | st.integers() | st.floats() | _risky_text  # NaN, ±inf included
+)
+
+
+def _nest(levels: int) -> object:
+    value: object = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _nested(depth: int) -> st.SearchStrategy[object]:
+    return st.integers(1, depth).map(_nest)
+
+
+_risky = st.recursive(
+    _risky_leaf | _nested(safejson.MAX_DEPTH + 2),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(_risky_text, children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(_risky, st.sampled_from(["", "records.3"]))
+def test_the_quick_pass_answers_as_the_full_walk(value, base):
+    # The full walk is the oracle: same field, same message, or None for both.
+    assert safejson.problem(value, base=base) == safejson._first_problem(value, base=base)
