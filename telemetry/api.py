@@ -51,6 +51,8 @@ class BadBody(Exception):
 
 
 def parse_json_body(request: HttpRequest) -> object:
+    if hasattr(request, "decoded_json"):  # decoded once by `console.middleware.request_guard`
+        return request.decoded_json
     try:
         text = request.body.decode("utf-8")
     except UnicodeDecodeError as exc:
