@@ -12,7 +12,14 @@ import pytest
 from django.urls import reverse
 
 from compaction.models import Archive
-from tests.browser.conftest import Console, agent_at_work, report, sign_in, working_session
+from tests.browser.conftest import (
+    SCREENSHOTS,
+    Console,
+    agent_at_work,
+    report,
+    sign_in,
+    working_session,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -208,7 +215,8 @@ def test_10_12_17_title_size_chart_units_and_contrast(open_page, console_data: C
         " document.getElementById('chart-' + n).layout.xaxis.range.join(','))"
     )
     assert len(set(ranges)) == 1  # stacked charts share one turn range
-    assert page.locator("#live .gauge-legend li").count() == 4
+    _assert_the_gauge_legend_is_in_the_figure(page)
+    page.locator("#live .gauge-chart").screenshot(path=str(SCREENSHOTS / "r2-gauge-desktop.png"))
     assert _contrast(page, "#live .badge") >= 4.5
     page.goto(reverse("sessions"))
     for band in ("ok", "prune", "compact", "over"):
@@ -220,6 +228,50 @@ def test_10_12_17_title_size_chart_units_and_contrast(open_page, console_data: C
         "document.body.insertAdjacentHTML('beforeend', '<span class=\"flag soft\" id=\"probe-soft\">soft limit</span>')"
     )
     assert _contrast(page, "#probe-soft") >= 4.5
+
+
+def _assert_the_gauge_legend_is_in_the_figure(page: Any) -> None:
+    """Defect 12: the gauge's colour bands are named, with their ranges, inside the plotly
+    figure itself (no HTML list beside it), inside the chart's box, each chip readable (AA)."""
+    page.wait_for_selector("#live .gauge-chart .main-svg")
+    assert page.locator("#live .gauge-legend").count() == 0
+    chips = page.evaluate(
+        """() => {
+          const chart = document.querySelector('#live .gauge-chart');
+          const box = chart.getBoundingClientRect();
+          const rgb = (text) => text.match(/\\d+(\\.\\d+)?/g).slice(0, 3).map(Number);
+          const lum = ([r, g, b]) => [r, g, b].map((c) => {
+            c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+          }).reduce((sum, c, i) => sum + c * [0.2126, 0.7152, 0.0722][i], 0);
+          return [...chart.querySelectorAll('.annotation')].map((chip) => {
+            const text = chip.querySelector('.annotation-text');
+            const ground = chip.querySelector('rect.bg');
+            const r = chip.getBoundingClientRect();
+            const a = lum(rgb(getComputedStyle(text).fill));
+            const b = lum(rgb(getComputedStyle(ground).fill));
+            return {
+              text: text.textContent,
+              contrast: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05),
+              inside: r.left >= box.left && r.right <= box.right
+                && r.top >= box.top && r.bottom <= box.bottom,
+            };
+          });
+        }"""
+    )
+    assert [c["text"].split(" ")[0] for c in chips] == ["ok", "prune", "compact", "over"]
+    assert all("%" in c["text"] for c in chips)
+    assert all(c["inside"] for c in chips), chips
+    assert min(c["contrast"] for c in chips) >= 4.5, chips
+
+
+def test_12_the_gauge_legend_reads_on_a_phone(open_page, console_data: Console):
+    tracked = open_page(*PHONE)
+    sign_in(tracked, "watcher")
+    page = tracked.page
+    page.goto(reverse("session", args=[console_data.long_session.pk]))
+    _assert_the_gauge_legend_is_in_the_figure(page)
+    page.locator("#live .gauge-chart").screenshot(path=str(SCREENSHOTS / "r2-gauge-phone.png"))
+    tracked.screenshot("r2-session-gauge-phone")
 
 
 def test_13_a_missing_page_is_the_consoles_own(open_page, console_data: Console):

@@ -258,6 +258,38 @@ def test_the_gauge_steps_follow_the_thresholds():
     assert figure["data"][0]["value"] == 90_000
 
 
+def _luminance(color: str) -> float:
+    channels = [int(color[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def test_the_gauge_names_each_colour_band_and_its_range_inside_the_figure():
+    figure = gauge_figure(
+        projected=90_000,
+        window=116_000,
+        reserved=16_000,
+        prune_threshold=0.55,
+        summarize_threshold=0.825,
+    )
+    steps = figure["data"][0]["gauge"]["steps"]
+    legend = figure["layout"]["annotations"]
+    assert [a["text"] for a in legend] == [
+        "<b>ok</b> below 55 %",
+        "<b>prune</b> 55–82.5 %",
+        "<b>compact</b> 82.5–100 %",
+        "<b>over</b> above 100 %",
+    ]
+    # each chip wears its step's colour, and its text stays readable on it (WCAG AA)
+    assert [a["bgcolor"] for a in legend] == [s["color"] for s in steps]
+    for chip in legend:
+        text, ground = _luminance(chip["font"]["color"]), _luminance(chip["bgcolor"])
+        assert (max(text, ground) + 0.05) / (min(text, ground) + 0.05) >= 4.5
+    # the chips sit under the dial, not over it
+    dial_bottom = figure["data"][0]["domain"]["y"][0]
+    assert all(a["y"] < dial_bottom and a["yanchor"] == "bottom" for a in legend)
+
+
 def test_the_figures_are_plain_json():
     figure = cache_figure(turns=[1, 2], hit_ratio=[None, 0.5], write_5m=[1, 2], write_1h=[0, 0])
     assert json.loads(json.dumps(figure)) == figure
