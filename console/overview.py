@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
 
+from django.db import connection
 from django.db.models import (
     Case,
     Count,
@@ -41,6 +42,7 @@ from django.utils import timezone
 from compaction.models import CompactionRun
 from console.queries import BAND_OF_RANK, BANDS, Policies, band_ranges, load_policies
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, HourlyUsage
+from telemetry.policy_rules import PolicyValues
 from telemetry.pressure import PressureBand
 from telemetry.session_state import session_band
 
@@ -153,14 +155,14 @@ def _usage(since: datetime, profile: AgentProfile | None) -> QuerySet[HourlyUsag
     return rows if profile is None else rows.filter(profile=profile)
 
 
-_SUMS: Final[dict[str, Any]] = {
+_TOTALS: Final[dict[str, Any]] = {
     "n": Sum("calls"),
     "read": Sum("cache_read_reported"),
     "denominator": Sum("cache_denominator"),
     "cost": Sum("cost_usd"),
     "no_cache": Sum("no_cache_cost_usd"),
-    **{f"c_{key}": Sum(f"cost_{key}") for key in COST_KEYS},
 }
+_SUMS: Final[dict[str, Any]] = {**_TOTALS, **{f"c_{key}": Sum(f"cost_{key}") for key in COST_KEYS}}
 
 
 _TOP_FIELDS: Final = ("pk", "profile_id", "external_id", "pressure", "cost_usd", "last_seen_at")
@@ -181,13 +183,26 @@ def _per_profile(policies: Policies, name: str) -> Any:
 
 def _profiles(policies: Policies) -> list[AgentProfile]:
     """Every profile by name, with its sessions counted per pressure band now (`n_<band>`) and
-    the keys of its own top sessions by pressure (`top_pressure`). One query.
+    the keys of its own top sessions by pressure (`top_0` …). One query.
 
     Each band is a range of pressure under the profile's thresholds (`band_ranges`), so each
     count is a range count on the `(profile, pressure)` index: the database reads index entries,
     not the sessions' rows, and evaluates no CASE per session. The top sessions are the first
     entries of the same index read backwards (`TOP_SESSIONS` probes of a few entries each).
+
+    The statement depends on nothing but the thresholds, and building it through the ORM (ten
+    subqueries) costs more CPU than running it, so it is compiled once per set of thresholds.
     """
+    thresholds = _thresholds(policies)
+    compiled = _PROFILES_SQL.get(thresholds)
+    if compiled is None:
+        compiled = _profiles_query(policies).query.sql_with_params()
+        _PROFILES_SQL.clear()  # one set of thresholds holds at a time
+        _PROFILES_SQL[thresholds] = compiled
+    return list(AgentProfile.objects.raw(*compiled))
+
+
+def _profiles_query(policies: Policies) -> QuerySet[AgentProfile]:
     ranges = band_ranges(OuterRef("prune_at"), OuterRef("summarize_at"))
     own = AgentSession.objects.filter(profile=OuterRef("pk")).order_by()
     counts = {
@@ -202,13 +217,31 @@ def _profiles(policies: Policies) -> list[AgentProfile]:
     }
     ranked = own.filter(pressure__isnull=False).order_by(F("pressure").desc(), "-pk")
     tops = {f"top_{k}": Subquery(ranked.values("pk")[k : k + 1]) for k in range(TOP_SESSIONS)}
-    return list(
+    return (
         AgentProfile.objects.annotate(
             prune_at=_per_profile(policies, "prune_threshold"),
             summarize_at=_per_profile(policies, "summarize_threshold"),
         )
         .annotate(**counts, **tops)
         .order_by("name")
+    )
+
+
+_PROFILES_SQL: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]]] = {}
+
+
+def _thresholds(policies: Policies) -> tuple[Any, ...]:
+    """Everything `_profiles`' statement depends on: the database and every profile's
+    thresholds."""
+
+    def pair(policy: PolicyValues) -> tuple[float, float]:
+        return (policy.prune_threshold, policy.summarize_threshold)
+
+    return (
+        connection.vendor,
+        connection.settings_dict["NAME"],
+        pair(policies.global_policy),
+        tuple(sorted((pk, pair(policy)) for pk, policy in policies.by_profile.items())),
     )
 
 
@@ -255,7 +288,7 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
     # per profile: spend over the range and sessions by band now
     spend = {
         row["profile_id"]: row
-        for row in _usage(since, None).values("profile_id").annotate(**_SUMS).order_by()
+        for row in _usage(since, None).values("profile_id").annotate(**_TOTALS).order_by()
     }
     lines = []
     bands: dict[str, int] = dict.fromkeys(BANDS, 0)
