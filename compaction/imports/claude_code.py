@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from compaction.core import TranscriptError, parse_message
+from compaction.imports.reader import line_object
 from compaction.imports.records import (
     CallSeen,
     CompactionSeen,
@@ -39,7 +40,6 @@ from compaction.imports.records import (
     Skipped,
     TokensAfter,
 )
-from telemetry import safejson
 
 FileKind = Literal["main", "subagent", "compaction"]
 
@@ -149,22 +149,10 @@ class ClaudeCodeParser:
     # -- lines --------------------------------------------------------------------------------
 
     def feed(self, number: int, text: str) -> list[Record]:
-        out: list[Record] = []
-        if not text.strip():
-            return out
-        try:
-            obj = safejson.loads(text)
-        except safejson.UnsafeJson as exc:
-            # the one JSON rule of every door (issue 16): a lone surrogate, NaN or a value too
-            # deep would poison the session's log; the line is skipped like a malformed one
-            out.append(Skipped(number, f"refused by the JSON rule ({exc})"))
-            return out
-        except ValueError as exc:
-            out.append(Skipped(number, f"not valid JSON ({exc})"))
-            return out
+        obj = line_object(number, text)
         if not isinstance(obj, dict):
-            out.append(Skipped(number, "not a JSON object"))
-            return out
+            return [] if obj is None else [obj]
+        out: list[Record] = []
         kind = obj.get("type")
         if kind in ("user", "assistant"):
             message = obj.get("message")

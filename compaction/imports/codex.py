@@ -23,6 +23,7 @@ import json
 from typing import Any
 
 from compaction.core import TranscriptError, parse_message
+from compaction.imports.reader import line_object
 from compaction.imports.records import (
     CallSeen,
     CompactionSeen,
@@ -33,7 +34,6 @@ from compaction.imports.records import (
     Skipped,
     TokensAfter,
 )
-from telemetry import safejson
 
 SOURCE = "codex"
 NO_RESULT = "[no tool output in the rollout]"
@@ -127,22 +127,10 @@ class CodexParser:
         return str(s["session"])
 
     def feed(self, number: int, text: str) -> list[Record]:
-        out: list[Record] = []
-        if not text.strip():
-            return out
-        try:
-            obj = safejson.loads(text)
-        except safejson.UnsafeJson as exc:
-            # the one JSON rule of every door (issue 16): a lone surrogate, NaN or a value too
-            # deep would poison the session's log; the line is skipped like a malformed one
-            out.append(Skipped(number, f"refused by the JSON rule ({exc})"))
-            return out
-        except ValueError as exc:
-            out.append(Skipped(number, f"not valid JSON ({exc})"))
-            return out
+        obj = line_object(number, text)
         if not isinstance(obj, dict):
-            out.append(Skipped(number, "not a JSON object"))
-            return out
+            return [] if obj is None else [obj]
+        out: list[Record] = []
         kind, payload, at = obj.get("type"), obj.get("payload"), obj.get("timestamp")
         if kind not in _TOP_TYPES:
             out.append(Skipped(number, f"unknown type {kind!r}"))

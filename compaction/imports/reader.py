@@ -11,7 +11,10 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+from compaction.imports.records import Skipped
+from telemetry import safejson
 
 CHUNK = 1 << 20
 HEAD_BYTES = 64 * 1024
@@ -93,3 +96,21 @@ def prefix_digest(handle: BinaryIO, offset: int) -> tuple[str, str]:
     tail = hashlib.sha256(handle.read(offset - tail_start)).hexdigest()
     handle.seek(position)
     return head, tail
+
+
+def line_object(number: int, text: str) -> dict[str, Any] | Skipped | None:
+    """Line `number` of a JSONL transcript as its JSON object; None for a blank line; else a
+    `Skipped` record saying why it is not one, so a parser skips it and goes on."""
+    if not text.strip():
+        return None
+    try:
+        obj = safejson.loads(text)
+    except safejson.UnsafeJson as exc:
+        # the one JSON rule of every door (issue 16): a lone surrogate, NaN or a value too deep
+        # would poison the session's log; the line is skipped like a malformed one
+        return Skipped(number, f"refused by the JSON rule ({exc})")
+    except ValueError as exc:
+        return Skipped(number, f"not valid JSON ({exc})")
+    if not isinstance(obj, dict):
+        return Skipped(number, "not a JSON object")
+    return obj
