@@ -1,8 +1,10 @@
 """Transcript log, materialised surface, compaction operations and runs, archives, overflows.
 
-The log is append-only: rows are inserted by `compaction.services.append_messages` and never
-updated or deleted (compaction writes operations, not log rows). Every other write goes through
-`compaction.services` too.
+The log is append-only: rows are inserted by `compaction.transcripts.append_messages` and never
+updated or deleted (compaction writes operations, not log rows). Other writes go through their
+owners: the surface `compaction.transcripts.store_surface`; runs and operations
+`compaction.services` (an agent's own compaction, found by an import: `compaction.imports.store`);
+archives `compaction.archives`; import state and session links `compaction.imports.store`.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ class Surface(models.Model):
     tokens_estimate = models.PositiveBigIntegerField(default=0)
     messages = models.PositiveIntegerField(default=0)
     log_messages = models.PositiveIntegerField(default=0)
+    # Each surface message's seq (the body has none): with it the console reads the stored
+    # surface instead of re-deriving it. Empty on rows stored before it was recorded.
+    seqs = models.JSONField(default=list)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

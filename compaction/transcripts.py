@@ -12,9 +12,10 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
@@ -91,14 +92,23 @@ class _LogCache:
     """Parsed log prefixes per session, in this process.
 
     The log is append-only and its rows never change, so a parsed prefix stays valid; a load
-    parses only the rows after it. The prefix is trusted only while the stored hash of its last
-    row still matches (a rolled-back append or a reused session id starts over). Bounded by the
-    characters held, least recently used first out.
+    parses only the rows after it (an append to a long session, a relief job) instead of
+    re-parsing the whole log. The prefix is trusted only while the stored hash of its last row
+    still matches (a rolled-back append or a reused session id starts over).
+
+    Memory bound: at most `budget_chars` message characters (`COMPACTION_LOG_CACHE_CHARS`, default
+    8,000,000) per process, least recently used first out; a log larger than the whole budget is
+    not kept. Parsed messages take about 2.6 bytes per ASCII character (measured on tool-result
+    transcripts; up to ~4 for non-ASCII text), so the default holds ~21 MB (at most ~40 MB) per
+    process: with gunicorn's default of two workers per core (`console.gunicorn_conf`) plus one
+    per Celery worker process, multiply by the process count. 0 turns the cache off (every load
+    parses the whole log from the database; nothing is lost, only CPU).
     """
 
     def __init__(self, budget_chars: int) -> None:
         self.budget = budget_chars
         self.entries: OrderedDict[_Key, _ParsedLog] = OrderedDict()
+        self.total = 0
         self.lock = threading.Lock()
 
     def get(self, session_id: _Key) -> _ParsedLog | None:
@@ -110,15 +120,19 @@ class _LogCache:
 
     def put(self, session_id: _Key, entry: _ParsedLog) -> None:
         with self.lock:
+            replaced = self.entries.pop(session_id, None)
+            if replaced is not None:
+                self.total -= replaced.chars
+            if entry.chars > self.budget:
+                return
             self.entries[session_id] = entry
-            self.entries.move_to_end(session_id)
-            total = sum(e.chars for e in self.entries.values())
-            while total > self.budget and len(self.entries) > 1:
+            self.total += entry.chars
+            while self.total > self.budget:
                 _, evicted = self.entries.popitem(last=False)
-                total -= evicted.chars
+                self.total -= evicted.chars
 
 
-_LOG_CACHE = _LogCache(budget_chars=64_000_000)
+_LOG_CACHE = _LogCache(budget_chars=settings.COMPACTION_LOG_CACHE_CHARS)
 
 
 def _parse_rows(rows: Sequence[tuple[int, str, str, int | None, str]]) -> list[Message]:
@@ -211,6 +225,7 @@ def store_surface(session: AgentSession, fmt: str, surface: CoreSurface, *, bump
     state.chars = surface.chars
     state.tokens_estimate = surface.tokens
     state.messages = len(surface.messages)
+    state.seqs = [message.seq for message in surface.messages]
     state.log_messages = LogMessage.objects.filter(session=session).count()
     state.save()
     SurfaceVersion.objects.get_or_create(
@@ -224,6 +239,26 @@ def store_surface(session: AgentSession, fmt: str, surface: CoreSurface, *, bump
     )
     set_surface_version(session.pk, state.version)
     return state
+
+
+def stored_surface_messages(state: Surface) -> list[Message] | None:
+    """The surface's messages read back from the stored body, with their seqs: what the model
+    sees now, without parsing the log or deriving (equal to `derive(session)[2].messages` as
+    the viewer shows them). None for a row stored before its seqs were, or a body that does not
+    read back; the caller derives then."""
+    if len(state.seqs) != state.messages:
+        return None
+    try:
+        document = json.loads(state.body)
+        if state.format == "anthropic":
+            parsed = parse_anthropic(document["messages"], system=document.get("system"))
+        else:
+            parsed = parse_openai(document["messages"])
+    except (TranscriptError, ValueError, KeyError, TypeError):
+        return None
+    if len(parsed) != len(state.seqs):
+        return None
+    return [replace(message, seq=seq) for message, seq in zip(parsed, state.seqs, strict=True)]
 
 
 def surface_at(session: AgentSession, version: int) -> CoreSurface | None:

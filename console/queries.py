@@ -59,8 +59,8 @@ from compaction.core import (
 )
 from compaction.core.estimates import estimate_error
 from compaction.estimate_checks import with_next_call
-from compaction.models import Archive, CompactionRun
-from compaction.transcripts import derive, format_of, surface_at
+from compaction.models import Archive, CompactionRun, Surface
+from compaction.transcripts import derive, format_of, stored_surface_messages, surface_at
 from console.charts import Marker
 from telemetry.cache_tiers import CachedCall, TierComparison, compare_ttl_tiers
 from telemetry.catalogue import load_catalogue
@@ -734,9 +734,20 @@ def _summary_span(text: str) -> tuple[int, int] | None:
 
 
 def current_surface(session: AgentSession) -> ShownSurface:
-    """The surface as the model sees it now, derived from the log and the operations (D1)."""
+    """The surface as the model sees it now: the stored one (D1: the materialised
+    `derive_surface(log, operations)`), read back without touching the log; derived only for a
+    row stored before its seqs were."""
     if session.surface_version == 0:
         return ShownSurface(missing="no transcript has been appended to this session yet")
+    state = Surface.objects.filter(session=session).first()
+    messages = stored_surface_messages(state) if state is not None else None
+    if state is not None and messages is not None:
+        return ShownSurface(
+            shown_messages(messages),
+            version=state.version,
+            tokens=state.tokens_estimate,
+            chars=state.chars,
+        )
     _, _, surface = derive(session)
     return ShownSurface(
         shown_messages(surface.messages),

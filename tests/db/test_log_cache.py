@@ -1,0 +1,46 @@
+"""The parsed-log cache is bounded by the characters it holds, whatever the sessions' sizes."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from compaction.transcripts import _LOG_CACHE, _LogCache, _ParsedLog
+
+
+def entry(chars: int) -> _ParsedLog:
+    return _ParsedLog(messages=[], last_row=("", "anthropic", None), chars=chars)
+
+
+def test_the_cache_never_holds_more_characters_than_its_budget():
+    cache = _LogCache(budget_chars=100)
+    for session, chars in enumerate([40, 30, 50, 10, 100, 20]):
+        cache.put((session, ""), entry(chars))
+        assert cache.total == sum(e.chars for e in cache.entries.values()) <= 100
+    # least recently used first out: session 4 (100 chars) pushed out everything older, and
+    # session 5 then pushed out 4
+    assert list(cache.entries) == [(5, "")]
+
+
+def test_a_log_larger_than_the_whole_budget_is_not_kept():
+    cache = _LogCache(budget_chars=100)
+    cache.put((1, ""), entry(60))
+    cache.put((2, ""), entry(101))
+    assert cache.get((2, "")) is None
+    assert cache.get((1, "")) is not None and cache.total == 60
+
+
+def test_a_session_parsed_again_replaces_its_entry_and_its_count():
+    cache = _LogCache(budget_chars=100)
+    cache.put((1, ""), entry(30))
+    cache.put((1, ""), entry(70))
+    assert cache.total == 70 and len(cache.entries) == 1
+
+
+def test_a_zero_budget_keeps_nothing():
+    cache = _LogCache(budget_chars=0)
+    cache.put((1, ""), entry(1))
+    assert cache.entries == {} and cache.total == 0
+
+
+def test_the_process_cache_takes_its_budget_from_the_settings():
+    assert _LOG_CACHE.budget == settings.COMPACTION_LOG_CACHE_CHARS == 8_000_000
