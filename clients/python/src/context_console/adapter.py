@@ -1,6 +1,12 @@
 """The provider-independent half of an adapter: append before a call, fetch the surface, count
-rounds, report after, recover once from an overflow. Sync (`Link`) and async (`AsyncLink`)
-flavours share `LinkBase`; the provider modules supply the wire details.
+rounds, report after, recover once from an overflow (D4). Sync (`Link`) and async
+(`AsyncLink`) flavours share `LinkBase`, which holds every step that does no I/O; they differ
+only in the console calls, awaited or not.
+
+The provider modules describe each SDK endpoint as a `Wire` (how its arguments carry the
+history, what is sent, the reply, the stream) and get the rest from here: `Endpoint` /
+`AsyncEndpoint` for `create`, `Stream` / `AsyncStream` to pass a stream through,
+`WrappedClient` for the client itself, `checked_session` for `wrap`'s session argument.
 
 Nothing here raises into the agent for the console's sake: a console error opens a breaker and
 the call goes on with the caller's own messages.
