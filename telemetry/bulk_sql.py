@@ -85,7 +85,10 @@ def prepare(field: models.Field[Any, Any], value: Any) -> Any:
 
 
 # The statements below are built once per model (and shape) and process: building them asked
-# every field for its column type on every request, a tenth of a single ingest's CPU.
+# every field for its column type on every request, a tenth of a single ingest's CPU. Those
+# whose text grows with the row count keep the most recent shapes only (a 1,000-row text is
+# ~0.5 MB).
+_SHAPES = 32
 
 
 @functools.cache
@@ -118,7 +121,7 @@ def update_rows(model: type[models.Model], rows: Sequence[models.Model], names: 
         cursor.execute(sql, params)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=_SHAPES)
 def _update_sql(
     model: type[models.Model], names: tuple[str, ...], count: int
 ) -> tuple[str, list[models.Field[Any, Any]]]:
@@ -161,7 +164,11 @@ def count_request(model: type[models.Model], key_id: int, window: int) -> int:
         f"DO UPDATE SET {quote('count')} = {table}.{quote('count')} + 1 "
         f"RETURNING {quote('count')}"
     )
-    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+    if (
+        connection.vendor == "postgresql"
+        and not connection.in_atomic_block
+        and connection.get_autocommit()
+    ):
         from psycopg.pq import TransactionStatus
 
         # Literal integers instead of parameters: several statements in one string go by the
@@ -394,7 +401,7 @@ def _stored_call_keys_sql(model: type[models.Model]) -> str:
     )
 
 
-@functools.cache
+@functools.lru_cache(maxsize=_SHAPES)
 def _upsert_locked_sql(
     model: type[models.Model], unique: tuple[str, ...], count: int
 ) -> tuple[str, list[Any], list[str], list[Any], list[list[Any]]]:
