@@ -13,11 +13,14 @@ rollups rebuilt from them (`telemetry.rollups.rebuild_rollups`, what the migrati
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import bulk
 from bench.load import Request, latency_summary, sequential
+from bench.services import pool_children
 
 if TYPE_CHECKING:
     from bench.run import Bench
@@ -99,8 +102,18 @@ def _queries(bench: Bench) -> int:
     return len(ctx.captured_queries)
 
 
+def _cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds the processes `pids` have used so far (/proc/<pid>/stat)."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def measure_overview(bench: Bench) -> None:
     from bench.run import Bar, _ms
+    from bench.urls import DJANGO_PATH
     from console.overview import load_overview
     from telemetry.models import AgentProfile
     from telemetry.rollups import rebuild_rollups
@@ -138,26 +151,46 @@ def measure_overview(bench: Bench) -> None:
     page_samples: list[float] = []
     reads: list[float] = []
     requests = [Request("GET", PATH, None, bench.page_headers)] * s.page_requests
+    django_requests = [Request("GET", DJANGO_PATH, None, bench.page_headers)] * s.page_requests
     sequential(bench.port, requests[:3])
+    sequential(bench.port, django_requests[:3])
+    workers = pool_children(bench.gunicorn.process.pid)
+    # CPU per request beside the wall times: on a shared machine the wall p95 is mostly waiting
+    # for a core. The page's and B_django's in the web workers, B_rollup's in this thread (its
+    # driver work); none counts PostgreSQL's own.
+    cpu = {"page": 0.0, "django": 0.0, "rollup": 0.0}
     for _ in range(max(1, s.runs)):
         # alternating, so drift in the machine hits both alike
         with bench.raw() as conn:  # one connection, as the page's worker keeps one
             raw(conn)
+            began = time.thread_time()
             raw_samples += [raw(conn) for _ in range(s.page_requests)]
+            cpu["rollup"] += time.thread_time() - began
+        began = _cpu_s(workers)
         latencies, statuses, _body = sequential(bench.port, requests)
+        cpu["page"] += _cpu_s(workers) - began
         assert set(statuses) == {200}, statuses
         page_samples += latencies
+        began = _cpu_s(workers)
+        _latencies, statuses, _body = sequential(bench.port, django_requests)
+        cpu["django"] += _cpu_s(workers) - began
+        assert set(statuses) == {200}, statuses
         for _i in range(10):
             began = time.perf_counter()
             load_overview("30d")
             reads.append((time.perf_counter() - began) * 1000)
+    per_request = {
+        name: round(seconds * 1000 / (max(1, s.runs) * s.page_requests), 2)
+        for name, seconds in cpu.items()
+    }
     b_rollup = latency_summary(raw_samples)
     page = latency_summary(page_samples)
     own = latency_summary(reads)
-    bench.baseline("B_rollup", **b_rollup, rows=rows)
+    bench.baseline("B_rollup", **b_rollup, rows=rows, cpu_ms=per_request["rollup"])
     bench.measurement(
         "POV",
         overview_page=page,
+        cpu_ms_per_request=per_request,
         overview_reads=own,
         query_counts=counts,
         calls=seeded,
@@ -176,6 +209,8 @@ def measure_overview(bench: Bench) -> None:
             ratio,
             "≤ 2 ×; same query count",
             ratio <= 2 and constant,
+            f"CPU per request: page {per_request['page']} ms, B_django (a console page with "
+            f"no reads) {per_request['django']} ms, B_rollup {per_request['rollup']} ms; "
             f"the overview's reads alone (load_overview, in-process): p95 {_ms(own['p95_ms'])} "
             f"= {own['p95_ms'] / b_rollup['p95_ms']:.1f} × B_rollup; rollups rebuilt from "
             f"{seeded:,} calls in {rebuild_s:.1f} s ({rows:,} hour rows)",
