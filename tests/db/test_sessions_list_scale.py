@@ -15,7 +15,7 @@ from django.urls import reverse
 from console import queries
 from console.forms import SessionFilterForm
 from console.queries import session_models, sessions_page
-from telemetry.models import AgentSession
+from telemetry.models import AgentProfile, AgentSession
 from telemetry.profiles import get_or_create_profile
 
 pytestmark = pytest.mark.django_db
@@ -97,3 +97,34 @@ def test_the_list_costs_the_same_queries_at_30_and_at_300_sessions() -> None:
     with CaptureQueriesContext(connection) as large:
         assert client.get(path).status_code == 200
     assert len(small.captured_queries) == len(large.captured_queries)
+
+
+@pytest.mark.parametrize("query", [{}, {"q": "s-0001"}, {"q": "nothing"}, {"sort": "pressure"}])
+def test_a_page_read_with_its_count_equals_counting_then_paging(
+    monkeypatch: Any, query: dict[str, str]
+) -> None:
+    monkeypatch.setattr(queries, "SESSIONS_COUNT_CAP", 60)
+    _sessions(80)
+    filters = SessionFilterForm(query).filters()
+    profiles = list(AgentProfile.objects.order_by("name"))
+    policies = queries.load_policies()
+
+    def paginator() -> queries.CappedPaginator:
+        return queries.CappedPaginator(
+            queries.filtered_sessions(filters, profiles, policies),
+            queries.SESSIONS_PER_PAGE,
+            cap=60,
+            matching=queries.matching_sessions(filters, profiles, policies),
+        )
+
+    for number in (1, 2, 3, 4, 99):
+        counted, plain = paginator().counted_page(number), paginator().get_page(number)
+        assert counted.number == plain.number
+        assert [s.pk for s in counted.object_list] == [s.pk for s in plain.object_list]
+        assert counted.paginator.count == plain.paginator.count
+        assert counted.paginator.capped == plain.paginator.capped  # type: ignore[attr-defined]
+    first = paginator()
+    with CaptureQueriesContext(connection) as one:
+        first.counted_page(1)
+        assert first.count >= 0
+    assert len(one.captured_queries) == 1  # the count rides along with the page's rows
