@@ -3,20 +3,37 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Router, Status
-from ninja.errors import HttpError
-from pydantic import Field
+from ninja.errors import HttpError, ValidationError
+from pydantic import BaseModel, Field
+from pydantic import ValidationError as PydanticValidationError
 
 from compaction.archives import archive_document, search_archives_counted
 from compaction.cache_report import plan_now, session_misses
 from compaction.core import ConversionError, canonical_json, surface_fingerprints
 from compaction.models import Archive, CompactionRun, Surface
 from compaction.rawjson import array_elements, object_members
+from compaction.schemas import (
+    ArchiveDocumentOut,
+    ArchiveOut,
+    CacheMissesOut,
+    CompactConflictOut,
+    CompactIn,
+    ConflictOut,
+    MessagesIn,
+    MessagesOut,
+    OverflowIn,
+    OverflowOut,
+    PlanOut,
+    PrefixedSurfaceOut,
+    RunOut,
+    SearchHitOut,
+)
 from compaction.services import (
     CompactionBusy,
     CompactionRefused,
@@ -31,14 +48,16 @@ from compaction.transcripts import (
     surface_at,
     surface_response_bytes,
 )
-from telemetry.api import BadBody
 from telemetry.auth import compact_auth, ingest_auth, request_key
+from telemetry.errors import FieldError
 from telemetry.models import AgentKey, AgentSession
 from telemetry.policy_store import effective_policy
 from telemetry.schemas import ErrorOut
 from telemetry.session_state import get_or_create_session
 
 router = Router(tags=["compaction"])
+
+In = TypeVar("In", bound=BaseModel)
 
 
 def _session(key: AgentKey, session_id: str) -> AgentSession:
@@ -49,7 +68,7 @@ def _session(key: AgentKey, session_id: str) -> AgentSession:
 
 def _session_or_new(key: AgentKey, session_id: str) -> AgentSession:
     if not 1 <= len(session_id) <= 200 or "\x00" in session_id or "/" in session_id:
-        raise BadBody("session_id", "must be 1 to 200 characters without NUL or '/'", status=422)
+        raise FieldError("session_id", "must be 1 to 200 characters without NUL or '/'", status=422)
     return get_or_create_session(key.profile, session_id)
 
 
@@ -57,97 +76,89 @@ def _text_body(request: HttpRequest) -> str:
     try:
         return request.body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadBody("body", f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise FieldError(
+            "body", f"is not UTF-8 ({exc.reason} at byte {exc.start})", status=400
+        ) from None
 
 
-MESSAGES_BODY = {
-    "content": {
-        "application/json": {
-            "schema": {
-                "type": "object",
-                "required": ["format", "messages"],
-                "properties": {
-                    "format": {"type": "string", "enum": ["anthropic", "openai"]},
-                    "system": {
-                        "description": "Anthropic system prompt (string or text blocks); stored as seq 0, "
-                        "so the messages of that append start at seq 1",
-                    },
-                    "messages": {
-                        "type": "array",
-                        "minItems": 1,
-                        "items": {
-                            "type": "object",
-                            "required": ["seq"],
-                            "description": "the provider's message plus its integer `seq` in the log",
-                        },
-                    },
-                },
-            }
-        }
-    },
-    "required": True,
-}
+def validated(schema: type[In], value: dict[str, Any]) -> In:
+    """`value` checked against `schema`; its errors answer 422 like ninja's own (naming the
+    field, through `console.api`'s one handler), an unknown field first."""
+    try:
+        return schema.model_validate(value)
+    except PydanticValidationError as exc:
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        errors.sort(key=lambda error: error["type"] != "extra_forbidden")
+        raise ValidationError([{**e, "loc": ("body", *e["loc"])} for e in errors]) from None
+
+
+def json_body(schema: type[BaseModel], *, required: bool = True) -> dict[str, Any]:
+    """The OpenAPI `requestBody` of a route that reads its own body, from its `In` schema."""
+    return {
+        "content": {"application/json": {"schema": schema.model_json_schema()}},
+        "required": required,
+    }
 
 
 @router.post(
     "/sessions/{session_id}/messages",
     auth=ingest_auth,
-    response={200: dict[str, Any], 201: dict[str, Any], 409: ErrorOut, 422: ErrorOut},
-    openapi_extra={"requestBody": MESSAGES_BODY},
+    response={200: MessagesOut, 201: MessagesOut, 409: ErrorOut, 422: ErrorOut},
+    openapi_extra={"requestBody": json_body(MessagesIn)},
     summary="Append transcript messages (idempotent on seq; up to 32 MB)",
 )
-def post_messages(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
+def post_messages(request: HttpRequest, session_id: str) -> Status[MessagesOut]:
     """Append to the session's append-only log; the surface is re-derived (D1, D3).
 
     201 when something was appended, 200 when every message was a duplicate. A different
     message at a taken seq is 409; a gap, a result without its call, a duplicate call id or an
     unknown role is 422 naming the message.
+
+    The body is read here, not by ninja: the log keeps each message's original JSON text byte
+    for byte (escapes, key order, numbers as written), which a parsed value cannot give back.
+    So the body is split into its members with their source text (`compaction.rawjson`), the
+    envelope is validated against `MessagesIn` (unknown fields refused, a 422 naming the field,
+    as for any ninja schema) and the messages are stored from their text, never from the
+    validated value. `MessagesIn` is also the documented request body.
     """
     key = request_key(request)
     text = _text_body(request)
     try:
         members = object_members(text)
     except json.JSONDecodeError as exc:
-        raise BadBody(
-            "body", f"is not a JSON object: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        raise FieldError(
+            "body",
+            f"is not a JSON object: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            status=400,
         ) from None
-    unknown = sorted(set(members) - {"format", "system", "messages"})
-    if unknown:
-        raise BadBody(unknown[0], "is not a known field", status=422)
-    if "format" not in members or not isinstance(members["format"].value, str):
-        raise BadBody("format", "is required: 'anthropic' or 'openai'", status=422)
-    if "messages" not in members or not isinstance(members["messages"].value, list):
-        raise BadBody("messages", "is required: a list of messages, each with its seq", status=422)
-    system = members.get("system")
-    if system is not None and system.value is None:
-        system = None
+    envelope = validated(MessagesIn, {name: span.value for name, span in members.items()})
+    system = members.get("system") if envelope.system is not None else None
     with transaction.atomic():  # a refused append leaves no new session behind
         session = _session_or_new(key, session_id)
         result = append_messages(
             session=session,
-            fmt=members["format"].value,
+            fmt=envelope.format,
             system=system,
             messages=array_elements(members["messages"].text),
         )
     state = result.surface
-    status = 201 if result.created else 200
     return Status(
-        status,
-        {
-            "session_id": session.external_id,
-            "appended": result.created,
-            "duplicates": result.duplicates,
-            "surface_version": state.version if state else 0,
-            "surface_tokens_estimate": state.tokens_estimate if state else 0,
-            "log_messages": state.log_messages if state else 0,
-        },
+        201 if result.created else 200,
+        MessagesOut(
+            session_id=session.external_id,
+            appended=result.created,
+            duplicates=result.duplicates,
+            surface_version=state.version if state else 0,
+            surface_tokens_estimate=state.tokens_estimate if state else 0,
+            log_messages=state.log_messages if state else 0,
+        ),
     )
 
 
 @router.get(
     "/sessions/{session_id}/surface",
     auth=ingest_auth,
-    response={200: dict[str, Any], 304: None, 404: ErrorOut, 422: ErrorOut},
+    response={200: PrefixedSurfaceOut, 304: None, 404: ErrorOut, 422: ErrorOut},
     summary="The model-visible messages now (or at `version`), byte-stable until they change",
 )
 def get_surface(
@@ -228,25 +239,25 @@ def _document(fmt: str, version: int, canonical: bytes) -> bytes:
 @router.get(
     "/sessions/{session_id}/archives",
     auth=ingest_auth,
-    response={200: list[dict[str, Any]], 404: ErrorOut},
+    response={200: list[ArchiveOut], 404: ErrorOut},
 )
-def list_archives(request: HttpRequest, session_id: str) -> list[dict[str, Any]]:
+def list_archives(request: HttpRequest, session_id: str) -> list[ArchiveOut]:
     """The session's archives, newest first (each with its `id` for `GET /archives/{id}`)."""
     session = _session(request_key(request), session_id)
     return [
-        {
-            "id": a.pk,
-            "namespace": a.namespace,
-            "created_at": a.created_at.isoformat(),
-            "log_messages": a.log_messages,
-            "surface_version": a.surface_version,
-            "chars": a.chars,
-        }
+        ArchiveOut(
+            id=a.pk,
+            namespace=a.namespace,
+            created_at=a.created_at.isoformat(),
+            log_messages=a.log_messages,
+            surface_version=a.surface_version,
+            chars=a.chars,
+        )
         for a in Archive.objects.filter(session=session).order_by("-created_at", "-pk")
     ]
 
 
-@router.get("/archives", auth=ingest_auth, response={200: list[dict[str, Any]], 422: ErrorOut})
+@router.get("/archives", auth=ingest_auth, response={200: list[SearchHitOut], 422: ErrorOut})
 def search(
     request: HttpRequest,
     response: HttpResponse,
@@ -269,7 +280,7 @@ def search(
 
 
 @router.get(
-    "/archives/{archive_id}", auth=ingest_auth, response={200: dict[str, Any], 404: ErrorOut}
+    "/archives/{archive_id}", auth=ingest_auth, response={200: ArchiveDocumentOut, 404: ErrorOut}
 )
 def get_archive(request: HttpRequest, archive_id: int) -> dict[str, Any]:
     """One archive whole: the log as received and the surface as it was."""
@@ -301,32 +312,25 @@ def run_payload(run: CompactionRun, state: Surface | None) -> dict[str, Any]:
     }
 
 
-def _optional_json(request: HttpRequest) -> dict[str, Any]:
+def _optional_body(request: HttpRequest, schema: type[In]) -> In:
+    """An optional small JSON object body (empty means `{}`), validated against `schema`."""
     text = _text_body(request).strip()
     if not text:
-        return {}
+        return schema()
     try:
         body = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise BadBody("body", f"is not valid JSON: {exc.msg}") from None
+        raise FieldError("body", f"is not valid JSON: {exc.msg}", status=400) from None
     if not isinstance(body, dict):
-        raise BadBody("body", "must be a JSON object", status=422)
-    return body
-
-
-def _optional_version(body: dict[str, Any], name: str) -> int | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadBody(name, "must be a non-negative integer", status=422)
-    return int(value)
+        raise FieldError("body", "must be a JSON object")
+    return validated(schema, body)
 
 
 @router.post(
     "/sessions/{session_id}/compact",
     auth=compact_auth,
-    response={200: dict[str, Any], 404: ErrorOut, 409: dict[str, Any], 422: ErrorOut},
+    response={200: RunOut, 404: ErrorOut, 409: CompactConflictOut, 422: ErrorOut},
+    openapi_extra={"requestBody": json_body(CompactIn, required=False)},
     summary="Manual, never-lossy compaction (key with the `compact` scope)",
 )
 def post_compact(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
@@ -334,18 +338,14 @@ def post_compact(request: HttpRequest, session_id: str) -> Status[dict[str, Any]
     Optional body `{"expected_surface_version": n}` refuses (409) when the surface moved."""
     key = request_key(request)
     session = _session(key, session_id)
-    body = _optional_json(request)
-    unknown = sorted(set(body) - {"expected_surface_version"})
-    if unknown:
-        raise BadBody(unknown[0], "is not a known field", status=422)
-    expected = _optional_version(body, "expected_surface_version")
+    body = _optional_body(request, CompactIn)
     try:
         outcome = compact_session(
             session_id=session.pk,
             mode="manual",
             trigger="api",
             requested_by=f"key:{key.prefix}",
-            expected_version=expected,
+            expected_version=body.expected_surface_version,
         )
     except CompactionRefused as exc:
         return Status(
@@ -361,33 +361,27 @@ def post_compact(request: HttpRequest, session_id: str) -> Status[dict[str, Any]
 @router.post(
     "/sessions/{session_id}/overflow",
     auth=ingest_auth,
-    response={200: dict[str, Any], 404: ErrorOut, 409: dict[str, Any], 422: ErrorOut},
+    response={200: OverflowOut, 404: ErrorOut, 409: ConflictOut, 422: ErrorOut},
+    openapi_extra={"requestBody": json_body(OverflowIn, required=False)},
     summary="Report a context-length error: forced compaction now, the new surface returned",
 )
 def post_overflow(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
     """D4: compacts (forced) and returns the new surface; counted. A second overflow on the same
-    surface version answers 409 `overflow_unrecoverable` and applies nothing."""
+    surface version answers 409 `overflow_unrecoverable` and applies nothing; a version ahead of
+    the session's is a 422 on `surface_version`."""
     key = request_key(request)
     session = _session(key, session_id)
-    body = _optional_json(request)
-    unknown = sorted(set(body) - {"surface_version", "detail"})
-    if unknown:
-        raise BadBody(unknown[0], "is not a known field", status=422)
-    detail = body.get("detail") or ""
-    if not isinstance(detail, str) or "\x00" in detail or len(detail) > 10_000:
-        raise BadBody(
-            "detail", "must be a string of at most 10,000 characters without NUL", status=422
-        )
-    version = _optional_version(body, "surface_version")
+    body = _optional_body(request, OverflowIn)
     try:
-        outcome = report_overflow(session=session, surface_version=version, detail=detail)
+        outcome = report_overflow(
+            session=session, surface_version=body.surface_version, detail=body.detail or ""
+        )
     except OverflowUnrecoverable as exc:
         return Status(409, {"error": "overflow_unrecoverable", "detail": str(exc)})
     except CompactionBusy as exc:
         return Status(409, {"error": "compaction_busy", "detail": str(exc)})
-    except ValueError as exc:
-        raise BadBody("surface_version", str(exc), status=422) from None
     state = outcome.surface
+    # the surface object as `GET /surface` serves it, passed through verbatim (OverflowOut)
     surface = json.loads(surface_response_bytes(state)) if state is not None else None
     return Status(200, {**run_payload(outcome.run, state), "surface": surface})
 
@@ -395,7 +389,7 @@ def post_overflow(request: HttpRequest, session_id: str) -> Status[dict[str, Any
 @router.get(
     "/sessions/{session_id}/compact/plan",
     auth=ingest_auth,
-    response={200: dict[str, Any], 404: ErrorOut, 422: ErrorOut},
+    response={200: PlanOut, 404: ErrorOut, 422: ErrorOut},
     summary="What compacting now would free, re-write and cost, and when it pays back",
 )
 def get_compact_plan(
@@ -416,7 +410,7 @@ def get_compact_plan(
 @router.get(
     "/sessions/{session_id}/cache/misses",
     auth=ingest_auth,
-    response={200: dict[str, Any], 404: ErrorOut},
+    response={200: CacheMissesOut, 404: ErrorOut},
     summary="Every prompt-cache miss of the session with its cause, evidence and premium",
 )
 def get_cache_misses(request: HttpRequest, session_id: str) -> dict[str, Any]:

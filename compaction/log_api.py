@@ -9,14 +9,15 @@ the Anthropic system prompt is seq 0), never re-encoded.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import Router, Schema
+from ninja import Router
 from pydantic import Field
 
 from compaction.models import LogMessage
+from compaction.schemas import LogPageOut
 from telemetry.auth import ingest_auth, request_key
 from telemetry.models import AgentSession
 from telemetry.schemas import ErrorOut
@@ -24,14 +25,6 @@ from telemetry.schemas import ErrorOut
 router = Router(tags=["compaction"])
 
 MAX_PAGE = 1000
-
-
-class LogPageOut(Schema):
-    session_id: str
-    format: str | None
-    log_messages: int
-    messages: list[dict[str, Any]]
-    next_after_seq: int | None
 
 
 @router.get(
@@ -47,7 +40,10 @@ def get_log(
     limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 200,
 ) -> HttpResponse:
     """Up to `limit` messages with `seq` > `after_seq`, in order, each byte for byte as
-    appended. `next_after_seq` is the `after_seq` of the next page, null on the last one."""
+    appended. `next_after_seq` is the `after_seq` of the next page, null on the last one.
+
+    The page is written from the stored text of each message, not serialised through
+    `LogPageOut` (which documents it): a re-encoded message would not be the bytes appended."""
     key = request_key(request)
     session = get_object_or_404(AgentSession, profile=key.profile, external_id=session_id)
     rows = list(

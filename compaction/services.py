@@ -34,6 +34,7 @@ from compaction.core.estimates import post_compaction_estimate
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
 from compaction.summarizers import LLMSummarizer, SummarizerError
 from compaction.transcripts import derive, store_surface
+from telemetry.errors import FieldError
 from telemetry.learned_window import learn_window_from_overflow
 from telemetry.models import AgentSession
 from telemetry.policy_rules import PolicyValues
@@ -442,13 +443,17 @@ def report_overflow(
 ) -> RunOutcome:
     """D4: the provider rejected a request as too long. Forced compaction now, counted once per
     surface version; a second report on a version already relieved raises OverflowUnrecoverable
-    and applies nothing. A limit stated in `detail` (the provider's error text) becomes the
-    session's window before planning, so the compaction aims at the real wall."""
-    learn_window_from_overflow(session, detail)
+    and applies nothing, a version ahead of the session's a FieldError on `surface_version`. A
+    limit stated in `detail` (the provider's error text) becomes the session's window before
+    planning, so the compaction aims at the real wall."""
     state = Surface.objects.filter(session=session).first()
     version = state.version if state is not None else 0
     if surface_version is not None and surface_version > version:
-        raise ValueError(f"surface_version {surface_version} is ahead of the session's ({version})")
+        # refused before anything is learned or stored (the window from `detail` included)
+        raise FieldError(
+            "surface_version", f"{surface_version} is ahead of the session's ({version})"
+        )
+    learn_window_from_overflow(session, detail)
     reported = version if surface_version is None else surface_version
     if surface_version is not None and surface_version < version:
         # The surface already changed since that request; the agent should retry on the new one.

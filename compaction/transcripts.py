@@ -37,6 +37,7 @@ from compaction.core import (
 from compaction.core import Surface as CoreSurface
 from compaction.models import CompactionOperation, LogMessage, Surface, SurfaceVersion
 from compaction.rawjson import Span
+from telemetry.errors import FieldError
 from telemetry.idempotency import canonical_hash
 from telemetry.models import AgentSession
 from telemetry.policy_store import effective_policy
@@ -44,16 +45,6 @@ from telemetry.relief_dispatch import request_relief
 from telemetry.session_state import lock_session, refresh_projection, set_surface_version
 
 FORMATS = ("anthropic", "openai")
-
-
-class AppendError(ValueError):
-    """A refused append; `field` names the body field or message (`messages.3.seq`)."""
-
-    def __init__(self, field: str, message: str, *, status: int = 422) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-        self.status = status
 
 
 @dataclass
@@ -306,9 +297,9 @@ def append_messages(
     the log, whose messages then begin at seq 1.
     """
     if fmt not in FORMATS:
-        raise AppendError("format", f"must be one of {', '.join(FORMATS)}")
+        raise FieldError("format", f"must be one of {', '.join(FORMATS)}")
     if system is not None and fmt != "anthropic":
-        raise AppendError(
+        raise FieldError(
             "system", "is for the Anthropic format; send OpenAI system prompts as a message"
         )
     items = _checked_items(messages)
@@ -318,7 +309,7 @@ def append_messages(
         lock_session(session.pk)
         state = Surface.objects.filter(session=session).first()
         if state is not None and state.format != fmt:
-            raise AppendError(
+            raise FieldError(
                 "format", f"this session's transcript is in the {state.format} format", status=409
             )
         existing = dict(LogMessage.objects.filter(session=session).values_list("seq", "raw_hash"))
@@ -330,7 +321,7 @@ def append_messages(
                 *items,
             ]
             if items[1][0] != 1 and 0 not in existing:
-                raise AppendError(
+                raise FieldError(
                     "messages.0.seq",
                     "with a top-level system prompt (seq 0) the messages start at seq 1",
                 )
@@ -339,7 +330,7 @@ def append_messages(
             digest = content_hash(_without_seq(span.value))
             if seq in existing:
                 if existing[seq] != digest:
-                    raise AppendError(
+                    raise FieldError(
                         f"{name}.seq",
                         f"seq {seq} is already stored with different content",
                         status=409,
@@ -348,7 +339,7 @@ def append_messages(
                 continue
             expected = next_seq + len(new_items)
             if seq != expected:
-                raise AppendError(
+                raise FieldError(
                     f"{name}.seq", f"expected seq {expected} (the log holds {next_seq}), got {seq}"
                 )
             new_items.append((seq, index, span))
@@ -391,22 +382,20 @@ def _system_raw(system: Span) -> str:
 
 def _checked_items(messages: Sequence[Span]) -> list[tuple[int, int, Span]]:
     if not messages:
-        raise AppendError("messages", "must hold at least one message")
+        raise FieldError("messages", "must hold at least one message")
     items = []
     previous: int | None = None
     for index, span in enumerate(messages):
         value = span.value
         if not isinstance(value, dict):
-            raise AppendError(f"messages.{index}", "must be a JSON object")
+            raise FieldError(f"messages.{index}", "must be a JSON object")
         seq = value.get("seq")
         if isinstance(seq, bool) or not isinstance(seq, int):
-            raise AppendError(
-                f"messages.{index}.seq", "is required: an integer position in the log"
-            )
+            raise FieldError(f"messages.{index}.seq", "is required: an integer position in the log")
         if not 0 <= seq < 2**31:
-            raise AppendError(f"messages.{index}.seq", "must be between 0 and 2147483647")
+            raise FieldError(f"messages.{index}.seq", "must be between 0 and 2147483647")
         if previous is not None and seq <= previous:
-            raise AppendError(f"messages.{index}.seq", f"must increase (after {previous})")
+            raise FieldError(f"messages.{index}.seq", f"must increase (after {previous})")
         previous = seq
         items.append((seq, index, span))
     return items
@@ -435,7 +424,7 @@ def _parse(
         position = exc.index + offset
         index = new_items[position][1] if 0 <= position < len(new_items) else exc.index
         name = "system" if index < 0 else f"messages.{index}"
-        raise AppendError(name, str(exc)) from None
+        raise FieldError(name, str(exc)) from None
 
 
 def surface_response_bytes(state: Surface) -> bytes:

@@ -9,13 +9,10 @@ from compaction.api import router as compaction_router
 from compaction.imports.api import router as imports_router
 from compaction.log_api import router as log_router
 from compaction.summarizers import SummarizerError
-from compaction.transcripts import AppendError
 from console.openapi import ConsoleAPI
-from telemetry.api import BadBody
 from telemetry.api import router as telemetry_router
+from telemetry.errors import FieldError
 from telemetry.otlp.api import router as otlp_router
-from telemetry.policy_rules import PolicyError
-from telemetry.profiles import ProfileError
 from telemetry.ratelimit import RateLimited
 
 api = ConsoleAPI(
@@ -62,16 +59,6 @@ def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespo
     )
 
 
-@api.exception_handler(PolicyError)
-def on_policy_error(request: HttpRequest, exc: PolicyError) -> HttpResponse:
-    return api.create_response(request, {"detail": str(exc), "field": exc.field}, status=422)
-
-
-@api.exception_handler(ProfileError)
-def on_profile_error(request: HttpRequest, exc: ProfileError) -> HttpResponse:
-    return api.create_response(request, {"detail": str(exc), "field": exc.field}, status=422)
-
-
 @api.exception_handler(AuthenticationError)
 def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
     response = api.create_response(
@@ -88,8 +75,9 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return api.create_response(request, {"detail": exc.message}, status=exc.status_code)
 
 
-@api.exception_handler(BadBody)
-def on_bad_body(request: HttpRequest, exc: BadBody) -> HttpResponse:
+@api.exception_handler(FieldError)
+def on_field_error(request: HttpRequest, exc: FieldError) -> HttpResponse:
+    """Every refused value of every layer (`telemetry.errors.FieldError`), mapped once."""
     return api.create_response(request, {"detail": str(exc), "field": exc.field}, status=exc.status)
 
 
@@ -98,11 +86,6 @@ def on_rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
     response = api.create_response(request, {"detail": str(exc)}, status=429)
     response["Retry-After"] = str(exc.retry_after)
     return response
-
-
-@api.exception_handler(AppendError)
-def on_append_error(request: HttpRequest, exc: AppendError) -> HttpResponse:
-    return api.create_response(request, {"detail": str(exc), "field": exc.field}, status=exc.status)
 
 
 @api.exception_handler(SummarizerError)

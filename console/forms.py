@@ -8,9 +8,10 @@ from typing import Any
 from django import forms
 
 from console.queries import BANDS, DEFAULT_SORT, SORTS, SessionFilters
+from telemetry.errors import FieldError
 from telemetry.models import AgentProfile, CatalogueModel
 from telemetry.policy_rules import POLICY_FIELDS, PolicyValues
-from telemetry.windows import WindowOverridesError, parse_window_overrides
+from telemetry.windows import parse_window_overrides
 
 # --- sessions list -----------------------------------------------------------------------------
 
@@ -175,7 +176,7 @@ class WindowOverridesForm(forms.Form):
     def overrides(self) -> dict[str, int]:
         try:
             return parse_window_overrides(self.cleaned_data.get("windows") or "")
-        except WindowOverridesError as exc:
+        except FieldError as exc:
             self.add_error("windows", f"{exc.field}: {exc.message}")
             raise
 

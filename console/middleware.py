@@ -15,6 +15,7 @@ from django.template.loader import render_to_string
 from django.views import defaults
 
 from telemetry import safejson
+from telemetry.errors import FieldError
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ def _json_problem(request: HttpRequest) -> tuple[str, str] | None:
         value = safejson.decode(text)
     except json.JSONDecodeError:
         return None
-    except safejson.UnsafeJson as exc:
+    except FieldError as exc:
         return exc.field, exc.message
     # The view reads the same body: it takes this decoded value instead of parsing it again.
     request.decoded_json = value  # type: ignore[attr-defined]

@@ -10,14 +10,9 @@ from dataclasses import dataclass
 from django.db.models import Count, Q
 
 from console.queries import load_policies
+from telemetry.errors import FieldError
 from telemetry.models import AgentProfile, AgentSession, Policy
-from telemetry.policy_rules import (
-    DEFAULT_POLICY,
-    POLICY_FIELDS,
-    PolicyError,
-    PolicyValues,
-    merge_policy,
-)
+from telemetry.policy_rules import DEFAULT_POLICY, POLICY_FIELDS, PolicyValues, merge_policy
 
 
 @dataclass(frozen=True)
@@ -64,7 +59,7 @@ def policy_impact(
         else:
             old[profile.pk] = policies.of(profile.pk)
             new[profile.pk] = merge_policy(policies.global_policy, values)
-    except PolicyError:
+    except FieldError:
         return None
 
     def at(threshold: str, which: dict[int, PolicyValues]) -> Q:

@@ -60,15 +60,16 @@ from console.queries import (
 )
 from console.queries import compaction_markers as load_compaction_markers
 from console.roles import Role, require_role
+from telemetry.errors import FieldError
 from telemetry.keys import create_agent_key, revoke_agent_key
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel, Heartbeat, Policy
 from telemetry.otlp.costs import reported_agent_cost
-from telemetry.policy_rules import POLICY_FIELDS, PolicyError, PolicyValues
+from telemetry.policy_rules import POLICY_FIELDS, PolicyValues
 from telemetry.policy_store import update_policy
 from telemetry.pressure import round_signal
-from telemetry.profiles import ProfileError, get_or_create_profile, set_window_overrides
+from telemetry.profiles import get_or_create_profile, set_window_overrides
 from telemetry.session_state import cache_savings, session_band
-from telemetry.windows import SOURCE_LABELS, WindowOverridesError, format_window_overrides
+from telemetry.windows import SOURCE_LABELS, format_window_overrides
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -535,7 +536,7 @@ def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
         else:
             try:
                 update_policy(profile=profile, values=form.values())
-            except PolicyError as exc:
+            except FieldError as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
             else:
                 note = ""
@@ -587,7 +588,7 @@ def profile_windows(request: HttpRequest, name: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             set_window_overrides(profile=profile, overrides=form.overrides())
-        except (WindowOverridesError, ProfileError):
+        except FieldError:
             pass  # the form carries the error, naming the line
         else:
             messages.success(request, f"Saved the windows of {profile.name}.")
@@ -609,7 +610,7 @@ def profile_create(request: HttpRequest) -> HttpResponse:
             profile = get_or_create_profile(
                 name=form.cleaned_data["name"], description=form.cleaned_data["description"]
             )
-        except ProfileError as exc:
+        except FieldError as exc:
             form.add_error("name", exc.message)
         else:
             messages.success(request, f"Profile {profile.name} is ready; it inherits the policy.")
@@ -672,7 +673,7 @@ def keys(request: HttpRequest) -> HttpResponse:
                 scopes=["compact"] if form.cleaned_data["compact"] else [],
                 name=form.cleaned_data["name"],
             )
-        except ProfileError as exc:
+        except FieldError as exc:
             form.add_error(None, str(exc))
         else:
             form = KeyCreateForm()

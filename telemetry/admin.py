@@ -9,9 +9,10 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from telemetry.errors import FieldError
 from telemetry.keys import create_agent_key, normalize_scopes, revoke_agent_key
 from telemetry.models import AgentKey, AgentProfile, Policy
-from telemetry.policy_rules import POLICY_FIELDS, PolicyError
+from telemetry.policy_rules import POLICY_FIELDS
 from telemetry.policy_store import update_policy
 
 
@@ -80,7 +81,7 @@ class PolicyAdmin(admin.ModelAdmin[Policy]):
         }
         try:
             update_policy(profile=None if obj.is_global else obj.profile, values=values)
-        except PolicyError as exc:
+        except FieldError as exc:
             messages.error(request, f"Not saved: {exc}")
             request.policy_refused = True  # type: ignore[attr-defined]
 

@@ -13,6 +13,7 @@ from ninja.responses import NinjaJSONEncoder
 
 from telemetry import safejson
 from telemetry.auth import ingest_auth, request_key
+from telemetry.errors import FieldError
 from telemetry.ingest import IngestResult, ingest_records
 from telemetry.models import AgentSession, Turn
 from telemetry.policy_rules import PolicyValues
@@ -40,33 +41,25 @@ def get_policy(request: HttpRequest) -> dict[str, object]:
     return {"profile": key.profile.name, **key_policy(key.pk, key.profile).as_dict()}
 
 
-class BadBody(Exception):
-    """A request body that cannot be read as JSON at all; `field` names where it broke."""
-
-    def __init__(self, field: str, message: str, status: int = 400) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-        self.status = status
-
-
 def parse_json_body(request: HttpRequest) -> object:
     if hasattr(request, "decoded_json"):  # decoded once by `console.middleware.request_guard`
         return request.decoded_json
     try:
         text = request.body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadBody("body", f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise FieldError(
+            "body", f"is not UTF-8 ({exc.reason} at byte {exc.start})", status=400
+        ) from None
     if not text.strip():
-        raise BadBody("body", "is empty; send a JSON object")
+        raise FieldError("body", "is empty; send a JSON object", status=400)
     try:
         return safejson.decode(text)
     except json.JSONDecodeError as exc:
-        raise BadBody(
-            "body", f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        raise FieldError(
+            "body",
+            f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            status=400,
         ) from None
-    except safejson.UnsafeJson as exc:
-        raise BadBody(exc.field, exc.message, status=422) from None
 
 
 def _telemetry_body_schema() -> dict[str, Any]:
@@ -118,14 +111,14 @@ def post_telemetry(request: HttpRequest, response: HttpResponse) -> HttpResponse
     if isinstance(body, dict) and "records" in body:
         extra = sorted(set(body) - {"records"})
         if extra:
-            raise BadBody(extra[0], "is not a known field beside 'records'", status=422)
+            raise FieldError(extra[0], "is not a known field beside 'records'", status=422)
         records = body["records"]
         if not isinstance(records, list):
-            raise BadBody("records", "must be a list of records", status=422)
+            raise FieldError("records", "must be a list of records", status=422)
         if not records:
-            raise BadBody("records", "must not be empty", status=422)
+            raise FieldError("records", "must not be empty", status=422)
         if len(records) > MAX_BATCH:
-            raise BadBody(
+            raise FieldError(
                 "records",
                 f"holds {len(records)} records; at most {MAX_BATCH} per request",
                 status=422,
@@ -134,7 +127,9 @@ def post_telemetry(request: HttpRequest, response: HttpResponse) -> HttpResponse
     elif isinstance(body, dict):
         raw_items, batch = [body], False
     else:
-        raise BadBody("body", 'must be a JSON object (a record, or {"records": [...]})', status=422)
+        raise FieldError(
+            "body", 'must be a JSON object (a record, or {"records": [...]})', status=422
+        )
     result = ingest_records(key=key, raw_items=raw_items, batch=batch, on_commit=enqueue_relief)
     payload = ingest_payload(result)
     if batch:

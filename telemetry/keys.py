@@ -20,8 +20,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from telemetry.errors import FieldError
 from telemetry.models import AgentKey
-from telemetry.profiles import ProfileError, get_or_create_profile
+from telemetry.profiles import get_or_create_profile
 
 KEY_PREFIX = "clc"
 # Each process remembers a key check this long: the agent API's hottest path skips a query per
@@ -47,7 +48,7 @@ def normalize_scopes(scopes: Iterable[str] | None) -> list[str]:
     result = [AgentKey.SCOPE_INGEST]
     for scope in scopes or ():
         if scope not in AgentKey.SCOPES:
-            raise ProfileError(
+            raise FieldError(
                 "scope", f"unknown scope {scope!r}; use one of {', '.join(AgentKey.SCOPES)}"
             )
         if scope not in result:

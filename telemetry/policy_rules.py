@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Literal
 
+from telemetry.errors import FieldError
+
 CacheTTL = Literal["5m", "1h"]
 CACHE_TTLS: tuple[CacheTTL, ...] = ("5m", "1h")
 
@@ -23,15 +25,6 @@ DEFAULT_NUDGE_TEXT = (
     "You have taken many steps in this turn. Pause and re-read your instructions and plan: "
     "restate the goal, what is done, and the next step before calling more tools."
 )
-
-
-class PolicyError(ValueError):
-    """An invalid policy value or combination; `field` names the offending field."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +87,7 @@ def merge_policy(base: PolicyValues, overrides: Mapping[str, object]) -> PolicyV
     changes: dict[str, object] = {}
     for name, value in overrides.items():
         if name not in POLICY_FIELDS:
-            raise PolicyError(name, "is not a policy field")
+            raise FieldError(name, "is not a policy field")
         if value is None:
             continue
         if name == "prune_exclude_tools":
@@ -111,28 +104,28 @@ def _tool_names(value: object) -> tuple[str, ...]:
     elif isinstance(value, list | tuple):
         items = [item.strip() if isinstance(item, str) else item for item in value]
     else:
-        raise PolicyError("prune_exclude_tools", "must be a list of tool names")
+        raise FieldError("prune_exclude_tools", "must be a list of tool names")
     names: list[str] = []
     for item in items:
         if not isinstance(item, str):
-            raise PolicyError("prune_exclude_tools", "must contain only strings")
+            raise FieldError("prune_exclude_tools", "must contain only strings")
         if item and item not in names:
             names.append(item)
     return tuple(sorted(names))
 
 
 def validate_policy(policy: PolicyValues) -> None:
-    """Refuse values that cannot work together. Raises `PolicyError` naming the field."""
+    """Refuse values that cannot work together. Raises `FieldError` naming the field."""
     if policy.cache_ttl not in CACHE_TTLS:
-        raise PolicyError("cache_ttl", f"must be one of {', '.join(CACHE_TTLS)}")
+        raise FieldError("cache_ttl", f"must be one of {', '.join(CACHE_TTLS)}")
     for name in ("prune_threshold", "summarize_threshold"):
         value = getattr(policy, name)
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise PolicyError(name, "must be a number")
+            raise FieldError(name, "must be a number")
         if not 0 < value <= 1:
-            raise PolicyError(name, "must be greater than 0 and at most 1 (a share of the window)")
+            raise FieldError(name, "must be greater than 0 and at most 1 (a share of the window)")
     if policy.summarize_threshold < policy.prune_threshold:
-        raise PolicyError(
+        raise FieldError(
             "summarize_threshold",
             f"must not be below prune_threshold ({policy.prune_threshold:.0%}): tool results are "
             "pruned before older turns are summarized, never after",
@@ -140,24 +133,24 @@ def validate_policy(policy: PolicyValues) -> None:
     for name in _NON_NEGATIVE_INTS + _POSITIVE_INTS:
         value = getattr(policy, name)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise PolicyError(name, "must be an integer")
+            raise FieldError(name, "must be an integer")
         if value < 0:
-            raise PolicyError(name, "must not be negative")
+            raise FieldError(name, "must not be negative")
         if name in _POSITIVE_INTS and value == 0:
-            raise PolicyError(name, "must be at least 1")
+            raise FieldError(name, "must be at least 1")
         if value > _MAX_INT:
-            raise PolicyError(name, f"must be at most {_MAX_INT}")
+            raise FieldError(name, f"must be at most {_MAX_INT}")
     if policy.stub_head_chars + policy.stub_tail_chars >= policy.max_result_chars:
-        raise PolicyError(
+        raise FieldError(
             "max_result_chars",
             "must exceed stub_head_chars + stub_tail_chars, or a stub would not be smaller than a result",
         )
     if policy.round_soft_limit > policy.round_hard_cap:
-        raise PolicyError("round_soft_limit", "must not exceed round_hard_cap")
+        raise FieldError("round_soft_limit", "must not exceed round_hard_cap")
     if not isinstance(policy.nudge_text, str) or not policy.nudge_text.strip():
-        raise PolicyError("nudge_text", "must not be empty")
+        raise FieldError("nudge_text", "must not be empty")
     if "\x00" in policy.nudge_text:
-        raise PolicyError("nudge_text", "must not contain NUL characters")
+        raise FieldError("nudge_text", "must not contain NUL characters")
     for tool in policy.prune_exclude_tools:
         if not isinstance(tool, str) or not tool:
-            raise PolicyError("prune_exclude_tools", "must contain non-empty tool names")
+            raise FieldError("prune_exclude_tools", "must contain non-empty tool names")

@@ -9,14 +9,9 @@ from typing import Final
 from django.db import transaction
 from django.db.models import Q
 
+from telemetry.errors import FieldError
 from telemetry.models import AgentProfile, Policy
-from telemetry.policy_rules import (
-    DEFAULT_POLICY,
-    POLICY_FIELDS,
-    PolicyError,
-    PolicyValues,
-    merge_policy,
-)
+from telemetry.policy_rules import DEFAULT_POLICY, POLICY_FIELDS, PolicyValues, merge_policy
 from telemetry.recent import Recent
 
 # Each process remembers the effective policy an agent key's requests get this long (beside the
@@ -79,10 +74,10 @@ def update_policy(*, profile: AgentProfile | None, values: Mapping[str, object])
     """
     unknown = sorted(set(values) - set(POLICY_FIELDS))
     if unknown:
-        raise PolicyError(unknown[0], "is not a policy field")
+        raise FieldError(unknown[0], "is not a policy field")
     if profile is None and any(value is None for value in values.values()):
         field = next(name for name, value in values.items() if value is None)
-        raise PolicyError(field, "the global policy needs a value")
+        raise FieldError(field, "the global policy needs a value")
     with transaction.atomic():
         if profile is None:
             row, _ = Policy.objects.select_for_update().get_or_create(is_global=True)
@@ -95,8 +90,8 @@ def update_policy(*, profile: AgentProfile | None, values: Mapping[str, object])
             for override in Policy.objects.filter(is_global=False).select_related("profile"):
                 try:
                     merge_policy(new_global, row_overrides(override))
-                except PolicyError as exc:
-                    raise PolicyError(
+                except FieldError as exc:
+                    raise FieldError(
                         exc.field, f"{exc.message} (in profile {override.profile})"
                     ) from None
             result = new_global

@@ -5,15 +5,9 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
+from telemetry.errors import FieldError
 from telemetry.models import AgentProfile
 from telemetry.windows import MAX_WINDOW
-
-
-class ProfileError(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 def get_or_create_profile(*, name: str, description: str = "") -> AgentProfile:
@@ -26,7 +20,7 @@ def get_or_create_profile(*, name: str, description: str = "") -> AgentProfile:
         profile.full_clean(validate_unique=False)
     except ValidationError as exc:
         messages = exc.message_dict.get("name") or exc.messages
-        raise ProfileError("profile", "; ".join(messages)) from None
+        raise FieldError("profile", "; ".join(messages)) from None
     try:
         with transaction.atomic():
             profile.save()
@@ -41,7 +35,7 @@ def set_window_overrides(*, profile: AgentProfile, overrides: dict[str, int]) ->
     with their next report (the record's own window still wins, `telemetry.windows`)."""
     for name, tokens in overrides.items():
         if not name or type(tokens) is not int or not 0 < tokens <= MAX_WINDOW:
-            raise ProfileError("window_overrides", f"{name!r}: {tokens!r} is not a window")
+            raise FieldError("window_overrides", f"{name!r}: {tokens!r} is not a window")
     profile.window_overrides = dict(sorted(overrides.items()))
     profile.save(update_fields=["window_overrides"])
     return profile

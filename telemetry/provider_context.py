@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from telemetry.usage import CacheTTL, NormalizedUsage, UsageError, normalize_usage
+from telemetry.errors import FieldError
+from telemetry.usage import CacheTTL, NormalizedUsage, normalize_usage
 
 EventKind = Literal["compaction", "context_edit"]
 
@@ -70,7 +71,7 @@ def read_provider_usage(
     """Split a call's report into its context, its billed passes and its provider events.
 
     `normalized` is `normalize_usage(usage)`. Without iterations the call is billed as
-    reported and its context is `normalized`. Raises UsageError naming the field
+    reported and its context is `normalized`. Raises FieldError naming the field
     (`usage.iterations.1.input_tokens`, `context_management.applied_edits.0`, …) for anything
     it cannot count.
     """
@@ -80,7 +81,7 @@ def read_provider_usage(
     raw_iterations = usage.get("iterations")
     if raw_iterations is not None and normalized.provider == "anthropic":
         if not isinstance(raw_iterations, list):
-            raise UsageError("usage.iterations", "must be an array")
+            raise FieldError("usage.iterations", "must be an array")
         passes = [_iteration(item, index, cache_ttl) for index, item in enumerate(raw_iterations)]
         if passes:
             billed = tuple(usage for _, usage in passes)
@@ -122,15 +123,15 @@ def read_provider_usage(
 def _iteration(item: object, index: int, cache_ttl: CacheTTL) -> tuple[str, NormalizedUsage]:
     where = f"usage.iterations.{index}"
     if not isinstance(item, Mapping):
-        raise UsageError(where, "must be an object")
+        raise FieldError(where, "must be an object")
     kind = item.get("type", "message")
     if not isinstance(kind, str):
-        raise UsageError(f"{where}.type", "must be a string")
+        raise FieldError(f"{where}.type", "must be a string")
     counts = {key: value for key, value in item.items() if key != "type"}
     try:
         return kind, normalize_usage(counts, provider="anthropic", cache_ttl=cache_ttl)
-    except UsageError as exc:
-        raise UsageError(f"{where}.{exc.field.removeprefix('usage.')}", exc.message) from None
+    except FieldError as exc:
+        raise FieldError(f"{where}.{exc.field.removeprefix('usage.')}", exc.message) from None
 
 
 def _applied_edits(
@@ -140,16 +141,16 @@ def _applied_edits(
         return []
     edits = context_management.get("applied_edits") or []
     if not isinstance(edits, list):
-        raise UsageError("context_management.applied_edits", "must be an array")
+        raise FieldError("context_management.applied_edits", "must be an array")
     events = []
     for index, edit in enumerate(edits):
         where = f"context_management.applied_edits.{index}"
         if not isinstance(edit, Mapping):
-            raise UsageError(where, "must be an object")
+            raise FieldError(where, "must be an object")
         for name in _EDIT_COUNTS:
             value = edit.get(name)
             if value is not None and (type(value) is not int or value < 0):
-                raise UsageError(f"{where}.{name}", "must be a non-negative integer")
+                raise FieldError(f"{where}.{name}", "must be a non-negative integer")
         cleared = edit.get("cleared_input_tokens")
         events.append(
             ProviderEvent(
@@ -184,7 +185,7 @@ def _openai_compactions(
     events = []
     for index, item in enumerate(output_items or ()):
         if not isinstance(item, Mapping):
-            raise UsageError(f"output_items.{index}", "must be an object")
+            raise FieldError(f"output_items.{index}", "must be an object")
         if item.get("type") != "compaction":
             continue
         item_id = item.get("id")

@@ -17,6 +17,8 @@ import math
 import re
 from typing import Any
 
+from telemetry.errors import FieldError
+
 # Deeper than any transcript or usage object seen in practice; far below the interpreter's
 # recursion limit, so recursive code further in (pydantic, canonical JSON) never meets it.
 MAX_DEPTH = 64
@@ -24,17 +26,8 @@ MAX_DEPTH = 64
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class UnsafeJson(ValueError):
-    """A JSON document (or a value in one) that the service refuses; `field` is a dotted path."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
 def decode(text: str) -> Any:
-    """`json.loads` that raises JSONDecodeError for malformed text and UnsafeJson for text
+    """`json.loads` that raises JSONDecodeError for malformed text and FieldError for text
     Python cannot decode safely; never RecursionError or a bare ValueError. See `check` for the
     rest of the rule."""
     return _decode(json.loads, text)
@@ -59,9 +52,9 @@ def _decode(function: Any, text: str) -> Any:
     except json.JSONDecodeError:
         raise
     except RecursionError:
-        raise UnsafeJson("body", f"nests deeper than {MAX_DEPTH} levels") from None
+        raise FieldError("body", f"nests deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:  # int(): "Exceeds the limit (4300 digits) for integer string ..."
-        raise UnsafeJson("body", f"holds a number that cannot be read: {exc}") from None
+        raise FieldError("body", f"holds a number that cannot be read: {exc}") from None
 
 
 def problem(value: Any, *, base: str = "") -> tuple[str, str] | None:
@@ -143,10 +136,10 @@ def _first_problem(value: Any, *, base: str = "") -> tuple[str, str] | None:
 
 
 def check(value: Any, *, base: str = "") -> None:
-    """Raise UnsafeJson for the first value that breaks the rule."""
+    """Raise FieldError for the first value that breaks the rule."""
     found = problem(value, base=base)
     if found is not None:
-        raise UnsafeJson(*found)
+        raise FieldError(*found)
 
 
 _SURROGATE_MESSAGE = (

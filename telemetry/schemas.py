@@ -47,7 +47,7 @@ MAX_SMALL = 2**31 - 1  # PostgreSQL integer columns (turn, call, window, surface
 MAX_BATCH = 1000
 
 
-def _no_nul(value: str) -> str:
+def no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
     return value
@@ -119,7 +119,7 @@ class PrefixSegmentIn(BaseModel):
     @field_validator("hash", "text")
     @classmethod
     def _without_nul(cls, value: str | None) -> str | None:
-        return None if value is None else _no_nul(value)
+        return None if value is None else no_nul(value)
 
 
 def prefix_order_error(segments: list[PrefixSegmentIn]) -> str | None:
@@ -181,7 +181,7 @@ class RecordIn(BaseModel):
     @field_validator("session_id", "model", "provider", "request_id")
     @classmethod
     def _strings_without_nul(cls, value: str | None) -> str | None:
-        return None if value is None else _no_nul(value)
+        return None if value is None else no_nul(value)
 
     @field_validator("session_id")
     @classmethod

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, cast, get_args
 
+from telemetry.errors import FieldError
+
 Provider = Literal["anthropic", "openai_chat", "openai_responses", "otel"]
 CacheTTL = Literal["5m", "1h"]
 
@@ -34,19 +36,6 @@ MAX_TOKENS: Final = 2**53 - 1
 # `flags` values. Each names a fact about the record a reader of the raw usage would want to know.
 FLAG_OTEL_INPUT_EXCLUSIVE: Final = "otel_input_exclusive"
 FLAG_ANTHROPIC_CACHE_SPLIT_MISMATCH: Final = "anthropic_cache_split_mismatch"
-
-
-class UsageError(ValueError):
-    """A usage object we refuse to count, naming the offending field as a dotted path.
-
-    `field` is e.g. "usage.prompt_tokens_details.cached_tokens", so the API can answer a 422 that
-    points at the exact value the agent must fix.
-    """
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +102,7 @@ def normalize_usage(
     attribute dict; otherwise the family of `model`. `cache_ttl` picks the write bucket when the
     usage reports cache writes without saying which TTL they used (the profile's tier).
 
-    Pure: never mutates `usage`, same input ⇒ equal output. Raises `UsageError` naming the field
+    Pure: never mutates `usage`, same input ⇒ equal output. Raises `FieldError` naming the field
     for anything it cannot count exactly: a missing required count, a value that is not an int
     (bools and floats included, even 12.0 — a token count with a fractional type is a bug
     upstream, not a number to round), a negative or absurd (> MAX_TOKENS) count, a cached count
@@ -121,9 +110,9 @@ def normalize_usage(
     Unknown extra keys (`service_tier`, `server_tool_use`, audio details, …) are ignored.
     """
     if not isinstance(usage, Mapping):
-        raise UsageError("usage", f"must be an object, got {_type_name(usage)}")
+        raise FieldError("usage", f"must be an object, got {_type_name(usage)}")
     if cache_ttl not in ("5m", "1h"):
-        raise UsageError("cache_ttl", f"must be '5m' or '1h', got {cache_ttl!r}")
+        raise FieldError("cache_ttl", f"must be '5m' or '1h', got {cache_ttl!r}")
 
     fmt = _format_for(usage, provider=provider, model=model)
     if fmt == "anthropic":
@@ -152,7 +141,7 @@ def _format_for(
 ) -> Provider:
     if provider is not None:
         if not isinstance(provider, str):
-            raise UsageError("provider", f"must be a string, got {_type_name(provider)}")
+            raise FieldError("provider", f"must be a string, got {_type_name(provider)}")
         name = provider.strip().lower()
         if name in _OTEL_ALIASES:
             return "otel"
@@ -170,13 +159,13 @@ def _format_for(
             inferred = _infer_from_keys(usage)
             if inferred == "anthropic":
                 # Reading these as OpenAI's inclusive counts would silently drop the cache.
-                raise UsageError("provider", f"{provider!r} does not match Anthropic cache fields")
+                raise FieldError("provider", f"{provider!r} does not match Anthropic cache fields")
             if inferred is not None:
                 return inferred
             if "input_tokens" in usage:
                 return "openai_responses"
-            raise UsageError("usage", "an OpenAI usage object needs prompt_tokens or input_tokens")
-        raise UsageError("provider", f"unknown provider {provider!r}")
+            raise FieldError("usage", "an OpenAI usage object needs prompt_tokens or input_tokens")
+        raise FieldError("provider", f"unknown provider {provider!r}")
 
     inferred = _infer_from_keys(usage)
     if inferred is not None:
@@ -188,8 +177,8 @@ def _format_for(
         # `prompt_tokens` was already taken as Chat above; bare input/output is Responses.
         if "input_tokens" in usage:
             return "openai_responses"
-        raise UsageError("usage", "an OpenAI usage object needs prompt_tokens or input_tokens")
-    raise UsageError(
+        raise FieldError("usage", "an OpenAI usage object needs prompt_tokens or input_tokens")
+    raise FieldError(
         "usage",
         "cannot tell the provider from the keys or the model; send `provider` "
         "(anthropic, openai_chat, openai_responses or otel)",
@@ -325,7 +314,7 @@ def _openai(
         cached = _optional(details, "cached_tokens", cached_field)
         if cached is not None and cached > prompt:
             # The cached count is a subset of the prompt count; more means a broken object.
-            raise UsageError(cached_field, f"{cached} exceeds usage.{input_key} ({prompt})")
+            raise FieldError(cached_field, f"{cached} exceeds usage.{input_key} ({prompt})")
 
     reasoning: int | None = None
     out_details = _mapping(usage, output_details, f"usage.{output_details}")
@@ -333,7 +322,7 @@ def _openai(
         reasoning_field = f"usage.{output_details}.reasoning_tokens"
         reasoning = _optional(out_details, "reasoning_tokens", reasoning_field)
         if reasoning is not None and reasoning > output:
-            raise UsageError(reasoning_field, f"{reasoning} exceeds usage.{output_key} ({output})")
+            raise FieldError(reasoning_field, f"{reasoning} exceeds usage.{output_key} ({output})")
 
     return _build(
         provider,
@@ -377,7 +366,7 @@ def _otel(usage: Mapping[str, object], cache_ttl: CacheTTL) -> NormalizedUsage:
     assert total_input is not None and output is not None  # required=True raised otherwise
 
     if reasoning is not None and reasoning > output:
-        raise UsageError(f"usage.{_OTEL_REASONING[0]}", f"{reasoning} exceeds output ({output})")
+        raise FieldError(f"usage.{_OTEL_REASONING[0]}", f"{reasoning} exceeds output ({output})")
 
     flags: list[str] = []
     cached = (read or 0) + (write or 0)
@@ -417,13 +406,13 @@ def _otel_count(
         if value is None:
             continue
         if found is not None and found[1] != value:
-            raise UsageError(
+            raise FieldError(
                 f"usage.{name}", f"{value} disagrees with usage.{found[0]} ({found[1]})"
             )
         found = found or (name, value)
     if found is None:
         if required:
-            raise UsageError(f"usage.{names[0]}", "is required")
+            raise FieldError(f"usage.{names[0]}", "is required")
         return None
     return found[1]
 
@@ -463,7 +452,7 @@ def _by_ttl(tokens: int, cache_ttl: CacheTTL) -> tuple[int, int]:
 def _required(obj: Mapping[str, object], key: str, field: str) -> int:
     value = _optional(obj, key, field)
     if value is None:
-        raise UsageError(field, "is required")
+        raise FieldError(field, "is required")
     return value
 
 
@@ -474,11 +463,11 @@ def _optional(obj: Mapping[str, object], key: str, field: str) -> int | None:
         return None
     # bool is an int subclass, and float 12.0 == 12: reject both, they are upstream bugs.
     if type(value) is not int:
-        raise UsageError(field, f"must be an integer, got {_type_name(value)}")
+        raise FieldError(field, f"must be an integer, got {_type_name(value)}")
     if value < 0:
-        raise UsageError(field, f"must not be negative, got {value}")
+        raise FieldError(field, f"must not be negative, got {value}")
     if value > MAX_TOKENS:
-        raise UsageError(field, f"must be at most {MAX_TOKENS}, got {value}")
+        raise FieldError(field, f"must be at most {MAX_TOKENS}, got {value}")
     return value
 
 
@@ -487,7 +476,7 @@ def _mapping(obj: Mapping[str, object], key: str, field: str) -> Mapping[str, ob
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise UsageError(field, f"must be an object, got {_type_name(value)}")
+        raise FieldError(field, f"must be an object, got {_type_name(value)}")
     return value
 
 

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from telemetry import safejson
+from telemetry.errors import FieldError
 from telemetry.idempotency import payload_hash
 from telemetry.policy_rules import PolicyValues
 from telemetry.provider_context import ProviderUsage, read_provider_usage
 from telemetry.schemas import ItemStatus, RecordIn
-from telemetry.usage import NormalizedUsage, UsageError, normalize_usage
+from telemetry.usage import NormalizedUsage, normalize_usage
 
 Status = ItemStatus
 
@@ -99,7 +100,7 @@ def validate_items(
                 context_management=record.context_management,
                 output_items=record.output_items,
             )
-        except UsageError as exc:
+        except FieldError as exc:
             name = exc.field if exc.field.startswith(_OWN_FIELDS) else f"usage.{exc.field}"
             if exc.field == "provider":
                 name = "provider"

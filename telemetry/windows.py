@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from telemetry.errors import FieldError
+
 WindowSource = Literal["record", "overflow", "profile_model", "profile_default", "catalogue"]
 
 # The profile-wide default in `AgentProfile.window_overrides`; every other key is a model id or
@@ -91,18 +93,11 @@ def _valid(value: object) -> bool:
     return type(value) is int and 0 < value <= MAX_WINDOW
 
 
-class WindowOverridesError(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
 def parse_window_overrides(text: str) -> dict[str, int]:
     """Parse the admin's one-per-line `model = tokens` list (`* = tokens` for the default).
 
     Blank lines and `#` comments are skipped; `_` and `,` in numbers are allowed (200_000,
-    200,000). Raises WindowOverridesError naming the line for anything else: a missing `=`,
+    200,000). Raises FieldError naming the line for anything else: a missing `=`,
     an empty name, a count that is not a positive integer, a duplicate name.
     """
     parsed: dict[str, int] = {}
@@ -114,11 +109,11 @@ def parse_window_overrides(text: str) -> dict[str, int]:
         name, value = name.strip(), value.strip().replace("_", "").replace(",", "")
         where = f"line {number}"
         if not sep or not name:
-            raise WindowOverridesError(where, "write `model = tokens` (or `* = tokens`)")
+            raise FieldError(where, "write `model = tokens` (or `* = tokens`)")
         if not value.isdigit() or not 0 < int(value) <= MAX_WINDOW:
-            raise WindowOverridesError(where, f"{value!r} is not a positive number of tokens")
+            raise FieldError(where, f"{value!r} is not a positive number of tokens")
         if name in parsed:
-            raise WindowOverridesError(where, f"{name!r} is set twice")
+            raise FieldError(where, f"{name!r} is set twice")
         parsed[name] = int(value)
     return parsed
 

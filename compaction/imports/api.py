@@ -11,8 +11,9 @@ from pydantic import Field
 
 from compaction.imports.files import FORMATS, Format, NotATranscript
 from compaction.imports.store import import_file
-from telemetry.api import BadBody
+from compaction.schemas import ImportOut
 from telemetry.auth import ingest_auth, request_key
+from telemetry.errors import FieldError
 from telemetry.schemas import ErrorOut
 
 router = Router(tags=["imports"])
@@ -40,7 +41,7 @@ class ImportQuery(Schema):
 @router.post(
     "/imports",
     auth=ingest_auth,
-    response={200: dict[str, Any], 409: dict[str, Any], 422: ErrorOut},
+    response={200: ImportOut, 409: ImportOut, 422: ErrorOut},
     openapi_extra={"requestBody": IMPORT_BODY},
     summary="Import a Claude Code or Codex transcript",
 )
@@ -57,9 +58,9 @@ def post_import(
     """
     key = request_key(request)
     if query.format is not None and query.format not in FORMATS:
-        raise BadBody("format", f"must be one of {', '.join(FORMATS)}")
+        raise FieldError("format", f"must be one of {', '.join(FORMATS)}", status=400)
     if not request.body.strip():
-        raise BadBody("body", "is empty: send the transcript file's bytes", status=422)
+        raise FieldError("body", "is empty: send the transcript file's bytes", status=422)
     try:
         report = import_file(
             profile=key.profile,
@@ -69,11 +70,11 @@ def post_import(
             final=query.final,
         )
     except NotATranscript as exc:
-        raise BadBody("body", str(exc), status=422) from None
+        raise FieldError("body", str(exc), status=422) from None
     payload = report.as_dict()
     payload["path"] = query.name
     if report.status == "rewritten":
         return Status(409, payload)
     if report.status == "failed":
-        raise BadBody("body", report.detail, status=422)
+        raise FieldError("body", report.detail, status=422)
     return payload

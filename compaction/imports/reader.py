@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 
 from compaction.imports.records import Skipped
 from telemetry import safejson
+from telemetry.errors import FieldError
 
 CHUNK = 1 << 20
 HEAD_BYTES = 64 * 1024
@@ -105,7 +106,7 @@ def line_object(number: int, text: str) -> dict[str, Any] | Skipped | None:
         return None
     try:
         obj = safejson.loads(text)
-    except safejson.UnsafeJson as exc:
+    except FieldError as exc:
         # the one JSON rule of every door (issue 16): a lone surrogate, NaN or a value too deep
         # would poison the session's log; the line is skipped like a malformed one
         return Skipped(number, f"refused by the JSON rule ({exc})")

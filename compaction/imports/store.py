@@ -49,13 +49,13 @@ from compaction.models import (
 )
 from compaction.rawjson import Span
 from compaction.transcripts import (
-    AppendError,
     agent_cut,
     append_messages,
     load_log,
     load_operations,
     store_surface,
 )
+from telemetry.errors import FieldError
 from telemetry.events import record_context_event
 from telemetry.ingest import ingest_records
 from telemetry.models import AgentKey, AgentProfile, AgentSession, ContextEvent
@@ -226,7 +226,7 @@ def _commit(
                 state.session = sink.first_session
             state.totals = {**state.totals, "sessions": sink.report.sessions}
             state.save()
-    except AppendError as exc:
+    except FieldError as exc:
         sink.report.status = "failed"
         sink.report.detail = f"stopped before line {state.next_line}: {exc}"
         return False

@@ -23,6 +23,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from telemetry.api import enqueue_relief
+from telemetry.errors import FieldError
 from telemetry.keys import find_active_key
 from telemetry.models import AgentKey
 from telemetry.otlp import mapping, wire
@@ -72,7 +73,7 @@ def export(request: HttpRequest, signal: str) -> HttpResponse:
     """One OTLP/HTTP export of `signal` (traces, logs or metrics)."""
     try:
         encoding = wire.encoding_of(request.content_type or "")
-    except wire.WireError as exc:
+    except FieldError as exc:
         return _refuse(exc.status, str(exc), "json")
     if request.method != "POST":
         response = _refuse(405, "use POST (OTLP/HTTP export)", encoding)
@@ -93,7 +94,7 @@ def export(request: HttpRequest, signal: str) -> HttpResponse:
         return _export(request, cast(wire.Signal, signal), encoding, key)
     except RateLimited as exc:
         return _refuse(429, str(exc), encoding, retry_after=exc.retry_after)
-    except wire.WireError as exc:
+    except FieldError as exc:
         return _refuse(exc.status, str(exc), encoding)
     except (OperationalError, InterfaceError) as exc:
         log.warning("otlp %s export: database unavailable: %s", signal, exc)

@@ -25,6 +25,8 @@ from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from telemetry.errors import FieldError
+
 Signal = Literal["traces", "logs", "metrics"]
 Encoding = Literal["protobuf", "json"]
 
@@ -34,16 +36,6 @@ JSON: Final = "application/json"
 # An attribute value as OTLP carries it, in plain Python.
 AttrValue = str | bool | int | float | bytes | list[Any] | dict[str, Any] | None
 Attributes = dict[str, AttrValue]
-
-
-class WireError(ValueError):
-    """A body we cannot decode; `status` is the HTTP answer (400, 413 or 415)."""
-
-    def __init__(self, field: str, message: str, status: int = 400) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +70,7 @@ def encoding_of(content_type: str) -> Encoding:
         return "protobuf"
     if media == JSON:
         return "json"
-    raise WireError(
+    raise FieldError(
         "Content-Type",
         f"{media}: send {PROTOBUF} or {JSON} (OTLP/HTTP)",
         status=415,
@@ -99,17 +91,17 @@ def inflate(body: bytes, content_encoding: str, *, limit: int) -> bytes:
         try:
             data = inflater.decompress(body, limit + 1)
         except zlib.error as exc:
-            raise WireError("body", f"is not valid {coding} ({exc})") from None
+            raise FieldError("body", f"is not valid {coding} ({exc})", status=400) from None
         if len(data) <= limit and not inflater.eof:
-            raise WireError("body", f"is a truncated {coding} stream")
+            raise FieldError("body", f"is a truncated {coding} stream", status=400)
     else:
-        raise WireError(
+        raise FieldError(
             "Content-Encoding",
             f"{coding!r} is not supported; send gzip, deflate or none",
             status=415,
         )
     if len(data) > limit:
-        raise WireError(
+        raise FieldError(
             "body", f"inflates to more than this endpoint's limit of {limit} bytes", status=413
         )
     return data
@@ -128,30 +120,36 @@ _TOP: Final[dict[Signal, tuple[str, str]]] = {
 
 
 def decode_request(signal: Signal, data: bytes, encoding: Encoding) -> Message:
-    """The Export*ServiceRequest in `data`; a `WireError` (400) naming where it broke."""
+    """The Export*ServiceRequest in `data`; a `FieldError` (400) naming where it broke."""
     request = _REQUESTS[signal]()
     if encoding == "protobuf":
         try:
             request.ParseFromString(data)
         except DecodeError as exc:
-            raise WireError("body", f"is not an OTLP protobuf {_name(signal)}: {exc}") from None
+            raise FieldError(
+                "body", f"is not an OTLP protobuf {_name(signal)}: {exc}", status=400
+            ) from None
         if len(UnknownFieldSet(request)):
-            raise WireError("body", f"is not an OTLP protobuf {_name(signal)} (unknown fields)")
+            raise FieldError(
+                "body", f"is not an OTLP protobuf {_name(signal)} (unknown fields)", status=400
+            )
         return request
     try:
         obj = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise WireError("body", f"is not valid JSON: {exc}") from None
+        raise FieldError("body", f"is not valid JSON: {exc}", status=400) from None
     if not isinstance(obj, dict):
-        raise WireError("body", f"must be a JSON object (an OTLP {_name(signal)})")
+        raise FieldError("body", f"must be a JSON object (an OTLP {_name(signal)})", status=400)
     known = _TOP[signal]
     if obj and not any(k in obj for k in known):
-        raise WireError("body", f"is not an OTLP {_name(signal)}: it has no {known[0]}")
+        raise FieldError(
+            "body", f"is not an OTLP {_name(signal)}: it has no {known[0]}", status=400
+        )
     _hex_ids_to_base64(obj, signal)
     try:
         json_format.ParseDict(obj, request, ignore_unknown_fields=True)
     except json_format.ParseError as exc:
-        raise WireError("body", f"is not OTLP JSON: {exc}") from None
+        raise FieldError("body", f"is not OTLP JSON: {exc}", status=400) from None
     return request
 
 
@@ -191,7 +189,9 @@ def _convert_ids(item: dict[str, Any], path: str) -> None:
         try:
             raw = bytes.fromhex(value)
         except ValueError:
-            raise WireError(f"{path}.{key}", f"{value[:40]!r} is not a hex id") from None
+            raise FieldError(
+                f"{path}.{key}", f"{value[:40]!r} is not a hex id", status=400
+            ) from None
         item[key] = base64.b64encode(raw).decode()
 
 

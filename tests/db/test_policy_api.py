@@ -1,7 +1,8 @@
 import pytest
 
+from telemetry.errors import FieldError
 from telemetry.models import AgentProfile, Policy
-from telemetry.policy_rules import DEFAULT_POLICY, PolicyError
+from telemetry.policy_rules import DEFAULT_POLICY
 from telemetry.policy_store import effective_policy, update_policy
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +58,7 @@ def test_invalid_policy_is_refused_naming_the_field_and_nothing_changes(values, 
     profile = AgentProfile.objects.get(name="default")
     before = effective_policy(profile)
     rows_before = list(Policy.objects.values())
-    with pytest.raises(PolicyError) as caught:
+    with pytest.raises(FieldError) as caught:
         update_policy(profile=profile, values=values)
     assert caught.value.field == field
     assert effective_policy(profile) == before
@@ -67,14 +68,14 @@ def test_invalid_policy_is_refused_naming_the_field_and_nothing_changes(values, 
 def test_a_global_change_that_would_break_a_profile_override_is_refused():
     fleet = AgentProfile.objects.get(name="fleet")
     update_policy(profile=fleet, values={"summarize_threshold": 0.7})
-    with pytest.raises(PolicyError, match="fleet") as caught:
+    with pytest.raises(FieldError, match="fleet") as caught:
         update_policy(profile=None, values={"prune_threshold": 0.75})
     assert caught.value.field == "summarize_threshold"
     assert Policy.objects.get(is_global=True).prune_threshold == 0.60
 
 
 def test_the_global_policy_cannot_have_empty_fields():
-    with pytest.raises(PolicyError) as caught:
+    with pytest.raises(FieldError) as caught:
         update_policy(profile=None, values={"keep_rounds": None})
     assert caught.value.field == "keep_rounds"
 

@@ -4,13 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telemetry.policy_rules import (
-    DEFAULT_POLICY,
-    PolicyError,
-    default_policy_for,
-    merge_policy,
-    validate_policy,
-)
+from telemetry.errors import FieldError
+from telemetry.policy_rules import DEFAULT_POLICY, default_policy_for, merge_policy, validate_policy
 
 
 def test_defaults_are_valid():
@@ -25,7 +20,7 @@ def test_fleet_and_desktop_get_the_one_hour_tier_and_others_five_minutes():
 
 def test_merge_ignores_none_and_refuses_unknown_fields():
     assert merge_policy(DEFAULT_POLICY, {"keep_rounds": None}) == DEFAULT_POLICY
-    with pytest.raises(PolicyError) as caught:
+    with pytest.raises(FieldError) as caught:
         merge_policy(DEFAULT_POLICY, {"keep_round": 3})
     assert caught.value.field == "keep_round"
 
@@ -34,7 +29,7 @@ def test_merge_ignores_none_and_refuses_unknown_fields():
 def test_summarize_below_prune_is_always_refused(prune, summarize):
     candidate = replace(DEFAULT_POLICY, prune_threshold=prune, summarize_threshold=summarize)
     if summarize < prune:
-        with pytest.raises(PolicyError) as caught:
+        with pytest.raises(FieldError) as caught:
             validate_policy(candidate)
         assert caught.value.field == "summarize_threshold"
     else:
@@ -42,7 +37,7 @@ def test_summarize_below_prune_is_always_refused(prune, summarize):
 
 
 def test_booleans_are_not_integers():
-    with pytest.raises(PolicyError) as caught:
+    with pytest.raises(FieldError) as caught:
         validate_policy(replace(DEFAULT_POLICY, keep_rounds=True))
     assert caught.value.field == "keep_rounds"
 

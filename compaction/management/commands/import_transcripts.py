@@ -13,8 +13,9 @@ from django.core.management.base import BaseCommand, CommandError
 from compaction.imports.files import FORMATS, Format, NotATranscript
 from compaction.imports.following import Watch, transcript_paths
 from compaction.imports.store import FileReport, import_file
+from telemetry.errors import FieldError
 from telemetry.models import AgentProfile
-from telemetry.profiles import ProfileError, get_or_create_profile
+from telemetry.profiles import get_or_create_profile
 
 
 class Command(BaseCommand):
@@ -40,7 +41,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             profile = get_or_create_profile(name=options["profile"])
-        except ProfileError as exc:
+        except FieldError as exc:
             raise CommandError(str(exc)) from None
         fmt: Format | None = options["format"]
         paths: list[str] = options["paths"]

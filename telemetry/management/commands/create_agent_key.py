@@ -9,8 +9,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from telemetry.errors import FieldError
 from telemetry.keys import create_agent_key
-from telemetry.profiles import ProfileError
 
 
 class Command(BaseCommand):
@@ -32,7 +32,7 @@ class Command(BaseCommand):
             issued = create_agent_key(
                 profile_name=options["profile"], scopes=options["scope"], name=options["name"]
             )
-        except ProfileError as exc:
+        except FieldError as exc:
             raise CommandError(str(exc)) from None
         key = issued.key
         self.stdout.write(

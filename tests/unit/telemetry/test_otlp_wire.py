@@ -24,8 +24,8 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import Gauge, Metric, NumberData
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
+from telemetry.errors import FieldError
 from telemetry.otlp.wire import (
-    WireError,
     data_points_of,
     decode_request,
     encode_response,
@@ -125,7 +125,7 @@ def test_otlp_json_with_hex_ids_and_string_int64_decodes():
 def test_a_bad_hex_id_is_a_400_naming_its_path():
     body = otlp_json()
     body["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["spanId"] = "not-hex"
-    with pytest.raises(WireError) as caught:
+    with pytest.raises(FieldError) as caught:
         decode_request("traces", json.dumps(body).encode(), "json")
     assert caught.value.status == 400
     assert caught.value.field.endswith(".spanId")
@@ -143,7 +143,7 @@ def test_a_bad_hex_id_is_a_400_naming_its_path():
     ],
 )
 def test_a_body_that_is_not_otlp_is_a_400(data, encoding):
-    with pytest.raises(WireError) as caught:
+    with pytest.raises(FieldError) as caught:
         decode_request("traces", data, encoding)
     assert caught.value.status == 400 and caught.value.field == "body"
 
@@ -158,19 +158,19 @@ def test_gzip_inflates_and_a_bomb_is_a_413():
     assert inflate(gzip.compress(data), "gzip", limit=10_000) == data
     assert inflate(data, "", limit=10_000) == data
     bomb = gzip.compress(b"\0" * 1_000_000)
-    with pytest.raises(WireError) as caught:
+    with pytest.raises(FieldError) as caught:
         inflate(bomb, "gzip", limit=100_000)
     assert caught.value.status == 413
-    with pytest.raises(WireError) as caught:
+    with pytest.raises(FieldError) as caught:
         inflate(data, "", limit=10)
     assert caught.value.status == 413
-    with pytest.raises(WireError) as caught:
+    with pytest.raises(FieldError) as caught:
         inflate(b"not gzip", "gzip", limit=100)
     assert caught.value.status == 400
-    with pytest.raises(WireError) as caught:
+    with pytest.raises(FieldError) as caught:
         inflate(gzip.compress(data)[:-12], "gzip", limit=10_000)
     assert caught.value.status == 400
-    with pytest.raises(WireError) as caught:
+    with pytest.raises(FieldError) as caught:
         inflate(data, "br", limit=10_000)
     assert caught.value.status == 415
 
@@ -179,7 +179,7 @@ def test_content_types():
     assert encoding_of("application/x-protobuf") == "protobuf"
     assert encoding_of("application/json; charset=utf-8") == "json"
     assert encoding_of("") == "protobuf"  # OTLP's default encoding
-    with pytest.raises(WireError) as caught:
+    with pytest.raises(FieldError) as caught:
         encoding_of("text/plain")
     assert caught.value.status == 415 and caught.value.field == "Content-Type"
 

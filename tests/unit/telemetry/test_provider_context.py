@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from telemetry.errors import FieldError
 from telemetry.pricing import SEED_CATALOGUE, billed_cost, billed_no_cache_cost, find_price
 from telemetry.provider_context import FLAG_BILLED_ITERATIONS, read_provider_usage
-from telemetry.usage import UsageError, normalize_usage
+from telemetry.usage import normalize_usage
 
 SONNET = find_price("claude-sonnet-4-5", SEED_CATALOGUE)
 GPT5 = find_price("gpt-5", SEED_CATALOGUE)
@@ -188,6 +189,6 @@ def test_an_ordinary_call_is_billed_once_and_has_no_events():
     ],
 )
 def test_bad_provider_fields_name_the_field(usage, extra, field):
-    with pytest.raises(UsageError) as error:
+    with pytest.raises(FieldError) as error:
         read(usage, **extra)
     assert error.value.field == field

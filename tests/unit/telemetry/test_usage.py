@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from telemetry.errors import FieldError
 from telemetry.usage import (
     FLAG_ANTHROPIC_CACHE_SPLIT_MISMATCH,
     FLAG_OTEL_INPUT_EXCLUSIVE,
     MAX_TOKENS,
     NormalizedUsage,
-    UsageError,
     normalize_usage,
 )
 
@@ -356,21 +356,21 @@ def test_keys_win_over_the_model_family():
 
 @pytest.mark.parametrize("model", [None, "", "llama-3.1-70b", "gemini-2.5-pro"])
 def test_ambiguous_keys_and_unknown_model_are_refused(model):
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(FieldError) as err:
         normalize_usage({"input_tokens": 10, "output_tokens": 1}, model=model)
 
     assert err.value.field == "usage"
 
 
 def test_unknown_provider_name_is_refused_naming_provider():
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(FieldError) as err:
         normalize_usage({"input_tokens": 10, "output_tokens": 1}, provider="mistral")
 
     assert err.value.field == "provider"
 
 
 def test_openai_name_with_anthropic_cache_fields_is_refused():
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(FieldError) as err:
         normalize_usage(
             {"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 5},
             provider="openai",
@@ -424,7 +424,7 @@ def _with(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     ],
 )
 def test_bad_values_are_refused_naming_the_field(base, field, value, message):
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(FieldError) as err:
         normalize_usage(_with(base, field, value))
 
     assert err.value.field == field
@@ -449,7 +449,7 @@ def test_max_tokens_itself_is_accepted():
     ],
 )
 def test_missing_required_counts_name_the_field(usage, provider, field):
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(FieldError) as err:
         normalize_usage(usage, provider=provider)
 
     assert err.value.field == field
@@ -463,7 +463,7 @@ def test_otel_aliases_that_disagree_are_refused():
         "gen_ai.usage.output_tokens": 3,
     }
 
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(FieldError) as err:
         normalize_usage(usage)
 
     assert err.value.field == "usage.gen_ai.usage.prompt_tokens"
@@ -476,7 +476,7 @@ def test_otel_reasoning_above_output_is_refused():
         "gen_ai.usage.reasoning.output_tokens": 4,
     }
 
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(FieldError) as err:
         normalize_usage(usage)
 
     assert err.value.field == "usage.gen_ai.usage.reasoning.output_tokens"
@@ -484,21 +484,21 @@ def test_otel_reasoning_above_output_is_refused():
 
 @pytest.mark.parametrize("usage", [[1, 2], "usage", None, 3])
 def test_a_usage_that_is_not_an_object_is_refused(usage):
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(FieldError) as err:
         normalize_usage(usage)
 
     assert err.value.field == "usage"
 
 
 def test_a_bad_cache_ttl_is_refused():
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(FieldError) as err:
         normalize_usage(ANTHROPIC_OK, cache_ttl="24h")  # type: ignore[arg-type]
 
     assert err.value.field == "cache_ttl"
 
 
 def test_usage_error_is_a_value_error_with_the_field_in_its_text():
-    err = UsageError("usage.x", "is required")
+    err = FieldError("usage.x", "is required")
 
     assert isinstance(err, ValueError)
     assert str(err) == "usage.x: is required"

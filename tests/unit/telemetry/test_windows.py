@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from telemetry.errors import FieldError
 from telemetry.pricing import SEED_CATALOGUE, find_price
 from telemetry.windows import (
     LearnedWindow,
-    WindowOverridesError,
     format_window_overrides,
     parse_overflow_limit,
     parse_window_overrides,
@@ -113,7 +113,7 @@ def test_window_overrides_text_round_trips_and_names_the_bad_line():
     assert parsed == {"claude-opus-4-6": 1_000_000, "*": 200_000}
     assert parse_window_overrides(format_window_overrides(parsed)) == parsed
     for bad, line in [("a = 1\nb", "line 2"), ("x = -5", "line 1"), ("x = 1\nx = 2", "line 2")]:
-        with pytest.raises(WindowOverridesError) as error:
+        with pytest.raises(FieldError) as error:
             parse_window_overrides(bad)
         assert error.value.field == line
 
