@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from django.conf import settings
 
 from telemetry.models import AgentSession, LLMCall
@@ -75,3 +76,38 @@ def test_follow_imports_new_lines_files_and_rotations_and_stops_on_ctrl_c(
     assert "Traceback" not in output
     # Nothing was counted twice along the way.
     assert calls.filter(session__external_id=fx.SESSION).count() == 3
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_follow_stops_cleanly_when_started_in_the_background_or_by_a_service_manager(
+    transactional_db: None, make_agent: Any, tmp_path: Path, stop: signal.Signals
+) -> None:
+    """A follower started by a non-interactive shell's `&` inherits SIGINT as ignored, and a
+    service manager stops it with SIGTERM: either signal still stops it with "stopped", exit 0."""
+    make_agent("follow-stop")
+    (tmp_path / "projects").mkdir()
+    env = os.environ.copy()
+    env["DATABASE_URL"] = _database_url_for_worker()
+    env["CONSOLE_VAR_DIR"] = str(settings.VAR_DIR)
+    log_path = tmp_path / "follow.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "import_transcripts", str(tmp_path / "projects")]
+            + ["--profile", "follow-stop", "--follow", "--interval", "0.2"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
+        )
+        try:
+            wait_until(lambda: "following" in log_path.read_text(), what="the follower to start")
+            process.send_signal(stop)
+            code = process.wait(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    output = log_path.read_text()
+    assert code == 0, output
+    assert "stopped" in output
+    assert "Traceback" not in output

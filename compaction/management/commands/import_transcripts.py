@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
 from argparse import ArgumentParser
 from pathlib import Path
@@ -63,7 +64,11 @@ class Command(BaseCommand):
     ) -> None:
         watch = Watch(quiet_seconds=options["quiet_seconds"])
         refused: set[str] = set()
-        self.stderr.write(f"following {', '.join(paths)} (Ctrl-C stops)")
+        self.stderr.write(f"following {', '.join(paths)} (Ctrl-C or SIGTERM stops)")
+        # Ctrl-C and a service manager's SIGTERM both stop the follower. Set explicitly: a process
+        # started in the background by a non-interactive shell inherits SIGINT as ignored, and
+        # Python then never turns it into KeyboardInterrupt.
+        previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             while True:
                 now = time.monotonic()
@@ -82,6 +87,9 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             # Each chunk commits with its import state, so stopping here loses nothing.
             self.stderr.write("stopped")
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def _import(
         self,
@@ -130,3 +138,7 @@ def describe(report: FileReport) -> str:
         lines.append(f"  ... and {len(report.skipped) - 50} more skipped lines")
     lines.extend(f"  note line {line}: {text}" for line, text in report.notes[:20])
     return "\n".join(lines)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
