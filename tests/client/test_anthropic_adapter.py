@@ -129,6 +129,18 @@ def test_surface_swap_sends_exactly_the_consoles_surface_with_d1_breakpoints(con
     assert [m.role for m in log] == ["system"] + [m["role"] for m in agent.history[:-1]]
 
 
+def test_a_session_opened_in_another_format_is_logged_as_anthropic(console, provider):
+    """The wrapper, not the session's constructor, says what it logs (as the OpenAI one does):
+    a session opened with format="openai" still appends the system prompt and the replies."""
+    client = wrap(sdk(provider), console.session("other-format", format="openai"))
+    agent = Agent(client)
+    for _ in range(2):
+        agent.step()
+    assert console.flush(10)
+    log = LogMessage.objects.filter(session__external_id="other-format").order_by("seq")
+    assert [m.role for m in log] == ["system"] + [m["role"] for m in agent.history[:-1]]
+
+
 def test_without_use_surface_the_callers_request_is_untouched(console, provider):
     client = wrap(sdk(provider), console.session("passthrough"))
     agent = Agent(client)

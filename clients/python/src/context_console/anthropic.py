@@ -79,8 +79,9 @@ def wrap(
     enforce_stop: bool = False,
     window_tokens: int | None = None,
 ) -> ContextAnthropic | AsyncContextAnthropic:
-    """Wrap an Anthropic client (sync or async) for one console session. Without `session`, the
-    console comes from CONTEXT_CONSOLE_URL / CONTEXT_CONSOLE_KEY."""
+    """Wrap an Anthropic client (sync or async) for one console session (format `anthropic`,
+    as the OpenAI wrapper sets `openai`). Without `session`, the console comes from
+    CONTEXT_CONSOLE_URL / CONTEXT_CONSOLE_KEY."""
     options = AdapterOptions(
         use_surface=use_surface,
         cache_breakpoints=cache_breakpoints,
@@ -91,10 +92,12 @@ def wrap(
     if isinstance(client, anthropic.AsyncAnthropic):
         refusal = "an AsyncAnthropic client needs an AsyncConsole session"
         async_session = checked_session(session, session_id, AsyncSession, refusal)
+        async_session.state.format = "anthropic"
         link = AsyncLink(async_session, options, Conversation("anthropic"))
         return AsyncContextAnthropic(client, link)
     refusal = "an Anthropic client needs a (synchronous) Console session"
     sync_session = checked_session(session, session_id, Session, refusal)
+    sync_session.state.format = "anthropic"  # what this wrapper logs, whatever the session said
     return ContextAnthropic(client, Link(sync_session, options, Conversation("anthropic")))
 
 
