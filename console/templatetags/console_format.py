@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from decimal import Decimal
+from html import escape as escape_text
 from typing import Any
 
 from django import template
 from django.http import HttpRequest
-from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
@@ -37,18 +37,18 @@ def band_badge(
     profile's thresholds in its title when `policy` is given. Python, not a template include:
     the sessions list draws 25 a page (console.session_rows)."""
     title = (
-        f' title="{escape(band)}: prune at {escape(percent(policy.prune_threshold))}, '
-        f'summarize at {escape(percent(policy.summarize_threshold))}"'
+        f' title="{escape_text(band)}: prune at {escape_text(percent(policy.prune_threshold))}, '
+        f'summarize at {escape_text(percent(policy.summarize_threshold))}"'
         if policy
         else ""
     )
     figure = (
         "unknown"
         if band == "unknown"
-        else f'{escape(percent(pressure, digits))} <span class="band-name">{escape(band)}</span>'
+        else f'{escape_text(percent(pressure, digits))} <span class="band-name">{escape_text(band)}</span>'
     )
     return mark_safe(  # noqa: S308 (every value in it was escaped)
-        f'<span class="badge band-{escape(band)}{" big" if big else ""}"{title}>{figure}</span>'
+        f'<span class="badge band-{escape_text(band)}{" big" if big else ""}"{title}>{figure}</span>'
     )
 
 
