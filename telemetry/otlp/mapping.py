@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, Protocol
 
 # --- inputs (structurally the wire dataclasses) -------------------------------------------------
 
@@ -94,13 +94,18 @@ class CallDraft:
     compacted: bool = False
 
 
+# The `ContextEvent.Kind` and `.Origin` values OTLP produces (tests/db/test_status_choices.py).
+DraftKind = Literal["compaction", "overflow"]
+DraftOrigin = Literal["agent", "provider"]
+
+
 @dataclass(frozen=True, slots=True)
 class EventDraft:
     """A context event (agent- or provider-side compaction, overflow) for `ContextEvent`."""
 
     session_id: str
-    kind: str  # "compaction" | "overflow"
-    origin: str  # "agent" | "provider"
+    kind: DraftKind
+    origin: DraftOrigin
     source: str
     source_key: str
     at: datetime | None

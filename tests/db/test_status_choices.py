@@ -17,7 +17,9 @@ from compaction.core.operations import (
 from compaction.core.relief_planning import Action
 from compaction.imports.records import Relation
 from compaction.models import CompactionOperation, CompactionRun, SessionLink
-from telemetry.models import AgentSession
+from telemetry.models import AgentSession, ContextEvent
+from telemetry.otlp.mapping import DraftKind, DraftOrigin
+from telemetry.provider_context import EventKind
 from telemetry.windows import WindowSource
 
 
@@ -48,3 +50,9 @@ def test_import_relations_are_the_stored_relations():
 def test_window_sources_are_the_stored_sources():
     field = AgentSession._meta.get_field("window_source")
     assert {value for value, _ in field.choices or ()} == set(get_args(WindowSource))
+
+
+def test_the_event_kinds_and_origins_drafted_elsewhere_are_stored_ones():
+    kinds = set(get_args(DraftKind)) | set(get_args(EventKind))
+    assert kinds <= set(ContextEvent.Kind.values)
+    assert set(get_args(DraftOrigin)) <= set(ContextEvent.Origin.values)
