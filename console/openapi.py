@@ -1,4 +1,5 @@
-"""The OpenAPI document says every status an operation can answer (issue 16, item 13).
+"""The OpenAPI document says every status an operation can answer (issue 16, item 13), and
+every `$ref` in it resolves.
 
 Routes declare their own successes and domain errors; the answers every route shares come
 from the layers around them — the key check (401), the path lookup (404), the request guards
@@ -8,6 +9,7 @@ here to each operation they apply to, with the shared error body.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from ninja import NinjaAPI
@@ -32,8 +34,38 @@ _WITH_BODY = {
 }
 
 
+def hoist_definitions(schema: dict[str, Any]) -> dict[str, Any]:
+    """Move the `$defs` that pydantic nests in hand-written bodies (`openapi_extra`) into
+    `components.schemas`, and point their references there (in place).
+
+    A route that reads its own body documents it with `Model.model_json_schema()`, whose nested
+    models sit in a local `$defs` with `#/$defs/Name` references: inside an OpenAPI document
+    those resolve against the document's root, where nothing is, so tools stop at them.
+    """
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            for name, definition in node.pop("$defs", {}).items():
+                components.setdefault(name, walk(definition))
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                node["$ref"] = "#/components/schemas/" + ref.removeprefix("#/$defs/")
+            for key, value in node.items():
+                node[key] = walk(value)
+        elif isinstance(node, list):
+            return [walk(item) for item in node]
+        return node
+
+    walk(schema.get("paths", {}))
+    return schema
+
+
 def complete_responses(schema: dict[str, Any]) -> dict[str, Any]:
-    """Add the shared error responses to every operation that can answer them (in place)."""
+    """Add the shared error responses to every operation that can answer them (in place).
+
+    Status keys become strings, as JSON writes them: ninja keys its own by integer, and an
+    integer 404 beside a string "404" would be written as the same key twice."""
     schema.setdefault("components", {}).setdefault("schemas", {}).setdefault(
         "ErrorOut",
         {
@@ -57,6 +89,8 @@ def complete_responses(schema: dict[str, Any]) -> dict[str, Any]:
             if method != "get":
                 extra.update(_WITH_BODY)
             responses = operation.setdefault("responses", {})
+            for status in list(responses):
+                responses[str(status)] = responses.pop(status)
             for status, description in extra.items():
                 responses.setdefault(
                     status,
@@ -72,6 +106,8 @@ class ConsoleAPI(NinjaAPI):
     """NinjaAPI whose OpenAPI document lists the shared error responses."""
 
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
-        schema = super().get_openapi_schema(*args, **kwargs)
+        # a copy: ninja's document shares the routes' `openapi_extra` dicts, which hoisting edits
+        schema = copy.deepcopy(super().get_openapi_schema(*args, **kwargs))
+        hoist_definitions(schema)
         complete_responses(schema)
         return schema

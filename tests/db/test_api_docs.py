@@ -1,4 +1,6 @@
+import json
 import re
+from typing import Any
 
 import pytest
 
@@ -21,6 +23,28 @@ def test_openapi_schema_lists_every_agent_route(client):
     } <= paths
     schemes = schema["components"]["securitySchemes"].values()
     assert any(scheme.get("scheme") == "bearer" for scheme in schemes)
+
+
+def test_the_served_openapi_document_has_no_duplicate_key_and_every_ref_resolves(client):
+    """Code generators and validators stop at a key written twice or a `$ref` to nothing."""
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in pairs]
+        assert len(keys) == len(set(keys)), f"a key written twice among {keys}"
+        return dict(pairs)
+
+    text = client.get("/api/openapi.json").content.decode()
+    schema = json.loads(text, object_pairs_hook=no_duplicates)
+    refs = set(re.findall(r'"\$ref": ?"([^"]+)"', text))
+    assert refs
+    for ref in refs:
+        node: Any = schema
+        assert ref.startswith("#/"), ref
+        for part in ref[2:].split("/"):
+            assert isinstance(node, dict) and part in node, f"{ref} resolves to nothing"
+            node = node[part]
+    assert "PrefixSegmentIn" in schema["components"]["schemas"]  # the telemetry record's part
+    assert "$defs" not in text
 
 
 def test_api_docs_load_their_assets_from_this_server_not_a_cdn(client):
