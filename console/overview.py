@@ -43,7 +43,7 @@ from compaction.models import CompactionRun
 from console.queries import BAND_OF_RANK, BANDS, Policies, band_ranges, load_policies
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, HourlyUsage
 from telemetry.policy_rules import PolicyValues
-from telemetry.pressure import PressureBand
+from telemetry.pressure import PressureBand, hit_ratio
 from telemetry.session_state import session_band
 
 # range key → (length, bucket): an hour bucket up to a day, a day bucket beyond
@@ -91,10 +91,11 @@ class Bucket:
     calls: int = 0
     read: int = 0
     denominator: int = 0
+    reported: int = 0  # calls that reported cache fields
 
     @property
     def hit(self) -> float | None:
-        return self.read / self.denominator if self.denominator else None
+        return hit_ratio(self.read, self.denominator, self.reported)
 
 
 @dataclass(frozen=True)
@@ -146,8 +147,11 @@ class Overview:
 
     @property
     def hit(self) -> float | None:
-        denominator = sum(b.denominator for b in self.buckets)
-        return sum(b.read for b in self.buckets) / denominator if denominator else None
+        return hit_ratio(
+            sum(b.read for b in self.buckets),
+            sum(b.denominator for b in self.buckets),
+            sum(b.reported for b in self.buckets),
+        )
 
 
 def _usage(since: datetime, profile: AgentProfile | None) -> QuerySet[HourlyUsage]:
@@ -159,6 +163,7 @@ _TOTALS: Final[dict[str, Any]] = {
     "n": Sum("calls"),
     "read": Sum("cache_read_reported"),
     "denominator": Sum("cache_denominator"),
+    "reported": Sum("cache_reported_calls"),
     "cost": Sum("cost_usd"),
     "no_cache": Sum("no_cache_cost_usd"),
 }
@@ -282,6 +287,7 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
         entry.calls = row["n"] or 0
         entry.read = row["read"] or 0
         entry.denominator = row["denominator"] or 0
+        entry.reported = row["reported"] or 0
         entry.costs = {key: float(row[f"c_{key}"] or 0) for key in COST_KEYS}
         entry.saved = float((row["no_cache"] or 0) - (row["cost"] or 0))
 
@@ -294,7 +300,6 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
     bands: dict[str, int] = dict.fromkeys(BANDS, 0)
     for profile in profiles:
         figures = spend.get(profile.pk, {})
-        denominator = figures.get("denominator") or 0
         cost = Decimal(figures.get("cost") or 0)
         counts: dict[str, int] = {band: getattr(profile, f"n_{band}") for band in BANDS}
         lines.append(
@@ -303,7 +308,11 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
                 calls=figures.get("n") or 0,
                 cost=cost,
                 saved=Decimal(figures.get("no_cache") or 0) - cost,
-                hit=(figures.get("read") or 0) / denominator if denominator else None,
+                hit=hit_ratio(
+                    figures.get("read") or 0,
+                    figures.get("denominator") or 0,
+                    figures.get("reported") or 0,
+                ),
                 bands=counts,
             )
         )

@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from compaction.models import CompactionRun
-from console.overview import RANGES, TOP_SESSIONS, bucket_starts, load_overview
+from console.overview import RANGES, TOP_SESSIONS, Bucket, bucket_starts, load_overview
 from console.queries import BANDS, load_policies
 from telemetry.catalogue import seed_catalogue
 from telemetry.events import record_context_event
@@ -274,3 +274,12 @@ def test_the_overview_costs_the_same_queries_for_a_few_or_many_sessions_and_prof
         get_or_create_profile(name=f"more-{n}")
     _random_fleet(rng, 300, prefix="more")
     assert few == count()
+
+
+def test_the_overview_uses_the_one_cache_hit_definition() -> None:
+    """Unknown (no call reported cache fields) stays distinct from 0 % (calls reported cache but
+    sent no input), as on every other page (`telemetry.pressure.hit_ratio`)."""
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    assert Bucket(start).hit is None
+    assert Bucket(start, reported=2).hit == 0.0
+    assert Bucket(start, read=30, denominator=120, reported=2).hit == 0.25
