@@ -19,7 +19,6 @@ from telemetry.bulk_sql import stored_call_keys
 from telemetry.models import LLMCall
 from telemetry.schemas import RecordIn
 
-
 # `json.dumps` with any non-default option builds a `JSONEncoder` per call (a tenth of the hash's
 # CPU on a 1,000-record batch, make bench P1); this is the encoder it builds, made once. The
 # encoder keeps no state between calls, so the text is the same (tests/db/test_canonical_hash).
