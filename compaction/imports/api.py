@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
-from compaction.imports.files import FORMATS, Format, NotATranscript
+from compaction.imports.files import Format, NotATranscript
 from compaction.imports.store import import_file
 from compaction.schemas import ImportOut
 from telemetry.auth import ingest_auth, request_key
@@ -57,8 +57,6 @@ def post_import(
     `final=false` holds a response still being written (the file is live).
     """
     key = request_key(request)
-    if query.format is not None and query.format not in FORMATS:
-        raise FieldError("format", f"must be one of {', '.join(FORMATS)}", status=400)
     if not request.body.strip():
         raise FieldError("body", "is empty: send the transcript file's bytes", status=422)
     try:

@@ -326,3 +326,17 @@ def test_the_session_page_shows_the_agent_compaction_and_the_surface_after_it(
     child = SessionLink.objects.get(parent=session, relation="subagent").child
     child_page = client.get(f"/sessions/{child.pk}/").content.decode()
     assert f'href="/sessions/{session.pk}/"' in child_page
+
+
+def test_an_unknown_import_format_is_refused_naming_the_field(make_agent: Any) -> None:
+    """ninja checks `format` against the known ones before the route runs (422 naming it)."""
+    agent = make_agent("imports-format")
+    response = agent.client.post(
+        "/api/v1/imports?format=bogus",
+        fx.codex_rollout(),
+        content_type="application/x-ndjson",
+        headers=agent.headers(),
+    )
+    assert response.status_code == 422, response.content
+    assert response.json()["field"] == "format"
+    assert not AgentSession.objects.filter(profile__name="imports-format").exists()
