@@ -75,7 +75,7 @@ def _keeps_rule(item: Any, depth: int) -> bool:
 
     The test of a child is written out twice, for a dict's values and a list's items, on
     purpose: a function call per scalar would cost this pass most of what it saves over the
-    full walk (`check`), which runs every ingest's values."""
+    full walk (`_first_problem`) on every ingest's values."""
     kind = type(item)
     if kind is dict:
         if depth > MAX_DEPTH:
