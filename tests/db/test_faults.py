@@ -9,10 +9,12 @@ stage of `make test` only (once is enough: they bring their own services).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +28,7 @@ from django.conf import settings
 from kombu import Connection
 from redis import Redis
 
+from tests.db.conftest import wait_until
 from tests.db.test_compaction_worker import pressure_record
 from tests.live import (
     gunicorn,
@@ -84,8 +87,13 @@ def test_postgres_stopped_under_ingest_answers_only_503_then_recovers_nothing_lo
 ):
     cluster, s = stack
     env = {**s.env, "COMPACTION_AUTO_ENQUEUE": "false"}
-    total = 150
     seen: list[tuple[int, str, str]] = []  # (status, content type, Retry-After)
+    # Agents send turn after turn until the database is back, so the outage falls inside the
+    # traffic however fast ingest is (a fixed number of records can all be stored before it).
+    next_turn = itertools.count()
+    issued: list[int] = []
+    lock = threading.Lock()
+    recovered = threading.Event()
     with gunicorn(env, tmp_path / "gunicorn.log", threads=4) as server:
 
         def send(turn: int) -> None:
@@ -99,26 +107,40 @@ def test_postgres_stopped_under_ingest_answers_only_503_then_recovers_nothing_lo
                 except OSError:
                     time.sleep(0.2)
                     continue
-                seen.append(
-                    (status, headers.get("content-type", ""), headers.get("retry-after", ""))
-                )
+                with lock:
+                    seen.append(
+                        (status, headers.get("content-type", ""), headers.get("retry-after", ""))
+                    )
                 if status != 503:
                     return
                 time.sleep(0.3)
 
+        def agent() -> None:
+            while not recovered.is_set():
+                with lock:
+                    turn = next(next_turn)
+                    issued.append(turn)
+                send(turn)
+
         with ThreadPoolExecutor(max_workers=4) as pool:
-            futures = [pool.submit(send, turn) for turn in range(total)]
-            time.sleep(1.0)
+            futures = [pool.submit(agent) for _ in range(4)]
+            wait_until(lambda: len(seen) >= 20, what="ingest under way")
             cluster.stop()
+            wait_until(
+                lambda: any(status == 503 for status, _, _ in list(seen)),
+                what="a 503 while PostgreSQL is down",
+            )
             # while it is down: the console answers a page, not a traceback
             down_page = request(
                 server.port, "GET", "/", headers={"Cookie": "sessionid=" + "a" * 32}
             )
             down_api = request(server.port, "GET", "/api/v1/policy", headers=s.headers())
-            time.sleep(4)
+            time.sleep(3)
             cluster.start()
+            recovered.set()
             for future in futures:
                 future.result(timeout=120)
+        total = len(issued)
         status, _, _ = request(server.port, "GET", "/api/v1/sessions/outage", headers=s.headers())
         assert status == 200
         log = server.log()
