@@ -4,7 +4,7 @@ The mapping (`telemetry.otlp.mapping`) leaves two numbers open that only the dat
 the turn (a trace id or a Claude Code prompt id is numbered the first time its session sees it,
 `TurnKey`) and the call's position in its turn (the next free one, in start-time order; a call
 already stored keeps its own, so a replayed export builds byte-identical records). The records
-then go to `telemetry.ingest.store_records` like any JSON API batch: the same validation,
+then go to `telemetry.ingest.ingest_records` like any JSON API batch: the same validation,
 normalisation, pricing, idempotency and figures. Context events go to
 `telemetry.events.record_context_event`.
 """
@@ -22,7 +22,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from telemetry.events import record_context_event
-from telemetry.ingest import store_records
+from telemetry.ingest import ingest_records
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
 from telemetry.session_state import discard_unused_sessions, lock_sessions
@@ -84,11 +84,9 @@ def store_mapped(
         turns = _number_turns(sessions, mapped.calls, mapped.events)
         records, drafts = _records(sessions, turns, mapped.calls)
         for start in range(0, len(records), CHUNK):
-            result = store_records(
-                profile=profile,
-                raw_items=records[start : start + CHUNK],
-                batch=True,
-                on_commit=on_commit,
+            # The key's policy and catalogue, remembered per process like the JSON API's.
+            result = ingest_records(
+                key=key, raw_items=records[start : start + CHUNK], batch=True, on_commit=on_commit
             )
             for item in result.items:
                 draft = drafts[start + item.index]
