@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db.models.base import ModelState
 
+from telemetry.bulk_sql import json_text
 from telemetry.catalogue import load_catalogue
 from telemetry.models import AgentSession, LLMCall
 from telemetry.pricing import IntegerPricer, ModelPrice, find_price
@@ -128,3 +129,91 @@ def _unsaved_call(session: AgentSession, **values: Any) -> LLMCall:
 
 _CALL_BY_ATTNAME = {f.attname: f for f in _CALL_FIELDS if f.attname != "session_id"}
 _CALL_ATTNAMES = frozenset(_CALL_BY_ATTNAME)
+
+
+# The columns of `call_values`' tuples: every concrete field of a call but its primary key, in
+# the model's order, which is the order COPY names them in (`telemetry.bulk_sql.copy_rows`).
+CALL_COLUMNS = (
+    "session_id",
+    "turn",
+    "call",
+    "request_id",
+    "model",
+    "provider",
+    "uncached_input",
+    "cache_read",
+    "cache_write_5m",
+    "cache_write_1h",
+    "output",
+    "reasoning_output",
+    "reported_cache",
+    "context_tokens",
+    "raw_usage",
+    "flags",
+    "request_chars",
+    "appended_chars",
+    "window_tokens",
+    "surface_version",
+    "prefix",
+    "at",
+    "cost_uncached_input",
+    "cost_cache_read",
+    "cost_cache_write_5m",
+    "cost_cache_write_1h",
+    "cost_output",
+    "cost_usd",
+    "no_cache_cost_usd",
+    "long_context",
+    "payload_hash",
+    "received_at",
+)
+_UNPRICED = (None, None, None, None, None, None, None, False)
+
+
+def call_values(
+    session_pk: int, v: ValidRecord, pricer: IntegerPricer | None, now: datetime
+) -> tuple[Any, ...]:
+    """The row of a new call as a tuple of `CALL_COLUMNS` for COPY (JSON fields as JSON text,
+    received at `now`): the values `call_row` gives its instance, without the instance."""
+    usage, record = v.usage, v.record
+    if pricer is None:
+        costs: tuple[Any, ...] = _UNPRICED
+    else:  # every sampling pass is billed, a compaction iteration included
+        cost, total, no_cache = pricer.billed(v.provided.billed)
+        costs = (
+            cost.uncached_input,
+            cost.cache_read,
+            cost.cache_write_5m,
+            cost.cache_write_1h,
+            cost.output,
+            total,
+            no_cache,
+            cost.long_context,
+        )
+    return (
+        session_pk,
+        record.turn,
+        record.call,
+        record.request_id,
+        record.model,
+        usage.provider,
+        usage.uncached_input,
+        usage.cache_read,
+        usage.cache_write_5m,
+        usage.cache_write_1h,
+        usage.output,
+        usage.reasoning_output,
+        usage.reported_cache,
+        usage.context_tokens,
+        json_text(record.usage),
+        json_text(list(usage.flags)),
+        record.request_chars,
+        record.appended_chars,
+        record.window_tokens,
+        record.surface_version,
+        json_text(stored_prefix(record)),
+        record.at or now,
+        *costs,
+        v.payload_hash,
+        now,
+    )

@@ -3,6 +3,9 @@
 A turn's figures come from all its calls (`telemetry.accounting.summarize_turn`), a session's
 from all its turns, so a retry or a concurrent batch cannot leave them off by one. Each costs a
 constant number of statements whatever the batch size: turns in two, sessions in two reads.
+On PostgreSQL the ingest derives new calls' turns in the database instead
+(`telemetry.bulk_sql.derive_turns`, the same figures as `summarize_turn`); `rederive_turns` is
+the other backends' path.
 """
 
 from __future__ import annotations

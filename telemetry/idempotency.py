@@ -73,6 +73,19 @@ class StoredKeys:
             if request_id is not None:
                 self.by_request[(sid, request_id)] = digest
 
+    def calls_by_turn(self, pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], list[int]]:
+        """The call numbers, sorted, of each (session, turn) in `pairs` that holds calls: those
+        stored before this submission and those `decide` has reserved since (every stored call
+        of the submission's turns was read, so nothing else exists under the session lock)."""
+        wanted = set(pairs)
+        found: dict[tuple[int, int], list[int]] = {}
+        for sid, turn, call in self.by_position:
+            if (sid, turn) in wanted:
+                found.setdefault((sid, turn), []).append(call)
+        for calls in found.values():
+            calls.sort()
+        return found
+
     def decide(
         self, session_pk: int, record: RecordIn, digest: str
     ) -> tuple[Literal["created", "duplicate", "conflict"], str | None, str | None]:

@@ -12,8 +12,13 @@ This module is orchestration only; each step has its own module, reusable by eve
    (`telemetry.bulk_sql` holds the raw SQL of the bulk writes, and why it is raw)
 
 A batch costs a constant number of SQL statements whatever its size: sessions are upserted and
-locked in two, existing calls read in one, new calls inserted in one, affected turns re-derived
-and upserted in two, and session figures re-derived and written in three.
+locked in two, existing calls read in one, new calls inserted in one, their hour rollups added
+in one, affected turns re-derived and upserted in one (two elsewhere), and session figures
+re-derived and written in three.
+
+On PostgreSQL (`telemetry.bulk_sql.set_wise`) new calls go to COPY as tuples and the database
+derives their turns and hour sums from the copied rows; elsewhere the calls are model instances
+and the same figures are derived in Python (`telemetry.accounting`, `telemetry.rollups`).
 
 `store_records` is the entry point for code that already knows the profile (OTLP, imports);
 `ingest_records` is the API's, keyed by the agent key.
@@ -29,17 +34,17 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
-from telemetry import session_state
+from telemetry import bulk_sql, session_state
 from telemetry.accounting import CallFigures
-from telemetry.bulk_sql import insert_rows
 from telemetry.catalogue import key_catalogue
-from telemetry.costing import OnceCatalogue, call_row
+from telemetry.costing import OnceCatalogue, call_row, call_values
 from telemetry.derivation import call_figures, derive_session_figures, rederive_turns
 from telemetry.idempotency import StoredKeys, payload_hash
-from telemetry.models import AgentKey, AgentProfile, AgentSession, LLMCall
+from telemetry.models import AgentKey, AgentProfile, AgentSession, HourlyUsage, LLMCall, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy, key_policy
 from telemetry.pressure import round_signal
+from telemetry.provider_context import ProviderEvent
 from telemetry.provider_events import record_provider_events
 from telemetry.rollups import add_calls as add_to_hourly_usage
 from telemetry.session_state import (
@@ -156,8 +161,11 @@ def _store_calls(
         {v.record.turn for v in valid},
         {v.record.request_id for v in valid if v.record.request_id is not None},
     )
-    new_calls: list[LLMCall] = []
-    new_valid: list[ValidRecord] = []
+    set_wise = bulk_sql.set_wise()
+    rows: list[tuple[object, ...]] = []  # PostgreSQL: the new calls' COPY rows
+    new_keys: list[tuple[int, int, int]] = []  # and their (session, turn, call)
+    new_calls: list[LLMCall] = []  # elsewhere: their unsaved instances
+    events: list[tuple[LLMCall, Sequence[ProviderEvent]]] = []
     decided: list[ItemResult] = []
     created_sessions: set[int] = set()
     now = timezone.now()
@@ -177,19 +185,34 @@ def _store_calls(
             )
         )
         if status == "created":
-            new_calls.append(call_row(session, v, catalogue.pricer(record.model), now))
-            new_valid.append(v)
+            pricer = catalogue.pricer(record.model)
+            call = None
+            if set_wise:
+                rows.append(call_values(session.pk, v, pricer, now))
+                new_keys.append((session.pk, record.turn, record.call))
+            else:
+                call = call_row(session, v, pricer, now)
+                new_calls.append(call)
+            if v.provided.events:
+                events.append((call or call_row(session, v, pricer, now), v.provided.events))
             created_sessions.add(session.pk)
 
-    insert_rows(LLMCall, new_calls)
-    record_provider_events(
-        [(c, v.provided.events) for c, v in zip(new_calls, new_valid, strict=True)]
-    )
-    add_to_hourly_usage(profile.pk, new_calls)  # the overview's hour rollups
-    touched = {(c.session_id, c.turn) for c in new_calls}
-    touched |= {
-        (sessions[d.session_id or ""].pk, d.turn or 0) for d in decided if d.status == "duplicate"
+    touched = {
+        (sessions[d.session_id or ""].pk, d.turn or 0)
+        for d in decided
+        if d.status in ("created", "duplicate")
     }
+    if set_wise:
+        # The database derives the turns and hour sums from the rows it has just copied.
+        bulk_sql.copy_rows(LLMCall, rows)
+        record_provider_events(events)
+        bulk_sql.add_hour_rollups(HourlyUsage, LLMCall, profile.pk, new_keys)
+        bulk_sql.derive_turns(Turn, LLMCall, sorted({(sid, turn) for sid, turn, _ in new_keys}))
+        turn_calls = keys.calls_by_turn(touched)
+        return created_sessions, decided, turn_calls
+    bulk_sql.insert_rows(LLMCall, new_calls)
+    record_provider_events(events)
+    add_to_hourly_usage(profile.pk, new_calls)  # the overview's hour rollups
     new_figures: dict[tuple[int, int], list[CallFigures]] = defaultdict(list)
     for c in new_calls:
         new_figures[(c.session_id, c.turn)].append(call_figures(c))

@@ -1,0 +1,137 @@
+"""Turns and hour rollups derived by the database from the copied calls (PostgreSQL,
+`telemetry.bulk_sql.derive_turns` / `add_hour_rollups`) equal what the Python path derives
+(`telemetry.accounting.summarize_turn` over the stored calls, `telemetry.rollups.rebuild_rollups`),
+for mixed batches: priced and unpriced models, calls with and without cache figures or reasoning,
+calls out of order, across hours, and later batches adding to turns already stored.
+On SQLite the same test holds the Python path to the same oracle."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from telemetry.accounting import summarize_turn
+from telemetry.costing import CALL_COLUMNS
+from telemetry.derivation import _CALL_FIELDS, _figures_of, _turn_values
+from telemetry.ingest import store_records
+from telemetry.models import AgentSession, HourlyUsage, LLMCall, Turn
+from telemetry.rollups import rebuild_rollups
+
+pytestmark = pytest.mark.django_db
+
+START = datetime(2026, 11, 30, 9, 58, 0, tzinfo=UTC)
+MODELS = ("claude-sonnet-4-5-20250929", "gpt-5", "acme-llm-9")  # the last is unpriced
+
+
+def _usage(rng: random.Random, model: str) -> dict[str, Any]:
+    if model == "gpt-5":
+        usage: dict[str, Any] = {
+            "prompt_tokens": rng.randint(1_000, 90_000),
+            "completion_tokens": rng.randint(10, 3_000),
+        }
+        if rng.random() < 0.6:
+            usage["prompt_tokens_details"] = {"cached_tokens": rng.randint(0, 900)}
+        if rng.random() < 0.5:
+            usage["completion_tokens_details"] = {"reasoning_tokens": rng.randint(0, 9)}
+        return usage
+    usage = {"input_tokens": rng.randint(1, 5_000), "output_tokens": rng.randint(1, 4_000)}
+    if rng.random() < 0.7:  # else no cache figures: the call did not report its cache
+        usage["cache_read_input_tokens"] = rng.randint(0, 150_000)
+        usage["cache_creation_input_tokens"] = rng.randint(0, 9_000)
+    return usage
+
+
+def _records(rng: random.Random, calls: list[tuple[str, int, int]]) -> list[dict[str, Any]]:
+    out = []
+    for session, turn, call in calls:
+        model = rng.choice(MODELS)
+        record: dict[str, Any] = {
+            "session_id": session,
+            "turn": turn,
+            "call": call,
+            "model": model,
+            "usage": _usage(rng, model),
+            "at": (START + timedelta(seconds=rng.randint(0, 7_200))).isoformat(),
+        }
+        if model == "acme-llm-9":
+            record["provider"] = "anthropic"
+        if rng.random() < 0.5:
+            record["appended_chars"] = rng.randint(0, 10_000)
+        if rng.random() < 0.3:
+            record["surface_version"] = rng.randint(1, 5)
+        if rng.random() < 0.3:
+            record["window_tokens"] = rng.choice((200_000, 400_000))
+        out.append(record)
+    return out
+
+
+def _turn_rows() -> dict[tuple[int, int], tuple[Any, ...]]:
+    return {
+        (t[0], t[1]): t for t in Turn.objects.values_list("session_id", "turn", *_TURN_FIELDS[2:])
+    }
+
+
+_TURN_FIELDS = [f.attname for f in Turn._meta.concrete_fields if not f.primary_key]
+
+
+def _expected_turns() -> dict[tuple[int, int], tuple[Any, ...]]:
+    calls: dict[tuple[int, int], list[Any]] = {}
+    for row in LLMCall.objects.values_list(*_CALL_FIELDS):
+        calls.setdefault((row[0], row[1]), []).append(
+            _figures_of(dict(zip(_CALL_FIELDS, row, strict=True)))
+        )
+    return {pair: _turn_values(*pair, summarize_turn(found)) for pair, found in calls.items()}
+
+
+def _same(stored: tuple[Any, ...], expected: tuple[Any, ...]) -> bool:
+    # money compares by value (the column keeps nine places; a Python sum keeps its own exponent)
+    return all(
+        (a == b) if not isinstance(b, Decimal) else (a is not None and Decimal(a) == b)
+        for a, b in zip(stored, expected, strict=True)
+    )
+
+
+def _hour_rows() -> list[tuple[Any, ...]]:
+    return sorted(
+        tuple(Decimal(v) if isinstance(v, Decimal) else v for v in row)
+        for row in HourlyUsage.objects.values_list(
+            *(f.attname for f in HourlyUsage._meta.concrete_fields if not f.primary_key)
+        )
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_turns_and_hours_derived_set_wise_equal_the_python_derivation(make_agent, seed):
+    rng = random.Random(seed)
+    profile = make_agent().key.profile
+    positions = [(f"s{s}", t, c) for s in range(3) for t in range(6) for c in range(4)]
+    rng.shuffle(positions)
+    first, second = positions[:40], positions[40:]
+    # the second batch adds calls to turns the first stored, and replays some of the first
+    batches = [_records(rng, first), _records(rng, second)]
+    batches[1] += rng.sample(batches[0], 5)
+    for batch in batches:
+        rng.shuffle(batch)
+        result = store_records(profile=profile, raw_items=batch)
+        bad = [i for i in result.items if i.status in ("invalid", "conflict")]
+        assert not bad, bad[:3]
+        assert len(result.items) == len(batch)
+        stored, expected = _turn_rows(), _expected_turns()
+        assert set(stored) == set(expected)
+        for pair, row in expected.items():
+            assert _same(stored[pair], row), (pair, stored[pair], row)
+        kept = _hour_rows()
+        rebuild_rollups()
+        assert _hour_rows() == kept
+    assert AgentSession.objects.filter(profile=profile).count() == 3
+    assert LLMCall.objects.count() == len(positions)
+
+
+def test_the_copy_columns_are_the_calls_fields_in_model_order():
+    assert (
+        tuple(f.attname for f in LLMCall._meta.concrete_fields if not f.primary_key) == CALL_COLUMNS
+    )
