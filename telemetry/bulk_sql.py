@@ -482,10 +482,8 @@ def derive_turns(
     if not pairs:
         return
     sql = _derive_turns_sql(turn_model, call_model)
-    started = time.monotonic()
     with connection.cursor() as cursor:
         cursor.execute(sql, _pairs_arrays(sorted(pairs)))
-    _log_statement(sql, started)
 
 
 _TURN_COLUMNS = (
@@ -606,10 +604,8 @@ def add_hour_rollups(
     if not keys:
         return
     sql = _hour_rollups_sql(hourly_model, call_model)
-    started = time.monotonic()
     with connection.cursor() as cursor:
         cursor.execute(sql, [profile_id, *_pairs_arrays(keys)])
-    _log_statement(sql, started)
 
 
 _HOUR_SUMS = (

@@ -13,6 +13,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from telemetry.accounting import summarize_turn
 from telemetry.costing import CALL_COLUMNS
@@ -135,3 +137,16 @@ def test_the_copy_columns_are_the_calls_fields_in_model_order():
     assert (
         tuple(f.attname for f in LLMCall._meta.concrete_fields if not f.primary_key) == CALL_COLUMNS
     )
+
+
+def test_a_batch_counts_each_write_statement_once(make_agent):
+    """Statement counts are what the bench reports (P2): each write is logged once."""
+    profile = make_agent().key.profile
+    batch = _records(random.Random(7), [("s", t, c) for t in range(3) for c in range(2)])
+    with CaptureQueriesContext(connection) as queries:
+        store_records(profile=profile, raw_items=batch)
+    texts = [q["sql"] for q in queries.captured_queries]
+    for table in (LLMCall, Turn, HourlyUsage):
+        name = connection.ops.quote_name(table._meta.db_table)
+        writes = [t for t in texts if t.startswith((f"INSERT INTO {name}", f"COPY {name}"))]
+        assert len(writes) == 1, (table, writes)
