@@ -120,7 +120,7 @@ def seed_sessions(profile_id: int, prefix: str, count: int, *, start: int = 0) -
             "model": "'claude-sonnet-4-5-20250929'",
             "last_seen_at": "timestamptz '2025-06-01' + n * interval '1 second'",
         },
-        "generate_series(%s, %s) AS n",
+        "generate_series(%s::integer, %s::integer) AS n",
         [profile_id, prefix, start, start + count - 1],
     )
     return Seeded("telemetry_agentsession", rows, time.monotonic() - began)
