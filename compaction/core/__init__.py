@@ -51,8 +51,9 @@ Operations (`operations.py`) — frozen, `to_dict()` / `operation_from_dict()` J
 Surface (`surface.py`)
     `derive_surface(log, operations) -> Surface(messages, chars)`: pure, deterministic, strips
     every `cache_control`, bounds results by their recorded cap, applies stubs and summaries.
-    Re-applying operations changes nothing. `canonical_json(surface_or_messages, *, format=None)
-    -> bytes`: sorted keys, compact, ASCII-escaped; the byte-stability contract of D1.
+    Re-applying operations changes nothing. `derive_surface_at(log, operations, counts)` also
+    gives the chars of the surface of each log prefix (seq < count), in the same pass.
+    `canonical_json(surface_or_messages, *, format=None) -> bytes`: sorted keys, compact, ASCII-escaped; the byte-stability contract of D1.
 
 Pruning (`pruning.py`, D3)
     `plan_prune(messages, *, keep_rounds, stub, exclude_tools) -> PrunePlan(operation,
@@ -158,6 +159,7 @@ from compaction.core.surface import (
     bound_message,
     canonical_json,
     derive_surface,
+    derive_surface_at,
     strip_cache_control,
 )
 from compaction.core.tokens import CHARS_PER_TOKEN, Calibration, estimate_tokens
@@ -207,6 +209,7 @@ __all__ = [
     "bound_text",
     "canonical_json",
     "derive_surface",
+    "derive_surface_at",
     "estimate_tokens",
     "make_stub",
     "net_saving",

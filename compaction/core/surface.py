@@ -171,6 +171,26 @@ def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ())
     `derive_surface(log, ops)`, and so does listing an operation twice. Operations naming seqs
     that are not present change nothing. Never calls a model, never reads policy.
     """
+    return _derive(log, operations, ())[0]
+
+
+def derive_surface_at(
+    log: Sequence[Message], operations: Iterable[Operation], counts: Sequence[int]
+) -> tuple[Surface, tuple[int, ...]]:
+    """`derive_surface(log, operations)`, and for each of the ascending `counts` the chars of
+    `derive_surface([m for m in log if m.seq < count], operations)`, in the same single pass.
+
+    `log` is in seq order. This is the size of the surface a request saw when the log held
+    `count` messages (its surface version, D6), without deriving the surface once per request:
+    a shown log message adds its own chars to every prefix that holds it, and each summary of
+    ours counts in every prefix (a span not reached yet is appended at the prefix's end).
+    """
+    return _derive(log, operations, counts)
+
+
+def _derive(
+    log: Sequence[Message], operations: Iterable[Operation], counts: Sequence[int]
+) -> tuple[Surface, tuple[int, ...]]:
     stubs: dict[int, dict[str, str]] = {}
     # (operation, last seq it hides): a span that swallows an earlier summary also hides
     # everything that summary stood for.
@@ -194,6 +214,13 @@ def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ())
     # Our own summaries of spans wholly before the agent's cut were never sent either.
     spans = sorted((s for s in spans if s[1] >= cut), key=lambda s: s[0].first_seq)
     fmt: Format = log[0].format if log else "anthropic"
+    summaries = [summary_message(span, fmt) for span, _ in spans]
+    # The chars of the summaries not emitted yet: a prefix ending here appends them.
+    pending = [0] * (len(summaries) + 1)
+    for i in range(len(summaries) - 1, -1, -1):
+        pending[i] = pending[i + 1] + summaries[i].chars
+    at: list[int] = []
+    next_count = counts[0] if counts else None
 
     out: list[Message] = []
     chars = 0
@@ -201,9 +228,12 @@ def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ())
     covered_to: int | None = None
     for message in log:
         seq = message.seq
+        while next_count is not None and next_count <= seq:
+            at.append(chars + pending[next_span])
+            next_count = counts[len(at)] if len(at) < len(counts) else None
         while next_span < len(spans) and spans[next_span][0].first_seq <= seq:
-            span, hides_to = spans[next_span]
-            summary = summary_message(span, fmt)
+            _, hides_to = spans[next_span]
+            summary = summaries[next_span]
             out.append(summary)
             chars += summary.chars
             covered_to = hides_to if covered_to is None else max(covered_to, hides_to)
@@ -221,8 +251,8 @@ def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ())
             message = _apply_stubs(message, replaced)
         out.append(message)
         chars += message.chars
-    for span, _ in spans[next_span:]:
-        summary = summary_message(span, fmt)
+    for summary in summaries[next_span:]:
         out.append(summary)
         chars += summary.chars
-    return Surface(tuple(out), chars)
+    at.extend([chars] * (len(counts) - len(at)))
+    return Surface(tuple(out), chars), tuple(at)

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from compaction.core import (
+    AgentCompactionOperation,
     BoundSpec,
     ConversionError,
     Message,
@@ -17,6 +18,7 @@ from compaction.core import (
     bound_text,
     canonical_json,
     derive_surface,
+    derive_surface_at,
     operation_from_dict,
     parse_anthropic,
     parse_openai,
@@ -236,3 +238,19 @@ def test_incremental_validation_accepts_every_split_of_a_valid_transcript(t, fmt
     else:
         reparsed = parse_openai([json.loads(m.raw) for m in tail], preceding=head)
     assert [m.seq for m in reparsed] == [m.seq for m in tail]
+
+
+@given(tx.transcripts(), formats, policies, st.data())
+def test_the_chars_at_each_prefix_are_those_of_the_prefix_derived_alone(t, fmt, policy, data):
+    log = _log(t, fmt)
+    operations = list(plan_relief(derive_surface(log), policy=policy, mode="forced").operations)
+    if log and data.draw(st.booleans()):
+        cut = data.draw(st.integers(0, log[-1].seq + 1))
+        operations.append(AgentCompactionOperation(cut, "claude-code", "line-1", "auto", "s"))
+    top = log[-1].seq + 2 if log else 2
+    counts = sorted(data.draw(st.lists(st.integers(0, top), max_size=6)))
+    surface, chars = derive_surface_at(log, operations, counts)
+    assert surface == derive_surface(log, operations)
+    assert chars == tuple(
+        derive_surface([m for m in log if m.seq < count], operations).chars for count in counts
+    )
