@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Max, Q
 
 from compaction.calibration import session_calibration
 from compaction.core import (
@@ -29,6 +30,7 @@ from compaction.core import (
     TranscriptError,
     canonical_json,
     derive_surface,
+    derive_surface_at,
     operation_from_dict,
     parse_anthropic,
     parse_message,
@@ -126,6 +128,34 @@ class _LogCache:
 _LOG_CACHE = _LogCache(budget_chars=settings.COMPACTION_LOG_CACHE_CHARS)
 
 
+class HeldLogs(_LogCache):
+    """A caller's own parse of its sessions' logs, held across appends: a transcript import.
+
+    Appends that pass it read and parse only what they do not hold (nothing, when the holder
+    made every append), and extend it with what they stored, whatever the process cache's
+    budget: an import appends chunk after chunk to a log that can outgrow any budget, and
+    re-reading it per chunk made the import quadratic. Validated like the process cache (the
+    stored hash of the last held row), and one entry per session: a new agent cut replaces the
+    parse from the old one, so it holds at most each session's log from its latest cut, which
+    every append derives the surface from anyway. Drop it with the transaction it served: it
+    may hold rows that a rollback removed.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(budget_chars=sys.maxsize)
+
+    def put(self, session_id: _Key, entry: _ParsedLog) -> None:
+        with self.lock:
+            for other in [key for key in self.entries if key[0] == session_id[0]]:
+                self.total -= self.entries.pop(other).chars
+        super().put(session_id, entry)
+
+
+def _key(session: AgentSession, from_seq: int) -> _Key:
+    created = session.created_at.isoformat() if session.created_at else ""
+    return (session.pk, f"{created}@{from_seq}" if from_seq else created)
+
+
 def _parse_rows(rows: Sequence[tuple[int, str, str, int | None, str]]) -> list[Message]:
     return [
         parse_message(
@@ -138,22 +168,28 @@ def _parse_rows(rows: Sequence[tuple[int, str, str, int | None, str]]) -> list[M
     ]
 
 
-def load_log(session: AgentSession, *, use_cache: bool = True, from_seq: int = 0) -> list[Message]:
+def load_log(
+    session: AgentSession,
+    *,
+    use_cache: bool = True,
+    from_seq: int = 0,
+    cache: _LogCache | None = None,
+) -> list[Message]:
     """The session's log as core messages, rehydrated from the stored original text.
 
     Parses only what this process has not parsed before (see `_LogCache`), unless `use_cache`
-    is False (a from-scratch check). `from_seq` > 0 loads only the messages from that seq on and
-    the system prompts before it: all the surface can show after an agent compaction that cut
-    there (`agent_cut`), so a long imported session is appended to in bounded memory.
+    is False (a from-scratch check); `cache` is a caller's own (`HeldLogs`) instead of the
+    process's. `from_seq` > 0 loads only the messages from that seq on and the system prompts
+    before it: all the surface can show after an agent compaction that cut there (`agent_cut`),
+    so a long imported session is appended to in bounded memory.
     """
     columns = ("seq", "format", "raw", "bound_cap", "raw_hash")
-    key: _Key = (session.pk, session.created_at.isoformat() if session.created_at else "")
-    if from_seq:
-        key = (session.pk, f"{key[1]}@{from_seq}")
+    key = _key(session, from_seq)
+    store = _LOG_CACHE if cache is None else cache
     rows_of = LogMessage.objects.filter(session=session)
     if from_seq:
         rows_of = rows_of.filter(Q(seq__gte=from_seq) | Q(role="system"))
-    cached = _LOG_CACHE.get(key) if use_cache else None
+    cached = store.get(key) if use_cache else None
     messages: list[Message] = []
     if cached is not None and cached.messages:
         start = cached.messages[-1].seq
@@ -168,7 +204,7 @@ def load_log(session: AgentSession, *, use_cache: bool = True, from_seq: int = 0
         messages = _parse_rows(rows)
         tail = rows[-1] if rows else (0, "", "", None, "")
     if messages:
-        _LOG_CACHE.put(
+        store.put(
             key,
             _ParsedLog(
                 messages=messages,
@@ -204,10 +240,37 @@ def derive(
     return log, operations, derive_surface(log, operations)
 
 
-def store_surface(session: AgentSession, fmt: str, surface: CoreSurface, *, bump: bool) -> Surface:
-    """Write the derived surface as the session's materialised one (caller holds the lock)."""
+def store_surface(
+    session: AgentSession,
+    fmt: str,
+    surface: CoreSurface,
+    *,
+    bump: bool,
+    log_messages: int | None = None,
+    checkpoints: Sequence[tuple[int, int]] = (),
+) -> Surface:
+    """Write the derived surface as the session's materialised one (caller holds the lock).
+
+    `log_messages`: the log's length when the caller knows it (else counted). `checkpoints`:
+    (log length, surface chars) of requests that ended inside the append being stored, oldest
+    first; each gets a surface version of its own before this one's (D1/D6: "what did the
+    model see on turn N" stays answerable, and the chars fit the session's calibration).
+    """
     body = canonical_json(surface, format=format_of(fmt)).decode("ascii")
     state, _ = Surface.objects.get_or_create(session=session, defaults={"format": fmt})
+    operations = CompactionOperation.objects.filter(session=session).count()
+    if checkpoints:
+        SurfaceVersion.objects.bulk_create(
+            SurfaceVersion(
+                session=session,
+                version=state.version + i,
+                log_messages=count,
+                operations=operations,
+                chars=chars,
+            )
+            for i, (count, chars) in enumerate(checkpoints, start=1)
+        )
+        state.version += len(checkpoints)
     if bump:
         state.version += 1
     state.format = fmt
@@ -217,14 +280,16 @@ def store_surface(session: AgentSession, fmt: str, surface: CoreSurface, *, bump
     state.tokens_estimate = surface.tokens
     state.messages = len(surface.messages)
     state.seqs = [message.seq for message in surface.messages]
-    state.log_messages = LogMessage.objects.filter(session=session).count()
+    state.log_messages = (
+        LogMessage.objects.filter(session=session).count() if log_messages is None else log_messages
+    )
     state.save()
     SurfaceVersion.objects.get_or_create(
         session=session,
         version=state.version,
         defaults={
             "log_messages": state.log_messages,
-            "operations": CompactionOperation.objects.filter(session=session).count(),
+            "operations": operations,
             "chars": surface.chars,
         },
     )
@@ -257,8 +322,11 @@ def surface_at(session: AgentSession, version: int) -> CoreSurface | None:
     record = SurfaceVersion.objects.filter(session=session, version=version).first()
     if record is None:
         return None
-    log = load_log(session)[: record.log_messages]
-    return derive_surface(log, load_operations(session)[: record.operations])
+    operations = load_operations(session)[: record.operations]
+    # From the agent's cut then: a version of a long imported session reads its last segment,
+    # not the whole log.
+    log = load_log(session, from_seq=agent_cut(operations))
+    return derive_surface([m for m in log if m.seq < record.log_messages], operations)
 
 
 def chars_appended_after_reply(session_id: int, surface_version: int) -> int | None:
@@ -286,7 +354,13 @@ def chars_appended_after_reply(session_id: int, surface_version: int) -> int | N
 
 
 def append_messages(
-    *, session: AgentSession, fmt: str, system: Span | None, messages: Sequence[Span]
+    *,
+    session: AgentSession,
+    fmt: str,
+    system: Span | None,
+    messages: Sequence[Span],
+    held: HeldLogs | None = None,
+    checkpoints: Sequence[int] = (),
 ) -> AppendResult:
     """Append messages to the session's log (idempotent on `seq`) and re-derive the surface.
 
@@ -295,6 +369,11 @@ def append_messages(
     without a gap and keep the pairing rules (a result needs its call, call ids are unique).
     The Anthropic `system` prompt is the log's seq 0: it is accepted on the append that starts
     the log, whose messages then begin at seq 1.
+
+    Reads only the stored rows at the seqs sent and the log's parse from the agent's cut (from
+    `held`, the caller's own parse, when given: see `HeldLogs`), so an append costs what it
+    adds, not the log's length. `checkpoints`: log lengths inside this append at which a
+    request ended; each gets a surface version (with its chars) before the append's own.
     """
     if fmt not in FORMATS:
         raise FieldError("format", f"must be one of {', '.join(FORMATS)}")
@@ -312,8 +391,16 @@ def append_messages(
             raise FieldError(
                 "format", f"this session's transcript is in the {state.format} format", status=409
             )
-        existing = dict(LogMessage.objects.filter(session=session).values_list("seq", "raw_hash"))
-        next_seq = len(existing)
+        # The log is seqs 0..n-1 without gaps (every append continues it), so its length is
+        # its last seq + 1: one index probe, where reading every stored seq grew with the log.
+        last = LogMessage.objects.filter(session=session).aggregate(last=Max("seq"))["last"]
+        next_seq = 0 if last is None else last + 1
+        sent = Q(seq__gte=items[0][0], seq__lte=items[-1][0])
+        if system is not None:
+            sent |= Q(seq=0)
+        existing = dict(
+            LogMessage.objects.filter(sent, session=session).values_list("seq", "raw_hash")
+        )
         new_items: list[tuple[int, int, Span]] = []
         if system is not None:
             items = [
@@ -347,10 +434,11 @@ def append_messages(
             result.surface = state
             return result
         operations = load_operations(session)
-        preceding = load_log(session, from_seq=agent_cut(operations))
+        cut = agent_cut(operations)
+        preceding = load_log(session, from_seq=cut, cache=held)
         bound = BoundSpec(policy.max_result_chars)
         parsed = _parse(fmt, preceding, new_items, bound)
-        LogMessage.objects.bulk_create(
+        rows = [
             LogMessage(
                 session=session,
                 seq=message.seq,
@@ -362,9 +450,28 @@ def append_messages(
                 bound_cap=policy.max_result_chars,
             )
             for message, (_, _, span) in zip(parsed, new_items, strict=True)
+        ]
+        LogMessage.objects.bulk_create(rows)
+        log = [*preceding, *parsed]
+        if held is not None:
+            held.put(
+                _key(session, cut),
+                _ParsedLog(
+                    messages=log,
+                    last_row=(rows[-1].raw_hash, fmt, policy.max_result_chars),
+                    chars=sum(m.chars for m in log),
+                ),
+            )
+        counts = sorted({c for c in checkpoints if next_seq < c < next_seq + len(new_items)})
+        surface, chars_at = derive_surface_at(log, operations, counts)
+        result.surface = store_surface(
+            session,
+            fmt,
+            surface,
+            bump=True,
+            log_messages=next_seq + len(new_items),
+            checkpoints=list(zip(counts, chars_at, strict=True)),
         )
-        surface = derive_surface([*preceding, *parsed], operations)
-        result.surface = store_surface(session, fmt, surface, bump=True)
         result.created = [seq for seq, _, _ in new_items]
         # D6: the projection now counts what was appended (or the grown post-compaction surface).
         appended = sum(message.chars for message in parsed)

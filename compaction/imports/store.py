@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from typing import Any, BinaryIO, Literal
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -49,6 +48,7 @@ from compaction.models import (
 )
 from compaction.rawjson import Span
 from compaction.transcripts import (
+    HeldLogs,
     agent_cut,
     append_messages,
     load_log,
@@ -258,6 +258,10 @@ class _Sink:
         self.ops: dict[str, int] = {}
         self.touched: set[int] = set()
         self.key = AgentKey(profile=profile)  # unsaved: ingest reads only its profile
+        # The import's own parse of its sessions' logs across chunks: appending must not
+        # re-read a log that outgrew the process cache (see HeldLogs). Lives as long as this
+        # import_file call, which ends at the first chunk that rolls back.
+        self.logs = HeldLogs()
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -323,8 +327,8 @@ class _Sink:
         state = Surface.objects.filter(session=session).first()
         held = state.log_messages if state is not None else 0
         last = pending[-1].seq + 1
-        # Requests that ended inside this batch get surface versions of their own, allocated
-        # before the append (D1/D6: "what did the model see on turn N" stays answerable).
+        # Requests that ended inside this batch get surface versions of their own, before the
+        # append's (D1/D6: "what did the model see on turn N" stays answerable).
         checkpoints = sorted(
             {
                 call.log_messages
@@ -337,8 +341,6 @@ class _Sink:
         new = [r for r in pending if r.seq >= held]
         if not new:
             return
-        if checkpoints:
-            self._allocate_versions(session, fmt, state, checkpoints)
         result = append_messages(
             session=session,
             fmt=fmt,
@@ -347,24 +349,11 @@ class _Sink:
                 Span({**r.message, "seq": r.seq}, json.dumps({**r.message, "seq": r.seq}))
                 for r in new
             ],
+            held=self.logs,
+            checkpoints=checkpoints,
         )
         self.report.messages += len(result.created)
         self.touched.add(session.pk)
-
-    def _allocate_versions(
-        self, session: AgentSession, fmt: str, state: Surface | None, checkpoints: list[int]
-    ) -> None:
-        if state is None:
-            state = Surface.objects.create(session=session, format=fmt)
-        base = state.version
-        operations = CompactionOperation.objects.filter(session=session).count()
-        SurfaceVersion.objects.bulk_create(
-            SurfaceVersion(
-                session=session, version=base + i, log_messages=count, operations=operations
-            )
-            for i, count in enumerate(checkpoints, start=1)
-        )
-        Surface.objects.filter(pk=state.pk).update(version=F("version") + len(checkpoints))
 
     def _compaction(self, record: CompactionSeen) -> None:
         session = self.session(record.session)
@@ -392,8 +381,14 @@ class _Sink:
                     data=operation.to_dict(),
                 )
                 operations = load_operations(session)
-                log = load_log(session, from_seq=agent_cut(operations))
-                store_surface(session, surface.format, derive_surface(log, operations), bump=True)
+                log = load_log(session, from_seq=agent_cut(operations), cache=self.logs)
+                store_surface(
+                    session,
+                    surface.format,
+                    derive_surface(log, operations),
+                    bump=True,
+                    log_messages=surface.log_messages,
+                )
             self.ops[record.session] = self.ops.get(record.session, 0) + 1
         _, created = record_context_event(
             session,

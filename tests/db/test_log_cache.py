@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from compaction.transcripts import _LOG_CACHE, _LogCache, _ParsedLog
+from compaction.transcripts import _LOG_CACHE, HeldLogs, _LogCache, _ParsedLog
 
 
 def entry(chars: int) -> _ParsedLog:
@@ -44,3 +44,12 @@ def test_a_zero_budget_keeps_nothing():
 
 def test_the_process_cache_takes_its_budget_from_the_settings():
     assert _LOG_CACHE.budget == settings.COMPACTION_LOG_CACHE_CHARS == 8_000_000
+
+
+def test_an_import_holds_each_session_from_its_latest_cut_whatever_the_budget():
+    held = HeldLogs()
+    held.put((1, "t"), entry(50_000_000))
+    held.put((2, "t"), entry(10))
+    held.put((1, "t@700"), entry(30))  # session 1 compacted at seq 700: its old parse goes
+    assert list(held.entries) == [(2, "t"), (1, "t@700")] and held.total == 40
+    assert _LOG_CACHE.budget == 8_000_000  # the process cache keeps its own bound
