@@ -437,8 +437,8 @@ def _upsert_locked_sql(
 
 def set_wise() -> bool:
     """Whether this database takes the set-wise ingest path below (PostgreSQL): new calls as
-    COPY rows, their turns and hour rollups derived by the database from the copied rows.
-    Elsewhere the callers build model instances and derive in Python (the same figures)."""
+    COPY rows, their turns derived by the database from the copied rows. Elsewhere the callers
+    build model instances and derive in Python (the same figures)."""
     return connection.vendor == "postgresql"
 
 
@@ -586,64 +586,4 @@ def _derive_turns_sql(turn_model: type[models.Model], call_model: type[models.Mo
         f"JOIN {calls} AS l ON l.session_id = g.session_id AND l.turn = g.turn AND l.call = g.last_call "
         "ORDER BY g.session_id, g.turn "
         f"ON CONFLICT (session_id, turn) DO UPDATE SET {updates}"
-    )
-
-
-def add_hour_rollups(
-    hourly_model: type[models.Model],
-    call_model: type[models.Model],
-    profile_id: int,
-    keys: Sequence[tuple[int, int, int]],
-) -> None:
-    """Add the calls `keys` ((session id, turn, call), just inserted, all of `profile_id`) to
-    their hour rows, in one `INSERT … SELECT … GROUP BY … ON CONFLICT DO UPDATE SET x = x +
-    excluded.x`: the sums of `telemetry.rollups.sum_by_hour` (the SQLite path), computed by
-    the database from the copied rows. PostgreSQL only: summing in Python and preparing the
-    parameters was ~4 ms of a 1,000-record batch's CPU (make bench P1).
-    """
-    if not keys:
-        return
-    sql = _hour_rollups_sql(hourly_model, call_model)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [profile_id, *_pairs_arrays(keys)])
-
-
-_HOUR_SUMS = (
-    ("calls", "COUNT(*)"),
-    ("uncached_input", "SUM(c.uncached_input)"),
-    ("cache_read", "SUM(c.cache_read)"),
-    ("cache_write_5m", "SUM(c.cache_write_5m)"),
-    ("cache_write_1h", "SUM(c.cache_write_1h)"),
-    ("output", "SUM(c.output)"),
-    ("cache_reported_calls", "COUNT(*) FILTER (WHERE c.reported_cache)"),
-    ("cache_read_reported", "COALESCE(SUM(c.cache_read) FILTER (WHERE c.reported_cache), 0)"),
-    ("cache_denominator", f"COALESCE(SUM{_CONTEXT} FILTER (WHERE c.reported_cache), 0)"),
-    ("unpriced_calls", "COUNT(*) FILTER (WHERE c.cost_usd IS NULL)"),
-    *(
-        (name, f"COALESCE(SUM(c.{name}) FILTER (WHERE c.cost_usd IS NOT NULL), 0)")
-        for name in (*_BUCKET_COSTS, "cost_usd", "no_cache_cost_usd")
-    ),
-)
-
-
-@functools.cache
-def _hour_rollups_sql(hourly_model: type[models.Model], call_model: type[models.Model]) -> str:
-    quote = connection.ops.quote_name
-    table, calls = quote(hourly_model._meta.db_table), quote(call_model._meta.db_table)
-    names = ["profile_id", "model", "hour", *(name for name, _ in _HOUR_SUMS)]
-    hour = "date_trunc('hour', c.at, 'UTC')"
-    # Rows go in key order (models by their bytes, as Python sorts them), so two batches
-    # adding to the same hours lock them alike and cannot deadlock.
-    return (
-        f"INSERT INTO {table} ({', '.join(map(quote, names))}) "
-        f"SELECT %s::bigint, c.model, {hour}, {', '.join(sql for _, sql in _HOUR_SUMS)} "
-        "FROM unnest(%s::bigint[], %s::integer[], %s::integer[]) AS k (session_id, turn, call) "
-        f"JOIN {calls} AS c "
-        "ON c.session_id = k.session_id AND c.turn = k.turn AND c.call = k.call "
-        f'GROUP BY c.model, {hour} ORDER BY c.model COLLATE "C", {hour} '
-        "ON CONFLICT (profile_id, model, hour) DO UPDATE SET "
-        + ", ".join(
-            f"{quote(name)} = {table}.{quote(name)} + excluded.{quote(name)}"
-            for name, _ in _HOUR_SUMS
-        )
     )

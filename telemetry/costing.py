@@ -5,6 +5,7 @@ The catalogue is read at most once per submission, and a model's price is looked
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -131,66 +132,59 @@ _CALL_BY_ATTNAME = {f.attname: f for f in _CALL_FIELDS if f.attname != "session_
 _CALL_ATTNAMES = frozenset(_CALL_BY_ATTNAME)
 
 
-# The columns of `call_values`' tuples: every concrete field of a call but its primary key, in
-# the model's order, which is the order COPY names them in (`telemetry.bulk_sql.copy_rows`).
-CALL_COLUMNS = (
-    "session_id",
-    "turn",
-    "call",
-    "request_id",
-    "model",
-    "provider",
-    "uncached_input",
-    "cache_read",
-    "cache_write_5m",
-    "cache_write_1h",
-    "output",
-    "reasoning_output",
-    "reported_cache",
-    "context_tokens",
-    "raw_usage",
-    "flags",
-    "request_chars",
-    "appended_chars",
-    "window_tokens",
-    "surface_version",
-    "prefix",
-    "at",
-    "cost_uncached_input",
-    "cost_cache_read",
-    "cost_cache_write_5m",
-    "cost_cache_write_1h",
-    "cost_output",
-    "cost_usd",
-    "no_cache_cost_usd",
-    "long_context",
-    "payload_hash",
-    "received_at",
+# A new call's row for COPY: every concrete field of a call but its primary key, in the model's
+# order, which is the order COPY names them in (`telemetry.bulk_sql.copy_rows`). A tuple that
+# also reads by field name, so `telemetry.rollups.sum_by_hour` takes it as it takes an `LLMCall`.
+CallRow = namedtuple(
+    "CallRow",
+    [
+        "session_id",
+        "turn",
+        "call",
+        "request_id",
+        "model",
+        "provider",
+        "uncached_input",
+        "cache_read",
+        "cache_write_5m",
+        "cache_write_1h",
+        "output",
+        "reasoning_output",
+        "reported_cache",
+        "context_tokens",
+        "raw_usage",
+        "flags",
+        "request_chars",
+        "appended_chars",
+        "window_tokens",
+        "surface_version",
+        "prefix",
+        "at",
+        "cost_uncached_input",
+        "cost_cache_read",
+        "cost_cache_write_5m",
+        "cost_cache_write_1h",
+        "cost_output",
+        "cost_usd",
+        "no_cache_cost_usd",
+        "long_context",
+        "payload_hash",
+        "received_at",
+    ],
 )
-_UNPRICED = (None, None, None, None, None, None, None, False)
+CALL_COLUMNS: tuple[str, ...] = CallRow._fields
 
 
 def call_values(
     session_pk: int, v: ValidRecord, pricer: IntegerPricer | None, now: datetime
-) -> tuple[Any, ...]:
+) -> CallRow:
     """The row of a new call as a tuple of `CALL_COLUMNS` for COPY (JSON fields as JSON text,
     received at `now`): the values `call_row` gives its instance, without the instance."""
     usage, record = v.usage, v.record
-    if pricer is None:
-        costs: tuple[Any, ...] = _UNPRICED
-    else:  # every sampling pass is billed, a compaction iteration included
+    cost = total = no_cache = None
+    if pricer is not None:  # every sampling pass is billed, a compaction iteration included
         cost, total, no_cache = pricer.billed(v.provided.billed)
-        costs = (
-            cost.uncached_input,
-            cost.cache_read,
-            cost.cache_write_5m,
-            cost.cache_write_1h,
-            cost.output,
-            total,
-            no_cache,
-            cost.long_context,
-        )
-    return (
+    return CallRow(
         session_pk,
         record.turn,
         record.call,
@@ -213,7 +207,14 @@ def call_values(
         record.surface_version,
         json_text(stored_prefix(record)),
         record.at or now,
-        *costs,
+        cost.uncached_input if cost else None,
+        cost.cache_read if cost else None,
+        cost.cache_write_5m if cost else None,
+        cost.cache_write_1h if cost else None,
+        cost.output if cost else None,
+        total,
+        no_cache,
+        cost.long_context if cost else False,
         v.payload_hash,
         now,
     )

@@ -17,8 +17,9 @@ in one, affected turns re-derived and upserted in one (two elsewhere), and sessi
 re-derived and written in three.
 
 On PostgreSQL (`telemetry.bulk_sql.set_wise`) new calls go to COPY as tuples and the database
-derives their turns and hour sums from the copied rows; elsewhere the calls are model instances
-and the same figures are derived in Python (`telemetry.accounting`, `telemetry.rollups`).
+derives their turns from the copied rows; elsewhere the calls are model instances and the same
+figures are derived in Python (`telemetry.accounting`). Hour rollups are summed in Python on
+both (`telemetry.rollups`): a handful of rows, cheaper than a second read of the calls.
 
 `store_records` is the entry point for code that already knows the profile (OTLP, imports);
 `ingest_records` is the API's, keyed by the agent key.
@@ -37,10 +38,10 @@ from django.utils import timezone
 from telemetry import bulk_sql, session_state
 from telemetry.accounting import CallFigures
 from telemetry.catalogue import key_catalogue
-from telemetry.costing import OnceCatalogue, call_row, call_values
+from telemetry.costing import CallRow, OnceCatalogue, call_row, call_values
 from telemetry.derivation import call_figures, derive_session_figures, rederive_turns
 from telemetry.idempotency import StoredKeys, payload_hash
-from telemetry.models import AgentKey, AgentProfile, AgentSession, HourlyUsage, LLMCall, Turn
+from telemetry.models import AgentKey, AgentProfile, AgentSession, LLMCall, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy, key_policy
 from telemetry.pressure import round_signal
@@ -130,8 +131,13 @@ def store_records(
         with transaction.atomic():
             sessions = session_state.lock_sessions(profile, {v.record.session_id for v in valid})
             catalogue = OnceCatalogue() if catalogue is None else catalogue
-            created_ids, decided, turn_calls = _store_calls(profile, sessions, valid, catalogue)
+            created_ids, decided, turn_calls, add_hours = _store_calls(
+                profile, sessions, valid, catalogue
+            )
             result.sessions = _refresh_sessions(profile, policy, sessions, created_ids, catalogue)
+            # Last before the commit: every batch of the profile adds to the same hour rows, and
+            # each holds their row locks until it commits (4 concurrent batches queued on them).
+            add_hours()
             for item in decided:
                 calls = turn_calls.get((sessions[item.session_id or ""].pk, item.turn or 0))
                 if calls is not None and item.status in ("created", "duplicate"):
@@ -155,14 +161,17 @@ def _store_calls(
     sessions: dict[str, AgentSession],
     valid: list[ValidRecord],
     catalogue: OnceCatalogue,
-) -> tuple[set[int], list[ItemResult], dict[tuple[int, int], list[int]]]:
+) -> tuple[set[int], list[ItemResult], dict[tuple[int, int], list[int]], Callable[[], None]]:
+    """Decide, insert and turn-derive the calls of `valid`; returns the sessions given new calls,
+    each item's outcome, each touched turn's call numbers, and the hour rollups' write (for
+    the caller to run last)."""
     keys = StoredKeys(
         (s.pk for s in sessions.values()),
         {v.record.turn for v in valid},
         {v.record.request_id for v in valid if v.record.request_id is not None},
     )
     set_wise = bulk_sql.set_wise()
-    rows: list[tuple[object, ...]] = []  # PostgreSQL: the new calls' COPY rows
+    rows: list[CallRow] = []  # PostgreSQL: the new calls' COPY rows
     new_keys: list[tuple[int, int, int]] = []  # and their (session, turn, call)
     new_calls: list[LLMCall] = []  # elsewhere: their unsaved instances
     events: list[tuple[LLMCall, Sequence[ProviderEvent]]] = []
@@ -203,23 +212,27 @@ def _store_calls(
         if d.status in ("created", "duplicate")
     }
     if set_wise:
-        # The database derives the turns and hour sums from the rows it has just copied.
+        # The database derives the turns from the rows it has just copied.
         bulk_sql.copy_rows(LLMCall, rows)
         record_provider_events(events)
-        bulk_sql.add_hour_rollups(HourlyUsage, LLMCall, profile.pk, new_keys)
         bulk_sql.derive_turns(Turn, LLMCall, sorted({(sid, turn) for sid, turn, _ in new_keys}))
         turn_calls = keys.calls_by_turn(touched)
-        return created_sessions, decided, turn_calls
+        return (
+            created_sessions,
+            decided,
+            turn_calls,
+            lambda: add_to_hourly_usage(profile.pk, rows),
+        )
     bulk_sql.insert_rows(LLMCall, new_calls)
     record_provider_events(events)
-    add_to_hourly_usage(profile.pk, new_calls)  # the overview's hour rollups
     new_figures: dict[tuple[int, int], list[CallFigures]] = defaultdict(list)
     for c in new_calls:
         new_figures[(c.session_id, c.turn)].append(call_figures(c))
     turn_calls = rederive_turns(
         touched, write=set(new_figures), stored=keys.stored_turns, new=new_figures
     )
-    return created_sessions, decided, turn_calls
+    # the overview's hour rollups
+    return created_sessions, decided, turn_calls, lambda: add_to_hourly_usage(profile.pk, new_calls)
 
 
 def _refresh_sessions(

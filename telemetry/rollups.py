@@ -10,11 +10,11 @@ tests compare against).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from django.db import connection, transaction
 from django.db.models import Count, DecimalField, F, Q, Sum, Value
@@ -60,12 +60,48 @@ def hour_of(at: datetime) -> datetime:
     return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
+class CallSums(Protocol):
+    """What `sum_by_hour` reads of a call: an `LLMCall`, or its COPY row
+    (`telemetry.costing.CallRow`)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def at(self) -> datetime: ...
+    @property
+    def uncached_input(self) -> int: ...
+    @property
+    def cache_read(self) -> int: ...
+    @property
+    def cache_write_5m(self) -> int: ...
+    @property
+    def cache_write_1h(self) -> int: ...
+    @property
+    def output(self) -> int: ...
+    @property
+    def reported_cache(self) -> bool: ...
+    @property
+    def cost_uncached_input(self) -> Decimal | None: ...
+    @property
+    def cost_cache_read(self) -> Decimal | None: ...
+    @property
+    def cost_cache_write_5m(self) -> Decimal | None: ...
+    @property
+    def cost_cache_write_1h(self) -> Decimal | None: ...
+    @property
+    def cost_output(self) -> Decimal | None: ...
+    @property
+    def cost_usd(self) -> Decimal | None: ...
+    @property
+    def no_cache_cost_usd(self) -> Decimal | None: ...
+
+
 def _money(value: Decimal | None) -> Decimal:
     return Decimal(0) if value is None else value
 
 
 def sum_by_hour(
-    profile_id: int, calls: Iterable[LLMCall]
+    profile_id: int, calls: Iterable[CallSums]
 ) -> dict[tuple[int, str, datetime], HourFigures]:
     """The sums `calls` add to each (profile, model, hour). Pure arithmetic on the call rows.
 
@@ -103,7 +139,7 @@ def sum_by_hour(
     return sums
 
 
-def add_calls(profile_id: int, calls: list[LLMCall]) -> None:
+def add_calls(profile_id: int, calls: Sequence[CallSums]) -> None:
     """Add newly inserted `calls` (all of one profile) to their hour rows. One statement.
 
     Rows are written in key order, so two batches touching the same hours lock them in the same

@@ -1,5 +1,5 @@
-"""Turns and hour rollups derived by the database from the copied calls (PostgreSQL,
-`telemetry.bulk_sql.derive_turns` / `add_hour_rollups`) equal what the Python path derives
+"""Turns derived by the database from the copied calls (PostgreSQL, `telemetry.bulk_sql.derive_turns`)
+and hour rollups summed from the COPY rows equal what the Python path derives
 (`telemetry.accounting.summarize_turn` over the stored calls, `telemetry.rollups.rebuild_rollups`),
 for mixed batches: priced and unpriced models, calls with and without cache figures or reasoning,
 calls out of order, across hours, and later batches adding to turns already stored.
