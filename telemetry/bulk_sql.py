@@ -3,8 +3,10 @@
 Why raw: an ingest batch must cost a constant number of statements whatever its size, and the
 ORM's two bulk paths were the measured bottlenecks (`make bench`, P1 and P2). COPY sends rows as
 they are instead of preparing and quoting values field by field; `UPDATE … FROM (VALUES …)`
-replaces bulk_update's CASE per field and row. Every other backend uses the ORM equivalent, so
-SQLite (and the tests on it) exercise the same callers with the same results.
+replaces bulk_update's CASE per field and row; a batch's turns are derived by the database from
+the rows it has just copied (`derive_turns`). Every other backend uses the ORM equivalent (and
+`telemetry.accounting` for the turns), so SQLite (and the tests on it) exercise the same callers
+with the same results.
 
 The rate counter (`count_request`) is raw for another reason: it must be one atomic statement
 across processes, and the ORM has no upsert that returns the new value.
