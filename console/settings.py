@@ -137,11 +137,15 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db.setdefault("TEST", {})["NAME"] = str(VAR_DIR / "test_console.sqlite3")
 else:
     _db["CONN_HEALTH_CHECKS"] = True
-    # Values travel beside the statement (psycopg's server-side binding), so a statement whose
-    # text repeats is prepared once per connection after `prepare_threshold` runs and then
-    # skips PostgreSQL's parse and plan: the ingest path's fixed statements were ~1 ms of a
-    # single record's ~3.3 ms in its backend (make bench P2, README "Performance").
-    _db["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
+    # Opt-in: values travel beside the statement (psycopg's server-side binding), so a statement
+    # whose text repeats is prepared once per connection after `prepare_threshold` runs and
+    # skips PostgreSQL's parse and plan (a single record's backend CPU ~3.9 -> ~3.2 ms, README
+    # "Performance"). Not the default: a statement then carries at most 65,535 parameters, and
+    # Django 5.2 does not split its `IN` lists and bulk batches on PostgreSQL, so deleting a
+    # session of more calls than that fails (tests/db/test_large_session_delete.py); prepared
+    # statements also need a pooler that supports them (PgBouncer >= 1.21 in transaction mode).
+    if env_bool("DB_SERVER_SIDE_BINDING", False):
+        _db["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
