@@ -25,7 +25,8 @@ SMOKE_BYTES = 1_000_000
 RSS_BAR_MB = 400
 
 PARSE_ONLY = """
-import json, resource, sys, time
+import json, sys, time
+from bench.transcripts import own_peak_rss_kb
 from compaction.imports.files import detect_format, make_parser
 from compaction.imports.reader import read_lines
 path = sys.argv[1]
@@ -38,7 +39,7 @@ with open(path, "rb") as handle:
         lines += 1
     records += len(parser.flush(final=True))
 print(json.dumps({"seconds": time.perf_counter() - began, "lines": lines, "records": records,
-                  "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "peak_rss_kb": own_peak_rss_kb()}))
 """
 
 
