@@ -147,6 +147,10 @@ else:
     if env_bool("DB_SERVER_SIDE_BINDING", False):
         _db["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
 DATABASES = {"default": _db}
+# PostgreSQL: ingest's own statements (`telemetry.bulk_sql.run`) are prepared once per connection
+# whatever DB_SERVER_SIDE_BINDING says (their values never near the 65,535-parameter limit).
+# Off for a pooler without prepared-statement support (PgBouncer < 1.21 in transaction mode).
+DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth, i18n, static ----------------------------------------------------------------------
