@@ -2,19 +2,34 @@
 
 One key's burst cannot starve the others: each key has its own budget. The count lives where
 every web process sees it: in the configured cache when it is shared (`CACHE_URL=redis://…`),
-else in the database (`RateCount`, one atomic upsert per request) — never in a per-process
-memory cache, which would multiply the budget by the number of processes.
+else in the database (`RateCount`, one atomic upsert) — never in a per-process memory cache
+alone, which would multiply the budget by the number of processes.
+
+Counted in leases: a process takes the next `lease_size(budget)` numbers of a key's minute from
+the shared count at once (one upsert adds them all) and hands them to its requests one by one;
+a request whose number passes the budget is refused. Numbers are never handed out twice, so no
+key ever gets more than its budget; what a process still holds when the minute ends is not
+used by anyone, so a key may be refused up to `lease_size - 1` requests early per process
+(a 500th of the budget each: at the default 6,000 a minute a process counts 12 at a time, and
+a budget under 1,000 is counted one request at a time, exactly as before). At a fleet's rates
+this takes the counter's statement and its commit off all but one request in `lease_size`
+(make bench P2, README "Performance").
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
 
 from telemetry.bulk_sql import count_request
 from telemetry.models import RateCount
+
+# A lease is this fraction of the budget (at least one request).
+LEASE_FRACTION = 500
 
 
 class RateLimited(Exception):
@@ -23,14 +38,52 @@ class RateLimited(Exception):
         self.retry_after = retry_after
 
 
+@dataclass
+class _Lease:
+    next: int  # the number the next request takes
+    last: int  # the last number this process holds
+
+
+# (key, window, budget) -> the numbers this process holds; a budget's change starts a new lease.
+_leases: dict[tuple[int, int, int], _Lease] = {}
+_lock = threading.Lock()
+
+
+def lease_size(budget: int) -> int:
+    return max(1, budget // LEASE_FRACTION)
+
+
 def check_rate(key_id: int, *, limit: int | None = None, now: float | None = None) -> None:
     """Count one request of `key_id`; raise `RateLimited` once the minute's budget is spent."""
     budget = limit if limit is not None else settings.API_RATE_LIMIT_PER_MINUTE
     moment = time.time() if now is None else now
     window = int(moment // 60)
-    count = _count_shared(key_id, window) if _cache_is_shared() else _count_in_db(key_id, window)
-    if count > budget:
+    if _take_number(key_id, window, budget) > budget:
         raise RateLimited(retry_after=max(1, 60 - int(moment % 60)))
+
+
+def _take_number(key_id: int, window: int, budget: int) -> int:
+    """This request's number in the key's minute: from the process's lease, or a new lease."""
+    slot = (key_id, window, budget)
+    with _lock:
+        lease = _leases.get(slot)
+        if lease is not None and lease.next <= lease.last:
+            number = lease.next
+            lease.next += 1
+            return number
+    size = lease_size(budget)
+    last = (
+        _count_shared(key_id, window, size)
+        if _cache_is_shared()
+        else _count_in_db(key_id, window, size)
+    )
+    first = last - size + 1
+    if size > 1:
+        with _lock:
+            for stale in [s for s in _leases if s[1] < window]:
+                del _leases[stale]  # a finished minute's leftovers count for nothing
+            _leases[slot] = _Lease(next=first + 1, last=last)
+    return first
 
 
 def _cache_is_shared() -> bool:
@@ -38,24 +91,24 @@ def _cache_is_shared() -> bool:
     return not backend.endswith(("LocMemCache", "DummyCache"))
 
 
-def _count_in_db(key_id: int, window: int) -> int:
+def _count_in_db(key_id: int, window: int, step: int) -> int:
     # One statement in autocommit, atomic on its own: no BEGIN/COMMIT round trips around it
     # (make bench P2), and its row lock ends at once, never held across a request's ingest.
-    count = count_request(RateCount, key_id, window)
-    if count == 1:  # the key's first request this minute: drop its finished windows
+    count = count_request(RateCount, key_id, window, step)
+    if count == step:  # the key's first lease this minute: drop its finished windows
         RateCount.objects.filter(key_id=key_id, window__lt=window - 1).delete()
     return count
 
 
-def _count_shared(key_id: int, window: int) -> int:
+def _count_shared(key_id: int, window: int, step: int) -> int:
     cache_key = f"ratelimit:{key_id}:{window}"
-    # add() is atomic: only the first request of a window creates the counter.
-    if cache.add(cache_key, 1, timeout=120):
-        count = 1
+    # add() is atomic: only the first lease of a window creates the counter.
+    if cache.add(cache_key, step, timeout=120):
+        count = step
     else:
         try:
-            count = cache.incr(cache_key)
+            count = cache.incr(cache_key, step)
         except ValueError:  # the counter expired between add() and incr()
-            cache.set(cache_key, 1, timeout=120)
-            count = 1
+            cache.set(cache_key, step, timeout=120)
+            count = step
     return count
