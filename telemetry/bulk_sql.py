@@ -30,10 +30,10 @@ from operator import itemgetter
 from typing import Any
 
 import psycopg
-from psycopg import pq
 from django.conf import settings
 from django.db import connection, models
 from django.utils import timezone
+from psycopg import pq
 
 # A statement of more rows than this (a VALUES list) is not prepared: each count of rows is its
 # own statement text, and one seen once gains nothing from a plan kept for the connection.

@@ -37,7 +37,7 @@ def _requests_of_processes(monkeypatch, order: list[int], budget: int) -> list[b
     holds its own leases, as each web process does); True where the request was admitted."""
     from telemetry import ratelimit
 
-    held: dict[int, dict] = {}
+    held: dict[int, dict[tuple[int, int, int], object]] = {}
     admitted = []
     for process in order:
         monkeypatch.setattr(ratelimit, "_leases", held.setdefault(process, {}))
