@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from decimal import Decimal
 from operator import itemgetter
 from typing import Any
@@ -35,9 +35,20 @@ from django.db import connection, models
 from django.utils import timezone
 from psycopg import pq
 
-# A statement of more rows than this (a VALUES list) is not prepared: each count of rows is its
-# own statement text, and one seen once gains nothing from a plan kept for the connection.
+# Only statements of a few rows or keys are prepared (a single record's, an agent's step). A
+# VALUES list's text changes with its length, and a text seen once gains nothing from being
+# kept; and after five runs of a prepared statement PostgreSQL may switch to a generic plan,
+# made without the arrays' sizes, which for a 1,000-record batch's keys read and turn
+# derivation cost more than planning each time (make bench P1 fell from 0.18 to 0.09 x B_copy
+# when batches were prepared too). Batches keep one-off plans made for their values.
 _PREPARED_ROWS = 8
+
+
+def few(items: Sized) -> bool:
+    """Whether a statement over `items` is small enough to be prepared (see `run`)."""
+    return len(items) <= _PREPARED_ROWS
+
+
 # PostgreSQL's wire protocol carries at most this many bound values in one statement.
 _MAX_BOUND = 65_535
 _NEVER = 2**62
@@ -176,7 +187,7 @@ def update_rows(model: type[models.Model], rows: Sequence[models.Model], names: 
     for instance in rows:
         params.append(instance.pk)
         params.extend(prepare(f, getattr(instance, f.attname)) for f in fields)
-    run(sql, params, prepare=len(rows) <= _PREPARED_ROWS)
+    run(sql, params, prepare=few(rows))
 
 
 @functools.lru_cache(maxsize=_SHAPES)
@@ -294,7 +305,7 @@ def upsert_rows(
         )
         return
     sql = _upsert_sql(model, tuple(names), tuple(unique))
-    run(sql, [_array(column) for column in zip(*rows, strict=True)])
+    run(sql, [_array(column) for column in zip(*rows, strict=True)], prepare=few(rows))
 
 
 def _array(column: tuple[Any, ...]) -> str | list[Any]:
@@ -350,7 +361,7 @@ def upsert_locked(
     params: list[Any] = []
     for row in new:
         params.extend(prepare(f, f.pre_save(row, True)) for f in fields)
-    rows = run(sql, params, prepare=len(new) <= _PREPARED_ROWS)
+    rows = run(sql, params, prepare=few(new))
     out = []
     for values in rows:
         converted = []
@@ -383,7 +394,7 @@ def latest_with_totals(
     if not ids:
         return []
     sql, names = _latest_with_totals_sql(model, partition, latest, tuple(totals))
-    rows = run(sql, [_array(tuple(ids))])
+    rows = run(sql, [_array(tuple(ids))], prepare=few(ids))
     width = len(names)
     out = []
     for values in rows:
@@ -433,7 +444,8 @@ def stored_call_keys(
     if connection.vendor != "postgresql":
         return None
     sql = _stored_call_keys_sql(model)
-    return run(sql, [_array(tuple(session_ids)), _array(tuple(turns)), list(request_ids)])
+    params = [_array(tuple(session_ids)), _array(tuple(turns)), list(request_ids)]
+    return run(sql, params, prepare=few(session_ids) and few(turns) and few(request_ids))
 
 
 @functools.cache
@@ -525,7 +537,7 @@ def derive_turns(
     """
     if not pairs:
         return
-    run(_derive_turns_sql(turn_model, call_model), _pairs_arrays(sorted(pairs)))
+    run(_derive_turns_sql(turn_model, call_model), _pairs_arrays(sorted(pairs)), prepare=few(pairs))
 
 
 _TURN_COLUMNS = (

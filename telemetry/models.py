@@ -449,11 +449,16 @@ class HourlyUsage(models.Model):
     Maintained at ingest by `telemetry.rollups` (incremented in the batch's transaction, so the
     sums equal the calls stored), read by the console's overview instead of scanning calls.
     `hour` is the start of the UTC hour the calls' `at` fell in.
+
+    `stripe`: an hour of a model may span several rows, whose sums add up (readers always sum).
+    Stripe 0 is the row; a writer that finds it held by a concurrent transaction adds to a free
+    stripe 1-7 instead of queueing behind that transaction's commit (`telemetry.rollups`).
     """
 
     profile = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="+")
     model = models.CharField(max_length=200)
     hour = models.DateTimeField()
+    stripe = models.PositiveSmallIntegerField(default=0, db_default=0)
     calls = models.BigIntegerField(default=0)
     uncached_input = models.BigIntegerField(default=0)
     cache_read = models.BigIntegerField(default=0)
@@ -475,7 +480,9 @@ class HourlyUsage(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["profile", "model", "hour"], name="hourly_usage_unique")
+            models.UniqueConstraint(
+                fields=["profile", "model", "hour", "stripe"], name="hourly_usage_unique"
+            )
         ]
         indexes = [models.Index(fields=["hour"], name="hourly_usage_hour")]
 

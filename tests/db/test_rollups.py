@@ -90,3 +90,72 @@ def test_ingest_adds_each_new_call_to_its_hour_once(make_agent):
     incremental = _snapshot()
     assert rebuild_rollups() == 4
     assert _snapshot() == incremental
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_concurrent_writer_of_the_same_hour_adds_to_another_stripe_without_waiting(agent):
+    """While one transaction holds an hour's row (until its commit), another ingest of the same
+    profile, model and hour adds to a second stripe at once; the sums still add up exactly."""
+    import threading
+
+    from django.db import connection, transaction
+
+    from telemetry.ingest import store_records
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite serialises writers: one stripe")
+    profile = agent.key.profile
+    holding, release = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def first_writer() -> None:
+        try:
+            with transaction.atomic():
+                store_records(profile=profile, raw_items=[_record("a", 0, 0, START)], batch=False)
+                holding.set()
+                assert release.wait(30)
+        except BaseException as error:  # noqa: BLE001 - reported by the test thread
+            failures.append(error)
+            holding.set()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=first_writer)
+    thread.start()
+    try:
+        assert holding.wait(30)
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '3s'")  # waiting on the row would fail here
+        second = _record("b", 0, 0, START + timedelta(seconds=5), output_tokens=7)
+        result = store_records(profile=profile, raw_items=[second], batch=False)
+        assert result.count("created") == 1
+    finally:
+        release.set()
+        thread.join(30)
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+    assert not failures, failures
+    rows = HourlyUsage.objects.filter(profile=profile, model=SONNET)
+    assert sorted(r.stripe for r in rows) == [0, 1]
+    assert (sum(r.calls for r in rows), sum(r.output for r in rows)) == (2, 27)
+    summed = _snapshot_summed()
+    rebuild_rollups()
+    assert HourlyUsage.objects.filter(profile=profile, model=SONNET).count() == 1
+    assert _snapshot_summed() == summed
+
+
+def _snapshot_summed() -> list[tuple[Any, ...]]:
+    """Each hour row's sums over its stripes (what every reader sees)."""
+    from django.db.models import Sum
+
+    sums = (
+        HourlyUsage.objects.values("profile_id", "model", "hour")
+        .annotate(
+            **{
+                f"s_{name}": Sum(name)
+                for name in ("calls", "output", "cache_read", "cache_denominator", "cost_usd")
+            }
+        )
+        .order_by("profile_id", "model", "hour")
+    )
+    return [tuple(row.values()) for row in sums]
