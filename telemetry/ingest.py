@@ -213,7 +213,10 @@ def _store_calls(
     }
     if set_wise:
         # The database derives the turns from the rows it has just copied.
-        bulk_sql.copy_rows(LLMCall, rows)
+        if bulk_sql.few(rows):
+            bulk_sql.insert_few(LLMCall, rows)
+        else:
+            bulk_sql.copy_rows(LLMCall, rows)
         record_provider_events(events)
         bulk_sql.derive_turns(Turn, LLMCall, sorted({(sid, turn) for sid, turn, _ in new_keys}))
         turn_calls = keys.calls_by_turn(touched)

@@ -150,3 +150,52 @@ def test_a_batch_counts_each_write_statement_once(make_agent):
         name = connection.ops.quote_name(table._meta.db_table)
         writes = [t for t in texts if t.startswith((f"INSERT INTO {name}", f"COPY {name}"))]
         assert len(writes) == 1, (table, writes)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_calls_stored_one_by_one_equal_the_same_calls_copied_in_a_batch(make_agent, seed):
+    """A few rows go in as one prepared INSERT (`bulk_sql.insert_few`), a batch by COPY: the
+    same records give the same call, turn and session rows either way."""
+    rng = random.Random(seed)
+    one_by_one, batched = make_agent("solo-a").key.profile, make_agent("solo-b").key.profile
+    positions = [(f"s{s}", t, c) for s in range(2) for t in range(4) for c in range(3)]
+    rng.shuffle(positions)
+    records = _records(rng, positions)
+    records[0]["usage"]["note"] = 'é \U0001f600 "q" \\ \u2028'  # kept verbatim in raw_usage
+    for record in records:
+        assert (
+            store_records(profile=one_by_one, raw_items=[record], batch=False).items[0].status
+            == "created"
+        )
+    result = store_records(profile=batched, raw_items=records)
+    assert [i.status for i in result.items] == ["created"] * len(records)
+
+    def rows(model: type[Any], profile: Any, skip: tuple[str, ...]) -> dict[Any, Any]:
+        found = {}
+        for row in model.objects.filter(session__profile=profile).values():
+            session = AgentSession.objects.get(pk=row["session_id"]).external_id
+            key = (session, row["turn"], row.get("call"))
+            found[key] = {k: v for k, v in row.items() if k not in skip}
+        return found
+
+    skip = ("id", "session_id", "received_at")
+    assert rows(LLMCall, one_by_one, skip) == rows(LLMCall, batched, skip)
+    assert rows(Turn, one_by_one, skip) == rows(Turn, batched, skip)
+    session_fields = (
+        "turns_count",
+        "calls_count",
+        "peak_context_tokens",
+        "cost_usd",
+        "cache_read_tokens",
+        "cache_denominator_tokens",
+        "last_seen_at",
+        "model",
+    )
+    for external_id in ("s0", "s1"):
+        a, b = (
+            AgentSession.objects.filter(profile=p, external_id=external_id)
+            .values(*session_fields)
+            .get()
+            for p in (one_by_one, batched)
+        )
+        assert a == b
