@@ -548,7 +548,7 @@ def _pairs_arrays(keys: Sequence[Sequence[int]]) -> list[str]:
 
 def derive_turns(
     turn_model: type[models.Model], call_model: type[models.Model], pairs: Sequence[tuple[int, int]]
-) -> None:
+) -> dict[int, tuple[Any, dict[str, Any]]]:
     """Re-derive the turns `pairs` ((session id, turn), without repeats) from all their stored
     calls and upsert them, in one `INSERT … SELECT … GROUP BY … ON CONFLICT DO UPDATE`.
 
@@ -558,10 +558,23 @@ def derive_turns(
     when none was), and the highest call number's model, reply and sizes. PostgreSQL only:
     summarising in Python and sending 31 arrays back was ~13 ms of a 1,000-record batch's CPU
     (make bench P1); the database reads the rows it has just copied by their unique index.
+
+    Returns, per session, its highest touched turn as stored now and what the statement changed
+    in its touched turns, summed (`telemetry.session_totals.Change`'s fields): the same
+    statement reads the touched turns as they were before it (its snapshot), so a session's
+    totals move forward without reading its other turns (`telemetry.ingest`).
     """
     if not pairs:
-        return
-    run(_derive_turns_sql(turn_model, call_model), _pairs_arrays(sorted(pairs)), prepare=few(pairs))
+        return {}
+    sql, names, change = _derive_turns_sql(turn_model, call_model)
+    arrays = _pairs_arrays(sorted(pairs))
+    rows = run(sql, [*arrays, *arrays], prepare=few(pairs))
+    width, session_at = len(names), names.index("session_id")
+    out: dict[int, tuple[Any, dict[str, Any]]] = {}
+    for values in rows:
+        turn = turn_model.from_db(connection.alias, names, values[:width])
+        out[values[session_at]] = (turn, dict(zip(change, values[width:], strict=True)))
+    return out
 
 
 _TURN_COLUMNS = (
@@ -609,7 +622,9 @@ _BUCKET_COSTS = (
 
 
 @functools.cache
-def _derive_turns_sql(turn_model: type[models.Model], call_model: type[models.Model]) -> str:
+def _derive_turns_sql(
+    turn_model: type[models.Model], call_model: type[models.Model]
+) -> tuple[str, list[str], list[str]]:
     quote = connection.ops.quote_name
     turns, calls = quote(turn_model._meta.db_table), quote(call_model._meta.db_table)
     reported = "FILTER (WHERE c.reported_cache)"
@@ -655,13 +670,62 @@ def _derive_turns_sql(turn_model: type[models.Model], call_model: type[models.Mo
     )
     columns = ", ".join(quote(name) for name in _TURN_COLUMNS)
     updates = ", ".join(f"{quote(name)} = excluded.{quote(name)}" for name in _TURN_COLUMNS[2:])
+    meta = turn_model._meta
+    names = [f.attname for f in meta.concrete_fields]
+    returned = ", ".join(quote(f.column) for f in meta.concrete_fields)
     # Rows go in (session, turn) order, so two writers of the same turns lock them alike.
-    return (
+    upsert = (
         f"INSERT INTO {turns} ({columns}) SELECT g.*, {last} FROM ("
         f"SELECT {grouped} FROM unnest(%s::bigint[], %s::integer[]) AS k (session_id, turn) "
         f"JOIN {calls} AS c ON c.session_id = k.session_id AND c.turn = k.turn "
         "GROUP BY c.session_id, c.turn) AS g "
         f"JOIN {calls} AS l ON l.session_id = g.session_id AND l.turn = g.turn AND l.call = g.last_call "
         "ORDER BY g.session_id, g.turn "
-        f"ON CONFLICT (session_id, turn) DO UPDATE SET {updates}"
+        f"ON CONFLICT (session_id, turn) DO UPDATE SET {updates} RETURNING {returned}"
     )
+    # What the upsert changed, per session (`telemetry.session_totals.Change`): `old` reads the
+    # touched turns in the statement's snapshot, before the upsert's writes.
+    summed = ("calls", "cache_read_reported", "cache_denominator", "cache_reported_calls")
+    change = {
+        "new_turns": "COUNT(*) FILTER (WHERE o.turn IS NULL)",
+        "calls": "SUM(n.calls - COALESCE(o.calls, 0))::bigint",
+        "max_rounds": "MAX(n.calls)",
+        "peak": "MAX(n.context_tokens)",
+        **{
+            key: f"SUM(n.{name} - COALESCE(o.{name}, 0))::bigint"
+            for key, name in zip(("read", "denominator", "reported"), summed[1:], strict=True)
+        },
+        "cost": "COALESCE(SUM(COALESCE(n.cost_usd, 0) - COALESCE(o.cost_usd, 0)), 0)",
+        "priced": "bool_or(n.cost_usd IS NOT NULL)",
+        "no_cache": (
+            "COALESCE(SUM(COALESCE(n.no_cache_cost_usd, 0) - COALESCE(o.no_cache_cost_usd, 0)), 0)"
+        ),
+        "no_cache_priced": "bool_or(n.no_cache_cost_usd IS NOT NULL)",
+        "unpriced": "SUM(n.unpriced_calls - COALESCE(o.unpriced_calls, 0))::bigint",
+        "last_seen": "MAX(n.last_at)",
+    }
+    kept = ", ".join(
+        f"t.{name}"
+        for name in (
+            "session_id",
+            "turn",
+            *summed,
+            "cost_usd",
+            "no_cache_cost_usd",
+            "unpriced_calls",
+        )
+    )
+    sql = (
+        f"WITH old AS (SELECT {kept} FROM unnest(%s::bigint[], %s::integer[]) AS k (session_id, turn) "
+        f"JOIN {turns} AS t ON t.session_id = k.session_id AND t.turn = k.turn), "
+        f"new AS ({upsert}), "
+        "d AS (SELECT n.session_id, "
+        + ", ".join(f"{expression} AS {key}" for key, expression in change.items())
+        + " FROM new AS n LEFT JOIN old AS o ON o.session_id = n.session_id AND o.turn = n.turn "
+        "GROUP BY n.session_id), "
+        "top AS (SELECT DISTINCT ON (session_id) * FROM new ORDER BY session_id, turn DESC) "
+        f"SELECT {', '.join(f'top.{quote(f.column)}' for f in meta.concrete_fields)}, "
+        + ", ".join(f"d.{key}" for key in change)
+        + " FROM top JOIN d ON d.session_id = top.session_id"
+    )
+    return sql, names, list(change)

@@ -12,12 +12,13 @@ This module is orchestration only; each step has its own module, reusable by eve
    (`telemetry.bulk_sql` holds the raw SQL of the bulk writes, and why it is raw)
 
 A batch costs a constant number of SQL statements whatever its size: sessions are upserted and
-locked in two, existing calls read in one, new calls inserted in one, their hour rollups added
-in one, affected turns re-derived and upserted in one (two elsewhere), and session figures
-re-derived and written in three.
+locked in one (two elsewhere), existing calls read in one, new calls inserted in one, their hour
+rollups added in one, affected turns re-derived and upserted in one (two elsewhere), and session
+figures brought forward from that upsert's answer and written in one (re-derived from all their
+turns in one more read where they cannot be, and always elsewhere).
 
-On PostgreSQL (`telemetry.bulk_sql.set_wise`) new calls go to COPY as tuples and the database
-derives their turns from the copied rows; elsewhere the calls are model instances and the same
+On PostgreSQL (`telemetry.bulk_sql.set_wise`) new calls go to COPY as tuples (a few rows: one
+prepared INSERT) and the database derives their turns from the stored rows; elsewhere the calls are model instances and the same
 figures are derived in Python (`telemetry.accounting`). Hour rollups are summed in Python on
 both (`telemetry.rollups`): a handful of rows, cheaper than a second read of the calls.
 
@@ -31,6 +32,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -39,7 +41,12 @@ from telemetry import bulk_sql, session_state
 from telemetry.accounting import CallFigures
 from telemetry.catalogue import key_catalogue
 from telemetry.costing import CallRow, OnceCatalogue, call_row, call_values
-from telemetry.derivation import call_figures, derive_session_figures, rederive_turns
+from telemetry.derivation import (
+    advance_session_figures,
+    call_figures,
+    derive_session_figures,
+    rederive_turns,
+)
 from telemetry.idempotency import StoredKeys, payload_hash
 from telemetry.models import AgentKey, AgentProfile, AgentSession, LLMCall, Turn
 from telemetry.policy_rules import PolicyValues
@@ -131,10 +138,12 @@ def store_records(
         with transaction.atomic():
             sessions = session_state.lock_sessions(profile, {v.record.session_id for v in valid})
             catalogue = OnceCatalogue() if catalogue is None else catalogue
-            created_ids, decided, turn_calls, add_hours = _store_calls(
+            created_ids, decided, turn_calls, add_hours, changed = _store_calls(
                 profile, sessions, valid, catalogue
             )
-            result.sessions = _refresh_sessions(profile, policy, sessions, created_ids, catalogue)
+            result.sessions = _refresh_sessions(
+                profile, policy, sessions, created_ids, catalogue, changed
+            )
             # Last before the commit: every batch of the profile adds to the same hour rows, and
             # each holds their row locks until it commits (4 concurrent batches queued on them).
             add_hours()
@@ -161,10 +170,16 @@ def _store_calls(
     sessions: dict[str, AgentSession],
     valid: list[ValidRecord],
     catalogue: OnceCatalogue,
-) -> tuple[set[int], list[ItemResult], dict[tuple[int, int], list[int]], Callable[[], None]]:
+) -> tuple[
+    set[int],
+    list[ItemResult],
+    dict[tuple[int, int], list[int]],
+    Callable[[], None],
+    dict[int, tuple[Turn, dict[str, Any]]] | None,
+]:
     """Decide, insert and turn-derive the calls of `valid`; returns the sessions given new calls,
-    each item's outcome, each touched turn's call numbers, and the hour rollups' write (for
-    the caller to run last)."""
+    each item's outcome, each touched turn's call numbers, the hour rollups' write (for the
+    caller to run last), and on PostgreSQL what the turn derivation changed per session."""
     keys = StoredKeys(
         (s.pk for s in sessions.values()),
         {v.record.turn for v in valid},
@@ -218,13 +233,16 @@ def _store_calls(
         else:
             bulk_sql.copy_rows(LLMCall, rows)
         record_provider_events(events)
-        bulk_sql.derive_turns(Turn, LLMCall, sorted({(sid, turn) for sid, turn, _ in new_keys}))
+        changed = bulk_sql.derive_turns(
+            Turn, LLMCall, sorted({(sid, turn) for sid, turn, _ in new_keys})
+        )
         turn_calls = keys.calls_by_turn(touched)
         return (
             created_sessions,
             decided,
             turn_calls,
             lambda: add_to_hourly_usage(profile.pk, rows),
+            changed,
         )
     bulk_sql.insert_rows(LLMCall, new_calls)
     record_provider_events(events)
@@ -235,7 +253,13 @@ def _store_calls(
         touched, write=set(new_figures), stored=keys.stored_turns, new=new_figures
     )
     # the overview's hour rollups
-    return created_sessions, decided, turn_calls, lambda: add_to_hourly_usage(profile.pk, new_calls)
+    return (
+        created_sessions,
+        decided,
+        turn_calls,
+        lambda: add_to_hourly_usage(profile.pk, new_calls),
+        None,
+    )
 
 
 def _refresh_sessions(
@@ -244,11 +268,17 @@ def _refresh_sessions(
     sessions: dict[str, AgentSession],
     created_in: set[int],
     catalogue: OnceCatalogue,
+    changed: dict[int, tuple[Turn, dict[str, Any]]] | None,
 ) -> list[AgentSession]:
-    """Re-derive the stored figures of `sessions` from their turns (three statements)."""
+    """Bring the stored figures of `sessions` up to date: from what the turn derivation changed
+    where it can (PostgreSQL, `advance_session_figures`: no read of the session's other turns),
+    else re-derived from all their turns (one more read); then written in one statement."""
     rows = list(sessions.values())
     by_pk = {s.pk: s for s in rows}
-    for pk, last in derive_session_figures(rows).items():
+    last_turns, rest = advance_session_figures(rows, changed) if changed else ({}, rows)
+    if rest:
+        last_turns.update(derive_session_figures(rest))
+    for pk, last in last_turns.items():
         session_state.apply_usage_report(
             by_pk[pk],
             last,
