@@ -171,54 +171,44 @@ def add_calls(profile_id: int, calls: Sequence[CallSums]) -> None:
         for name, value in zip(columns, values, strict=True):
             params.append(prepare(by_name[name], value))
     if connection.vendor == "postgresql":
-        run(_striped_upsert_sql(len(sums)), params, prepare=few(sums))
+        run(_upsert_sql(len(sums), striped=True), params, prepare=few(sums))
         return
     with connection.cursor() as cursor:
-        cursor.execute(_upsert_sql(len(sums)), params)
+        cursor.execute(_upsert_sql(len(sums), striped=False), params)
 
 
-def _upsert_sql(count: int) -> str:
-    meta = HourlyUsage._meta
-    quote = connection.ops.quote_name
-    table = quote(meta.db_table)
-    by_name = {f.attname: f for f in meta.concrete_fields}
-    columns = [*KEY_FIELDS, *SUM_FIELDS]
-    placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    return (
-        f"INSERT INTO {table} ({', '.join(quote(by_name[c].column) for c in columns)}) "
-        f"VALUES {', '.join([placeholders] * count)} "
-        f"ON CONFLICT ({', '.join(quote(by_name[c].column) for c in (*KEY_FIELDS, 'stripe'))}) "
-        "DO UPDATE SET "
-        + ", ".join(f"{quote(c)} = {table}.{quote(c)} + excluded.{quote(c)}" for c in SUM_FIELDS)
-    )
-
-
-@functools.lru_cache(maxsize=16)
-def _striped_upsert_sql(count: int) -> str:
+@functools.lru_cache(maxsize=32)
+def _upsert_sql(count: int, *, striped: bool) -> str:
     meta = HourlyUsage._meta
     quote = connection.ops.quote_name
     table = quote(meta.db_table)
     by_name = {f.attname: f for f in meta.concrete_fields}
     columns = [*KEY_FIELDS, *SUM_FIELDS]
     names = [quote(by_name[c].column) for c in columns]
-    typed = "(" + ", ".join(f"%s::{by_name[c].db_type(connection)}" for c in columns) + ")"
-    profile, model, hour = (f"v.{quote(by_name[c].column)}" for c in KEY_FIELDS)
-    # One bigint per (hour row, stripe): PostgreSQL keeps one-bigint advisory keys apart from
-    # the two-integer keys compaction locks sessions with (`compaction.services`).
-    lock_key = (
-        f"(hashtext({profile}::text || ':' || {model} || ':' || "
-        f"extract(epoch FROM {hour})::bigint::text)::bigint * {STRIPES} + s)"
-    )
-    # No ORDER BY: a sort would try every stripe's lock before picking one (and hold them all);
-    # the function scan yields 0, 1, … in order and LIMIT stops at the first one taken.
-    stripe = (
-        f"COALESCE((SELECT s FROM generate_series(0, {STRIPES - 1}) AS s "
-        f"WHERE pg_try_advisory_xact_lock({lock_key}) LIMIT 1), 0)"
-    )
+    if striped:
+        typed = "(" + ", ".join(f"%s::{by_name[c].db_type(connection)}" for c in columns) + ")"
+        profile, model, hour = (f"v.{quote(by_name[c].column)}" for c in KEY_FIELDS)
+        # One bigint per (hour row, stripe): PostgreSQL keeps one-bigint advisory keys apart
+        # from the two-integer keys compaction locks sessions with (`compaction.services`).
+        lock_key = (
+            f"(hashtext({profile}::text || ':' || {model} || ':' || "
+            f"extract(epoch FROM {hour})::bigint::text)::bigint * {STRIPES} + s)"
+        )
+        # No ORDER BY: a sort would try every stripe's lock before picking one (and hold them
+        # all); the function scan yields 0, 1, … in order and LIMIT stops at the first taken.
+        stripe = (
+            f"COALESCE((SELECT s FROM generate_series(0, {STRIPES - 1}) AS s "
+            f"WHERE pg_try_advisory_xact_lock({lock_key}) LIMIT 1), 0)"
+        )
+        source = (
+            f"SELECT v.*, {stripe} FROM (VALUES {', '.join([typed] * count)}) "
+            f"AS v ({', '.join(names)}) ORDER BY {profile}, {model}, {hour}"
+        )
+    else:  # one writer at a time (SQLite): stripe 0
+        row = "(" + ", ".join(["%s"] * len(columns)) + ", 0)"
+        source = f"VALUES {', '.join([row] * count)}"
     return (
-        f"INSERT INTO {table} ({', '.join(names)}, {quote('stripe')}) "
-        f"SELECT v.*, {stripe} FROM (VALUES {', '.join([typed] * count)}) AS v ({', '.join(names)}) "
-        f"ORDER BY {profile}, {model}, {hour} "
+        f"INSERT INTO {table} ({', '.join(names)}, {quote('stripe')}) {source} "
         f"ON CONFLICT ({', '.join(names[: len(KEY_FIELDS)])}, {quote('stripe')}) DO UPDATE SET "
         + ", ".join(f"{quote(c)} = {table}.{quote(c)} + excluded.{quote(c)}" for c in SUM_FIELDS)
     )

@@ -22,6 +22,7 @@ from telemetry.derivation import _CALL_FIELDS, _figures_of, _turn_values
 from telemetry.ingest import store_records
 from telemetry.models import AgentSession, HourlyUsage, LLMCall, Turn
 from telemetry.rollups import rebuild_rollups
+from telemetry.session_state import FIGURE_FIELDS
 
 pytestmark = pytest.mark.django_db
 
@@ -202,24 +203,9 @@ def test_calls_stored_one_by_one_equal_the_same_calls_copied_in_a_batch(make_age
         assert a == b
 
 
-_TOTAL_FIELDS = (
-    "model",
-    "turns_count",
-    "calls_count",
-    "last_turn",
-    "last_turn_rounds",
-    "max_turn_rounds",
-    "current_context_tokens",
-    "peak_context_tokens",
-    "cache_read_tokens",
-    "cache_denominator_tokens",
-    "cache_reported_calls",
-    "last_turn_cache_hit_ratio",
-    "cost_usd",
-    "no_cache_cost_usd",
-    "unpriced_calls",
-    "last_seen_at",
-)
+# Every stored figure: those the totals set, and the projection and window in force, which
+# the re-derivation below leaves as stored (so they must agree too).
+_TOTAL_FIELDS = tuple(FIGURE_FIELDS)
 
 
 @pytest.mark.parametrize("seed", range(4))
