@@ -150,13 +150,14 @@ def add_calls(profile_id: int, calls: Sequence[CallSums]) -> None:
     Rows are written in key order, so two batches touching the same hours lock them in the same
     order and cannot deadlock.
 
-    On PostgreSQL each hour goes to the first of its stripes no concurrent transaction is
-    writing: the writer of a stripe holds a transaction-level advisory lock on it (taken with
-    `pg_try_advisory_xact_lock`, which never waits), so a single-record ingest no longer queues
-    behind another request's commit on the profile's one hour row (the single largest wait of
-    make bench P2: a third of its backends' active time was `Lock:transactionid` on this upsert).
-    With all stripes busy it waits for stripe 0, as before. Alone a writer always takes stripe
-    0, so sequential ingest keeps one row per hour. Elsewhere (SQLite serialises writers) 0.
+    On PostgreSQL, when the calls fall in a few hour rows (`bulk_sql.few`), each goes to the
+    first of its stripes no concurrent transaction is writing: the writer of a stripe holds a
+    transaction-level advisory lock on it (taken with `pg_try_advisory_xact_lock`, which never
+    waits), so a single-record ingest no longer queues behind another request's commit on the
+    profile's one hour row (the single largest wait of make bench P2: a third of its backends'
+    active time was `Lock:transactionid` on this upsert). With all stripes busy it waits for
+    stripe 0, as before; so do larger batches. Alone a writer always takes stripe 0, so
+    sequential ingest keeps one row per hour. Elsewhere (SQLite serialises writers) 0.
     """
     if not calls:
         return
@@ -171,7 +172,11 @@ def add_calls(profile_id: int, calls: Sequence[CallSums]) -> None:
         for name, value in zip(columns, values, strict=True):
             params.append(prepare(by_name[name], value))
     if connection.vendor == "postgresql":
-        run(_upsert_sql(len(sums), striped=True), params, prepare=few(sums))
+        # A few hour rows (a request's): striped. More (a long import's chunk can span hundreds
+        # of hours): each advisory lock would take a slot of the server's shared lock table
+        # (max_locks_per_transaction x connections) until commit, so stripe 0 as before.
+        striped = few(sums)
+        run(_upsert_sql(len(sums), striped=striped), params, prepare=striped)
         return
     with connection.cursor() as cursor:
         cursor.execute(_upsert_sql(len(sums), striped=False), params)

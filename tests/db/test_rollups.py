@@ -159,3 +159,34 @@ def _snapshot_summed() -> list[tuple[Any, ...]]:
         .order_by("profile_id", "model", "hour")
     )
     return [tuple(row.values()) for row in sums]
+
+
+@pytest.mark.django_db
+def test_a_batch_over_many_hours_takes_no_advisory_lock_a_request_takes_one(agent):
+    """Each advisory lock holds a slot of the server's shared lock table until commit: a chunk
+    of a long import spanning many hours must not take one per hour."""
+    from django.db import connection, transaction
+
+    from telemetry.ingest import store_records
+
+    if connection.vendor != "postgresql":
+        pytest.skip("advisory locks are PostgreSQL's")
+
+    def advisory_locks() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND pid = pg_backend_pid()"
+            )
+            return int(cursor.fetchone()[0])
+
+    profile = agent.key.profile
+    many = [_record("long", t, 0, START + timedelta(hours=t)) for t in range(20)]
+    with transaction.atomic():
+        store_records(profile=profile, raw_items=many)
+        assert advisory_locks() == 0
+    with transaction.atomic():
+        store_records(profile=profile, raw_items=[_record("long", 99, 0, START)], batch=False)
+        assert advisory_locks() == 1
+    assert set(HourlyUsage.objects.values_list("stripe", flat=True)) == {0}
+    assert HourlyUsage.objects.count() == 20
