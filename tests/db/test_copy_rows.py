@@ -1,5 +1,6 @@
 """COPY (`telemetry.bulk_sql.insert_rows`, PostgreSQL) stores a new call exactly as the ORM's
-bulk_create does: every column, the JSON ones included (non-ASCII text, empty and null values)."""
+bulk_create does: every column, the JSON ones included (non-ASCII text, empty and null values);
+and `copy_rows`, which names each column's type to COPY, stores what the untyped COPY stored."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
 
-from telemetry.bulk_sql import insert_rows
+from telemetry.bulk_sql import _copy_sql, copy_rows, insert_rows, json_text
+from telemetry.costing import CALL_COLUMNS, CallRow
 from telemetry.models import AgentSession, LLMCall
 
 pytestmark = pytest.mark.django_db
@@ -71,3 +74,117 @@ def test_a_copied_row_is_the_row_bulk_create_stores(make_agent, json_values):
     )
     assert copied == created
     assert copied["raw_usage"] == json_values["raw_usage"]
+
+
+# --- copy_rows: each column dumped by its type (COPY's `set_types`) --------------------------
+
+_ODD_TEXT = 'tab\there, a newline\nand \\ back "quoted" é \U0001f600 \u2028'
+
+
+def _odd_rows(session_pk: int) -> list[CallRow]:
+    from datetime import timedelta, timezone
+
+    odd_zone = timezone(timedelta(hours=5, minutes=30))
+    nested = {"a": {"b": [1, 2.5, None, True, "x\\y\n\u2028"], "c": {}}, "big": 10**30, "é": "😀"}
+    common: dict[str, Any] = {
+        "session_id": session_pk,
+        "model": _ODD_TEXT,
+        "provider": "",
+        "uncached_input": 2**63 - 1,
+        "cache_read": 0,
+        "cache_write_5m": 1,
+        "cache_write_1h": 2**40,
+        "output": 7,
+        "reasoning_output": None,
+        "reported_cache": True,
+        "context_tokens": 2**62,
+        "request_chars": None,
+        "appended_chars": 0,
+        "window_tokens": 2**31 - 1,
+        "surface_version": None,
+        "long_context": False,
+        "payload_hash": "ab" * 32,
+        "received_at": datetime(2025, 6, 1, 12, 0, 8, 1, tzinfo=UTC),
+    }
+    return [
+        CallRow(
+            **common,
+            turn=2**31 - 1,
+            call=0,
+            request_id=_ODD_TEXT,
+            raw_usage=json_text(nested),
+            flags=json_text([]),
+            prefix=None,
+            at=datetime(2025, 6, 1, 12, 0, 7, 123456, tzinfo=odd_zone),
+            cost_uncached_input=Decimal("12345678901.123456789"),
+            cost_cache_read=Decimal("0.0000000005"),
+            cost_cache_write_5m=Decimal("1E-9"),
+            cost_cache_write_1h=Decimal("-0"),
+            cost_output=Decimal("1.5E+3"),
+            cost_usd=Decimal("0.1234567894999"),
+            no_cache_cost_usd=3,  # an int where a Decimal is usual
+        ),
+        CallRow(
+            **common,
+            turn=0,
+            call=2**31 - 1,
+            request_id=None,
+            raw_usage='{"é": "\U0001f600", "n": [[[]]], "s": "\\u00e9\\t"}',  # not ASCII-escaped
+            flags=json_text(["inferred_ttl", "x"]),
+            prefix=json_text(None),  # JSON null, not SQL NULL
+            at=datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+            cost_uncached_input=None,
+            cost_cache_read=None,
+            cost_cache_write_5m=None,
+            cost_cache_write_1h=None,
+            cost_output=None,
+            cost_usd=None,
+            no_cache_cost_usd=None,
+        ),
+    ]
+
+
+def _untyped_copy(rows: list[CallRow]) -> None:
+    """COPY as `copy_rows` did before it gave the column types: a dumper per value's type."""
+    sql = _copy_sql(LLMCall)[0]
+    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+def _stored_text(session_pk: int) -> list[tuple[Any, ...]]:
+    """Every column of the session's calls as PostgreSQL prints it, in insertion order."""
+    columns = ", ".join(f'"{name}"::text' for name in CALL_COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns} FROM telemetry_llmcall WHERE session_id = %s ORDER BY id",
+            [session_pk],
+        )
+        return list(cursor.fetchall())
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY is PostgreSQL's")
+def test_typed_copy_stores_what_the_untyped_copy_stored(make_agent):
+    agent = make_agent()
+    typed, untyped = (
+        AgentSession.objects.create(profile=agent.key.profile, external_id=name)
+        for name in ("copy-typed", "copy-untyped")
+    )
+    copy_rows(LLMCall, _odd_rows(typed.pk))
+    _untyped_copy(_odd_rows(untyped.pk))
+    stored = _stored_text(typed.pk)
+    assert len(stored) == 2
+    session_column = CALL_COLUMNS.index("session_id")
+    assert [row[session_column] for row in stored] == [str(typed.pk)] * 2
+    assert [row[:session_column] + row[session_column + 1 :] for row in stored] == [
+        row[:session_column] + row[session_column + 1 :] for row in _stored_text(untyped.pk)
+    ]
+    # and what was stored is what was meant, not only the same on both paths
+    first = LLMCall.objects.filter(session=typed).order_by("id").first()
+    assert first is not None
+    assert first.request_id == _ODD_TEXT and first.model == _ODD_TEXT
+    assert first.uncached_input == 2**63 - 1
+    assert first.raw_usage["big"] == 10**30 and first.raw_usage["a"]["b"][4] == "x\\y\n\u2028"
+    assert first.cost_uncached_input == Decimal("12345678901.123456789")
+    assert first.cost_cache_read == Decimal("0.000000001")  # numeric(20, 9) rounds half up
+    assert first.no_cache_cost_usd == Decimal(3)
