@@ -75,17 +75,19 @@ def _keeps_rule(item: Any, depth: int) -> bool:
 
     The test of a child is written out twice, for a dict's values and a list's items, on
     purpose: a function call per scalar would cost this pass most of what it saves over the
-    full walk (`_first_problem`) on every ingest's values."""
+    full walk (`_first_problem`) on every ingest's values. A string CPython knows to be ASCII
+    (`isascii` reads a flag, it does not scan) holds no surrogate, so only the others are
+    searched: 1.9 -> 0.7 ms per 1,000 of the bench's records (in process, alternated)."""
     kind = type(item)
     if kind is dict:
         if depth > MAX_DEPTH:
             return False
         for key, child in item.items():
-            if type(key) is not str or _SURROGATE.search(key) is not None:
+            if type(key) is not str or not (key.isascii() or _SURROGATE.search(key) is None):
                 return False
             child_kind = type(child)
             if child_kind is str:
-                if _SURROGATE.search(child) is not None:
+                if not child.isascii() and _SURROGATE.search(child) is not None:
                     return False
             elif child_kind is int or child is None or child_kind is bool:
                 continue
@@ -98,7 +100,7 @@ def _keeps_rule(item: Any, depth: int) -> bool:
         for child in item:
             child_kind = type(child)
             if child_kind is str:
-                if _SURROGATE.search(child) is not None:
+                if not child.isascii() and _SURROGATE.search(child) is not None:
                     return False
             elif child_kind is int or child is None or child_kind is bool:
                 continue
@@ -106,7 +108,7 @@ def _keeps_rule(item: Any, depth: int) -> bool:
                 return False
         return True
     if kind is str:
-        return _SURROGATE.search(item) is None
+        return item.isascii() or _SURROGATE.search(item) is None
     if kind is float:
         return math.isfinite(item)
     return kind is int or item is None or kind is bool

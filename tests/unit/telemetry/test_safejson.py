@@ -102,3 +102,24 @@ _risky = st.recursive(
 def test_the_quick_pass_answers_as_the_full_walk(value, base):
     # The full walk is the oracle: same field, same message, or None for both.
     assert safejson.problem(value, base=base) == safejson._first_problem(value, base=base)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "é\ud83d",
+        ["ascii", "é \ud83d"],
+        {"a": "ok", "b": "\ude00é"},
+        {"é\udc00": 1},
+        {"a": [{"b": "x\ud800"}]},
+    ],
+)
+def test_the_quick_pass_searches_text_that_is_not_ascii(value):
+    # the quick pass skips only strings CPython marks ASCII; anything else is still searched
+    assert not safejson._keeps_rule(value, 1)
+    assert safejson.problem(value) is not None
+
+
+@pytest.mark.parametrize("value", ["ascii", {"k": "é \U0001f600", "é": ["\U0001f600"]}])
+def test_text_without_a_lone_surrogate_keeps_the_rule(value):
+    assert safejson._keeps_rule(value, 1) and safejson.problem(value) is None
