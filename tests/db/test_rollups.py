@@ -1,15 +1,19 @@
-"""Hour rollups kept at ingest equal a from-scratch rebuild from the calls."""
+"""Hour rollups kept at ingest equal a from-scratch rebuild from the calls; their sums equal
+adding the calls one by one."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from telemetry.costing import CallRow
 from telemetry.models import HourlyUsage
-from telemetry.rollups import rebuild_rollups
+from telemetry.rollups import HourFigures, hour_of, rebuild_rollups, sum_by_hour
 
 SONNET = "claude-sonnet-4-5-20250929"
 START = datetime(2026, 11, 30, 9, 59, 30, tzinfo=UTC)
@@ -190,3 +194,114 @@ def test_a_batch_over_many_hours_takes_no_advisory_lock_a_request_takes_one(agen
         assert advisory_locks() == 1
     assert set(HourlyUsage.objects.values_list("stripe", flat=True)) == {0}
     assert HourlyUsage.objects.count() == 20
+
+
+# --- sum_by_hour: grouped sums equal adding call by call -------------------------------------
+
+
+def _sum_call_by_call(profile_id: int, calls: list[CallRow]) -> dict[Any, HourFigures]:
+    """`sum_by_hour` as it was written before it grouped the calls: the oracle."""
+
+    def money(value: Decimal | None) -> Decimal:
+        return Decimal(0) if value is None else value
+
+    sums: dict[Any, HourFigures] = {}
+    for call in calls:
+        key = (profile_id, call.model, hour_of(call.at))
+        row = sums.get(key)
+        if row is None:
+            row = sums[key] = HourFigures()
+        row.calls += 1
+        row.uncached_input += call.uncached_input
+        row.cache_read += call.cache_read
+        row.cache_write_5m += call.cache_write_5m
+        row.cache_write_1h += call.cache_write_1h
+        row.output += call.output
+        if call.reported_cache:
+            row.cache_reported_calls += 1
+            row.cache_read_reported += call.cache_read
+            row.cache_denominator += (
+                call.uncached_input + call.cache_read + call.cache_write_5m + call.cache_write_1h
+            )
+        if call.cost_usd is None:
+            row.unpriced_calls += 1
+        else:
+            row.cost_uncached_input += money(call.cost_uncached_input)
+            row.cost_cache_read += money(call.cost_cache_read)
+            row.cost_cache_write_5m += money(call.cost_cache_write_5m)
+            row.cost_cache_write_1h += money(call.cost_cache_write_1h)
+            row.cost_output += money(call.cost_output)
+            row.cost_usd += call.cost_usd
+            row.no_cache_cost_usd += money(call.no_cache_cost_usd)
+    return sums
+
+
+_zones = st.sampled_from(
+    [None, UTC, timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=11))]
+)
+_moments = st.one_of(
+    st.datetimes(
+        datetime(1900, 1, 1),  # noqa: DTZ001 - the bounds of hypothesis are naive
+        datetime(2200, 1, 1),  # noqa: DTZ001
+        timezones=_zones,  # type: ignore[arg-type]
+    ),
+    # the edges of an hour
+    st.sampled_from(
+        [
+            datetime(2026, 11, 30, 9, 59, 59, 999999, tzinfo=UTC),
+            datetime(2026, 11, 30, 10, 0, tzinfo=UTC),
+            datetime(2026, 11, 30, 10, 0),  # noqa: DTZ001 - naive: taken as UTC
+            datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+            datetime(2026, 11, 30, 15, 29, 59, 999999, tzinfo=timezone(timedelta(hours=5.5))),
+        ]
+    ),
+)
+_counts = st.integers(0, 2**53 - 1)
+_money = st.none() | st.integers(0, 12).flatmap(
+    lambda places: st.decimals(min_value=0, max_value=10**11, places=places, allow_nan=False)
+)
+
+
+@st.composite
+def _calls(draw: st.DrawFn) -> CallRow:
+    priced = draw(st.booleans())
+    costs = [draw(_money) for _ in range(5)] if priced else [None] * 5
+    total = draw(_money.filter(lambda v: v is not None)) if priced else None
+    values: dict[str, Any] = dict.fromkeys(CallRow._fields)
+    values.update(
+        model=draw(st.sampled_from([SONNET, "gpt-5", "é"])),
+        at=draw(_moments),
+        uncached_input=draw(_counts),
+        cache_read=draw(_counts),
+        cache_write_5m=draw(_counts),
+        cache_write_1h=draw(_counts),
+        output=draw(_counts),
+        reported_cache=draw(st.booleans()),
+        cost_uncached_input=costs[0],
+        cost_cache_read=costs[1],
+        cost_cache_write_5m=costs[2],
+        cost_cache_write_1h=costs[3],
+        cost_output=costs[4],
+        cost_usd=total,
+        no_cache_cost_usd=draw(_money) if priced else None,
+    )
+    return CallRow(**values)
+
+
+def _exactly(sums: dict[Any, HourFigures]) -> dict[Any, list[str]]:
+    """Every key and figure, Decimals by their text (the exponent too), hours with their zone."""
+    return {
+        (profile, model, hour, hour.tzinfo): [repr(value) for value in vars_of(row)]
+        for (profile, model, hour), row in sums.items()
+    }
+
+
+def vars_of(row: HourFigures) -> list[Any]:
+    return [getattr(row, name) for name in HourFigures.__slots__]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_calls(), max_size=40))
+def test_hour_sums_equal_adding_call_by_call(calls):
+    assert _exactly(sum_by_hour(7, calls)) == _exactly(_sum_call_by_call(7, calls))
+    assert list(sum_by_hour(7, calls)) == list(_sum_call_by_call(7, calls))  # first-seen order
