@@ -120,7 +120,32 @@ def json_text(value: Any) -> str:
         return "null"
     if value == []:
         return "[]"
+    if type(value) is dict and _ENCODE_JSON is not None:
+        return "".join(_ENCODE_JSON(value, 0))
     return json.dumps(value)
+
+
+# `json.dumps(value)` builds this C encoder (its default encoder's options) on every call; made
+# once, a call's raw usage encodes in half the time (1.5 -> 0.8 ms per 1,000 of the bench's
+# records, in process). Without the circular-reference markers a decoded document cannot need.
+_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # None without the C `_json`
+_ESCAPE_ASCII = getattr(json.encoder, "c_encode_basestring_ascii", None)
+_DEFAULT = json.JSONEncoder()  # what `json.dumps` without options encodes with
+_ENCODE_JSON = (
+    None
+    if _MAKE_ENCODER is None or _ESCAPE_ASCII is None
+    else _MAKE_ENCODER(
+        None,
+        _DEFAULT.default,
+        _ESCAPE_ASCII,
+        _DEFAULT.indent,
+        _DEFAULT.key_separator,
+        _DEFAULT.item_separator,
+        _DEFAULT.sort_keys,
+        _DEFAULT.skipkeys,
+        _DEFAULT.allow_nan,
+    )
+)
 
 
 # Fields whose `get_db_prep_save` gives a value of this exact type back as it is.

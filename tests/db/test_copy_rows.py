@@ -1,15 +1,19 @@
 """COPY (`telemetry.bulk_sql.insert_rows`, PostgreSQL) stores a new call exactly as the ORM's
 bulk_create does: every column, the JSON ones included (non-ASCII text, empty and null values);
-and `copy_rows`, which names each column's type to COPY, stores what the untyped COPY stored."""
+and `copy_rows`, which names each column's type to COPY, stores what the untyped COPY stored;
+and `json_text` is the text `json.dumps` gives."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.db import connection
+from hypothesis import given
+from hypothesis import strategies as st
 
 from telemetry.bulk_sql import _copy_sql, copy_rows, insert_rows, json_text
 from telemetry.costing import CALL_COLUMNS, CallRow
@@ -188,3 +192,26 @@ def test_typed_copy_stores_what_the_untyped_copy_stored(make_agent):
     assert first.cost_uncached_input == Decimal("12345678901.123456789")
     assert first.cost_cache_read == Decimal("0.000000001")  # numeric(20, 9) rounds half up
     assert first.no_cache_cost_usd == Decimal(3)
+
+
+# --- json_text: the text json.dumps gives -----------------------------------------------------
+
+_text = st.text(
+    st.characters(codec=None, categories=None)
+    | st.sampled_from(['"', "\\", "\n", "\x00", "\x7f", "é", "\U0001f600", "\u2028"])
+)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | _text,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_text, children, max_size=4),
+    max_leaves=25,
+)
+
+
+@given(_json)
+def test_json_text_is_what_json_dumps_gives(value):
+    assert json_text(value) == json.dumps(value)
+
+
+@given(st.dictionaries(_text, _json, max_size=6), st.dictionaries(_text, _json, max_size=6))
+def test_json_text_carries_nothing_from_one_value_to_the_next(first, second):
+    assert (json_text(first), json_text(second)) == (json.dumps(first), json.dumps(second))
