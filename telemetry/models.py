@@ -260,7 +260,11 @@ class AgentSession(models.Model):
 class LLMCall(models.Model):
     """One LLM call as an agent reported it: disjoint token buckets, the raw usage, the cost."""
 
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="calls")
+    # No index of its own: `call_unique_position` (session, turn, call) leads with it and serves
+    # every lookup by session; a second index cost each inserted call its maintenance.
+    session = models.ForeignKey(
+        AgentSession, on_delete=models.CASCADE, related_name="calls", db_index=False
+    )
     turn = models.PositiveIntegerField()
     call = models.PositiveIntegerField(default=0)
     request_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 (NULL: not given)
@@ -315,7 +319,10 @@ class LLMCall(models.Model):
 class Turn(models.Model):
     """The figures of one turn, derived from its calls by `telemetry.derivation` (never edited)."""
 
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="turns")
+    # No index of its own: `turn_unique` (session, turn) leads with it (see LLMCall.session).
+    session = models.ForeignKey(
+        AgentSession, on_delete=models.CASCADE, related_name="turns", db_index=False
+    )
     turn = models.PositiveIntegerField()
     calls = models.PositiveIntegerField()
     context_tokens = models.BigIntegerField()
