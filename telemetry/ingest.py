@@ -99,6 +99,7 @@ def ingest_records(
     raw_items: Sequence[object],
     batch: bool,
     on_commit: Callable[[list[int]], None] | None = None,
+    locked: dict[str, AgentSession] | None = None,
 ) -> IngestResult:
     """The API's entry point: `store_records` for the calling key's profile, with the policy and
     catalogue remembered beside the key check (a second at most, `telemetry.policy_store`)."""
@@ -109,6 +110,7 @@ def ingest_records(
         on_commit=on_commit,
         policy=key_policy(key.pk, key.profile),
         catalogue=OnceCatalogue(lambda: key_catalogue(key.pk)),
+        locked=locked,
     )
 
 
@@ -120,6 +122,7 @@ def store_records(
     on_commit: Callable[[list[int]], None] | None = None,
     policy: PolicyValues | None = None,
     catalogue: OnceCatalogue | None = None,
+    locked: dict[str, AgentSession] | None = None,
 ) -> IngestResult:
     """Store the valid, new usage records of one submission for `profile` and re-derive the
     figures they touch. Each item is a JSON object in the shape of `telemetry.schemas.RecordIn`
@@ -129,6 +132,9 @@ def store_records(
     is a `duplicate` and changes nothing; different content under a taken key is a `conflict`.
     `batch` prefixes field names with `records.<index>.`. `on_commit` receives the ids of
     sessions that need relief (D4), after commit. `policy` and `catalogue` default to fresh reads.
+    `locked`: sessions the caller has already locked in its open transaction
+    (`session_state.lock_sessions`, as OTLP does to number turns first), by external id; the
+    records' sessions are taken from it instead of being locked a second time.
     """
     if policy is None:
         policy = effective_policy(profile)
@@ -136,7 +142,11 @@ def store_records(
     result = IngestResult(items=[], policy=policy)
     if valid:
         with transaction.atomic():
-            sessions = session_state.lock_sessions(profile, {v.record.session_id for v in valid})
+            wanted = {v.record.session_id for v in valid}
+            if locked is not None and wanted <= locked.keys():
+                sessions = {eid: locked[eid] for eid in wanted}
+            else:
+                sessions = session_state.lock_sessions(profile, wanted)
             catalogue = OnceCatalogue() if catalogue is None else catalogue
             created_ids, decided, turn_calls, add_hours, changed = _store_calls(
                 profile, sessions, valid, catalogue

@@ -86,7 +86,11 @@ def store_mapped(
         for start in range(0, len(records), CHUNK):
             # The key's policy and catalogue, remembered per process like the JSON API's.
             result = ingest_records(
-                key=key, raw_items=records[start : start + CHUNK], batch=True, on_commit=on_commit
+                key=key,
+                raw_items=records[start : start + CHUNK],
+                batch=True,
+                on_commit=on_commit,
+                locked=sessions,  # locked above, in this transaction
             )
             for item in result.items:
                 draft = drafts[start + item.index]
