@@ -240,3 +240,38 @@ def test_session_figures_brought_forward_equal_them_re_derived_from_all_turns(ma
             assert {f: getattr(kept, f) for f in _TOTAL_FIELDS} == {
                 f: getattr(derived, f) for f in _TOTAL_FIELDS
             }, (kept.external_id, start)
+
+
+def _prepared() -> dict[str, int]:
+    """The connection's prepared statements: text -> times run (PostgreSQL 14+ counts plans)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements")
+        return {text: int(runs) for text, runs in cursor.fetchall()}
+
+
+def test_a_single_records_statements_are_prepared_a_batchs_are_not(make_agent, settings):
+    """`bulk_sql.run`: a request's few-row statements are prepared once per connection; a batch's
+    many keys are planned for their values each time (generic plans of 1,000-key arrays cost
+    more); with DB_PREPARED_STATEMENTS off nothing is prepared."""
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements are PostgreSQL's")
+    profile = make_agent().key.profile
+    rng = random.Random(3)
+    turns = connection.ops.quote_name(Turn._meta.db_table)
+    calls = connection.ops.quote_name(LLMCall._meta.db_table)
+    # (the test connection may hold statements earlier tests prepared: compare runs before/after)
+    settings.DB_PREPARED_STATEMENTS = False
+    before = _prepared()
+    store_records(profile=profile, raw_items=_records(rng, [("one", 0, 0)]), batch=False)
+    assert _prepared() == before
+
+    settings.DB_PREPARED_STATEMENTS = True
+    store_records(profile=profile, raw_items=_records(rng, [("one", 1, 0)]), batch=False)
+    prepared = _prepared()
+    derive = [text for text in prepared if f"INSERT INTO {turns}" in text]
+    assert len(derive) == 1 and prepared[derive[0]] == before.get(derive[0], 0) + 1, prepared
+    assert any(text.startswith(f"INSERT INTO {calls}") for text in prepared)
+
+    batch = _records(rng, [("many", t, 0) for t in range(20)])  # 20 turns: more than a few
+    store_records(profile=profile, raw_items=batch)
+    assert _prepared()[derive[0]] == prepared[derive[0]]  # the same text ran unprepared
