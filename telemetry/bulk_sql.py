@@ -468,22 +468,38 @@ def stored_call_keys(
     uses the ORM). Its text never varies, so no ORM compiles it on every ingest."""
     if connection.vendor != "postgresql":
         return None
-    sql = _stored_call_keys_sql(model)
+    if len(session_ids) == 1 and len(turns) == 1 and len(request_ids) <= 1:
+        # A single record: scalar values, so the prepared statement's generic plan probes the
+        # two unique indexes whatever the table's size was when it was planned (see `_one`).
+        (session_id,), (turn,) = session_ids, turns
+        one = [session_id, turn, session_id, request_ids[0] if request_ids else None]
+        return run(_stored_call_keys_sql(model, single=True), one)
+    sql = _stored_call_keys_sql(model, single=False)
     params = [_array(tuple(session_ids)), _array(tuple(turns)), list(request_ids)]
     return run(sql, params, prepare=few(session_ids) and few(turns) and few(request_ids))
 
 
 @functools.cache
-def _stored_call_keys_sql(model: type[models.Model]) -> str:
+def _stored_call_keys_sql(model: type[models.Model], *, single: bool) -> str:
     quote = connection.ops.quote_name
     by_attname = {f.attname: f for f in model._meta.concrete_fields}
     session, turn, call, request_id, digest = (
         quote(by_attname[name].column)
         for name in ("session_id", "turn", "call", "request_id", "payload_hash")
     )
-    return (
+    select = (
         f"SELECT {session}, {turn}, {call}, {request_id}, {digest} "
-        f"FROM {quote(model._meta.db_table)} WHERE {session} = ANY(%s::bigint[]) "
+        f"FROM {quote(model._meta.db_table)} WHERE "
+    )
+    if single:
+        # Two probes, one per unique index: with `turn = $2 OR request_id = $3` a generic plan
+        # probes the session alone and filters all its calls (a long session's thousands).
+        return (
+            f"{select}{session} = %s::bigint AND {turn} = %s::integer "
+            f"UNION {select}{session} = %s::bigint AND {request_id} = %s::text"
+        )
+    return (
+        f"{select}{session} = ANY(%s::bigint[]) "
         f"AND ({turn} = ANY(%s::integer[]) OR {request_id} = ANY(%s::text[]))"
     )
 
@@ -622,9 +638,10 @@ def derive_turns(
     """
     if not pairs:
         return {}
-    sql, names, change = _derive_turns_sql(turn_model, call_model)
-    arrays = _pairs_arrays(sorted(pairs))
-    rows = run(sql, [*arrays, *arrays], prepare=few(pairs))
+    single = len(pairs) == 1
+    sql, names, change = _derive_turns_sql(turn_model, call_model, single=single)
+    keys = list(pairs[0]) if single else _pairs_arrays(sorted(pairs))
+    rows = run(sql, [*keys, *keys], prepare=few(pairs))
     width, session_at = len(names), names.index("session_id")
     out: dict[int, tuple[Any, dict[str, Any]]] = {}
     for values in rows:
@@ -677,10 +694,22 @@ _BUCKET_COSTS = (
 )
 
 
+# The keys a statement reads, as a relation `k (session_id, turn)`: many as arrays, one as
+# scalars. A prepared statement runs a generic plan after five runs, made without its values:
+# over arrays PostgreSQL assumes ten keys of each, and while the calls table is small (a new
+# install, the bench's first seconds) it hash-joins them to a scan of the whole table, a plan the
+# connection then keeps as the table grows (single-record ingest's backend CPU rose from 2.3 to
+# 5.4 ms a request over 5,000 records). One key as scalars is a FROM-less subquery the planner
+# pulls up into `c.session_id = $1 AND c.turn = $2`: an index probe in every plan.
+_MANY_KEYS = "unnest(%s::bigint[], %s::integer[]) AS k (session_id, turn)"
+_ONE_KEY = "(SELECT %s::bigint AS session_id, %s::integer AS turn) AS k"
+
+
 @functools.cache
 def _derive_turns_sql(
-    turn_model: type[models.Model], call_model: type[models.Model]
+    turn_model: type[models.Model], call_model: type[models.Model], *, single: bool = False
 ) -> tuple[str, list[str], list[str]]:
+    keys = _ONE_KEY if single else _MANY_KEYS
     quote = connection.ops.quote_name
     turns, calls = quote(turn_model._meta.db_table), quote(call_model._meta.db_table)
     reported = "FILTER (WHERE c.reported_cache)"
@@ -732,7 +761,7 @@ def _derive_turns_sql(
     # Rows go in (session, turn) order, so two writers of the same turns lock them alike.
     upsert = (
         f"INSERT INTO {turns} ({columns}) SELECT g.*, {last} FROM ("
-        f"SELECT {grouped} FROM unnest(%s::bigint[], %s::integer[]) AS k (session_id, turn) "
+        f"SELECT {grouped} FROM {keys} "
         f"JOIN {calls} AS c ON c.session_id = k.session_id AND c.turn = k.turn "
         "GROUP BY c.session_id, c.turn) AS g "
         f"JOIN {calls} AS l ON l.session_id = g.session_id AND l.turn = g.turn AND l.call = g.last_call "
@@ -772,7 +801,7 @@ def _derive_turns_sql(
         )
     )
     sql = (
-        f"WITH old AS (SELECT {kept} FROM unnest(%s::bigint[], %s::integer[]) AS k (session_id, turn) "
+        f"WITH old AS (SELECT {kept} FROM {keys} "
         f"JOIN {turns} AS t ON t.session_id = k.session_id AND t.turn = k.turn), "
         f"new AS ({upsert}), "
         "d AS (SELECT n.session_id, "

@@ -275,3 +275,37 @@ def test_a_single_records_statements_are_prepared_a_batchs_are_not(make_agent, s
     batch = _records(rng, [("many", t, 0) for t in range(20)])  # 20 turns: more than a few
     store_records(profile=profile, raw_items=batch)
     assert _prepared()[derive[0]] == prepared[derive[0]]  # the same text ran unprepared
+
+
+def test_a_single_records_generic_plans_probe_the_indexes_whatever_the_tables_size(make_agent):
+    """After five runs a prepared statement may run a generic plan, made without its values and
+    then kept by the connection. The single-record statements must probe the unique indexes in
+    it even when planned over empty tables (a new install, the bench's first seconds): with the
+    batch's array forms, PostgreSQL assumed ten keys and hash-joined them to a scan of the whole
+    calls table, and a connection kept scanning as the table grew (make bench P2)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements are PostgreSQL's")
+    profile = make_agent().key.profile
+    rng = random.Random(5)
+    for turn in range(2):
+        records = _records(rng, [("plans", turn, 0)])
+        store_records(profile=profile, raw_items=records, batch=False)
+    tables = [connection.ops.quote_name(m._meta.db_table) for m in (LLMCall, Turn)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, statement, cardinality(parameter_types) FROM pg_prepared_statements"
+        )
+        reading = [
+            (n, text, k)
+            for n, text, k in cursor.fetchall()
+            if "SELECT" in text and any(t in text for t in tables)
+        ]
+        assert len(reading) == 2, reading  # the stored keys' read and the turn derivation
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        for name, text, count in reading:
+            cursor.execute(f"EXPLAIN EXECUTE {name}({', '.join(['NULL'] * count)})")
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            assert "Seq Scan" not in plan and "Index Cond" in plan, (text, plan)
+            if "UNION" in text:  # the stored keys: each probe on its own index, by all its keys
+                assert "call_unique_position" in plan and "call_unique_request_id" in plan, plan
+                assert "Filter" not in plan, plan

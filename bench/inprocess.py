@@ -1,0 +1,162 @@
+"""CPU of ingest requests in one process: the WSGI app called directly, no HTTP, no clients.
+
+`python -m bench.inprocess [--kind single|batch] [--requests N] [--profile out.prof]` creates a
+scratch database (`BENCH_DATABASE_URL`, default `console_inprocess`), migrates it, issues a key
+and sends prebuilt requests straight to Django's WSGI handler with the bench's settings. It prints
+the Python CPU of this process and the PostgreSQL backend's CPU (from `/proc`, so the server must
+run on this machine) per request, and with `--profile` writes a cProfile of the measured part.
+
+On a shared machine wall-clock figures scatter; CPU per request is what separates two versions
+of the code (run each a few times, alternated). This is a developer's tool, not a bar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import resource
+import secrets
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/console_inprocess"
+
+
+def _backend_cpu_s(pid: int) -> float:
+    """utime + stime of a local PostgreSQL backend, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _environ(path: str, body: bytes, token: str) -> dict[str, Any]:
+    return {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": path,
+        "SCRIPT_NAME": "",
+        "QUERY_STRING": "",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "8000",
+        "HTTP_HOST": "127.0.0.1",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)),
+        "HTTP_AUTHORIZATION": f"Bearer {token}",
+        "REMOTE_ADDR": "127.0.0.1",
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.url_scheme": "http",
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+        "wsgi.version": (1, 0),
+    }
+
+
+def _bodies(kind: str, count: int, label: str) -> Iterable[bytes]:
+    from bench.data import batch_body, record, single_body
+
+    if kind == "single":
+        sessions = 8
+        for i in range(count):
+            yield single_body(record(f"{label}-s{i % sessions}", i // sessions))
+    else:
+        for i in range(count):
+            yield batch_body([record(f"{label}-b{i}", t) for t in range(1_000)])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kind", choices=("single", "batch"), default="single")
+    parser.add_argument("--requests", type=int, default=1_000)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", help="write a cProfile of the measured requests here")
+    parser.add_argument("--keep-db", action="store_true", help="leave the database behind")
+    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
+    args = parser.parse_args(argv)
+
+    from bench.services import Cleanup, create_database
+
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "bench.settings",
+            "DATABASE_URL": args.database_url,
+            "DJANGO_DEBUG": "false",
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(64),
+            "DJANGO_SECURE_SSL_REDIRECT": "false",
+            "API_RATE_LIMIT_PER_MINUTE": str(10**9),
+            "CELERY_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672//",
+            "LOG_LEVEL": "WARNING",
+            "COMPACTION_AUTO_ENQUEUE": "false",
+        }
+    )
+    cleanup = Cleanup()
+    try:
+        create_database(args.database_url, cleanup, keep=args.keep_db)
+        import django
+
+        django.setup()
+        from django.core.handlers.wsgi import WSGIHandler
+        from django.core.management import call_command
+        from django.db import connection
+
+        from telemetry.keys import create_agent_key
+        from telemetry.seeding import ensure_defaults
+
+        call_command("migrate", verbosity=0)
+        ensure_defaults()
+        issued = create_agent_key(profile_name="bench", name="bench")
+        app = WSGIHandler()
+        statuses: dict[str, int] = {}
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            statuses[status] = statuses.get(status, 0) + 1
+            return lambda data: None
+
+        def send(bodies: list[bytes]) -> None:
+            for body in bodies:
+                environ = _environ("/api/v1/telemetry", body, issued.plaintext)
+                for _ in app(environ, start):
+                    pass
+
+        send(list(_bodies(args.kind, args.warmup, "warm")))
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backend = cursor.fetchone()[0]
+        profiler = cProfile.Profile() if args.profile else None
+        for r in range(args.rounds):
+            bodies = list(_bodies(args.kind, args.requests, f"r{r}"))
+            statuses.clear()
+            py0 = resource.getrusage(resource.RUSAGE_SELF)
+            be0 = _backend_cpu_s(backend)
+            if profiler is not None:
+                profiler.enable()
+            send(bodies)
+            if profiler is not None:
+                profiler.disable()
+            py1 = resource.getrusage(resource.RUSAGE_SELF)
+            be1 = _backend_cpu_s(backend)
+            py = (py1.ru_utime + py1.ru_stime - py0.ru_utime - py0.ru_stime) * 1000
+            be = (be1 - be0) * 1000
+            n = len(bodies)
+            print(
+                f"round {r}: {n} {args.kind} requests {statuses}: "
+                f"Python {py / n:.3f} ms, backend {be / n:.3f} ms, total {(py + be) / n:.3f} ms"
+                " a request",
+                flush=True,
+            )
+        if profiler is not None:
+            profiler.dump_stats(args.profile)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        cleanup.run()
+
+
+if __name__ == "__main__":
+    main()
