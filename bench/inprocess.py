@@ -19,6 +19,7 @@ import os
 import resource
 import secrets
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ def _environ(path: str, body: bytes, token: str) -> dict[str, Any]:
 def _bodies(kind: str, count: int, label: str) -> Iterable[bytes]:
     from bench.data import batch_body, record, single_body
 
-    if kind == "single":
+    if kind in ("single", "noop"):
         sessions = 8
         for i in range(count):
             yield single_body(record(f"{label}-s{i % sessions}", i // sessions))
@@ -70,11 +71,12 @@ def _bodies(kind: str, count: int, label: str) -> Iterable[bytes]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kind", choices=("single", "batch"), default="single")
+    parser.add_argument("--kind", choices=("single", "batch", "noop"), default="single")
     parser.add_argument("--requests", type=int, default=1_000)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", help="write a cProfile of the measured requests here")
+    parser.add_argument("--sample", help="write pyinstrument's text report (CPU samples) here")
     parser.add_argument("--keep-db", action="store_true", help="leave the database behind")
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
     args = parser.parse_args(argv)
@@ -111,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         ensure_defaults()
         issued = create_agent_key(profile_name="bench", name="bench")
         app = WSGIHandler()
+        path = "/bench/noop" if args.kind == "noop" else "/api/v1/telemetry"
         statuses: dict[str, int] = {}
 
         def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
@@ -119,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
 
         def send(bodies: list[bytes]) -> None:
             for body in bodies:
-                environ = _environ("/api/v1/telemetry", body, issued.plaintext)
+                environ = _environ(path, body, issued.plaintext)
                 for _ in app(environ, start):
                     pass
 
@@ -127,7 +130,12 @@ def main(argv: list[str] | None = None) -> None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid()")
             backend = cursor.fetchone()[0]
-        profiler = cProfile.Profile() if args.profile else None
+        sampler = None
+        if args.sample:
+            from pyinstrument import Profiler
+
+            sampler = Profiler(interval=0.0002, async_mode="disabled")
+        profiler = cProfile.Profile(time.process_time) if args.profile else None  # CPU, not waits
         for r in range(args.rounds):
             bodies = list(_bodies(args.kind, args.requests, f"r{r}"))
             statuses.clear()
@@ -135,7 +143,11 @@ def main(argv: list[str] | None = None) -> None:
             be0 = _backend_cpu_s(backend)
             if profiler is not None:
                 profiler.enable()
+            if sampler is not None:
+                sampler.start()
             send(bodies)
+            if sampler is not None:
+                sampler.stop()
             if profiler is not None:
                 profiler.disable()
             py1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -151,6 +163,8 @@ def main(argv: list[str] | None = None) -> None:
             )
         if profiler is not None:
             profiler.dump_stats(args.profile)
+        if sampler is not None:
+            Path(args.sample).write_text(sampler.output_text(unicode=False, show_all=False))
     finally:
         from django.db import connections
 
