@@ -717,8 +717,6 @@ def _derive_turns_sql(
     priced = "FILTER (WHERE c.cost_uncached_input IS NOT NULL)"
     costs = [f"SUM(c.{name}) {priced}" for name in _BUCKET_COSTS]
     aggregates = [
-        "c.session_id",
-        "c.turn",
         "COUNT(*)",
         f"MAX{_CONTEXT}",
         *(
@@ -740,7 +738,7 @@ def _derive_turns_sql(
     ]
     grouped = ", ".join(
         f"{expression} AS {quote(name)}"
-        for expression, name in zip(aggregates, _TURN_COLUMNS[: len(aggregates)], strict=True)
+        for expression, name in zip(aggregates, _TURN_COLUMNS[2 : 2 + len(aggregates)], strict=True)
     )
     last = ", ".join(
         [
@@ -760,12 +758,12 @@ def _derive_turns_sql(
     returned = ", ".join(quote(f.column) for f in meta.concrete_fields)
     # Rows go in (session, turn) order, so two writers of the same turns lock them alike.
     upsert = (
-        f"INSERT INTO {turns} ({columns}) SELECT g.*, {last} FROM ("
-        f"SELECT {grouped} FROM {keys} "
-        f"JOIN {calls} AS c ON c.session_id = k.session_id AND c.turn = k.turn "
-        "GROUP BY c.session_id, c.turn) AS g "
-        f"JOIN {calls} AS l ON l.session_id = g.session_id AND l.turn = g.turn AND l.call = g.last_call "
-        "ORDER BY g.session_id, g.turn "
+        f"INSERT INTO {turns} ({columns}) SELECT k.session_id, k.turn, a.*, z.* FROM {keys} "
+        f"CROSS JOIN LATERAL (SELECT {grouped} FROM {calls} AS c "
+        "WHERE c.session_id = k.session_id AND c.turn = k.turn) AS a "
+        f"CROSS JOIN LATERAL (SELECT {last} FROM {calls} AS l "
+        "WHERE l.session_id = k.session_id AND l.turn = k.turn ORDER BY l.call DESC LIMIT 1) AS z "
+        "ORDER BY k.session_id, k.turn "
         f"ON CONFLICT (session_id, turn) DO UPDATE SET {updates} RETURNING {returned}"
     )
     # What the upsert changed, per session (`telemetry.session_totals.Change`): `old` reads the
@@ -801,8 +799,8 @@ def _derive_turns_sql(
         )
     )
     sql = (
-        f"WITH old AS (SELECT {kept} FROM {keys} "
-        f"JOIN {turns} AS t ON t.session_id = k.session_id AND t.turn = k.turn), "
+        f"WITH old AS (SELECT {kept} FROM {keys} CROSS JOIN LATERAL (SELECT * FROM {turns} AS t "
+        "WHERE t.session_id = k.session_id AND t.turn = k.turn OFFSET 0) AS t), "
         f"new AS ({upsert}), "
         "d AS (SELECT n.session_id, "
         + ", ".join(f"{expression} AS {key}" for key, expression in change.items())

@@ -308,3 +308,26 @@ def test_a_single_records_generic_plans_probe_the_indexes_whatever_the_tables_si
             if "UNION" in text:  # the stored keys: each probe on its own index, by all its keys
                 assert "call_unique_position" in plan and "call_unique_request_id" in plan, plan
                 assert "Filter" not in plan, plan
+
+
+def test_a_batchs_turn_derivation_probes_the_calls_by_key_whatever_the_statistics(make_agent):
+    """A batch's turn derivation is planned for its values, but against statistics that do not
+    know the rows it has just copied: with a join of its keys to the calls, PostgreSQL sorted
+    and merged a scan of the whole calls table on every batch (its backend CPU grew with the
+    table, make bench P1). Each key now reads its own calls and its last call through the unique
+    index (LATERAL), and the row estimates stay the key count."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the set-wise derivation is PostgreSQL's")
+    from telemetry.bulk_sql import _derive_turns_sql, _pairs_arrays
+
+    profile = make_agent().key.profile
+    rng = random.Random(7)
+    store_records(profile=profile, raw_items=_records(rng, [("big", t, 0) for t in range(300)]))
+    session = AgentSession.objects.get(external_id="big")
+    sql, _, _ = _derive_turns_sql(Turn, LLMCall, single=False)
+    arrays = _pairs_arrays([(session.pk, t) for t in range(300)])
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {sql}", [*arrays, *arrays])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Seq Scan" not in plan, plan
+    assert "Index Scan Backward using call_unique_position" in plan, plan  # the last call
