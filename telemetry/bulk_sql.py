@@ -459,24 +459,33 @@ def _latest_with_totals_sql(
 
 def stored_call_keys(
     model: type[models.Model],
-    session_ids: Sequence[int],
-    turns: Sequence[int],
-    request_ids: Sequence[str],
+    positions: Sequence[tuple[int, int]],
+    requests: Sequence[tuple[int, str]],
 ) -> list[tuple[Any, ...]] | None:
-    """(session_id, turn, call, request_id, payload_hash) of the stored calls of `session_ids`
-    in `turns` or under `request_ids`; one statement on PostgreSQL, None elsewhere (the caller
-    uses the ORM). Its text never varies, so no ORM compiles it on every ingest."""
+    """(session_id, turn, call, request_id, payload_hash) of the stored calls at the (session,
+    turn) pairs `positions` or under the (session, request id) pairs `requests`; one statement
+    on PostgreSQL, None elsewhere (the caller uses the ORM). Its text never varies, so no ORM
+    compiles it on every ingest.
+
+    Each pair is probed through its unique index (LATERAL, kept from being flattened into a
+    join by `OFFSET 0`): with every session's calls read and filtered by turn, a batch into a
+    session of 100,000 calls read all of them, and a set join could be planned as a scan of the
+    whole table while its statistics did not yet know the rows it had just copied."""
     if connection.vendor != "postgresql":
         return None
-    if len(session_ids) == 1 and len(turns) == 1 and len(request_ids) <= 1:
+    if len(positions) == 1 and len(requests) <= 1:
         # A single record: scalar values, so the prepared statement's generic plan probes the
-        # two unique indexes whatever the table's size was when it was planned (see `_one`).
-        (session_id,), (turn,) = session_ids, turns
-        one = [session_id, turn, session_id, request_ids[0] if request_ids else None]
+        # two unique indexes whatever the table's size was when it was planned (see `_ONE_KEY`).
+        (session_id, turn), request_id = positions[0], requests[0][1] if requests else None
+        one = [session_id, turn, session_id, request_id]
         return run(_stored_call_keys_sql(model, single=True), one)
     sql = _stored_call_keys_sql(model, single=False)
-    params = [_array(tuple(session_ids)), _array(tuple(turns)), list(request_ids)]
-    return run(sql, params, prepare=few(session_ids) and few(turns) and few(request_ids))
+    params = [*_pairs_arrays(positions), *_requests_arrays(requests)]
+    return run(sql, params, prepare=few(positions) and few(requests))
+
+
+def _requests_arrays(requests: Sequence[tuple[int, str]]) -> list[Any]:
+    return [_array(tuple(sid for sid, _ in requests)), [rid for _, rid in requests]]
 
 
 @functools.cache
@@ -487,20 +496,22 @@ def _stored_call_keys_sql(model: type[models.Model], *, single: bool) -> str:
         quote(by_attname[name].column)
         for name in ("session_id", "turn", "call", "request_id", "payload_hash")
     )
-    select = (
-        f"SELECT {session}, {turn}, {call}, {request_id}, {digest} "
-        f"FROM {quote(model._meta.db_table)} WHERE "
-    )
+    table = quote(model._meta.db_table)
+    columns = f"{session}, {turn}, {call}, {request_id}, {digest}"
     if single:
         # Two probes, one per unique index: with `turn = $2 OR request_id = $3` a generic plan
         # probes the session alone and filters all its calls (a long session's thousands).
+        select = f"SELECT {columns} FROM {table} WHERE "
         return (
             f"{select}{session} = %s::bigint AND {turn} = %s::integer "
             f"UNION {select}{session} = %s::bigint AND {request_id} = %s::text"
         )
+    probe = f"CROSS JOIN LATERAL (SELECT {columns} FROM {table} AS c WHERE c.{session} = k.sid AND "
     return (
-        f"{select}{session} = ANY(%s::bigint[]) "
-        f"AND ({turn} = ANY(%s::integer[]) OR {request_id} = ANY(%s::text[]))"
+        f"SELECT c.* FROM unnest(%s::bigint[], %s::integer[]) AS k (sid, t) "
+        f"{probe}c.{turn} = k.t OFFSET 0) AS c "
+        f"UNION SELECT c.* FROM unnest(%s::bigint[], %s::text[]) AS k (sid, r) "
+        f"{probe}c.{request_id} = k.r OFFSET 0) AS c"
     )
 
 

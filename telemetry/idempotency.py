@@ -76,19 +76,25 @@ class StoredKeys:
     """
 
     def __init__(
-        self, session_ids: Iterable[int], turns: Iterable[int], request_ids: Iterable[str]
+        self, positions: Iterable[tuple[int, int]], requests: Iterable[tuple[int, str]]
     ) -> None:
+        """`positions`: the (session, turn) pairs of the submission's records; `requests`: their
+        (session, request id) pairs. Every stored call of those turns and under those request
+        ids is read (on PostgreSQL exactly those, by index; elsewhere a superset)."""
         self.by_position: dict[tuple[int, int, int], str] = {}
         self.by_request: dict[tuple[int, str], str] = {}
         # (session, turn) pairs that held a call before this submission: every stored call of
         # the submission's turns is read here, so a pair absent from it had none.
         self.stored_turns: set[tuple[int, int]] = set()
-        sessions, turn_list, requests = list(session_ids), list(turns), list(request_ids)
-        existing = stored_call_keys(LLMCall, sessions, turn_list, requests)
+        pairs, named = sorted(set(positions)), sorted(set(requests))
+        existing = stored_call_keys(LLMCall, pairs, named)
         if existing is None:  # not PostgreSQL: the ORM
             existing = list(
-                LLMCall.objects.filter(session_id__in=sessions)
-                .filter(Q(turn__in=turn_list) | Q(request_id__in=requests))
+                LLMCall.objects.filter(session_id__in={sid for sid, _ in pairs})
+                .filter(
+                    Q(turn__in={turn for _, turn in pairs})
+                    | Q(request_id__in=[rid for _, rid in named])
+                )
                 .values_list("session_id", "turn", "call", "request_id", "payload_hash")
             )
         for sid, turn, call, request_id, digest in existing:

@@ -191,9 +191,12 @@ def _store_calls(
     each item's outcome, each touched turn's call numbers, the hour rollups' write (for the
     caller to run last), and on PostgreSQL what the turn derivation changed per session."""
     keys = StoredKeys(
-        (s.pk for s in sessions.values()),
-        {v.record.turn for v in valid},
-        {v.record.request_id for v in valid if v.record.request_id is not None},
+        {(sessions[v.record.session_id].pk, v.record.turn) for v in valid},
+        {
+            (sessions[v.record.session_id].pk, v.record.request_id)
+            for v in valid
+            if v.record.request_id is not None
+        },
     )
     set_wise = bulk_sql.set_wise()
     rows: list[CallRow] = []  # PostgreSQL: the new calls' COPY rows

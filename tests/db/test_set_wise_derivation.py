@@ -331,3 +331,26 @@ def test_a_batchs_turn_derivation_probes_the_calls_by_key_whatever_the_statistic
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "Seq Scan" not in plan, plan
     assert "Index Scan Backward using call_unique_position" in plan, plan  # the last call
+
+
+def test_a_batchs_stored_keys_are_read_by_their_pairs_not_by_whole_sessions(make_agent):
+    """The idempotency read of a batch probes each (session, turn) and (session, request id)
+    pair through its unique index: read by session and filtered, a batch into a long session
+    read every call the session held (and could be planned as a scan of the whole table)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the raw idempotency read is PostgreSQL's")
+    from telemetry.bulk_sql import _stored_call_keys_sql
+    from telemetry.idempotency import StoredKeys
+
+    profile = make_agent().key.profile
+    rng = random.Random(9)
+    store_records(profile=profile, raw_items=_records(rng, [("long", t, 0) for t in range(200)]))
+    session = AgentSession.objects.get(external_id="long")
+    keys = StoredKeys({(session.pk, t) for t in range(150, 250)}, {(session.pk, "req-x")})
+    assert keys.stored_turns == {(session.pk, t) for t in range(150, 200)}
+    with connection.cursor() as cursor:
+        arrays: list[Any] = [[session.pk] * 100, list(range(150, 250)), [session.pk], ["req-x"]]
+        cursor.execute(f"EXPLAIN {_stored_call_keys_sql(LLMCall, single=False)}", arrays)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Seq Scan on telemetry_llmcall" not in plan and "Filter" not in plan, plan
+    assert "call_unique_position" in plan and "call_unique_request_id" in plan, plan
