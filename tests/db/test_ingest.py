@@ -221,6 +221,28 @@ def test_request_id_is_the_idempotency_key_when_given(agent):
     assert LLMCall.objects.count() == 1
 
 
+def test_a_batch_finds_a_stored_request_id_at_another_turn(agent):
+    """The batch's idempotency read probes (session, request id) pairs apart from the (session,
+    turn) pairs: a request id stored at turn 0 is a conflict at a turn the batch reads nothing
+    else of, a request id of another session is new, and the other records are stored."""
+    agent.post("/api/v1/telemetry", record(turn=0, request_id="msg_01"))
+    agent.post("/api/v1/telemetry", record(turn=1, session_id="other", request_id="msg_02"))
+    response = agent.post(
+        "/api/v1/telemetry",
+        {
+            "records": [
+                record(turn=7, request_id="msg_01"),
+                record(turn=8, request_id="msg_02"),  # stored in another session: new here
+                record(turn=9),
+            ]
+        },
+    )
+    items = response.json()["items"]
+    assert [item["status"] for item in items] == ["conflict", "created", "created"]
+    assert items[0]["field"] == "request_id"
+    assert LLMCall.objects.count() == 4
+
+
 def test_a_batch_answers_per_item_and_one_bad_item_does_not_drop_the_others(agent):
     agent.post("/api/v1/telemetry", record(turn=0))
     response = agent.post(
