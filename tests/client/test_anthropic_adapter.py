@@ -19,8 +19,9 @@ from context_console.fake_provider import FakeProvider, Reply, tokens_of
 from context_console.records import jsonable
 
 from compaction.models import CompactionRun, LogMessage, OverflowEvent
-from telemetry.models import AgentProfile, LLMCall
+from telemetry.models import AgentProfile, AgentSession, LLMCall
 from telemetry.policy_store import update_policy
+from telemetry.relief_dispatch import wait_for_publisher
 
 MODEL = "claude-sonnet-4-6"
 SYSTEM = "You are a careful engineer. " * 20
@@ -51,6 +52,19 @@ def markers(value: Any) -> int:
     if isinstance(value, list):
         return sum(markers(v) for v in value)
     return 0
+
+
+def wait_for_relief(external_id: str, timeout: float = 60) -> None:
+    """Until the session has no relief job pending: the publisher thread (in this process, the
+    live server's) has sent what ingest claimed, and the worker has finished and released the
+    claim (`AgentSession.relief_requested_at` back to NULL)."""
+    assert wait_for_publisher(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while AgentSession.objects.filter(
+        external_id=external_id, relief_requested_at__isnull=False
+    ).exists():
+        assert time.monotonic() < deadline, f"relief of {external_id} did not finish"
+        time.sleep(0.05)
 
 
 def sdk(provider: FakeProvider) -> anthropic.Anthropic:
@@ -326,9 +340,9 @@ def test_sixty_rounds_with_use_surface_never_exceed_the_window(
         if round_number == 45:
             provider.inject_overflow(1)
         agent.step()
-        # the worker relieves in the background; give it a moment when the session is hot
-        if round_number % 5 == 4:
-            time.sleep(0.3)
+        # the worker relieves in the background, as it would for a slower agent: wait for the
+        # job this round asked for (if any) instead of a fixed pause a slow machine outruns
+        wait_for_relief("sixty")
     assert len(provider.accepted()) == 60
     # the one overflow was the injected one: no request the adapter sent was over the window
     assert [r.injected for r in provider.requests if r.status != 200] == [True]
