@@ -21,6 +21,7 @@ import secrets
 import sys
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ def _environ(path: str, body: bytes, token: str) -> dict[str, Any]:
     }
 
 
-def _bodies(kind: str, count: int, label: str) -> Iterable[bytes]:
+def _bodies(kind: str, count: int, label: str, size: int = 1_000) -> Iterable[bytes]:
     from bench.data import batch_body, record, single_body
 
     if kind in ("single", "noop"):
@@ -65,14 +66,19 @@ def _bodies(kind: str, count: int, label: str) -> Iterable[bytes]:
         for i in range(count):
             yield single_body(record(f"{label}-s{i % sessions}", i // sessions))
     else:
-        for i in range(count):
-            yield batch_body([record(f"{label}-b{i}", t) for t in range(1_000)])
+        for i in range(count):  # `size` records, in `size` sessions when small (a few agents)
+            if size < 10:
+                yield batch_body([record(f"{label}-s{j}", i) for j in range(size)])
+            else:
+                yield batch_body([record(f"{label}-b{i}", t) for t in range(size)])
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kind", choices=("single", "batch", "noop"), default="single")
     parser.add_argument("--requests", type=int, default=1_000)
+    parser.add_argument("--batch-size", type=int, default=1_000, help="records a batch request")
+    parser.add_argument("--threads", type=int, default=1, help="threads sending at once")
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", help="write a cProfile of the measured requests here")
@@ -94,6 +100,8 @@ def main(argv: list[str] | None = None) -> None:
             "CELERY_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672//",
             "LOG_LEVEL": "WARNING",
             "COMPACTION_AUTO_ENQUEUE": "false",
+            # one backend for the whole run: its CPU is read from /proc at both ends of a round
+            "DB_CONN_MAX_AGE": "86400",
         }
     )
     cleanup = Cleanup()
@@ -120,13 +128,20 @@ def main(argv: list[str] | None = None) -> None:
             statuses[status] = statuses.get(status, 0) + 1
             return lambda data: None
 
-        def send(bodies: list[bytes]) -> None:
-            for body in bodies:
-                environ = _environ(path, body, issued.plaintext)
-                for _ in app(environ, start):
-                    pass
+        def send_one(body: bytes) -> None:
+            for _ in app(_environ(path, body, issued.plaintext), start):
+                pass
 
-        send(list(_bodies(args.kind, args.warmup, "warm")))
+        def send(bodies: list[bytes]) -> None:
+            if args.threads == 1:
+                for body in bodies:
+                    send_one(body)
+                return
+            # several threads at once, as gunicorn's gthread workers run requests
+            with ThreadPoolExecutor(args.threads) as pool:
+                list(pool.map(send_one, bodies))
+
+        send(list(_bodies(args.kind, args.warmup, "warm", args.batch_size)))
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid()")
             backend = cursor.fetchone()[0]
@@ -137,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
             sampler = Profiler(interval=0.0002, async_mode="disabled")
         profiler = cProfile.Profile(time.process_time) if args.profile else None  # CPU, not waits
         for r in range(args.rounds):
-            bodies = list(_bodies(args.kind, args.requests, f"r{r}"))
+            bodies = list(_bodies(args.kind, args.requests, f"r{r}", args.batch_size))
             statuses.clear()
             py0 = resource.getrusage(resource.RUSAGE_SELF)
             be0 = _backend_cpu_s(backend)
@@ -161,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
                 " a request",
                 flush=True,
             )
+
         if profiler is not None:
             profiler.dump_stats(args.profile)
         if sampler is not None:
