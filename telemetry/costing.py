@@ -1,50 +1,22 @@
 """Ingest step 3: price each new call and build its row.
 
-The catalogue is read at most once per submission, and a model's price is looked up once.
+The catalogue is read at most once per submission, and a model's price is looked up once
+(`telemetry.catalogue.OnceCatalogue`, shared by a key's submissions for a second).
 """
 
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from django.db.models.base import ModelState
 
 from telemetry.bulk_sql import json_text
-from telemetry.catalogue import load_catalogue
 from telemetry.models import AgentSession, LLMCall
-from telemetry.pricing import IntegerPricer, ModelPrice, find_price
+from telemetry.pricing import IntegerPricer
 from telemetry.schemas import RecordIn
 from telemetry.validation import ValidRecord
-
-
-class OnceCatalogue:
-    """The model catalogue, read at most once per submission, with prices memoised by model."""
-
-    def __init__(self, load: Callable[[], list[ModelPrice]] = load_catalogue) -> None:
-        self._load = load
-        self._rows: list[ModelPrice] | None = None
-        self._prices: dict[str, ModelPrice | None] = {}
-        self._pricers: dict[str, IntegerPricer | None] = {}
-
-    def get(self) -> list[ModelPrice]:
-        if self._rows is None:
-            self._rows = self._load()
-        return self._rows
-
-    def price(self, model: str) -> ModelPrice | None:
-        if model not in self._prices:
-            self._prices[model] = find_price(model, self.get())
-        return self._prices[model]
-
-    def pricer(self, model: str) -> IntegerPricer | None:
-        """The integer pricer of `model`'s price (None: unpriced), built once per submission."""
-        if model not in self._pricers:
-            price = self.price(model)
-            self._pricers[model] = None if price is None else IntegerPricer(price)
-        return self._pricers[model]
 
 
 def stored_prefix(record: RecordIn) -> list[dict[str, Any]] | None:

@@ -39,8 +39,8 @@ from django.utils import timezone
 
 from telemetry import bulk_sql, session_state
 from telemetry.accounting import CallFigures
-from telemetry.catalogue import key_catalogue
-from telemetry.costing import CallRow, OnceCatalogue, call_row, call_values
+from telemetry.catalogue import OnceCatalogue, key_prices
+from telemetry.costing import CallRow, call_row, call_values
 from telemetry.derivation import (
     advance_session_figures,
     call_figures,
@@ -109,7 +109,7 @@ def ingest_records(
         batch=batch,
         on_commit=on_commit,
         policy=key_policy(key.pk, key.profile),
-        catalogue=OnceCatalogue(lambda: key_catalogue(key.pk)),
+        catalogue=key_prices(key.pk),
         locked=locked,
     )
 
@@ -295,7 +295,7 @@ def _refresh_sessions(
         session_state.apply_usage_report(
             by_pk[pk],
             last,
-            window=resolve_window(profile, last, catalogue.get(), by_pk[pk]),
+            window=resolve_window(profile, last, catalogue.price, by_pk[pk]),
             new_report=pk in created_in,
             policy=policy,
         )

@@ -7,16 +7,22 @@ overflow, the profile's settings and the catalogue's price row.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from telemetry.models import AgentProfile, AgentSession, Turn
-from telemetry.pricing import ModelPrice, find_price
+from telemetry.pricing import ModelPrice
 from telemetry.windows import LearnedWindow, WindowInForce, window_in_force
 
 
 def resolve_window(
-    profile: AgentProfile, last: Turn, catalogue: list[ModelPrice], session: AgentSession
+    profile: AgentProfile,
+    last: Turn,
+    price_of: Callable[[str], ModelPrice | None],
+    session: AgentSession,
 ) -> WindowInForce | None:
-    """The window in force for the session's next request (order in `telemetry.windows`)."""
-    price = find_price(last.model, catalogue)
+    """The window in force for the session's next request (order in `telemetry.windows`);
+    `price_of` finds a model's catalogue row (`OnceCatalogue.price`)."""
+    price = price_of(last.model)
     learned = (
         LearnedWindow(session.learned_window_model, session.learned_window_tokens)
         if session.learned_window_tokens is not None

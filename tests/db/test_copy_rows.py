@@ -215,3 +215,46 @@ def test_json_text_is_what_json_dumps_gives(value):
 @given(st.dictionaries(_text, _json, max_size=6), st.dictionaries(_text, _json, max_size=6))
 def test_json_text_carries_nothing_from_one_value_to_the_next(first, second):
     assert (json_text(first), json_text(second)) == (json.dumps(first), json.dumps(second))
+
+
+_VALUES: dict[str, list[Any]] = {
+    "DecimalField": [Decimal("0"), Decimal("1.234567"), Decimal("-0.000001"), Decimal("1E+3"), 3],
+    "DateTimeField": [datetime(2026, 1, 2, 3, 4, 5, 678_901, tzinfo=UTC), "2026-01-02T03:04:05Z"],
+    "IntegerField": [0, -7, 2**40, True],
+    "BigIntegerField": [0, 2**62],
+    "PositiveIntegerField": [5],
+    "CharField": ["", "claude-sonnet-4-5", "ünï"],
+    "FloatField": [0.0, 0.123, 1],
+    "BooleanField": [True, False],
+}
+
+
+@pytest.mark.parametrize("model", [AgentSession, LLMCall])
+def test_prepare_gives_what_djangos_get_db_prep_save_gives(model: Any) -> None:
+    """`bulk_sql.prepare` skips Django's preparation only where it returns the value unchanged:
+    every concrete field of the bulk-written models, with the value types the ingest hands it and
+    others (strings, ints of a decimal field, a naive datetime), agrees with Django's."""
+    from django.test.utils import override_settings
+
+    from telemetry.bulk_sql import prepare
+
+    checked = 0
+    for field in model._meta.concrete_fields:
+        for value in [None, *_VALUES.get(field.get_internal_type(), [])]:
+            if value is None and not field.null:
+                continue
+            expected = field.get_db_prep_save(value, connection)
+            got = prepare(field, value)
+            # (an int stays an int where Django wraps it in psycopg's Int4: the SQL casts it)
+            assert got == expected and isinstance(expected, type(got)), (field.name, value)
+            checked += 1
+    assert checked > 40
+    naive = datetime(2026, 1, 2, 3, 4, 5)  # noqa: DTZ001 (the point: Django makes it aware)
+    field = AgentSession._meta.get_field("created_at")
+    with pytest.warns(RuntimeWarning):
+        assert prepare(field, naive) == field.get_db_prep_save(naive, connection)
+    with override_settings(USE_TZ=False):
+        aware = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+        assert prepare(field, aware) == field.get_db_prep_save(aware, connection)
+    with pytest.raises(Exception, match="decimal"):  # a NaN still gets Django's refusal
+        prepare(LLMCall._meta.get_field("cost_usd"), Decimal("NaN"))
