@@ -21,7 +21,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from telemetry.bulk_sql import update_rows, upsert_locked
+from telemetry.bulk_sql import lock_keys, update_rows
 from telemetry.models import AgentProfile, AgentSession, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy
@@ -81,15 +81,19 @@ def registered_log_appended_chars() -> LogAppendedChars | None:
 # --- sessions -------------------------------------------------------------------------------
 
 
+_SESSION_KEY = ("profile_id", "external_id")
+
+
 def lock_sessions(profile: AgentProfile, external_ids: set[str]) -> dict[str, AgentSession]:
     """Create the sessions that do not exist yet and lock all of them, by external id.
 
     Locks are taken in one order (external id on PostgreSQL's one-statement upsert, `bulk_sql`;
     id elsewhere), so concurrent batches on the same sessions serialise without deadlock.
     """
-    wanted = [AgentSession(profile=profile, external_id=eid) for eid in sorted(external_ids)]
-    rows = upsert_locked(AgentSession, wanted, ["profile_id", "external_id"])
+    ordered = sorted(external_ids)
+    rows = lock_keys(AgentSession, [(profile.pk, eid) for eid in ordered], _SESSION_KEY)
     if rows is None:
+        wanted = [AgentSession(profile=profile, external_id=eid) for eid in ordered]
         AgentSession.objects.bulk_create(wanted, ignore_conflicts=True)
         # (SQLite has no row locks; its IMMEDIATE transactions already serialise writers.)
         rows = list(

@@ -258,3 +258,43 @@ def test_prepare_gives_what_djangos_get_db_prep_save_gives(model: Any) -> None:
         assert prepare(field, aware) == field.get_db_prep_save(aware, connection)
     with pytest.raises(Exception, match="decimal"):  # a NaN still gets Django's refusal
         prepare(LLMCall._meta.get_field("cost_usd"), Decimal("NaN"))
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the one-statement upsert")
+def test_lock_keys_creates_what_the_orm_creates_and_returns_existing_rows_as_stored(make_agent):
+    """`bulk_sql.lock_keys` (the session lock of every ingest) gives a new session every default
+    the ORM gives it, and an existing one back as stored, its figures untouched."""
+    from django.db import transaction
+    from django.forms.models import model_to_dict
+
+    from telemetry.bulk_sql import lock_keys
+
+    agent = make_agent()
+    profile = agent.key.profile
+    existing = AgentSession.objects.create(
+        profile=profile,
+        external_id="lk-old",
+        model="claude-sonnet-4-5",
+        turns_count=7,
+        cost_usd=Decimal("1.250000000"),
+        pressure=0.5,
+    )
+    orm = AgentSession.objects.create(profile=profile, external_id="lk-orm")
+    with transaction.atomic():
+        rows = lock_keys(
+            AgentSession, [(profile.pk, "lk-new"), (profile.pk, "lk-old")], _SESSION_KEY
+        )
+    assert rows is not None
+    new, old = rows
+    ignore = {"id", "external_id", "created_at"}
+
+    def fields(session: AgentSession) -> dict[str, Any]:
+        return {k: v for k, v in model_to_dict(session).items() if k not in ignore}
+
+    assert fields(new) == fields(orm) == fields(AgentSession.objects.get(external_id="lk-new"))
+    assert new.created_at is not None and new.created_at >= orm.created_at
+    assert old.pk == existing.pk and fields(old) == fields(existing)
+    assert old.created_at == existing.created_at
+
+
+_SESSION_KEY = ("profile_id", "external_id")
