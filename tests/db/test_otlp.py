@@ -690,3 +690,50 @@ def test_done_when_through_the_sdk_exporter_s1_shows_4_uncached_1163_written_and
     (turn,) = detail["turns_series"]
     assert (turn["uncached_input"], turn["cache_write_5m"], turn["output"]) == (4, 1163, 50)
     assert Decimal(detail["cost_usd"]) > 0 and detail["model"] == "claude-sonnet-4-5"
+
+
+def test_last_turns_reads_each_sessions_end_of_its_turn_index(make_agent):
+    """`otlp.store.last_turns` (the number after which an export opens new turns): the larger of
+    a session's last derived turn and last turn key, 0 for neither; on PostgreSQL each read is a
+    LIMIT 1 walk of the (session, turn) index, never an aggregate over all the session's turns."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from telemetry.models import Turn
+    from telemetry.otlp.store import last_turns
+
+    profile = make_agent().key.profile
+    turns_only, keys_ahead, empty = (
+        AgentSession.objects.create(profile=profile, external_id=name)
+        for name in ("lt-turns", "lt-keys", "lt-empty")
+    )
+
+    def turn_row(session: AgentSession, turn: int) -> None:
+        from django.utils import timezone
+
+        values: dict[str, Any] = {}
+        for f in Turn._meta.concrete_fields:
+            if f.null or f.has_default() or f.primary_key or f.is_relation:
+                continue
+            kind = f.get_internal_type()
+            values[f.attname] = (
+                timezone.now() if kind == "DateTimeField" else "m" if kind == "CharField" else 0
+            )
+        Turn.objects.create(**{**values, "session": session, "turn": turn})
+
+    for turn in (0, 3, 9):
+        turn_row(turns_only, turn)
+    turn_row(keys_ahead, 2)
+    TurnKey.objects.create(session=keys_ahead, key="k-a", turn=2)
+    TurnKey.objects.create(session=keys_ahead, key="k-b", turn=5)
+    TurnKey.objects.create(session=turns_only, key="k-c", turn=4)
+    ids = [turns_only.pk, keys_ahead.pk, empty.pk]
+    with CaptureQueriesContext(connection) as queries:
+        assert last_turns(ids) == {turns_only.pk: 9, keys_ahead.pk: 5, empty.pk: 0}
+    assert len(queries) == 1
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN " + queries[0]["sql"])
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+        assert "GroupAggregate" not in plan and "HashAggregate" not in plan, plan
+        assert plan.count("Limit") == 2 and "Backward" in plan, plan
