@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence, Sized
 from datetime import datetime
 from decimal import Decimal
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from django.conf import settings
@@ -210,21 +210,55 @@ def _copy_sql(
     return sql, itemgetter(*(f.attname for f in fields)), json_columns
 
 
+class Statement(NamedTuple):
+    """A write of this module not yet sent, for `run_together`."""
+
+    sql: str
+    params: list[Any]
+    prepare: bool
+
+
+def run_together(statements: Sequence[Statement | None]) -> None:
+    """Run writes that return nothing as one statement, one round trip: each is a data-modifying
+    `WITH` query of a `SELECT` that reads none of them. PostgreSQL runs every such query once
+    and to completion, on one snapshot, so they must not touch the same rows (the ingest's last
+    two writes, the session figures and the hour rollups: make bench P2, whose driver work per
+    statement is most of a single record's Python). None entries are skipped."""
+    todo = [s for s in statements if s is not None]
+    if len(todo) == 1:
+        run(todo[0].sql, todo[0].params, prepare=todo[0].prepare)
+    elif todo:
+        parts = ", ".join(f"write_{i} AS ({s.sql})" for i, s in enumerate(todo))
+        params = [value for s in todo for value in s.params]
+        run(f"WITH {parts} SELECT NULL WHERE false", params, prepare=all(s.prepare for s in todo))
+
+
 def update_rows(model: type[models.Model], rows: Sequence[models.Model], names: list[str]) -> None:
     """Write the fields `names` of `rows` (already saved) in one statement.
 
-    On PostgreSQL an `UPDATE … FROM (VALUES …)`: Django's bulk_update builds a CASE per field
-    and row and cost ~13 ms for a single session (make bench, P2). Elsewhere bulk_update.
+    On PostgreSQL an `UPDATE … FROM (VALUES …)` (`update_statement`): Django's bulk_update builds
+    a CASE per field and row and cost ~13 ms for a single session (make bench, P2). Elsewhere
+    bulk_update.
     """
-    if connection.vendor != "postgresql" or not rows:
+    statement = update_statement(model, rows, names)
+    if statement is None:
         model._default_manager.bulk_update(rows, names)
         return
+    run(statement.sql, statement.params, prepare=statement.prepare)
+
+
+def update_statement(
+    model: type[models.Model], rows: Sequence[models.Model], names: list[str]
+) -> Statement | None:
+    """`update_rows`' statement on PostgreSQL, not yet run; None elsewhere or for no rows."""
+    if connection.vendor != "postgresql" or not rows:
+        return None
     sql, fields = _update_sql(model, tuple(names), len(rows))
     params: list[Any] = []
     for instance in rows:
         params.append(instance.pk)
         params.extend(prepare(f, getattr(instance, f.attname)) for f in fields)
-    run(sql, params, prepare=few(rows))
+    return Statement(sql, params, few(rows))
 
 
 @functools.lru_cache(maxsize=_SHAPES)

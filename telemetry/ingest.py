@@ -15,7 +15,9 @@ A batch costs a constant number of SQL statements whatever its size: sessions ar
 locked in one (two elsewhere), existing calls read in one, new calls inserted in one, their hour
 rollups added in one, affected turns re-derived and upserted in one (two elsewhere), and session
 figures brought forward from that upsert's answer and written in one (re-derived from all their
-turns in one more read where they cannot be, and always elsewhere).
+turns in one more read where they cannot be, and always elsewhere). On PostgreSQL the last two
+writes, session figures and hour rollups, travel together as one statement
+(`bulk_sql.run_together`).
 
 On PostgreSQL (`telemetry.bulk_sql.set_wise`) new calls go to COPY as tuples (a few rows: one
 prepared INSERT) and the database derives their turns from the stored rows; elsewhere the calls are model instances and the same
@@ -55,6 +57,7 @@ from telemetry.pressure import round_signal
 from telemetry.provider_context import ProviderEvent
 from telemetry.provider_events import record_provider_events
 from telemetry.rollups import add_calls as add_to_hourly_usage
+from telemetry.rollups import add_calls_statement
 from telemetry.session_state import (
     needs_relief,
     refresh_projection,
@@ -156,7 +159,11 @@ def store_records(
             )
             # Last before the commit: every batch of the profile adds to the same hour rows, and
             # each holds their row locks until it commits (4 concurrent batches queued on them).
-            add_hours()
+            # On PostgreSQL the session figures and the hour rows go in one statement.
+            figures = session_state.figures_statement(result.sessions)
+            if figures is None:
+                session_state.write_figures(result.sessions)
+            bulk_sql.run_together([figures, add_hours()])
             pk_of = {external_id: session.pk for external_id, session in sessions.items()}
             for item in decided:
                 calls = turn_calls.get((pk_of[item.session_id or ""], item.turn or 0))
@@ -185,12 +192,14 @@ def _store_calls(
     set[int],
     list[ItemResult],
     dict[tuple[int, int], list[int]],
-    Callable[[], None],
+    Callable[[], bulk_sql.Statement | None],
     dict[int, tuple[Turn, dict[str, Any]]] | None,
 ]:
     """Decide, insert and turn-derive the calls of `valid`; returns the sessions given new calls,
-    each item's outcome, each touched turn's call numbers, the hour rollups' write (for the
-    caller to run last), and on PostgreSQL what the turn derivation changed per session."""
+    each item's outcome, each touched turn's call numbers, the hour rollups' write for the
+    caller to run last (on PostgreSQL it returns the statement, which the caller sends with the
+    session figures; elsewhere it writes), and on PostgreSQL what the turn derivation changed
+    per session."""
     # each session's id once: `.pk` is a property call, asked ~8 times per record it was 5% of
     # a 1,000-record batch's CPU under the profiler
     pk_of = {external_id: session.pk for external_id, session in sessions.items()}
@@ -259,7 +268,7 @@ def _store_calls(
             created_sessions,
             decided,
             turn_calls,
-            lambda: add_to_hourly_usage(profile.pk, rows),
+            lambda: add_calls_statement(profile.pk, rows),
             changed,
         )
     bulk_sql.insert_rows(LLMCall, new_calls)
@@ -275,7 +284,7 @@ def _store_calls(
         created_sessions,
         decided,
         turn_calls,
-        lambda: add_to_hourly_usage(profile.pk, new_calls),
+        lambda: add_to_hourly_usage(profile.pk, new_calls),  # written at once: nothing to run
         None,
     )
 
@@ -290,7 +299,8 @@ def _refresh_sessions(
 ) -> list[AgentSession]:
     """Bring the stored figures of `sessions` up to date: from what the turn derivation changed
     where it can (PostgreSQL, `advance_session_figures`: no read of the session's other turns),
-    else re-derived from all their turns (one more read); then written in one statement."""
+    else re-derived from all their turns (one more read). The caller writes them (one statement,
+    beside the hour rollups on PostgreSQL)."""
     rows = list(sessions.values())
     by_pk = {s.pk: s for s in rows}
     last_turns, rest = advance_session_figures(rows, changed) if changed else ({}, rows)
@@ -304,5 +314,4 @@ def _refresh_sessions(
             new_report=pk in created_in,
             policy=policy,
         )
-    session_state.write_figures(rows)
     return rows

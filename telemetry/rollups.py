@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Count, DecimalField, F, Q, Sum, Value
 from django.db.models.functions import Coalesce, TruncHour
 
-from telemetry.bulk_sql import few, prepare, run
+from telemetry.bulk_sql import Statement, few, prepare, run
 from telemetry.models import HourlyUsage, LLMCall
 
 KEY_FIELDS: Final = ("profile_id", "model", "hour")
@@ -186,8 +186,26 @@ def add_calls(profile_id: int, calls: Sequence[CallSums]) -> None:
     stripe 0, as before; so do larger batches. Alone a writer always takes stripe 0, so
     sequential ingest keeps one row per hour. Elsewhere (SQLite serialises writers) 0.
     """
-    if not calls:
+    statement = _add_statement(profile_id, calls)
+    if statement is None:
         return
+    if connection.vendor == "postgresql":
+        run(statement.sql, statement.params, prepare=statement.prepare)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(statement.sql, statement.params)
+
+
+def add_calls_statement(profile_id: int, calls: Sequence[CallSums]) -> Statement | None:
+    """`add_calls`' statement on PostgreSQL, not yet run (for `bulk_sql.run_together`); None
+    for no calls. Elsewhere than on PostgreSQL call `add_calls`."""
+    assert connection.vendor == "postgresql"
+    return _add_statement(profile_id, calls)
+
+
+def _add_statement(profile_id: int, calls: Sequence[CallSums]) -> Statement | None:
+    if not calls:
+        return None
     sums = sum_by_hour(profile_id, calls)
     meta = HourlyUsage._meta
     by_name = {f.attname: f for f in meta.concrete_fields}
@@ -203,10 +221,8 @@ def add_calls(profile_id: int, calls: Sequence[CallSums]) -> None:
         # of hours): each advisory lock would take a slot of the server's shared lock table
         # (max_locks_per_transaction x connections) until commit, so stripe 0 as before.
         striped = few(sums)
-        run(_upsert_sql(len(sums), striped=striped), params, prepare=striped)
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(_upsert_sql(len(sums), striped=False), params)
+        return Statement(_upsert_sql(len(sums), striped=striped), params, striped)
+    return Statement(_upsert_sql(len(sums), striped=False), params, False)
 
 
 @functools.lru_cache(maxsize=32)

@@ -21,7 +21,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from telemetry.bulk_sql import lock_keys, update_rows
+from telemetry.bulk_sql import Statement, lock_keys, update_rows, update_statement
 from telemetry.models import AgentProfile, AgentSession, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy
@@ -137,6 +137,12 @@ def set_surface_version(session_id: int, version: int) -> None:
 def write_figures(sessions: list[AgentSession]) -> None:
     """Write the re-derived figures and projection of `sessions` in one statement."""
     update_rows(AgentSession, sessions, list(FIGURE_FIELDS))
+
+
+def figures_statement(sessions: list[AgentSession]) -> Statement | None:
+    """`write_figures`' statement on PostgreSQL, not yet run (`bulk_sql.run_together`); None
+    elsewhere (call `write_figures`) or for no sessions."""
+    return update_statement(AgentSession, sessions, list(FIGURE_FIELDS))
 
 
 # --- projection and pressure (D6) -----------------------------------------------------------

@@ -298,3 +298,37 @@ def test_lock_keys_creates_what_the_orm_creates_and_returns_existing_rows_as_sto
 
 
 _SESSION_KEY = ("profile_id", "external_id")
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="data-modifying WITH")
+def test_run_together_sends_the_writes_as_one_statement_and_applies_each(make_agent):
+    """`bulk_sql.run_together` (the ingest's last two writes): every write applied, one
+    statement counted, and a failing write leaves none of them behind."""
+    from django.db import IntegrityError, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from telemetry.bulk_sql import run_together, update_statement
+
+    profile = make_agent().key.profile
+    a, b = (AgentSession.objects.create(profile=profile, external_id=n) for n in ("rt-a", "rt-b"))
+    a.turns_count, b.model = 3, "gpt-5"
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        run_together(
+            [
+                update_statement(AgentSession, [a], ["turns_count"]),
+                None,
+                update_statement(AgentSession, [b], ["model"]),
+            ]
+        )
+    assert len(queries) == 1 and queries[0]["sql"].startswith("WITH ")
+    assert AgentSession.objects.get(pk=a.pk).turns_count == 3
+    assert AgentSession.objects.get(pk=b.pk).model == "gpt-5"
+    a.turns_count, b.external_id = 4, "rt-a"  # b's new key is a's: a unique violation
+    with pytest.raises(IntegrityError), transaction.atomic():
+        run_together(
+            [
+                update_statement(AgentSession, [a], ["turns_count"]),
+                update_statement(AgentSession, [b], ["external_id"]),
+            ]
+        )
+    assert AgentSession.objects.get(pk=a.pk).turns_count == 3
