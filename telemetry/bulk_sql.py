@@ -169,13 +169,15 @@ def _plain_type(field: models.Field[Any, Any]) -> type | None:
 def prepare(field: models.Field[Any, Any], value: Any) -> Any:
     """`field.get_db_prep_save(value)`, skipped where it would change nothing (an int of an
     integer field, a NULL of a plain field): asked per value and statement, it was a tenth of a
-    single ingest's CPU (make bench P2). On PostgreSQL (this module's only database) a finite
-    Decimal of a decimal field and an aware datetime of a datetime field come back as they are
-    too (`to_python` and the backend's `adapt_*` return them unchanged): ~18 Decimal values per
-    single record went through Django's two `to_python` calls, 6% of its CPU."""
+    single ingest's CPU (make bench P2). On PostgreSQL a finite Decimal of a decimal field and
+    an aware datetime of a datetime field come back as they are too (`to_python` and the
+    backend's `adapt_*` return them unchanged): ~18 Decimals per single record went through
+    Django's two `to_python` calls, 6% of its CPU. Not on SQLite, which writes them as text."""
     kind = _plain_type(field)
     if kind is not None and (value is None or type(value) is kind):
         return value
+    if connection.vendor != "postgresql":  # the hour rollups prepare their values on SQLite
+        return field.get_db_prep_save(value, connection)  # too, which stores datetimes as text
     if type(value) is Decimal and isinstance(field, models.DecimalField) and value.is_finite():
         return value
     if (
