@@ -113,3 +113,30 @@ def test_a_policy_changed_elsewhere_applies_within_a_second_on_every_process(
         time.sleep(POLICY_CACHE_SECONDS + 0.05)
         answers = {_soft_limit(port, issued.plaintext) for _ in range(30)}
         assert answers == {before + 5}, answers
+
+
+def test_the_prices_ingest_memoises_go_with_the_remembered_catalogue(make_agent) -> None:
+    """A key's submissions share the pricers their catalogue built (`key_prices`), never past the
+    catalogue itself: a price saved between two POSTs prices the second call, on the same key and
+    in the same second."""
+    from telemetry.catalogue import key_prices
+    from telemetry.models import LLMCall
+    from tests.db.test_ingest import SONNET, record
+
+    agent = make_agent()
+    first = agent.post("/api/v1/telemetry", record(session_id="memo", turn=0))
+    assert first.status_code == 201, first.content
+    assert key_prices(agent.key.pk).pricer(SONNET) is key_prices(agent.key.pk).pricer(SONNET)
+    price = key_prices(agent.key.pk).price(SONNET)
+    assert price is not None
+    row = CatalogueModel.objects.get(model=price.model)
+    row.input, row.cache_read = row.input * 2, row.cache_read * 2
+    row.output = row.output * 2
+    row.cache_write_5m = None if row.cache_write_5m is None else row.cache_write_5m * 2
+    row.cache_write_1h = None if row.cache_write_1h is None else row.cache_write_1h * 2
+    row.save()
+    second = agent.post("/api/v1/telemetry", record(session_id="memo", turn=1))
+    assert second.status_code == 201, second.content
+    costs = list(LLMCall.objects.filter(session__external_id="memo").order_by("turn"))
+    assert [c.turn for c in costs] == [0, 1]
+    assert costs[0].cost_usd is not None and costs[1].cost_usd == 2 * costs[0].cost_usd
