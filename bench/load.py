@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -54,6 +55,9 @@ class LoadResult:
     other_items: int
     client_cpu_s: float
     errors: list[str]
+    # the machine's idle share while the load ran, and when the first client finished
+    idle_share: float = 0.0
+    first_end_s: float = 0.0
 
     @property
     def per_second(self) -> float:
@@ -113,11 +117,13 @@ def run_load(
         ctx.Process(target=_client, args=(port, requests, parse_items, barrier, results))
         for requests in per_client
     ]
+    idle0 = _cpu_idle()
     for process in processes:
         process.start()
     reports: list[ClientReport] = [results.get(timeout=900) for _ in processes]
     for process in processes:
         process.join()
+    idle1 = _cpu_idle()
     latencies = [ms for r in reports for ms in r.latencies_ms]
     statuses: Counter[int] = Counter()
     for r in reports:
@@ -133,7 +139,19 @@ def run_load(
         other_items=sum(r.other_items for r in reports),
         client_cpu_s=sum(r.cpu_s for r in reports),
         errors=[e for r in reports for e in r.errors][:10],
+        idle_share=(idle1[0] - idle0[0]) / max(1, idle1[1] - idle0[1]),
+        first_end_s=min(r.end for r in reports) - min(r.start for r in reports),
     )
+
+
+def _cpu_idle() -> tuple[int, int]:
+    """(idle + iowait, all) jiffies of the machine so far, from /proc/stat (Linux)."""
+    try:
+        first = Path("/proc/stat").read_text().split("\n", 1)[0]
+    except OSError:
+        return 0, 0
+    fields = [int(x) for x in first.split()[1:]]
+    return fields[3] + fields[4], sum(fields)
 
 
 def sequential(port: int, requests: Sequence[Request]) -> tuple[list[float], Counter[int], bytes]:

@@ -536,7 +536,8 @@ class Bench:
                 rate / noop_rate >= 0.25 and p99_ratio <= 5,
                 f"p99 {p99_ratio:.1f} × B_noop's ({noop_lat['p99_ms']:.1f} ms); clients used "
                 f"{median([r.client_cores for r in ingest_runs]):.2f} cores "
-                f"(B_noop: {median([r.client_cores for r in noop_runs]):.2f})",
+                f"(B_noop: {median([r.client_cores for r in noop_runs]):.2f}); machine idle "
+                f"{median([r.idle_share for r in ingest_runs]):.0%}",
             )
         )
 
@@ -775,6 +776,8 @@ class Bench:
             integrity=losses,
             client_cores=median([r.client_cores for r in runs]),
             vs_B_row=rate / b_row,
+            machine_idle=[round(r.idle_share, 3) for r in runs],
+            first_client_done=[round(r.first_end_s / r.wall_s, 3) for r in runs],
         )
         self.bars.append(
             Bar(
@@ -787,7 +790,8 @@ class Bench:
                 "≥ 0.25 ×; 0 lost, 0 dup",
                 rate / b_copy >= 0.25 and lost == 0 and duplicated == 0 and wrong == 0,
                 f"{rate / b_row:.1f} × B_row ({b_row:,.0f} rows/s); POST p50/p95 "
-                f"{lat['p50_ms']:.0f}/{lat['p95_ms']:.0f} ms",
+                f"{lat['p50_ms']:.0f}/{lat['p95_ms']:.0f} ms; machine idle "
+                f"{median([r.idle_share for r in runs]):.0%}",
             )
         )
 

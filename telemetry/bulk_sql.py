@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import time
 from collections.abc import Callable, Sequence, Sized
 from datetime import datetime
@@ -32,7 +33,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 from django.conf import settings
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.utils import timezone
 from psycopg import pq
 
@@ -62,31 +63,70 @@ def run(sql: str, params: Sequence[Any], *, prepare: bool = True) -> list[tuple[
 
     Django's own cursors bind client-side (`console.settings`); this takes a server-binding
     psycopg cursor on the same connection, so the statement joins the caller's transaction.
-    Errors come out as Django's, and the statement is counted like Django counts its own.
+    Its text goes with PostgreSQL's own `$n` placeholders, numbered once per text
+    (`numbered`): psycopg re-parses a text of over 4,096 bytes or 50 values on every run. Errors
+    come out as Django's, and the statement is counted like Django counts its own.
     """
-    connection.ensure_connection()
-    connection.validate_no_broken_transaction()
+    db = connections[DEFAULT_DB_ALIAS]  # one lookup: each `connection.x` is a context-local one
+    db.ensure_connection()
+    db.validate_no_broken_transaction()
     prepared = prepare and settings.DB_PREPARED_STATEMENTS and len(params) <= _MAX_BOUND
     started = time.monotonic()
-    raw = connection.connection
+    raw = db.connection
     if prepared and raw.prepare_threshold is None:
         # Django turns psycopg's preparing off unless asked (None); a threshold no count
         # reaches turns it back on for the statements passed `prepare=True` only.
         raw.prepare_threshold = _NEVER
-    with connection.wrap_database_errors:
-        if len(params) > _MAX_BOUND:  # values written into the text, as Django's cursor does
-            cursor: psycopg.Cursor[Any] = psycopg.ClientCursor(raw)
+    text = numbered(sql) if len(params) <= _MAX_BOUND else None
+    with db.wrap_database_errors:
+        cursor: psycopg.Cursor[Any]
+        if text is not None:
+            cursor = psycopg.RawCursor(raw)
+        elif len(params) > _MAX_BOUND:  # values written into the text, as Django's cursor does
+            cursor = psycopg.ClientCursor(raw)
         else:
             cursor = psycopg.Cursor(raw)
         with cursor:
-            cursor.execute(sql, params, prepare=prepared)
+            cursor.execute(sql if text is None else text, params, prepare=prepared)
             # not `description`: it builds a column object per returned column (~0.25 ms of
             # a single-record ingest's CPU for the session and turn rows)
             result = cursor.pgresult
             returns = result is not None and result.status == pq.ExecStatus.TUPLES_OK
             rows = cursor.fetchall() if returns else []
-    _log_statement(sql, started)
+    if db.queries_logged:
+        db.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
     return rows
+
+
+_PLACEHOLDER = re.compile(r"%(.)", re.DOTALL)
+
+
+@functools.lru_cache(maxsize=1024)
+def numbered(sql: str) -> bytes | None:
+    """`sql` with its `%s` placeholders as `$1`, `$2`, … and `%%` as `%`, encoded; None when it
+    holds any other `%` form (`%(name)s`, `%b`, a lone `%`), which psycopg's own parsing keeps.
+
+    Like psycopg, it does not skip quoted text: a `%s` in a literal is a placeholder to both.
+    A statement's text depends on its shape, not its values (arrays per column, or a bounded
+    number of rows), so the cache holds few texts."""
+    count = 0
+    failed = False
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count, failed
+        kind = match.group(1)
+        if kind == "%":
+            return "%"
+        if kind != "s":
+            failed = True
+            return ""
+        count += 1
+        return f"${count}"
+
+    text = _PLACEHOLDER.sub(replace, sql)
+    if failed or text.count("%") != sql.count("%%"):  # a lone % at the very end
+        return None
+    return text.encode()
 
 
 def insert_rows(model: type[models.Model], rows: Sequence[models.Model]) -> None:

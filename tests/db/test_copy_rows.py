@@ -15,7 +15,7 @@ from django.db import connection
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telemetry.bulk_sql import _copy_sql, copy_rows, insert_rows, json_text
+from telemetry.bulk_sql import _copy_sql, copy_rows, insert_rows, json_text, numbered, run
 from telemetry.costing import CALL_COLUMNS, CallRow
 from telemetry.models import AgentSession, LLMCall
 
@@ -342,3 +342,40 @@ def test_run_together_sends_the_writes_as_one_statement_and_applies_each(make_ag
             ]
         )
     assert AgentSession.objects.get(pk=a.pk).turns_count == 3
+
+
+_FRAGMENT = st.one_of(
+    st.text(alphabet=st.characters(blacklist_characters="%$"), max_size=8),
+    st.just("%s"),
+    st.just("%%"),
+)
+
+
+@given(st.lists(_FRAGMENT, max_size=30))
+def test_numbered_gives_postgresql_placeholders_in_order_and_unescapes_percent(parts):
+    sql = "".join(parts)
+    expected, count = [], 0
+    for part in parts:
+        if part == "%s":
+            count += 1
+            expected.append(f"${count}")
+        else:
+            expected.append("%" if part == "%%" else part)
+    assert numbered(sql) == "".join(expected).encode()
+
+
+@pytest.mark.parametrize("sql", ["SELECT %(name)s", "SELECT %b", "SELECT 5 %", "a %% %s %"])
+def test_numbered_leaves_any_other_percent_form_to_psycopg(sql):
+    assert numbered(sql) is None
+
+
+def test_run_binds_many_values_and_keeps_a_literal_percent(make_agent):
+    """Over 50 values and with `%%`: the texts psycopg re-parsed on every run."""
+    if connection.vendor != "postgresql":
+        pytest.skip("bulk_sql.run is PostgreSQL's")
+    values = list(range(60))
+    sql = "SELECT " + ", ".join(["%s::int"] * len(values)) + ", 'a%%b'"
+    for prepare in (False, True, True):
+        assert run(sql, values, prepare=prepare) == [(*values, "a%b")]
+    named = run("SELECT %(x)s::int", {"x": 7}, prepare=False)  # type: ignore[arg-type]
+    assert named == [(7,)]
