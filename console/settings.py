@@ -136,6 +136,9 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     }
     _db.setdefault("TEST", {})["NAME"] = str(VAR_DIR / "test_console.sqlite3")
 else:
+    # Django's backend with a health check that skips the `SELECT 1` round trip while the
+    # connection is idle and the server has sent nothing (`console.postgres.base`).
+    _db["ENGINE"] = "console.postgres"
     _db["CONN_HEALTH_CHECKS"] = True
     # Opt-in: values travel beside the statement (psycopg's server-side binding), so a statement
     # whose text repeats is prepared once per connection after `prepare_threshold` runs and
