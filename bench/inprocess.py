@@ -110,7 +110,6 @@ def main(argv: list[str] | None = None) -> None:
         import django
 
         django.setup()
-        from django.core.handlers.wsgi import WSGIHandler
         from django.core.management import call_command
         from django.db import connection
 
@@ -120,7 +119,8 @@ def main(argv: list[str] | None = None) -> None:
         call_command("migrate", verbosity=0)
         ensure_defaults()
         issued = create_agent_key(profile_name="bench", name="bench")
-        app = WSGIHandler()
+        from console.wsgi import application as app  # as gunicorn loads it (console.collector)
+
         path = "/bench/noop" if args.kind == "noop" else "/api/v1/telemetry"
         statuses: dict[str, int] = {}
 

@@ -155,6 +155,9 @@ DATABASES = {"default": _db}
 # Off for a pooler without prepared-statement support (PgBouncer < 1.21 in transaction mode).
 DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Web processes (`console.wsgi`): the garbage collector's youngest-generation threshold, with
+# everything loaded at start-up frozen (`console.collector`); 0 keeps CPython's defaults.
+WEB_GC_THRESHOLD = env_int("WEB_GC_THRESHOLD", 50_000, minimum=0)
 
 # --- Auth, i18n, static ----------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

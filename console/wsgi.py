@@ -2,7 +2,12 @@
 
 import os
 
+from django.conf import settings
 from django.core.wsgi import get_wsgi_application
+
+from console.collector import tune_collector
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 application = get_wsgi_application()
+# everything loaded by now lives as long as the process: out of the collector's walks
+tune_collector(settings.WEB_GC_THRESHOLD)
