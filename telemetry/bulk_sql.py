@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 from psycopg import pq
 
@@ -93,8 +94,7 @@ def run(sql: str, params: Sequence[Any], *, prepare: bool = True) -> list[tuple[
             result = cursor.pgresult
             returns = result is not None and result.status == pq.ExecStatus.TUPLES_OK
             rows = cursor.fetchall() if returns else []
-    if db.queries_logged:
-        db.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
+    _log_statement(sql, started, db)
     return rows
 
 
@@ -384,10 +384,12 @@ def count_request(model: type[models.Model], key_id: int, window: int, step: int
     return int(row[0])
 
 
-def _log_statement(sql: str, started: float) -> None:
-    """Count a statement run on the raw driver cursor like Django counts its own."""
-    if connection.queries_logged:
-        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
+def _log_statement(sql: str, started: float, db: BaseDatabaseWrapper | None = None) -> None:
+    """Count a statement run on the raw driver cursor like Django counts its own (on `db`,
+    default the default connection)."""
+    db = connection if db is None else db
+    if db.queries_logged:
+        db.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
 
 
 def upsert_rows(
