@@ -49,6 +49,18 @@ def record(
     }
 
 
+def batch_records(prefix: str, post: int, size: int, per_session: int = 50) -> list[dict[str, Any]]:
+    """P1's `post`-th batch of one client: `size` records, two calls a turn, `per_session` turns
+    of each of `size // (2 * per_session)` sessions named `{prefix}-s{j}` (a few agents' turns)."""
+    sessions = max(1, size // (per_session * 2))
+    return [
+        record(f"{prefix}-s{j}", post * per_session + t, call)
+        for j in range(sessions)
+        for t in range(per_session)
+        for call in range(2)
+    ][:size]
+
+
 def batch_body(records: list[dict[str, Any]]) -> bytes:
     return json.dumps({"records": records}, separators=(",", ":")).encode()
 

@@ -59,7 +59,7 @@ def _environ(path: str, body: bytes, token: str) -> dict[str, Any]:
 
 
 def _bodies(kind: str, count: int, label: str, size: int = 1_000) -> Iterable[bytes]:
-    from bench.data import batch_body, record, single_body
+    from bench.data import batch_body, batch_records, record, single_body
 
     if kind in ("single", "noop"):
         sessions = 8
@@ -69,8 +69,8 @@ def _bodies(kind: str, count: int, label: str, size: int = 1_000) -> Iterable[by
         for i in range(count):  # `size` records, in `size` sessions when small (a few agents)
             if size < 10:
                 yield batch_body([record(f"{label}-s{j}", i) for j in range(size)])
-            else:
-                yield batch_body([record(f"{label}-b{i}", t) for t in range(size)])
+            else:  # as make bench's P1 posts them
+                yield batch_body(batch_records(f"{label}-b{i % 4}", i // 4, size))
 
 
 def main(argv: list[str] | None = None) -> None:

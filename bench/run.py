@@ -701,21 +701,14 @@ class Bench:
 
     def batched(self, label: str) -> LoadResult:
         """P1's load: each client posts its own sessions, 1,000 records a POST."""
-        from bench.data import batch_body, record
+        from bench.data import batch_body, batch_records
 
         s = self.sizes
-        per_session = 50
-        sessions_per_post = max(1, s.p1_batch // (per_session * 2))
         plan = []
         for c in range(s.p1_clients):
             requests = []
             for p in range(s.p1_posts):
-                records = [
-                    record(f"{label}-c{c}-s{j}", p * per_session + t, call)
-                    for j in range(sessions_per_post)
-                    for t in range(per_session)
-                    for call in range(2)
-                ][: s.p1_batch]
+                records = batch_records(f"{label}-c{c}", p, s.p1_batch)
                 requests.append(
                     Request("POST", "/api/v1/telemetry", batch_body(records), self.json_auth)
                 )

@@ -81,11 +81,7 @@ class StoredKeys:
         """`positions`: the (session, turn) pairs of the submission's records; `requests`: their
         (session, request id) pairs. Every stored call of those turns and under those request
         ids is read (on PostgreSQL exactly those, by index; elsewhere a superset)."""
-        self.by_position: dict[tuple[int, int, int], str] = {}
-        self.by_request: dict[tuple[int, str], str] = {}
-        # (session, turn) pairs that held a call before this submission: every stored call of
-        # the submission's turns is read here, so a pair absent from it had none.
-        self.stored_turns: set[tuple[int, int]] = set()
+        self._empty()
         pairs, named = sorted(set(positions)), sorted(set(requests))
         existing = stored_call_keys(LLMCall, pairs, named)
         if existing is None:  # not PostgreSQL: the ORM
@@ -97,6 +93,26 @@ class StoredKeys:
                 )
                 .values_list("session_id", "turn", "call", "request_id", "payload_hash")
             )
+        self._load(existing)
+
+    @classmethod
+    def of_rows(cls, existing: Iterable[tuple[int, int, int, str | None, str]]) -> StoredKeys:
+        """The stored keys `existing` as already read, (session_id, turn, call, request_id,
+        payload_hash) each: every stored call of the submission's turns and under its request
+        ids (`bulk_sql.insert_unless_stored` reads them beside a single record's insert)."""
+        keys = cls.__new__(cls)
+        keys._empty()
+        keys._load(existing)
+        return keys
+
+    def _empty(self) -> None:
+        self.by_position: dict[tuple[int, int, int], str] = {}
+        self.by_request: dict[tuple[int, str], str] = {}
+        # (session, turn) pairs that held a call before this submission: every stored call of
+        # the submission's turns is read here, so a pair absent from it had none.
+        self.stored_turns: set[tuple[int, int]] = set()
+
+    def _load(self, existing: Iterable[tuple[int, int, int, str | None, str]]) -> None:
         for sid, turn, call, request_id, digest in existing:
             self.by_position[(sid, turn, call)] = digest
             self.stored_turns.add((sid, turn))

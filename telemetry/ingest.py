@@ -203,22 +203,36 @@ def _store_calls(
     # each session's id once: `.pk` is a property call, asked ~8 times per record it was 5% of
     # a 1,000-record batch's CPU under the profiler
     pk_of = {external_id: session.pk for external_id, session in sessions.items()}
-    keys = StoredKeys(
-        {(pk_of[v.record.session_id], v.record.turn) for v in valid},
-        {
-            (pk_of[v.record.session_id], v.record.request_id)
-            for v in valid
-            if v.record.request_id is not None
-        },
-    )
     set_wise = bulk_sql.set_wise()
+    now = timezone.now()
+    # PostgreSQL, one record: its row is priced first and goes in with the read of the stored
+    # keys, in one statement, unless they hold it (`bulk_sql.insert_unless_stored`).
+    inserted: CallRow | None = None
+    speculative = set_wise and len(valid) == 1
+    if speculative:
+        one = valid[0].record
+        inserted = call_values(pk_of[one.session_id], valid[0], catalogue.pricer(one.model), now)
+        stored, went_in = bulk_sql.insert_unless_stored(
+            LLMCall, inserted, turn=one.turn, call=one.call, request_id=one.request_id
+        )
+        keys = StoredKeys.of_rows(stored)
+        if not went_in:
+            inserted = None
+    else:
+        keys = StoredKeys(
+            {(pk_of[v.record.session_id], v.record.turn) for v in valid},
+            {
+                (pk_of[v.record.session_id], v.record.request_id)
+                for v in valid
+                if v.record.request_id is not None
+            },
+        )
     rows: list[CallRow] = []  # PostgreSQL: the new calls' COPY rows
     new_keys: list[tuple[int, int, int]] = []  # and their (session, turn, call)
     new_calls: list[LLMCall] = []  # elsewhere: their unsaved instances
     events: list[tuple[LLMCall, Sequence[ProviderEvent]]] = []
     decided: list[ItemResult] = []
     created_sessions: set[int] = set()
-    now = timezone.now()
     for v in valid:
         record = v.record
         session_pk = pk_of[record.session_id]
@@ -238,7 +252,7 @@ def _store_calls(
             pricer = catalogue.pricer(record.model)
             call = None
             if set_wise:
-                rows.append(call_values(session_pk, v, pricer, now))
+                rows.append(inserted or call_values(session_pk, v, pricer, now))
                 new_keys.append((session_pk, record.turn, record.call))
             else:
                 call = call_row(sessions[record.session_id], v, pricer, now)
@@ -255,7 +269,11 @@ def _store_calls(
     }
     if set_wise:
         # The database derives the turns from the rows it has just copied.
-        if bulk_sql.few(rows):
+        if speculative:
+            if (inserted is not None) != (decided[0].status == "created"):
+                # the statement and `decide` judge a record new by the same keys: never apart
+                raise AssertionError(f"a {decided[0].status} record, inserted: {inserted}")
+        elif bulk_sql.few(rows):
             bulk_sql.insert_few(LLMCall, rows)
         else:
             bulk_sql.copy_rows(LLMCall, rows)

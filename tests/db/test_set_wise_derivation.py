@@ -270,7 +270,8 @@ def test_a_single_records_statements_are_prepared_a_batchs_are_not(make_agent, s
     prepared = _prepared()
     derive = [text for text in prepared if f"INSERT INTO {turns}" in text]
     assert len(derive) == 1 and prepared[derive[0]] == before.get(derive[0], 0) + 1, prepared
-    assert any(text.startswith(f"INSERT INTO {calls}") for text in prepared)
+    # the call goes in with the read of its stored keys (`bulk_sql.insert_unless_stored`)
+    assert any(f"INSERT INTO {calls}" in text and "UNION" in text for text in prepared)
 
     batch = _records(rng, [("many", t, 0) for t in range(20)])  # 20 turns: more than a few
     store_records(profile=profile, raw_items=batch)
@@ -307,7 +308,12 @@ def test_a_single_records_generic_plans_probe_the_indexes_whatever_the_tables_si
                 assert "Index Cond" in plan, (text, plan)
             if "UNION" in text:  # the stored keys: each probe on its own index, by all its keys
                 assert "call_unique_position" in plan and "call_unique_request_id" in plan, plan
-                assert "Filter" not in plan, plan
+                # no index probe filters what it found; the single record's insert filters
+                # only the stored keys the statement has just read (a CTE of a row or two)
+                nodes = [line for line in plan.splitlines() if "->" in line or "Filter" in line]
+                for node, line in zip(nodes, nodes[1:], strict=False):
+                    if "Filter" in line and "One-Time Filter" not in line:
+                        assert "CTE Scan on stored" in node, plan
 
 
 def test_a_batchs_turn_derivation_probes_the_calls_by_key_whatever_the_statistics(make_agent):
@@ -354,3 +360,42 @@ def test_a_batchs_stored_keys_are_read_by_their_pairs_not_by_whole_sessions(make
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "Seq Scan on telemetry_llmcall" not in plan and "Filter" not in plan, plan
     assert "call_unique_position" in plan and "call_unique_request_id" in plan, plan
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_single_record_goes_in_exactly_when_its_stored_keys_find_it_new(make_agent, seed):
+    """On PostgreSQL a single record's row goes in with the read of its stored keys, guarded
+    by them (`bulk_sql.insert_unless_stored`, one statement). Records drawn to collide by
+    position and by request id, in two sessions: each one's status is what `StoredKeys`, read
+    apart just before, decides, and a call is added exactly when it is created."""
+    from telemetry.bulk_sql import _stored_call_keys_sql
+    from telemetry.idempotency import StoredKeys, payload_hash
+    from telemetry.schemas import RecordIn
+
+    profile = make_agent().key.profile
+    rng = random.Random(seed)
+    for _ in range(60):
+        session, turn, call = rng.choice("ab"), rng.randrange(3), rng.randrange(2)
+        record = _records(rng, [(session, turn, call)])[0]
+        record["usage"] = {"input_tokens": rng.choice((10, 20)), "output_tokens": 1}
+        record.pop("at")
+        if rng.random() < 0.6:
+            record["request_id"] = f"req-{rng.randrange(4)}"
+        stored_session = AgentSession.objects.filter(profile=profile, external_id=session).first()
+        expected = "created"
+        if stored_session is not None:
+            parsed = RecordIn.model_validate(record)
+            requests = [(stored_session.pk, parsed.request_id)] if parsed.request_id else []
+            keys = StoredKeys([(stored_session.pk, turn)], requests)
+            expected = keys.decide(stored_session.pk, parsed, payload_hash(parsed))[0]
+        before = LLMCall.objects.count()
+        with CaptureQueriesContext(connection) as queries:
+            result = store_records(profile=profile, raw_items=[record], batch=False)
+        assert result.items[0].status == expected, (record, result.items[0])
+        assert LLMCall.objects.count() == before + (expected == "created")
+        if connection.vendor == "postgresql":
+            calls = connection.ops.quote_name(LLMCall._meta.db_table)
+            read = _stored_call_keys_sql(LLMCall, single=True)
+            texts = [q["sql"] for q in queries.captured_queries if read in q["sql"]]
+            # the stored keys are read once, in the insert's statement (no round trip of their own)
+            assert len(texts) == 1 and f"INSERT INTO {calls}" in texts[0], texts
