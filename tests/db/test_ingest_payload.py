@@ -65,3 +65,31 @@ def test_a_batch_answer_with_nudges_and_stops_is_the_schemas_own_rendering(agent
     assert {item["status"] for item in body["items"]} == {"created", "invalid", "duplicate"}
     assert any(item["stop"] for item in body["items"])
     assert answer.content == validated_rendering(answer.content)
+
+
+def test_a_session_read_is_the_schemas_own_rendering(agent):
+    """`GET /sessions/{id}` renders its series without ninja's validation too: turns priced and
+    not, with and without cache figures (a None and a 0.0 hit ratio), a surface version or none,
+    an `at` in another offset."""
+    from telemetry.schemas import SessionDetailOut
+
+    agent.post("/api/v1/telemetry", record(0))
+    agent.post("/api/v1/telemetry", record(0, 1, at="2025-06-01T10:00:00+02:00", surface_version=2))
+    agent.post("/api/v1/telemetry", record(1, model="acme-unpriced-1", provider="anthropic"))
+    agent.post("/api/v1/telemetry", record(2, usage={"input_tokens": 5, "output_tokens": 1}))
+    no_input = {"input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 3}
+    agent.post("/api/v1/telemetry", record(3, usage=no_input))
+    answer = agent.get("/api/v1/sessions/s-1")
+    assert answer.status_code == 200
+    assert answer["Content-Type"] == "application/json; charset=utf-8"
+    series = answer.json()["turns_series"]
+    assert [t["turn"] for t in series] == [0, 1, 2, 3]
+    assert [t["calls"] for t in series] == [2, 1, 1, 1]
+    assert series[1]["cost_usd"] is None and series[0]["cost_usd"] is not None
+    assert series[2]["cache_hit_ratio"] is None and series[3]["cache_hit_ratio"] == 0.0
+    assert series[0]["surface_version"] == 2 and series[2]["surface_version"] is None
+    # ISO 8601 in UTC, as stored: turn 0's calls span the server's now and 08:00 UTC
+    assert series[0]["first_at"] == "2025-06-01T08:00:00+00:00"
+    assert all(t["last_at"].endswith("+00:00") and "T" in t["last_at"] for t in series)
+    data = SessionDetailOut.model_validate(answer.json()).model_dump()
+    assert answer.content == json.dumps(data, cls=NinjaJSONEncoder).encode()
