@@ -620,48 +620,72 @@ def stored_call_keys(
     return run(sql, params, prepare=few(positions) and few(requests))
 
 
-def insert_unless_stored(
-    model: type[models.Model], row: Sequence[Any], *, turn: int, call: int, request_id: str | None
-) -> tuple[list[tuple[Any, ...]], bool]:
-    """One record's `stored_call_keys` and `insert_few` in one statement: the stored calls of
-    its turn and under its request id, and its `row` inserted unless one of them holds its
-    position (`turn`, `call`) or its `request_id` (exactly when `StoredKeys.decide` finds it
-    new). Returns those stored keys and whether the row went in. PostgreSQL only.
+def insert_and_derive(
+    call_model: type[models.Model],
+    turn_model: type[models.Model],
+    row: Sequence[Any],
+    *,
+    turn: int,
+    call: int,
+    request_id: str | None,
+) -> tuple[list[tuple[Any, ...]], bool, dict[int, tuple[Any, dict[str, Any]]]]:
+    """One record's `stored_call_keys`, `insert_few` and `derive_turns` in one statement: the
+    stored calls of its turn and under its request id; its `row` inserted unless one of them
+    holds its position (`turn`, `call`) or its `request_id` (exactly when `StoredKeys.decide`
+    finds it new); and, when it went in, its turn re-derived from the turn's stored calls and
+    the new one. Returns those stored keys, whether the row went in, and `derive_turns`' answer
+    (empty when it did not). PostgreSQL only.
 
-    A single-record ingest's keys read was a round trip of its own (~0.3 ms of web CPU, make
-    bench P2). Reading and writing in one statement is safe because the caller holds the
-    session's row lock (`session_state.lock_sessions`, an earlier statement): no other writer
-    can store a call of this session between the read and the insert, and the statement's
-    snapshot, taken once that lock is held, sees every call committed before it.
+    Each was a round trip of its own (~60 us of web CPU and a wake-up each, make bench P2).
+    Reading and writing in one statement is safe because the caller holds the session's row
+    lock (`session_state.lock_sessions`, an earlier statement): no other writer can store a
+    call of this session meanwhile, and the statement's snapshot, taken once that lock is held,
+    sees every call committed before it. The statement's queries share that snapshot, so the
+    derivation reads the new call from the insert's RETURNING, beside the stored ones.
     """
     session_id = row[0]
-    sql, digest_at = _insert_unless_stored_sql(model)
-    rows = run(sql, [session_id, turn, session_id, request_id, *row, turn, call, request_id])
-    stored = [r for r in rows if r[digest_at] is not None]
-    return stored, len(stored) < len(rows)
+    sql, names, change = _insert_and_derive_sql(call_model, turn_model)
+    keys = [session_id, turn]
+    params = [*keys, session_id, request_id, *row, turn, call, request_id, *keys, *keys, *keys]
+    (inserted, stored, *derived) = run(sql, params)[0]
+    found = [tuple(s) for s in json.loads(stored)] if stored is not None else []
+    rows = [derived] if inserted else []
+    return found, bool(inserted), _derived(turn_model, rows, names, change)
 
 
 @functools.cache
-def _insert_unless_stored_sql(model: type[models.Model]) -> tuple[str, int]:
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+def _insert_and_derive_sql(
+    call_model: type[models.Model], turn_model: type[models.Model]
+) -> tuple[str, list[str], list[str]]:
+    fields = [f for f in call_model._meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
+    table = quote(call_model._meta.db_table)
     by_attname = {f.attname: quote(f.column) for f in fields}
-    keys = [by_attname[name] for name in ("session_id", "turn", "call", "request_id")]
+    session, turn, call, request_id, digest = (
+        by_attname[name] for name in ("session_id", "turn", "call", "request_id", "payload_hash")
+    )
     values = ", ".join(f"%s::{f.db_type(connection)}" for f in fields)
-    turn, call, request_id = keys[1:]
     guard = (
         f"SELECT FROM stored AS s WHERE (s.{turn} = %s::integer AND s.{call} = %s::integer) "
         f"OR s.{request_id} = %s::text"
     )
-    sql = (
-        f"WITH stored AS ({_stored_call_keys_sql(model, single=True)}), "
-        f"new AS (INSERT INTO {quote(model._meta.db_table)} "
-        f"({', '.join(quote(f.column) for f in fields)}) SELECT {values} "
-        f"WHERE NOT EXISTS ({guard}) RETURNING {', '.join(keys)}) "
-        # the inserted row answers too, with no payload hash: how the caller knows it went in
-        f"SELECT * FROM stored UNION ALL SELECT {', '.join(keys)}, NULL FROM new"
+    ctes, final, names, change = _derive_turns_parts(
+        turn_model, call_model, single=True, calls="src", only_if="EXISTS (SELECT FROM ins)"
     )
-    return sql, 4
+    stored_keys = ", ".join(f"s.{c}" for c in (session, turn, call, request_id, digest))
+    sql = (
+        f"WITH stored AS ({_stored_call_keys_sql(call_model, single=True)}), "
+        f"ins AS (INSERT INTO {table} ({', '.join(quote(f.column) for f in fields)}) "
+        f"SELECT {values} WHERE NOT EXISTS ({guard}) RETURNING *), "
+        # the turn's calls: those stored (this snapshot cannot see `ins`' row) and the new one
+        f"src AS (SELECT * FROM {table} WHERE {session} = %s::bigint AND {turn} = %s::integer "
+        "UNION ALL SELECT * FROM ins), "
+        f"{ctes} "
+        "SELECT (SELECT count(*) FROM ins), "
+        f"(SELECT json_agg(json_build_array({stored_keys}))::text FROM stored AS s), x.* "
+        f"FROM (SELECT) AS one LEFT JOIN ({final}) AS x ON true"
+    )
+    return sql, names, change
 
 
 def _requests_arrays(requests: Sequence[tuple[int, str]]) -> list[Any]:
@@ -833,6 +857,16 @@ def derive_turns(
     sql, names, change = _derive_turns_sql(turn_model, call_model, single=single)
     keys = list(pairs[0]) if single else _pairs_arrays(sorted(pairs))
     rows = run(sql, [*keys, *keys], prepare=few(pairs))
+    return _derived(turn_model, rows, names, change)
+
+
+def _derived(
+    turn_model: type[models.Model],
+    rows: Sequence[Sequence[Any]],
+    names: list[str],
+    change: list[str],
+) -> dict[int, tuple[Any, dict[str, Any]]]:
+    """Per session, its highest touched turn (a model instance) and what the upsert changed."""
     width, session_at = len(names), names.index("session_id")
     out: dict[int, tuple[Any, dict[str, Any]]] = {}
     for values in rows:
@@ -900,9 +934,25 @@ _ONE_KEY = "(SELECT %s::bigint AS session_id, %s::integer AS turn) AS k"
 def _derive_turns_sql(
     turn_model: type[models.Model], call_model: type[models.Model], *, single: bool = False
 ) -> tuple[str, list[str], list[str]]:
+    ctes, final, names, change = _derive_turns_parts(turn_model, call_model, single=single)
+    return f"WITH {ctes} {final}", names, change
+
+
+def _derive_turns_parts(
+    turn_model: type[models.Model],
+    call_model: type[models.Model],
+    *,
+    single: bool,
+    calls: str | None = None,
+    only_if: str = "",
+) -> tuple[str, str, list[str], list[str]]:
+    """`_derive_turns_sql`'s WITH queries and final SELECT, apart, for statements that add
+    queries of their own: `calls` names the relation the calls are read from (the table by
+    default), and the turns are written only when the condition `only_if` (SQL) holds."""
     keys = _ONE_KEY if single else _MANY_KEYS
     quote = connection.ops.quote_name
-    turns, calls = quote(turn_model._meta.db_table), quote(call_model._meta.db_table)
+    turns = quote(turn_model._meta.db_table)
+    calls = calls or quote(call_model._meta.db_table)
     reported = "FILTER (WHERE c.reported_cache)"
     # a call is priced when it has cost buckets (`call_figures`: all five or none)
     priced = "FILTER (WHERE c.cost_uncached_input IS NOT NULL)"
@@ -954,7 +1004,7 @@ def _derive_turns_sql(
         "WHERE c.session_id = k.session_id AND c.turn = k.turn) AS a "
         f"CROSS JOIN LATERAL (SELECT {last} FROM {calls} AS l "
         "WHERE l.session_id = k.session_id AND l.turn = k.turn ORDER BY l.call DESC LIMIT 1) AS z "
-        "ORDER BY k.session_id, k.turn "
+        f"{f'WHERE {only_if} ' if only_if else ''}ORDER BY k.session_id, k.turn "
         f"ON CONFLICT (session_id, turn) DO UPDATE SET {updates} RETURNING {returned}"
     )
     # What the upsert changed, per session (`telemetry.session_totals.Change`): `old` reads the
@@ -989,17 +1039,19 @@ def _derive_turns_sql(
             "unpriced_calls",
         )
     )
-    sql = (
-        f"WITH old AS (SELECT {kept} FROM {keys} CROSS JOIN LATERAL (SELECT * FROM {turns} AS t "
+    ctes = (
+        f"old AS (SELECT {kept} FROM {keys} CROSS JOIN LATERAL (SELECT * FROM {turns} AS t "
         "WHERE t.session_id = k.session_id AND t.turn = k.turn OFFSET 0) AS t), "
         f"new AS ({upsert}), "
         "d AS (SELECT n.session_id, "
         + ", ".join(f"{expression} AS {key}" for key, expression in change.items())
         + " FROM new AS n LEFT JOIN old AS o ON o.session_id = n.session_id AND o.turn = n.turn "
         "GROUP BY n.session_id), "
-        "top AS (SELECT DISTINCT ON (session_id) * FROM new ORDER BY session_id, turn DESC) "
+        "top AS (SELECT DISTINCT ON (session_id) * FROM new ORDER BY session_id, turn DESC)"
+    )
+    final = (
         f"SELECT {', '.join(f'top.{quote(f.column)}' for f in meta.concrete_fields)}, "
         + ", ".join(f"d.{key}" for key in change)
         + " FROM top JOIN d ON d.session_id = top.session_id"
     )
-    return sql, names, list(change)
+    return ctes, final, names, list(change)

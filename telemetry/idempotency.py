@@ -99,7 +99,7 @@ class StoredKeys:
     def of_rows(cls, existing: Iterable[tuple[int, int, int, str | None, str]]) -> StoredKeys:
         """The stored keys `existing` as already read, (session_id, turn, call, request_id,
         payload_hash) each: every stored call of the submission's turns and under its request
-        ids (`bulk_sql.insert_unless_stored` reads them beside a single record's insert)."""
+        ids (`bulk_sql.insert_and_derive` reads them beside a single record's insert)."""
         keys = cls.__new__(cls)
         keys._empty()
         keys._load(existing)

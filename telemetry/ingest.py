@@ -206,14 +206,16 @@ def _store_calls(
     set_wise = bulk_sql.set_wise()
     now = timezone.now()
     # PostgreSQL, one record: its row is priced first and goes in with the read of the stored
-    # keys, in one statement, unless they hold it (`bulk_sql.insert_unless_stored`).
+    # keys, unless they hold it, and its turn is re-derived, in one statement
+    # (`bulk_sql.insert_and_derive`).
     inserted: CallRow | None = None
     speculative = set_wise and len(valid) == 1
+    derived: dict[int, tuple[Turn, dict[str, Any]]] = {}
     if speculative:
         one = valid[0].record
         inserted = call_values(pk_of[one.session_id], valid[0], catalogue.pricer(one.model), now)
-        stored, went_in = bulk_sql.insert_unless_stored(
-            LLMCall, inserted, turn=one.turn, call=one.call, request_id=one.request_id
+        stored, went_in, derived = bulk_sql.insert_and_derive(
+            LLMCall, Turn, inserted, turn=one.turn, call=one.call, request_id=one.request_id
         )
         keys = StoredKeys.of_rows(stored)
         if not went_in:
@@ -278,8 +280,12 @@ def _store_calls(
         else:
             bulk_sql.copy_rows(LLMCall, rows)
         record_provider_events(events)
-        changed = bulk_sql.derive_turns(
-            Turn, LLMCall, sorted({(sid, turn) for sid, turn, _ in new_keys})
+        changed = (
+            derived
+            if speculative
+            else bulk_sql.derive_turns(
+                Turn, LLMCall, sorted({(sid, turn) for sid, turn, _ in new_keys})
+            )
         )
         turn_calls = keys.calls_by_turn(touched)
         return (
