@@ -283,5 +283,5 @@ def turns_series(session_pk: int) -> list[dict[str, Any]]:
             last_at,
             model,
             surface_version,
-        ) in rows.iterator(chunk_size=10_000)
+        ) in rows
     ]

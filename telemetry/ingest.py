@@ -17,7 +17,9 @@ rollups added in one, affected turns re-derived and upserted in one (two elsewhe
 figures brought forward from that upsert's answer and written in one (re-derived from all their
 turns in one more read where they cannot be, and always elsewhere). On PostgreSQL the last two
 writes, session figures and hour rollups, travel together as one statement
-(`bulk_sql.run_together`).
+(`bulk_sql.run_together`). A single record there reads its stored keys, goes in unless they
+hold it, and has its turn re-derived in one statement (`bulk_sql.insert_and_derive`, under the
+session lock): 5 statements with the lock, the figures, BEGIN and COMMIT.
 
 On PostgreSQL (`telemetry.bulk_sql.set_wise`) new calls go to COPY as tuples (a few rows: one
 prepared INSERT) and the database derives their turns from the stored rows; elsewhere the calls are model instances and the same

@@ -93,3 +93,20 @@ def test_a_session_read_is_the_schemas_own_rendering(agent):
     assert all(t["last_at"].endswith("+00:00") and "T" in t["last_at"] for t in series)
     data = SessionDetailOut.model_validate(answer.json()).model_dump()
     assert answer.content == json.dumps(data, cls=NinjaJSONEncoder).encode()
+
+
+def test_a_session_read_costs_the_same_queries_at_3_and_at_300_turns(agent):
+    """The whole series comes in one read whatever its length (no query per turn)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    agent.post("/api/v1/telemetry", {"records": [record(t, session_id="few") for t in range(3)]})
+    agent.post("/api/v1/telemetry", {"records": [record(t, session_id="many") for t in range(300)]})
+    counts = []
+    for name, turns in (("few", 3), ("many", 300)):
+        agent.get(f"/api/v1/sessions/{name}")  # the key check and policy, remembered after
+        with CaptureQueriesContext(connection) as queries:
+            answer = agent.get(f"/api/v1/sessions/{name}")
+        assert len(answer.json()["turns_series"]) == turns
+        counts.append(len(queries.captured_queries))
+    assert counts[0] == counts[1], counts
