@@ -664,7 +664,7 @@ def _insert_and_derive_sql(
     session, turn, call, request_id, digest = (
         by_attname[name] for name in ("session_id", "turn", "call", "request_id", "payload_hash")
     )
-    values = ", ".join(f"%s::{f.db_type(connection)}" for f in fields)
+    into, values = _insert_parts(call_model)
     guard = (
         f"SELECT FROM stored AS s WHERE (s.{turn} = %s::integer AND s.{call} = %s::integer) "
         f"OR s.{request_id} = %s::text"
@@ -675,8 +675,7 @@ def _insert_and_derive_sql(
     stored_keys = ", ".join(f"s.{c}" for c in (session, turn, call, request_id, digest))
     sql = (
         f"WITH stored AS ({_stored_call_keys_sql(call_model, single=True)}), "
-        f"ins AS (INSERT INTO {table} ({', '.join(quote(f.column) for f in fields)}) "
-        f"SELECT {values} WHERE NOT EXISTS ({guard}) RETURNING *), "
+        f"ins AS ({into} SELECT {values} WHERE NOT EXISTS ({guard}) RETURNING *), "
         # the turn's calls: those stored (this snapshot cannot see `ins`' row) and the new one
         f"src AS (SELECT * FROM {table} WHERE {session} = %s::bigint AND {turn} = %s::integer "
         "UNION ALL SELECT * FROM ins), "
@@ -818,14 +817,20 @@ def insert_few(model: type[models.Model], rows: Sequence[Sequence[Any]]) -> None
 
 @functools.lru_cache(maxsize=_PREPARED_ROWS)
 def _insert_sql(model: type[models.Model], count: int) -> str:
+    into, values = _insert_parts(model)
+    return f"{into} VALUES {', '.join([f'({values})'] * count)}"
+
+
+@functools.cache
+def _insert_parts(model: type[models.Model]) -> tuple[str, str]:
+    """`INSERT INTO <table> (<every column but the key>)` and one row's placeholders, each cast
+    to its column's type (COPY took the JSON columns' text as jsonb; the cast does the same)."""
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
-    # COPY took the JSON columns' text as jsonb; the cast does the same here
-    row = "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in fields) + ")"
-    return (
-        f"INSERT INTO {quote(model._meta.db_table)} "
-        f"({', '.join(quote(f.column) for f in fields)}) VALUES {', '.join([row] * count)}"
+    into = (
+        f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)})"
     )
+    return into, ", ".join(f"%s::{f.db_type(connection)}" for f in fields)
 
 
 def _pairs_arrays(keys: Sequence[Sequence[int]]) -> list[str]:
