@@ -400,3 +400,38 @@ def test_a_single_record_goes_in_exactly_when_its_stored_keys_find_it_new(make_a
             texts = [q["sql"] for q in queries.captured_queries if read in q["sql"]]
             # the stored keys are read once, in the insert's statement (no round trip of their own)
             assert len(texts) == 1 and f"INSERT INTO {calls}" in texts[0], texts
+
+
+@pytest.mark.parametrize(
+    "request_id",
+    [
+        'msg_01 "quoted" \\ back\\slash',
+        "é \U0001f600 \u2028 \u2029 \t tab",
+        "r" * 200,  # the longest the schema takes
+        "   ",
+        "0",
+    ],
+)
+def test_a_single_records_stored_request_id_comes_back_exactly(make_agent, request_id):
+    """The single record's statement hands its stored keys back as JSON text: a request id of
+    quotes, escapes, astral and line-separator characters, or the longest allowed, must come
+    back as stored, or a replay is taken for new (a unique violation) or a conflict."""
+    profile = make_agent().key.profile
+    record = {
+        "session_id": "odd",
+        "turn": 3,
+        "model": "claude-sonnet-4-5-20250929",
+        "request_id": request_id,
+        "usage": {"input_tokens": 10, "output_tokens": 2},
+        "at": "2026-11-30T10:00:00Z",
+    }
+
+    def status(**changes: Any) -> str:
+        one = {**record, **changes}
+        return store_records(profile=profile, raw_items=[one], batch=False).items[0].status
+
+    assert status() == "created"
+    assert status() == "duplicate"
+    assert status(turn=4) == "conflict"  # the same request id, other content
+    assert status(usage={"input_tokens": 11, "output_tokens": 2}) == "conflict"
+    assert LLMCall.objects.get().request_id == request_id
