@@ -64,14 +64,25 @@ def problem(value: Any, *, base: str = "") -> tuple[str, str] | None:
     of this check's cost on a 1,000-record batch, make bench P1); anything else is walked
     again by `_first_problem`, which names the field. Neither can exhaust the stack.
     """
-    if _keeps_rule(value, 1):
+    if _keeps_rule(value, 1, True):
         return None
     return _first_problem(value, base=base)
 
 
-def _keeps_rule(item: Any, depth: int) -> bool:
+def is_plain(value: Any) -> bool:
+    """True when `value` keeps the rule and holds nothing but JSON's own types and no float:
+    dicts with text keys, lists, text, integers, booleans and nulls (what `problem` passes
+    without a walk that names fields, floats aside). Such a value's canonical JSON is the same
+    from any encoder that sorts keys and escapes as `json.dumps` does
+    (`telemetry.idempotency.payload_hash`); floats are left out because encoders spell an
+    exponent differently (`1e+16` or `1e16`)."""
+    return _keeps_rule(value, 1, False)
+
+
+def _keeps_rule(item: Any, depth: int, floats: bool = True) -> bool:
     """True when `item` (a container at `depth`) surely keeps the rule; False when it may not,
-    or holds anything but JSON's own types. Recursion stops past `MAX_DEPTH`.
+    or holds anything but JSON's own types (or a float, unless `floats`). Recursion stops past
+    `MAX_DEPTH`.
 
     The test of a child is written out twice, for a dict's values and a list's items, on
     purpose: a function call per scalar would cost this pass most of what it saves over the
@@ -91,7 +102,7 @@ def _keeps_rule(item: Any, depth: int) -> bool:
                     return False
             elif child_kind is int or child is None or child_kind is bool:
                 continue
-            elif not _keeps_rule(child, depth + 1):
+            elif not _keeps_rule(child, depth + 1, floats):
                 return False
         return True
     if kind is list:
@@ -104,13 +115,13 @@ def _keeps_rule(item: Any, depth: int) -> bool:
                     return False
             elif child_kind is int or child is None or child_kind is bool:
                 continue
-            elif not _keeps_rule(child, depth + 1):
+            elif not _keeps_rule(child, depth + 1, floats):
                 return False
         return True
     if kind is str:
         return item.isascii() or _SURROGATE.search(item) is None
     if kind is float:
-        return math.isfinite(item)
+        return floats and math.isfinite(item)
     return kind is int or item is None or kind is bool
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 from hypothesis import given
@@ -123,3 +124,40 @@ def test_the_quick_pass_searches_text_that_is_not_ascii(value):
 @pytest.mark.parametrize("value", ["ascii", {"k": "é \U0001f600", "é": ["\U0001f600"]}])
 def test_text_without_a_lone_surrogate_keeps_the_rule(value):
     assert safejson._keeps_rule(value, 1) and safejson.problem(value) is None
+
+
+def _containers(count: int) -> dict[str, object]:
+    """`count` dicts, each inside the last."""
+    value: dict[str, object] = {}
+    for _ in range(count - 1):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": 1.5},  # a float: encoders spell exponents apart
+        {"a": [1, 2.0]},
+        {"a": "x\ud800"},  # a lone surrogate
+        {"a": Decimal("1.5")},  # not JSON's own types
+        {"a": (1, 2)},
+        {"a": b"bytes"},
+        {1: "a non-text key"},
+        _containers(safejson.MAX_DEPTH + 1),
+    ],
+)
+def test_is_plain_refuses_floats_surrogates_foreign_types_and_depth(value):
+    assert not safejson.is_plain(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {},
+        {"a": None, "b": True, "c": -(2**70), "d": "é\U0001f600\x00", "e": [[], {}, [{"f": 1}]]},
+        _containers(safejson.MAX_DEPTH),
+    ],
+)
+def test_is_plain_passes_json_without_floats(value):
+    assert safejson.is_plain(value) and safejson.problem(value) is None
