@@ -76,7 +76,8 @@ def validate_items(
                 ItemResult(index, "invalid", field=name, detail=f"{name}: must be a JSON object")
             )
             continue
-        unsafe = safejson.problem(raw, base=prefix.rstrip("."))
+        plain = safejson.is_plain(raw)
+        unsafe = None if plain else safejson.problem(raw, base=prefix.rstrip("."))
         if unsafe is not None:  # a lone surrogate, NaN, too deep: refused, the batch goes on
             outcomes.append(ItemResult(index, "invalid", field=unsafe[0], detail=": ".join(unsafe)))
             continue
@@ -120,7 +121,8 @@ def validate_items(
             )
             continue
         outcomes.append(None)
-        valid.append(ValidRecord(index, record, provided.context, payload_hash(record), provided))
+        digest = payload_hash(record, raw if plain else None)
+        valid.append(ValidRecord(index, record, provided.context, digest, provided))
     return outcomes, valid
 
 
