@@ -62,9 +62,12 @@ def canonical_hash(value: object) -> str:
 # keys in code-point order, compact), at a third of its CPU; tests/db/test_canonical_hash.py
 # holds the two equal over drawn values.
 _SORTED_JSON = msgspec.json.Encoder(order="sorted")
-# The fields `exclude_defaults` leaves out when they hold their default, with those defaults.
+# The fields `exclude_defaults` leaves out when they hold their default, with those defaults
+# (a default factory's value too, should a field ever get one).
 _DEFAULTS: dict[str, Any] = {
-    name: field.default for name, field in RecordIn.model_fields.items() if not field.is_required()
+    name: field.get_default(call_default_factory=True)
+    for name, field in RecordIn.model_fields.items()
+    if not field.is_required()
 }
 
 
@@ -81,19 +84,24 @@ def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> st
     from `_SORTED_JSON`: ~9 -> ~3 ms per 1,000 of the bench's records, the same hashes (make
     bench P1; tests/db/test_canonical_hash.py draws records to hold them equal).
     """
+    digest = canonical_hash
     if plain is not None and record.prefix is None:
         data = {
             name: value
             for name, value in plain.items()
-            if name != "at" and (name not in _DEFAULTS or value != _DEFAULTS[name])
+            if name not in _DEFAULTS or value != _DEFAULTS[name]
         }
-        if record.at is not None:
-            data["at"] = record.at.astimezone(UTC).isoformat()
-        return hashlib.sha256(_SORTED_JSON.encode(data)).hexdigest()
-    data = record.model_dump(mode="python", exclude_defaults=True)
+        digest = _plain_hash
+    else:
+        data = record.model_dump(mode="python", exclude_defaults=True)
     if record.at is not None:
         data["at"] = record.at.astimezone(UTC).isoformat()
-    return canonical_hash(data)
+    return digest(data)
+
+
+def _plain_hash(value: object) -> str:
+    """`canonical_hash` of a plain value (`safejson.is_plain`), through `_SORTED_JSON`."""
+    return hashlib.sha256(_SORTED_JSON.encode(value)).hexdigest()
 
 
 class StoredKeys:

@@ -63,10 +63,11 @@ _plain = st.recursive(
 @given(st.dictionaries(_plain_text, _plain, max_size=6))
 def test_sorted_msgspec_json_of_a_plain_value_is_the_canonical_text(value):
     from telemetry import safejson
-    from telemetry.idempotency import _SORTED_JSON
+    from telemetry.idempotency import _SORTED_JSON, _plain_hash
 
     assert safejson.is_plain(value)
     assert hashlib.sha256(_SORTED_JSON.encode(value)).hexdigest() == _oracle(value)
+    assert _plain_hash(value) == _oracle(value)
 
 
 @given(st.floats(allow_nan=False, allow_infinity=False))
