@@ -198,6 +198,39 @@ def test_the_same_instant_in_another_offset_is_the_same_payload(agent):
     assert response.json()["items"][0]["status"] == "duplicate"
 
 
+def _first_form_hash(raw: dict[str, Any]) -> str:
+    """The payload hash as first written: `model_dump` less defaults, `at` in UTC, `json.dumps`
+    with sorted keys (what calls stored before the plain path hold)."""
+    import hashlib
+    from datetime import UTC
+
+    from telemetry.schemas import RecordIn
+
+    parsed = RecordIn.model_validate(raw)
+    data = parsed.model_dump(mode="python", exclude_defaults=True)
+    if parsed.at is not None:
+        data["at"] = parsed.at.astimezone(UTC).isoformat()
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def test_the_stored_payload_hash_is_its_first_form_on_every_path(agent):
+    # plain (msgspec's sorted JSON), with a float or a prefix (json.dumps), single and batched:
+    # a call stored before the plain path existed is still matched by its replay
+    plain = record(
+        turn=0, call=0, provider=None, at="2026-11-30T12:00:00+02:00", request_id="rq-é😀"
+    )
+    floats = record(turn=1, usage={**anthropic_usage(), "cost": 1e-05, "ratio": 1e16})
+    prefixed = record(turn=2, prefix=[{"kind": "system", "hash": "h", "tokens": 3}])
+    batched = [record(turn=3, context_management={"applied_edits": []}), record(turn=4)]
+    for one in (plain, floats, prefixed):
+        assert agent.post("/api/v1/telemetry", one).status_code == 201
+    assert agent.post("/api/v1/telemetry", {"records": batched}).status_code == 200
+    stored = dict(LLMCall.objects.values_list("turn", "payload_hash"))
+    for one in (plain, floats, prefixed, *batched):
+        assert stored[one["turn"]] == _first_form_hash(one), one
+
+
 def test_different_content_at_a_taken_position_is_a_conflict_and_changes_nothing(agent):
     agent.post("/api/v1/telemetry", record())
     before = snapshot()
