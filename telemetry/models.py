@@ -262,8 +262,20 @@ class LLMCall(models.Model):
 
     # No index of its own: `call_unique_position` (session, turn, call) leads with it and serves
     # every lookup by session; a second index cost each inserted call its maintenance.
+    # No database constraint either. Django makes its foreign keys DEFERRABLE INITIALLY
+    # DEFERRED, so each inserted call queued a check of its session that ran at COMMIT: ~4 ms of
+    # backend CPU per 1,000-record batch (make bench P1). What it guarded holds without it:
+    # every writer of calls and turns upserts and locks their session row first, in the same
+    # transaction (`session_state.lock_sessions`), so it cannot vanish under them; the product
+    # deletes a session only through the ORM, which deletes its calls and turns itself
+    # (`session_state.discard_unused_sessions`, under that lock; sessions are not in the admin).
+    # tests/db/test_session_children.py holds the cascade.
     session = models.ForeignKey(
-        AgentSession, on_delete=models.CASCADE, related_name="calls", db_index=False
+        AgentSession,
+        on_delete=models.CASCADE,
+        related_name="calls",
+        db_index=False,
+        db_constraint=False,
     )
     turn = models.PositiveIntegerField()
     call = models.PositiveIntegerField(default=0)
@@ -319,9 +331,14 @@ class LLMCall(models.Model):
 class Turn(models.Model):
     """The figures of one turn, derived from its calls by `telemetry.derivation` (never edited)."""
 
-    # No index of its own: `turn_unique` (session, turn) leads with it (see LLMCall.session).
+    # No index of its own: `turn_unique` (session, turn) leads with it, and no database
+    # constraint: see LLMCall.session for both.
     session = models.ForeignKey(
-        AgentSession, on_delete=models.CASCADE, related_name="turns", db_index=False
+        AgentSession,
+        on_delete=models.CASCADE,
+        related_name="turns",
+        db_index=False,
+        db_constraint=False,
     )
     turn = models.PositiveIntegerField()
     calls = models.PositiveIntegerField()
