@@ -38,6 +38,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 from psycopg import pq
 
+from telemetry import pg_prepared
+
 # Only statements of a few rows or keys are prepared (a single record's, an agent's step). A
 # VALUES list's text changes with its length, and a text seen once gains nothing from being
 # kept; and after five runs of a prepared statement PostgreSQL may switch to a generic plan,
@@ -54,10 +56,11 @@ def few(items: Sized) -> bool:
 
 # PostgreSQL's wire protocol carries at most this many bound values in one statement.
 _MAX_BOUND = 65_535
-_NEVER = 2**62
 
 
-def run(sql: str, params: Sequence[Any], *, prepare: bool = True) -> list[tuple[Any, ...]]:
+def run(
+    sql: str, params: Sequence[Any], *, prepare: bool = True, commit: bool = False
+) -> list[tuple[Any, ...]]:
     """Execute one statement of this module on PostgreSQL and return its rows (none when it
     returns none): values bound server-side and, with `prepare` and `DB_PREPARED_STATEMENTS`,
     the statement prepared once per connection (psycopg keeps the 100 latest).
@@ -67,6 +70,12 @@ def run(sql: str, params: Sequence[Any], *, prepare: bool = True) -> list[tuple[
     Its text goes with PostgreSQL's own `$n` placeholders, numbered once per text
     (`numbered`): psycopg re-parses a text of over 4,096 bytes or 50 values on every run. Errors
     come out as Django's, and the statement is counted like Django counts its own.
+
+    A prepared statement runs through `telemetry.pg_prepared` (less driver work, its `BEGIN`
+    in the same round trip); psycopg itself prepares nothing, so it never deallocates them.
+    `commit`: commit the transaction in the same round trip; for the last statement of the
+    outermost `atomic` block only (`commit_with_last`), whose own commit then finds nothing
+    to do.
     """
     db = connections[DEFAULT_DB_ALIAS]  # one lookup: each `connection.x` is a context-local one
     db.ensure_connection()
@@ -74,12 +83,17 @@ def run(sql: str, params: Sequence[Any], *, prepare: bool = True) -> list[tuple[
     prepared = prepare and settings.DB_PREPARED_STATEMENTS and len(params) <= _MAX_BOUND
     started = time.monotonic()
     raw = db.connection
-    if prepared and raw.prepare_threshold is None:
-        # Django turns psycopg's preparing off unless asked (None); a threshold no count
-        # reaches turns it back on for the statements passed `prepare=True` only.
-        raw.prepare_threshold = _NEVER
     text = numbered(sql) if len(params) <= _MAX_BOUND else None
-    with db.wrap_database_errors:
+    # psycopg prepares nothing of its own unless DB_SERVER_SIDE_BINDING set a threshold; then
+    # it may deallocate every statement after a rollback, ours too, and prepares them itself.
+    own = raw.prepare_threshold is None
+    if prepared and text is not None and own:
+        with db.wrap_database_errors:
+            done = pg_prepared.execute(raw, text, params, commit=commit)
+            rows = pg_prepared.rows(raw, done)
+        _log_statement(sql, started, db)
+        return rows
+    with db.wrap_database_errors:  # `commit` aside: the caller's `atomic` commits as usual
         cursor: psycopg.Cursor[Any]
         if text is not None:
             cursor = psycopg.RawCursor(raw)
@@ -88,7 +102,7 @@ def run(sql: str, params: Sequence[Any], *, prepare: bool = True) -> list[tuple[
         else:
             cursor = psycopg.Cursor(raw)
         with cursor:
-            cursor.execute(sql if text is None else text, params, prepare=prepared)
+            cursor.execute(sql if text is None else text, params, prepare=prepared and not own)
             # not `description`: it builds a column object per returned column (~0.25 ms of
             # a single-record ingest's CPU for the session and turn rows)
             result = cursor.pgresult
@@ -260,19 +274,42 @@ class Statement(NamedTuple):
     prepare: bool
 
 
-def run_together(statements: Sequence[Statement | None]) -> None:
+def run_together(statements: Sequence[Statement | None], *, commit: bool = False) -> None:
     """Run writes that return nothing as one statement, one round trip: each is a data-modifying
     `WITH` query of a `SELECT` that reads none of them. PostgreSQL runs every such query once
     and to completion, on one snapshot, so they must not touch the same rows (the ingest's last
     two writes, the session figures and the hour rollups: make bench P2, whose driver work per
-    statement is most of a single record's Python). None entries are skipped."""
+    statement is most of a single record's Python). None entries are skipped. `commit`: as
+    `run`'s (`commit_with_last`)."""
     todo = [s for s in statements if s is not None]
     if len(todo) == 1:
-        run(todo[0].sql, todo[0].params, prepare=todo[0].prepare)
+        run(todo[0].sql, todo[0].params, prepare=todo[0].prepare, commit=commit)
     elif todo:
         parts = ", ".join(f"write_{i} AS ({s.sql})" for i, s in enumerate(todo))
         params = [value for s in todo for value in s.params]
-        run(f"WITH {parts} SELECT NULL WHERE false", params, prepare=all(s.prepare for s in todo))
+        run(
+            f"WITH {parts} SELECT NULL WHERE false",
+            params,
+            prepare=all(s.prepare for s in todo),
+            commit=commit,
+        )
+
+
+def commit_with_last() -> bool:
+    """Whether the statement about to run may commit its transaction in the same round trip
+    (`run`'s `commit`): the caller runs in the outermost `atomic` block, which has no savepoint
+    and will commit on exit, and has nothing left to write. Django's commit at the block's end
+    then finds the transaction over and only runs the `on_commit` hooks; should the caller raise
+    after the statement, the rollback finds nothing to undo (the writes stay, as they would
+    have had the error come after the block). Inside any outer block (a test's, OTLP's) no."""
+    db = connections[DEFAULT_DB_ALIAS]
+    return (
+        db.in_atomic_block
+        and len(db.atomic_blocks) == 1
+        and not db.savepoint_ids
+        and db.commit_on_exit
+        and not db.needs_rollback
+    )
 
 
 def update_rows(model: type[models.Model], rows: Sequence[models.Model], names: list[str]) -> None:

@@ -165,7 +165,9 @@ def store_records(
             figures = session_state.figures_statement(result.sessions)
             if figures is None:
                 session_state.write_figures(result.sessions)
-            bulk_sql.run_together([figures, add_hours()])
+            # the transaction's last write: on PostgreSQL its COMMIT goes in the same round trip
+            # when this is the outermost block (`bulk_sql.commit_with_last`; make bench P2)
+            bulk_sql.run_together([figures, add_hours()], commit=bulk_sql.commit_with_last())
             pk_of = {external_id: session.pk for external_id, session in sessions.items()}
             for item in decided:
                 calls = turn_calls.get((pk_of[item.session_id or ""], item.turn or 0))

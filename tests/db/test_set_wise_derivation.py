@@ -16,6 +16,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from telemetry import pg_prepared
 from telemetry.accounting import summarize_turn
 from telemetry.costing import CALL_COLUMNS
 from telemetry.derivation import _CALL_FIELDS, _figures_of, _turn_values
@@ -260,6 +261,7 @@ def test_a_single_records_statements_are_prepared_a_batchs_are_not(make_agent, s
     turns = connection.ops.quote_name(Turn._meta.db_table)
     calls = connection.ops.quote_name(LLMCall._meta.db_table)
     # (the test connection may hold statements earlier tests prepared: compare runs before/after)
+    pg_prepared.deallocate_all(connection.connection)
     settings.DB_PREPARED_STATEMENTS = False
     before = _prepared()
     store_records(profile=profile, raw_items=_records(rng, [("one", 0, 0)]), batch=False)
@@ -288,6 +290,8 @@ def test_a_single_records_generic_plans_probe_the_indexes_whatever_the_tables_si
         pytest.skip("prepared statements are PostgreSQL's")
     profile = make_agent().key.profile
     rng = random.Random(5)
+    connection.ensure_connection()
+    pg_prepared.deallocate_all(connection.connection)  # none an earlier test left
     for turn in range(2):
         records = _records(rng, [("plans", turn, 0)])
         store_records(profile=profile, raw_items=records, batch=False)
