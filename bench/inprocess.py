@@ -9,6 +9,9 @@ run on this machine) per request, and with `--profile` writes a cProfile of the 
 On a shared machine wall-clock figures scatter; CPU per request is what separates two versions
 of the code (run each a few times, alternated). This is a developer's tool, not a bar.
 
+`--ab SETTING` compares a boolean Django setting on and off in one process, blocks of requests
+alternating (`--block`), the evidence when runs of two versions scatter more than they differ.
+
 `--split` prints where a request's CPU goes: the thread CPU spent inside each function of
 `SPLIT` (inclusive, a recursive call counted once), per request. Samplers count a thread waiting
 on PostgreSQL as busy and cProfile quadruples the cost of small calls; this adds ~1 µs a call.
@@ -175,6 +178,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--split", action="store_true", help="print each ingest step's CPU a request (SPLIT)"
     )
+    parser.add_argument(
+        "--ab",
+        metavar="SETTING",
+        help="compare a boolean Django setting on and off in this process: each round sends "
+        "--block requests with it on, then off (then off, then on), and prints both",
+    )
+    parser.add_argument("--block", type=int, default=100, help="requests a block (--ab)")
     parser.add_argument("--keep-db", action="store_true", help="leave the database behind")
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
     args = parser.parse_args(argv)
@@ -246,6 +256,9 @@ def main(argv: list[str] | None = None) -> None:
             from pyinstrument import Profiler
 
             sampler = Profiler(interval=0.0002, async_mode="disabled")
+        if args.ab:
+            _compare(args, send, backend, statuses)
+            return
         profiler = cProfile.Profile(time.process_time) if args.profile else None  # CPU, not waits
         for r in range(args.rounds):
             bodies = list(_bodies(args.kind, args.requests, f"r{r}", args.batch_size))
@@ -286,6 +299,43 @@ def main(argv: list[str] | None = None) -> None:
 
         connections.close_all()
         cleanup.run()
+
+
+def _compare(
+    args: argparse.Namespace,
+    send: Callable[[list[bytes]], None],
+    backend: int,
+    statuses: dict[str, int],
+) -> None:
+    """`--ab`: blocks of requests alternate between the setting on and off, in this process and
+    on one backend, so a machine whose speed drifts (a shared host) slows both alike; the CPU of
+    each side is summed over its blocks (this thread's, and the backend's from `/proc`). Every
+    request must succeed (2xx), else it exits with the statuses."""
+    from django.conf import settings
+
+    statuses.clear()
+    cpu = {True: [0.0, 0.0, 0], False: [0.0, 0.0, 0]}
+    for r in range(args.rounds):
+        for b, value in enumerate((True, False, False, True)):
+            setattr(settings, args.ab, value)
+            bodies = list(_bodies(args.kind, args.block, f"ab{r}-{b}", args.batch_size))
+            be0, py0 = _backend_cpu_s(backend), time.thread_time()
+            send(bodies)
+            py1, be1 = time.thread_time(), _backend_cpu_s(backend)
+            side = cpu[value]
+            side[0] += py1 - py0
+            side[1] += be1 - be0
+            side[2] += len(bodies)
+    failed = {status: n for status, n in statuses.items() if not status.startswith("20")}
+    if failed:
+        raise SystemExit(f"--ab: requests failed: {statuses}")
+    for value in (True, False):
+        py, be, n = cpu[value]
+        print(
+            f"{args.ab}={value}: {n} {args.kind} requests: Python {py / n * 1000:.3f} ms, "
+            f"backend {be / n * 1000:.3f} ms, total {(py + be) / n * 1000:.3f} ms a request",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ def few(items: Sized) -> bool:
 
 # PostgreSQL's wire protocol carries at most this many bound values in one statement.
 _MAX_BOUND = 65_535
+_NEVER = 2**62
 
 
 def run(
@@ -72,7 +73,8 @@ def run(
     come out as Django's, and the statement is counted like Django counts its own.
 
     A prepared statement runs through `telemetry.pg_prepared` (less driver work, its `BEGIN`
-    in the same round trip); psycopg itself prepares nothing, so it never deallocates them.
+    in the same round trip; `DB_PIPELINE`); psycopg itself prepares nothing then, so it never
+    deallocates them.
     `commit`: commit the transaction in the same round trip; for the last statement of the
     outermost `atomic` block only (`commit_with_last`), whose own commit then finds nothing
     to do.
@@ -84,15 +86,20 @@ def run(
     started = time.monotonic()
     raw = db.connection
     text = numbered(sql) if len(params) <= _MAX_BOUND else None
-    # psycopg prepares nothing of its own unless DB_SERVER_SIDE_BINDING set a threshold; then
-    # it may deallocate every statement after a rollback, ours too, and prepares them itself.
-    own = raw.prepare_threshold is None
-    if prepared and text is not None and own:
+    # `pg_prepared` runs them (DB_PIPELINE) unless DB_SERVER_SIDE_BINDING set psycopg a threshold
+    # of its own: psycopg would then prepare Django's statements and deallocate every statement
+    # after a rollback, ours too; it prepares these itself there.
+    pipeline = settings.DB_PIPELINE and raw.prepare_threshold in (None, _NEVER)
+    if prepared and text is not None and pipeline:
         with db.wrap_database_errors:
             done = pg_prepared.execute(raw, text, params, commit=commit)
             rows = pg_prepared.rows(raw, done)
         _log_statement(sql, started, db)
         return rows
+    if prepared and not pipeline and raw.prepare_threshold is None:
+        # Django turns psycopg's preparing off unless asked (None); a threshold no count
+        # reaches turns it back on for the statements passed `prepare=True` only.
+        raw.prepare_threshold = _NEVER
     with db.wrap_database_errors:  # `commit` aside: the caller's `atomic` commits as usual
         cursor: psycopg.Cursor[Any]
         if text is not None:
@@ -102,7 +109,7 @@ def run(
         else:
             cursor = psycopg.Cursor(raw)
         with cursor:
-            cursor.execute(sql if text is None else text, params, prepare=prepared and not own)
+            cursor.execute(sql if text is None else text, params, prepare=prepared and not pipeline)
             # not `description`: it builds a column object per returned column (~0.25 ms of
             # a single-record ingest's CPU for the session and turn rows)
             result = cursor.pgresult

@@ -146,3 +146,54 @@ def test_the_fleet_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None
     assert {bar["id"] for bar in results["bars"]} >= {"F0", "P1", "P2", "P5", "X2"}
     pair = results["measurements"]["pair"]
     assert (pair["lost"], pair["duplicated"], pair["compacted_twice"]) == (0, 0, []), pair
+
+
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+    reason="measures on PostgreSQL whatever the stage; once a suite run is enough",
+)
+def test_the_in_process_comparison_runs_both_sides_of_a_setting() -> None:
+    """`python -m bench.inprocess --ab DB_PIPELINE`: each side's requests all stored (201) and
+    its CPU printed; its scratch database dropped afterwards."""
+    why = _unreachable()
+    if why is not None:
+        pytest.skip(why)
+    name = f"inprocess_ab_{os.getpid()}"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}
+    }
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.inprocess",
+            "--kind",
+            "single",
+            "--ab",
+            "DB_PIPELINE",
+            "--rounds",
+            "1",
+            "--block",
+            "5",
+            "--warmup",
+            "3",
+            "--database-url",
+            with_database(SERVER_URL, name),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("DB_PIPELINE=")]
+    assert [line.split(":")[0] for line in lines] == ["DB_PIPELINE=True", "DB_PIPELINE=False"]
+    assert all("10 single requests" in line for line in lines), lines
+    import psycopg
+
+    with psycopg.connect(with_database(SERVER_URL, "postgres")) as conn:
+        left = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+    assert left is None

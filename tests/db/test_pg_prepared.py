@@ -216,3 +216,25 @@ def test_a_connection_keeps_its_latest_statements_only(db: None, monkeypatch: An
         kept = [row[0] for row in cursor.fetchall()]
     assert kept == [f"SELECT $1::integer + {n}" for n in (3, 4, 5)]
     assert run("SELECT %s::integer + 0", [2]) == [(2,)]  # evicted: prepared again
+
+
+def test_without_the_pipeline_psycopg_prepares_them_with_the_same_rows(
+    probe: str, settings: Any
+) -> None:
+    """`DB_PIPELINE=false` (a pooler that does not pass pipelined messages): psycopg's cursor
+    prepares and runs the same statements, and a rollback still undoes the first of them."""
+    settings.DB_PIPELINE = False
+    with pytest.raises(RuntimeError), transaction.atomic():
+        assert _insert(1) == [(1, "n")]
+        raise RuntimeError("undo")
+    with transaction.atomic():
+        assert _insert(2) == [(2, "n")]
+        _insert(3, commit=commit_with_last())  # no pipeline: the block's own COMMIT
+        assert _stored() == []
+    assert _stored() == [2, 3]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name FROM pg_prepared_statements WHERE statement LIKE %s",
+            [f"INSERT INTO {_TABLE}%"],
+        )
+        assert any(name.startswith("_pg3_") for (name,) in cursor.fetchall())
