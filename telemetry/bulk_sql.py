@@ -14,7 +14,9 @@ across processes, and the ORM has no upsert that returns the new value.
 Prepared: on PostgreSQL these statements (but COPY) run through `run`, which binds their values
 server-side and prepares them once per connection (`DB_PREPARED_STATEMENTS`, on by default), so
 PostgreSQL skips parsing and planning texts it has seen: on a single-record ingest their backend
-CPU went from ~1.9 to ~1.3 ms (README "Performance"). Only these statements: their values travel
+CPU went from ~1.9 to ~1.3 ms (README "Performance"). They go through libpq directly
+(`telemetry.pg_prepared`, `DB_PIPELINE`), with the transaction's BEGIN, and a single record's
+COMMIT, in their own round trip. Only these statements: their values travel
 as one array per column or a bounded number of rows, never near the protocol's 65,535
 parameters, which Django's own statements can exceed (hence `DB_SERVER_SIDE_BINDING` stays off).
 """

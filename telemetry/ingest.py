@@ -19,7 +19,8 @@ turns in one more read where they cannot be, and always elsewhere). On PostgreSQ
 writes, session figures and hour rollups, travel together as one statement
 (`bulk_sql.run_together`). A single record there reads its stored keys, goes in unless they
 hold it, and has its turn re-derived in one statement (`bulk_sql.insert_and_derive`, under the
-session lock): 5 statements with the lock, the figures, BEGIN and COMMIT.
+session lock): 5 statements with the lock, the figures, BEGIN and COMMIT, in 3 round trips
+(BEGIN travels with the lock, COMMIT with the figures: `telemetry.pg_prepared`).
 
 On PostgreSQL (`telemetry.bulk_sql.set_wise`) new calls go to COPY as tuples (a few rows: one
 prepared INSERT) and the database derives their turns from the stored rows; elsewhere the calls are model instances and the same

@@ -68,13 +68,15 @@ _SELECT = (
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    number=st.integers(-(2**63), 2**63 - 1),
+    # (not the types' least values: Django's client-side literal `-2147483648::integer` casts
+    # before it negates, so the oracle itself fails on them)
+    number=st.integers(-(2**63) + 1, 2**63 - 1),
     text=st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00")),
     amount=st.decimals(allow_nan=False, allow_infinity=False, places=12),
     seconds=st.integers(0, 2_000_000_000),
     offset=st.integers(-14 * 60, 14 * 60),
     tags=st.lists(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"))),
-    small=st.none() | st.integers(-(2**31), 2**31 - 1),
+    small=st.none() | st.integers(-(2**31) + 1, 2**31 - 1),
     flag=st.none() | st.booleans(),
 )
 def test_rows_are_what_a_psycopg_cursor_gives(
@@ -104,6 +106,7 @@ def test_one_prepared_text_takes_values_of_any_size(db: None) -> None:
     assert run(sql, [1]) == [(2,)]
     assert run(sql, [2**62]) == [(2**62 + 1,)]
     assert run(sql, [None]) == [(None,)]
+    assert run("SELECT %s::bigint, %s::integer", [-(2**63), -(2**31)]) == [(-(2**63), -(2**31))]
 
 
 def test_a_rollback_undoes_the_first_statement_of_a_transaction(probe: str) -> None:
