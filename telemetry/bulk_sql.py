@@ -123,6 +123,42 @@ def run(
     return rows
 
 
+def run_all(statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]] | None:
+    """Several prepared statements in one round trip, in order, each on its own snapshot (taken
+    once the one before it has finished); their rows. None, running nothing, where that cannot
+    be done (not PostgreSQL, `DB_PIPELINE` or `DB_PREPARED_STATEMENTS` off, a text `numbered`
+    cannot take): the caller runs them one by one."""
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor != "postgresql" or not (settings.DB_PIPELINE and settings.DB_PREPARED_STATEMENTS):
+        return None
+    texts = [numbered(sql) if len(params) <= _MAX_BOUND else None for sql, params in statements]
+    db.ensure_connection()
+    raw = db.connection
+    numbered_texts = [text for text in texts if text is not None]
+    if len(numbered_texts) < len(texts) or raw.prepare_threshold not in (None, _NEVER):
+        return None
+    db.validate_no_broken_transaction()
+    started = time.monotonic()
+    with db.wrap_database_errors:
+        results = pg_prepared.execute_all(
+            raw,
+            [(text, params) for text, (_, params) in zip(numbered_texts, statements, strict=True)],
+        )
+        out = [pg_prepared.rows(raw, result) for result in results]
+    for sql, _ in statements:
+        _log_statement(sql, started, db)
+    return out
+
+
+def restart_transaction() -> None:
+    """Roll back the open transaction of the default connection at the driver, under Django's
+    `atomic` block, which goes on: the next statement of `run` starts a new transaction. Only
+    for a caller whose transaction so far holds nothing but statements it is about to send
+    again (`telemetry.ingest`'s pipelined single record, when its guess of the session id was
+    wrong)."""
+    pg_prepared.rollback(connections[DEFAULT_DB_ALIAS].connection)
+
+
 _PLACEHOLDER = re.compile(r"%(.)", re.DOTALL)
 
 
@@ -306,13 +342,9 @@ def run_together(statements: Sequence[Statement | None], *, commit: bool = False
         )
 
 
-def commit_with_last() -> bool:
-    """Whether the statement about to run may commit its transaction in the same round trip
-    (`run`'s `commit`): the caller runs in the outermost `atomic` block, which has no savepoint
-    and will commit on exit, and has nothing left to write. Django's commit at the block's end
-    then finds the transaction over and only runs the `on_commit` hooks; should the caller raise
-    after the statement, the rollback finds nothing to undo (the writes stay, as they would
-    have had the error come after the block). Inside any outer block (a test's, OTLP's) no."""
+def own_transaction() -> bool:
+    """Whether the caller's `atomic` block is the outermost one, with no savepoint, and will
+    commit on exit: its transaction holds nothing but what the caller did in it."""
     db = connections[DEFAULT_DB_ALIAS]
     return (
         db.in_atomic_block
@@ -321,6 +353,16 @@ def commit_with_last() -> bool:
         and db.commit_on_exit
         and not db.needs_rollback
     )
+
+
+def commit_with_last() -> bool:
+    """Whether the statement about to run may commit its transaction in the same round trip
+    (`run`'s `commit`): the caller runs in the outermost `atomic` block, which has no savepoint
+    and will commit on exit, and has nothing left to write. Django's commit at the block's end
+    then finds the transaction over and only runs the `on_commit` hooks; should the caller raise
+    after the statement, the rollback finds nothing to undo (the writes stay, as they would
+    have had the error come after the block). Inside any outer block (a test's, OTLP's) no."""
+    return own_transaction()
 
 
 def update_rows(model: type[models.Model], rows: Sequence[models.Model], names: list[str]) -> None:
@@ -525,7 +567,15 @@ def lock_keys(
         return None
     if not keys:
         return []
-    sql, fields, names, columns, converters = _upsert_locked_sql(model, unique, len(keys))
+    sql, params = lock_keys_statement(model, keys, unique)
+    return locked_rows(model, len(keys), unique, run(sql, params, prepare=few(keys)))
+
+
+def lock_keys_statement(
+    model: type[models.Model], keys: Sequence[tuple[Any, ...]], unique: tuple[str, ...]
+) -> tuple[str, list[Any]]:
+    """`lock_keys`' statement and values, not yet run (PostgreSQL; `locked_rows` reads them)."""
+    sql, fields, _, _, _ = _upsert_locked_sql(model, unique, len(keys))
     base, key_slots, now_slots, default_slots = _blank_row(model, unique)
     now = timezone.now()
     params: list[Any] = []
@@ -538,7 +588,15 @@ def lock_keys(
         for slot in default_slots:
             row[slot] = prepare(fields[slot], fields[slot].get_default())
         params.extend(row)
-    return _instances(model, run(sql, params, prepare=few(keys)), names, columns, converters)
+    return sql, params
+
+
+def locked_rows(
+    model: type[models.Model], count: int, unique: tuple[str, ...], rows: list[tuple[Any, ...]]
+) -> list[Any]:
+    """The instances of what `lock_keys_statement` for `count` keys returned."""
+    _, _, names, columns, converters = _upsert_locked_sql(model, unique, count)
+    return _instances(model, rows, names, columns, converters)
 
 
 @functools.cache
@@ -721,11 +779,37 @@ def insert_and_derive(
     sees every call committed before it. The statement's queries share that snapshot, so the
     derivation reads the new call from the insert's RETURNING, beside the stored ones.
     """
+    sql, params = insert_and_derive_statement(
+        call_model, turn_model, row, turn=turn, call=call, request_id=request_id
+    )
+    return inserted_and_derived(call_model, turn_model, run(sql, params))
+
+
+def insert_and_derive_statement(
+    call_model: type[models.Model],
+    turn_model: type[models.Model],
+    row: Sequence[Any],
+    *,
+    turn: int,
+    call: int,
+    request_id: str | None,
+) -> tuple[str, list[Any]]:
+    """`insert_and_derive`'s statement and values, not yet run (`inserted_and_derived` reads
+    its answer). The caller must hold the session's lock when it runs (an earlier statement)."""
     session_id = row[0]
-    sql, names, change = _insert_and_derive_sql(call_model, turn_model)
+    sql, _, _ = _insert_and_derive_sql(call_model, turn_model)
     keys = [session_id, turn]
-    params = [*keys, session_id, request_id, *row, turn, call, request_id, *keys, *keys, *keys]
-    (inserted, stored, *derived) = run(sql, params)[0]
+    return sql, [*keys, session_id, request_id, *row, turn, call, request_id, *keys, *keys, *keys]
+
+
+def inserted_and_derived(
+    call_model: type[models.Model],
+    turn_model: type[models.Model],
+    answer: list[tuple[Any, ...]],
+) -> tuple[list[tuple[Any, ...]], bool, dict[int, tuple[Any, dict[str, Any]]]]:
+    """`insert_and_derive`'s result from its statement's rows."""
+    _, names, change = _insert_and_derive_sql(call_model, turn_model)
+    (inserted, stored, *derived) = answer[0]
     found = [tuple(s) for s in json.loads(stored)] if stored is not None else []
     rows = [derived] if inserted else []
     return found, bool(inserted), _derived(turn_model, rows, names, change)

@@ -20,7 +20,8 @@ writes, session figures and hour rollups, travel together as one statement
 (`bulk_sql.run_together`). A single record there reads its stored keys, goes in unless they
 hold it, and has its turn re-derived in one statement (`bulk_sql.insert_and_derive`, under the
 session lock): 5 statements with the lock, the figures, BEGIN and COMMIT, in 3 round trips
-(BEGIN travels with the lock, COMMIT with the figures: `telemetry.pg_prepared`).
+(BEGIN travels with the lock, COMMIT with the figures: `telemetry.pg_prepared`), 2 once the
+process has locked the session before (the insert travels with the lock: `_lock_and_insert`).
 
 On PostgreSQL (`telemetry.bulk_sql.set_wise`) new calls go to COPY as tuples (a few rows: one
 prepared INSERT) and the database derives their turns from the stored rows; elsewhere the calls are model instances and the same
@@ -37,6 +38,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -149,13 +151,20 @@ def store_records(
     if valid:
         with transaction.atomic():
             wanted = {v.record.session_id for v in valid}
+            catalogue = OnceCatalogue() if catalogue is None else catalogue
+            sent = None
             if locked is not None and wanted <= locked.keys():
                 sessions = {eid: locked[eid] for eid in wanted}
             else:
-                sessions = session_state.lock_sessions(profile, wanted)
-            catalogue = OnceCatalogue() if catalogue is None else catalogue
+                sent = _lock_and_insert(profile, valid, catalogue)
+                if sent is None:
+                    sessions = session_state.lock_sessions(profile, wanted)
+                else:
+                    sessions = sent.sessions
+                if len(valid) == 1:
+                    _remember_sessions(profile, sessions)
             created_ids, decided, turn_calls, add_hours, changed = _store_calls(
-                profile, sessions, valid, catalogue
+                profile, sessions, valid, catalogue, sent
             )
             result.sessions = _refresh_sessions(
                 profile, policy, sessions, created_ids, catalogue, changed
@@ -188,11 +197,71 @@ def store_records(
     return result
 
 
+@dataclass
+class _Sent:
+    """A single record's session lock and `insert_and_derive`, already answered in one round
+    trip (`_lock_and_insert`)."""
+
+    sessions: dict[str, AgentSession]
+    row: CallRow
+    now: datetime
+    answer: tuple[list[tuple[Any, ...]], bool, dict[int, tuple[Turn, dict[str, Any]]]]
+
+
+# The id of each session this process has locked for a single record, by (profile, external
+# id): sessions are never deleted under a writer, so the next record of the session can be
+# sent with its lock (`_lock_and_insert`). A wrong id (a session created by a transaction that
+# rolled back) is caught by the lock's answer and costs a restart.
+_SESSION_IDS: dict[tuple[int, str], int] = {}
+_SESSION_IDS_KEPT = 100_000
+
+
+def _remember_sessions(profile: AgentProfile, sessions: dict[str, AgentSession]) -> None:
+    if len(_SESSION_IDS) >= _SESSION_IDS_KEPT:
+        _SESSION_IDS.clear()
+    for external_id, session in sessions.items():
+        _SESSION_IDS[(profile.pk, external_id)] = session.pk
+
+
+def _lock_and_insert(
+    profile: AgentProfile, valid: list[ValidRecord], catalogue: OnceCatalogue
+) -> _Sent | None:
+    """PostgreSQL, one record of a session this process has locked before, in a transaction of
+    its own: the session's lock and the record's `insert_and_derive` go in one round trip (make
+    bench P2: 3 round trips a record → 2). The lock finishes before the insert starts, which
+    reads on a snapshot taken then, as when they were sent apart. The insert is sent with the
+    session id remembered; if the lock answers another (the remembered session was rolled
+    back), the transaction, which holds nothing else, is rolled back and the caller locks and
+    inserts apart. None when this does not apply or the pipeline is off."""
+    if len(valid) != 1 or not bulk_sql.set_wise() or not bulk_sql.own_transaction():
+        return None
+    v = valid[0]
+    record = v.record
+    remembered = _SESSION_IDS.get((profile.pk, record.session_id))
+    if remembered is None:
+        return None
+    now = timezone.now()
+    row = call_values(remembered, v, catalogue.pricer(record.model), now)
+    insert = bulk_sql.insert_and_derive_statement(
+        LLMCall, Turn, row, turn=record.turn, call=record.call, request_id=record.request_id
+    )
+    answers = bulk_sql.run_all([session_state.lock_statement(profile, record.session_id), insert])
+    if answers is None:
+        return None
+    sessions = session_state.locked_sessions(profile, answers[0])
+    if sessions[record.session_id].pk != remembered:
+        del _SESSION_IDS[(profile.pk, record.session_id)]
+        bulk_sql.restart_transaction()
+        return None
+    return _Sent(sessions, row, now, bulk_sql.inserted_and_derived(LLMCall, Turn, answers[1]))
+
+
 def _store_calls(
     profile: AgentProfile,
     sessions: dict[str, AgentSession],
     valid: list[ValidRecord],
     catalogue: OnceCatalogue,
+    sent: _Sent | None = None,
 ) -> tuple[
     set[int],
     list[ItemResult],
@@ -209,7 +278,7 @@ def _store_calls(
     # a 1,000-record batch's CPU under the profiler
     pk_of = {external_id: session.pk for external_id, session in sessions.items()}
     set_wise = bulk_sql.set_wise()
-    now = timezone.now()
+    now = timezone.now() if sent is None else sent.now
     # PostgreSQL, one record: its row is priced first and goes in with the read of the stored
     # keys, unless they hold it, and its turn is re-derived, in one statement
     # (`bulk_sql.insert_and_derive`).
@@ -218,10 +287,16 @@ def _store_calls(
     derived: dict[int, tuple[Turn, dict[str, Any]]] = {}
     if speculative:
         one = valid[0].record
-        inserted = call_values(pk_of[one.session_id], valid[0], catalogue.pricer(one.model), now)
-        stored, went_in, derived = bulk_sql.insert_and_derive(
-            LLMCall, Turn, inserted, turn=one.turn, call=one.call, request_id=one.request_id
-        )
+        if sent is not None:  # sent with the session's lock
+            inserted = sent.row
+            stored, went_in, derived = sent.answer
+        else:
+            inserted = call_values(
+                pk_of[one.session_id], valid[0], catalogue.pricer(one.model), now
+            )
+            stored, went_in, derived = bulk_sql.insert_and_derive(
+                LLMCall, Turn, inserted, turn=one.turn, call=one.call, request_id=one.request_id
+            )
         keys = StoredKeys.of_rows(stored)
         if not went_in:
             inserted = None

@@ -22,9 +22,10 @@ again and retries once, otherwise it raises and the next call prepares afresh.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import weakref
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import psycopg
@@ -71,21 +72,44 @@ def execute(
     with `commit` also commits it (an error leaves it aborted, for the caller to roll back).
     Raises psycopg's error of a failed statement.
     """
+    return execute_all(conn, [(text, params)], commit=commit)[0]
+
+
+def execute_all(
+    conn: psycopg.Connection[Any],
+    statements: Sequence[tuple[bytes, Sequence[Any]]],
+    *,
+    commit: bool = False,
+) -> list[pq.abc.PGresult]:
+    """`execute` of several statements in one round trip, in order, each on its own snapshot
+    (taken when the one before it has finished: a lock the first takes is held when the next
+    reads). A failed statement aborts the ones after it; its error is raised."""
     state = _STATE.get(conn)
     if state is None:
         state = _STATE[conn] = _Prepared(conn)
-    values = state.transformer.dump_sequence(params, [PyFormat.TEXT] * len(params))
+    dump = state.transformer.dump_sequence
+    dumped = [(text, dump(params, [PyFormat.TEXT] * len(params))) for text, params in statements]
     begin = not conn.autocommit and conn.pgconn.transaction_status == _IDLE
     with conn.lock:
         try:
-            return _run(conn, state, text, values, begin=begin, commit=commit)
+            return _run(conn, state, dumped, begin=begin, commit=commit)
         except errors.InvalidSqlStatementName:
             state.names.clear()  # the server lost our statements: prepare them again
             if not begin:
                 raise
         # The statement was its transaction's first: nothing else is lost by starting over.
         conn.pgconn.exec_(b"ROLLBACK")
-        return _run(conn, state, text, values, begin=begin, commit=commit)
+        return _run(conn, state, dumped, begin=begin, commit=commit)
+
+
+def rollback(conn: psycopg.Connection[Any]) -> None:
+    """Roll back `conn`'s open transaction behind its owner's back: the next statement of
+    `execute` starts a new one. For a caller whose transaction so far holds only statements it
+    has just sent and means to send again otherwise (`telemetry.ingest`'s guess of a session
+    id that proved wrong)."""
+    with conn.lock:
+        result = conn.pgconn.exec_(b"ROLLBACK")
+    _check(conn.pgconn, result)
 
 
 def rows(conn: psycopg.Connection[Any], result: pq.abc.PGresult) -> list[tuple[Any, ...]]:
@@ -110,85 +134,70 @@ def deallocate_all(conn: psycopg.Connection[Any]) -> None:
 def _run(
     conn: psycopg.Connection[Any],
     state: _Prepared,
-    text: bytes,
-    values: Sequence[Any],
+    statements: Sequence[tuple[bytes, Sequence[Any]]],
     *,
     begin: bool,
     commit: bool,
-) -> pq.abc.PGresult:
+) -> list[pq.abc.PGresult]:
     pgconn = conn.pgconn
-    name = state.names.get(text)
-    new = name is None
-    if name is None:
-        name = b"_prepared_%d" % next(_NUMBERS)
-    if not (begin or new or commit):
-        pgconn.send_query_prepared(name, values)
+    names = [state.names.get(text) for text, _ in statements]
+    if len(statements) == 1 and names[0] is not None and not (begin or commit):
+        pgconn.send_query_prepared(names[0], statements[0][1])
         result: pq.abc.PGresult = conn.wait(_execute(pgconn))[-1]
         _check(pgconn, result)
-        return result
-    # At most _KEPT per connection, as psycopg keeps its 100 latest: the oldest goes first.
-    evict = next(iter(state.names)) if new and len(state.names) >= _KEPT else None
-    results = conn.wait(
-        _pipelined(
-            conn,
-            name,
-            text,
-            values,
-            begin=begin,
-            new=new,
-            commit=commit,
-            evict=None if evict is None else state.names[evict],
-        )
-    )
-    # In order: BEGIN, the eviction, the preparation, the statement, COMMIT (each if sent). A
-    # failed command aborts the ones after it; the first failure is the one to raise, once
-    # the names say what the server holds now (whatever became of the statement itself).
-    at = len(results) - (2 if commit else 1)
-    if new and results[at - 1].status == pq.ExecStatus.COMMAND_OK:
-        state.names[text] = name
-    if evict is not None and results[int(begin)].status == pq.ExecStatus.COMMAND_OK:
-        del state.names[evict]
+        return [result]
+    # In one pipeline, in order: BEGIN, evictions, preparations, the statements, COMMIT.
+    commands: list[tuple[bytes, Callable[[], None]]] = []  # (what, send it)
+    if begin:
+        start = conn._get_tx_start_command()  # noqa: SLF001
+        commands.append((b"begin", functools.partial(pgconn.send_query_params, start, None)))
+    unknown = {text: None for (text, _), name in zip(statements, names, strict=True) if not name}
+    new = [(text, b"_prepared_%d" % next(_NUMBERS)) for text in unknown]
+    # At most _KEPT per connection, as psycopg keeps its 100 latest: the oldest go first.
+    kept = [text for text in state.names if text not in dict(statements)]
+    evict = kept[: max(0, len(state.names) + len(new) - _KEPT)]
+    for text in evict:
+        deallocate = b"DEALLOCATE " + state.names[text]
+        commands.append((b"evict", functools.partial(pgconn.send_query_params, deallocate, None)))
+    for text, name in new:
+        commands.append((b"prepare", functools.partial(pgconn.send_prepare, name, text)))
+    fresh = dict(new)
+    for text, values in statements:
+        name = state.names.get(text) or fresh[text]
+        commands.append((b"run", functools.partial(pgconn.send_query_prepared, name, values)))
+    if commit:
+        commands.append((b"commit", functools.partial(pgconn.send_query_params, b"COMMIT", None)))
+    results = conn.wait(_pipelined(pgconn, [send for _, send in commands]))
+    # The names say what the server holds now, whatever became of the statements; then the
+    # first failure is raised (a failed command aborts the ones after it).
+    done = [
+        result.status == pq.ExecStatus.COMMAND_OK
+        for (what, _), result in zip(commands, results, strict=True)
+        if what in (b"evict", b"prepare")
+    ]
+    for text, ok in zip(evict, done, strict=False):
+        if ok:
+            del state.names[text]
+    for (text, name), ok in zip(new, done[len(evict) :], strict=True):
+        if ok:
+            state.names[text] = name
     for result in results:
         _check(pgconn, result)
-    statement: pq.abc.PGresult = results[at]
-    return statement
+    return [result for (what, _), result in zip(commands, results, strict=True) if what == b"run"]
 
 
 def _pipelined(
-    conn: psycopg.Connection[Any],
-    name: bytes,
-    text: bytes,
-    values: Sequence[Any],
-    *,
-    begin: bool,
-    new: bool,
-    commit: bool,
-    evict: bytes | None = None,
+    pgconn: pq.abc.PGconn, commands: Sequence[Callable[[], None]]
 ) -> Generator[Any, Any, list[pq.abc.PGresult]]:
-    """Send BEGIN, the deallocation of `evict`, the preparation, the statement and COMMIT (as
-    asked) in one pipeline and collect the last result of each; for `conn.wait`."""
-    pgconn = conn.pgconn
+    """Send `commands` in one pipeline and collect the last result of each; for `conn.wait`."""
     pgconn.enter_pipeline_mode()
     try:
-        sent = 0
-        if begin:
-            pgconn.send_query_params(conn._get_tx_start_command(), None)  # noqa: SLF001
-            sent += 1
-        if evict is not None:
-            pgconn.send_query_params(b"DEALLOCATE " + evict, None)
-            sent += 1
-        if new:
-            pgconn.send_prepare(name, text)
-            sent += 1
-        pgconn.send_query_prepared(name, values)
-        sent += 1
-        if commit:
-            pgconn.send_query_params(b"COMMIT", None)
-            sent += 1
+        for send in commands:
+            send()
         pgconn.pipeline_sync()
         yield from _send(pgconn)
         results = []
-        for _ in range(sent):
+        for _ in commands:
             results.append((yield from _fetch_many(pgconn))[-1])
         synced = yield from _fetch_many(pgconn)
         assert synced and synced[0].status == pq.ExecStatus.PIPELINE_SYNC, synced

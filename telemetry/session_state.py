@@ -15,13 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from decimal import Decimal
-from typing import Final
+from typing import Any, Final
 
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from telemetry.bulk_sql import Statement, lock_keys, update_rows, update_statement
+from telemetry.bulk_sql import (
+    Statement,
+    lock_keys,
+    lock_keys_statement,
+    locked_rows,
+    update_rows,
+    update_statement,
+)
 from telemetry.models import AgentProfile, AgentSession, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy
@@ -105,6 +112,21 @@ def lock_sessions(profile: AgentProfile, external_ids: set[str]) -> dict[str, Ag
     for row in rows:
         row.profile = profile  # the caller's instance: the payload reads it without a query
         found[row.external_id] = row
+    return found
+
+
+def lock_statement(profile: AgentProfile, external_id: str) -> tuple[str, list[Any]]:
+    """`lock_sessions`' statement for one session, not yet run (PostgreSQL: `bulk_sql.run_all`;
+    `locked_sessions` reads its rows)."""
+    return lock_keys_statement(AgentSession, [(profile.pk, external_id)], _SESSION_KEY)
+
+
+def locked_sessions(profile: AgentProfile, rows: list[tuple[Any, ...]]) -> dict[str, AgentSession]:
+    """`lock_sessions`' answer from the rows of `lock_statement`."""
+    found = {}
+    for session in locked_rows(AgentSession, len(rows), _SESSION_KEY, rows):
+        session.profile = profile
+        found[session.external_id] = session
     return found
 
 
