@@ -126,6 +126,14 @@ def _backend_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _machine_busy_s() -> float:
+    """CPU seconds every process of the machine has used so far (not idle, not iowait), from
+    /proc/stat: beside this process and its backend, PostgreSQL's WAL writer, checkpointer and
+    autovacuum work for the same requests."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def _environ(path: str, body: bytes, token: str) -> dict[str, Any]:
     return {
         "REQUEST_METHOD": "POST",
@@ -267,6 +275,7 @@ def main(argv: list[str] | None = None) -> None:
                 split.reset()
             py0 = resource.getrusage(resource.RUSAGE_SELF)
             be0 = _backend_cpu_s(backend)
+            machine0 = _machine_busy_s()
             if profiler is not None:
                 profiler.enable()
             if sampler is not None:
@@ -278,13 +287,14 @@ def main(argv: list[str] | None = None) -> None:
                 profiler.disable()
             py1 = resource.getrusage(resource.RUSAGE_SELF)
             be1 = _backend_cpu_s(backend)
+            machine = (_machine_busy_s() - machine0) * 1000
             py = (py1.ru_utime + py1.ru_stime - py0.ru_utime - py0.ru_stime) * 1000
             be = (be1 - be0) * 1000
             n = len(bodies)
             print(
                 f"round {r}: {n} {args.kind} requests {statuses}: "
                 f"Python {py / n:.3f} ms, backend {be / n:.3f} ms, total {(py + be) / n:.3f} ms"
-                " a request",
+                f" a request; the machine (every process) {machine / n:.3f} ms",
                 flush=True,
             )
             if split is not None:

@@ -53,6 +53,10 @@ from bench.services import (
     status_kb,
 )
 
+# B_copy's COPYs per run and B_noop's requests per P2 request: a baseline run about as long as
+# the run it is paired with (each ~4x faster), so both see the same stretch of a shared machine.
+COPY_REPEATS = 4
+NOOP_REPEATS = 4
 REPORTED_CALLS = 40  # calls the compaction template session has reported (see `transcript`)
 
 
@@ -302,32 +306,24 @@ class Bench:
     # --- B_copy, B_row -----------------------------------------------------------------------
 
     def raw_writes(self) -> None:
+        """B_row, and the scratch table and rows of B_copy, whose runs alternate with P1's
+        (`copy_run`, `batch_ingest`)."""
         from bench.data import CALL_COLUMNS, call_row
 
         s = self.sizes
         n = s.p1_clients * s.p1_posts * s.p1_batch
         now = datetime.now(UTC)
-        rows = [call_row(1 + i // 100, i % 100 // 2, i % 2, now) for i in range(n)]
+        self.copy_rows = [call_row(1 + i // 100, i % 100 // 2, i % 2, now) for i in range(n)]
         cols = ", ".join(CALL_COLUMNS)
         with self.raw() as conn:
             conn.execute("DROP TABLE IF EXISTS bench_scratch_call")
             conn.execute("CREATE TABLE bench_scratch_call (LIKE telemetry_llmcall INCLUDING ALL)")
-
-            def copy(run: int) -> float:
-                conn.execute("TRUNCATE bench_scratch_call")
-                began = time.perf_counter()
-                statement = f"COPY bench_scratch_call ({cols}) FROM STDIN"
-                with conn.transaction(), conn.cursor() as cur, cur.copy(statement) as copy:
-                    for row in rows:
-                        copy.write_row(row)
-                return n / (time.perf_counter() - began)
-
-            copies = self.runs(copy)
+            self.cleanup.push("drop bench_scratch_call", self.drop_scratch)
             insert = (
                 f"INSERT INTO bench_scratch_call ({cols}) "
                 f"VALUES ({', '.join(['%s'] * len(CALL_COLUMNS))})"
             )
-            single = rows[: s.b_row_rows]
+            single = self.copy_rows[: s.b_row_rows]
 
             def row_by_row(run: int) -> float:
                 conn.execute("TRUNCATE bench_scratch_call")
@@ -338,9 +334,30 @@ class Bench:
                 return len(single) / (time.perf_counter() - began)
 
             row_rates = self.runs(row_by_row)
-            conn.execute("DROP TABLE bench_scratch_call")
-        self.baseline("B_copy", rows_per_s=median(copies), runs=copies, rows=n)
         self.baseline("B_row", rows_per_s=median(row_rates), runs=row_rates, rows=len(single))
+
+    def copy_run(self) -> float:
+        """One run of B_copy: P1's rows (as many as a P1 run sends) COPYed into the scratch copy
+        of the calls table, `COPY_REPEATS` times (emptied before each), in rows/s. One COPY of
+        20,000 rows lasts ~0.25 s, a fifth of a P1 run: repeated, it sees the machine over
+        about as long as the P1 run it is paired with."""
+        from bench.data import CALL_COLUMNS
+
+        statement = f"COPY bench_scratch_call ({', '.join(CALL_COLUMNS)}) FROM STDIN"
+        elapsed = 0.0
+        with self.raw() as conn:
+            for _ in range(COPY_REPEATS):
+                conn.execute("TRUNCATE bench_scratch_call")
+                began = time.perf_counter()
+                with conn.transaction(), conn.cursor() as cur, cur.copy(statement) as copy:
+                    for row in self.copy_rows:
+                        copy.write_row(row)
+                elapsed += time.perf_counter() - began
+        return COPY_REPEATS * len(self.copy_rows) / elapsed
+
+    def drop_scratch(self) -> None:
+        with self.raw() as conn:
+            conn.execute("DROP TABLE IF EXISTS bench_scratch_call")
 
     @contextmanager
     def raw(self) -> Iterator[Any]:
@@ -473,7 +490,8 @@ class Bench:
         }
 
     def single_records(self) -> None:
-        """B_noop and P2 alternate run by run, so drift in the machine hits both alike."""
+        """B_noop and P2 alternate run by run, so drift in the machine hits both alike; a B_noop
+        run sends `NOOP_REPEATS` times the requests, to last about as long as a P2 run."""
         from bench.data import record, single_body
         from bench.urls import NOOP_PATH
 
@@ -481,18 +499,20 @@ class Bench:
         noop_runs: list[LoadResult] = []
         ingest_runs: list[LoadResult] = []
 
-        def plan(path: str, label: str) -> list[list[Request]]:
+        def plan(path: str, label: str, requests: int) -> list[list[Request]]:
             return [
                 [
                     Request("POST", path, single_body(record(f"{label}-c{c}", t)), self.json_auth)
-                    for t in range(s.p2_requests)
+                    for t in range(requests)
                 ]
                 for c in range(s.p2_clients)
             ]
 
         def one(run: int) -> None:
-            noop = run_load(self.port, plan(NOOP_PATH, f"noop-r{run}"))
-            p2 = run_load(self.port, plan("/api/v1/telemetry", f"p2-r{run}"))
+            noop = run_load(
+                self.port, plan(NOOP_PATH, f"noop-r{run}", NOOP_REPEATS * s.p2_requests)
+            )
+            p2 = run_load(self.port, plan("/api/v1/telemetry", f"p2-r{run}", s.p2_requests))
             if run >= 0:
                 noop_runs.append(noop)
                 ingest_runs.append(p2)
@@ -516,6 +536,10 @@ class Bench:
             "P2",
             requests_per_s=rate,
             runs=[r.per_second for r in ingest_runs],
+            ratio_per_run=[
+                p2.per_second / noop.per_second
+                for p2, noop in zip(ingest_runs, noop_runs, strict=True)
+            ],
             latency=lat,
             clients=s.p2_clients,
             client_cores=median([r.client_cores for r in ingest_runs]),
@@ -730,9 +754,13 @@ class Bench:
         s = self.sizes
         sent = s.p1_clients * s.p1_posts * s.p1_batch
         runs: list[LoadResult] = []
+        copies: list[float] = []
         losses: list[dict[str, Any]] = []
 
         def one(run: int) -> None:
+            # B_copy and P1 alternate run by run (as B_noop and P2 do), so a shared machine's
+            # drift over the minutes of a bench run hits the ratio's two sides alike
+            copied = self.copy_run()
             label = f"p1-r{run}"
             result = self.batched(label)
             assert not result.errors, result.errors
@@ -749,8 +777,11 @@ class Bench:
             )
             if run >= 0:
                 runs.append(result)
+                copies.append(copied)
 
         self.runs(one)
+        self.drop_scratch()
+        self.baseline("B_copy", rows_per_s=median(copies), runs=copies, rows=COPY_REPEATS * sent)
         rates = [sent / r.wall_s for r in runs]
         rate = median(rates)
         self.p1_wall = median([r.wall_s for r in runs])
@@ -764,6 +795,7 @@ class Bench:
             "P1",
             rows_per_s=rate,
             runs=rates,
+            ratio_per_run=[r / c for r, c in zip(rates, copies, strict=True)],
             rows_per_run=sent,
             latency_per_post=lat,
             integrity=losses,
