@@ -229,10 +229,12 @@ def _lock_and_insert(
     """PostgreSQL, one record of a session this process has locked before, in a transaction of
     its own: the session's lock and the record's `insert_and_derive` go in one round trip (make
     bench P2: 3 round trips a record → 2). The lock finishes before the insert starts, which
-    reads on a snapshot taken then, as when they were sent apart. The insert is sent with the
-    session id remembered; if the lock answers another (the remembered session was rolled
-    back), the transaction, which holds nothing else, is rolled back and the caller locks and
-    inserts apart. None when this does not apply or the pipeline is off."""
+    reads on a snapshot taken then, as when they were sent apart. The session is locked by the
+    id remembered (`SELECT … FOR UPDATE`: the upsert `lock_sessions` sends would write a new
+    version of the row, which the figures' update writes again anyway) and the insert sent with
+    it; if the lock finds no such session (it was rolled back, or deleted), the transaction,
+    which holds nothing else, is rolled back and the caller locks and inserts apart. None when
+    this does not apply or the pipeline is off."""
     if len(valid) != 1 or not bulk_sql.set_wise() or not bulk_sql.own_transaction():
         return None
     v = valid[0]
@@ -245,11 +247,12 @@ def _lock_and_insert(
     insert = bulk_sql.insert_and_derive_statement(
         LLMCall, Turn, row, turn=record.turn, call=record.call, request_id=record.request_id
     )
-    answers = bulk_sql.run_all([session_state.lock_statement(profile, record.session_id), insert])
+    answers = bulk_sql.run_all([session_state.lock_id_statement(remembered), insert])
     if answers is None:
         return None
     sessions = session_state.locked_sessions(profile, answers[0])
-    if sessions[record.session_id].pk != remembered:
+    session = sessions.get(record.session_id)
+    if session is None or session.profile_id != profile.pk or len(sessions) != 1:
         del _SESSION_IDS[(profile.pk, record.session_id)]
         bulk_sql.restart_transaction()
         return None

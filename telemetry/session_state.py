@@ -25,6 +25,7 @@ from telemetry.bulk_sql import (
     Statement,
     lock_keys,
     lock_keys_statement,
+    lock_pk_statement,
     locked_rows,
     update_rows,
     update_statement,
@@ -119,6 +120,13 @@ def lock_statement(profile: AgentProfile, external_id: str) -> tuple[str, list[A
     """`lock_sessions`' statement for one session, not yet run (PostgreSQL: `bulk_sql.run_all`;
     `locked_sessions` reads its rows)."""
     return lock_keys_statement(AgentSession, [(profile.pk, external_id)], _SESSION_KEY)
+
+
+def lock_id_statement(session_id: int) -> tuple[str, list[Any]]:
+    """The lock of a session known by its id, not yet run (PostgreSQL: `bulk_sql.run_all`;
+    `locked_sessions` reads its rows, none when no such session exists): for a session known to
+    exist, what `lock_statement` locks, without a new row version."""
+    return lock_pk_statement(AgentSession, session_id, _SESSION_KEY)
 
 
 def locked_sessions(profile: AgentProfile, rows: list[tuple[Any, ...]]) -> dict[str, AgentSession]:

@@ -150,3 +150,55 @@ def test_a_remembered_session_id_that_proves_wrong_leaves_nothing_behind(
         "created"
     )
     assert spy == [2, 2]
+
+
+def test_the_pipelined_record_waits_for_a_writer_holding_its_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lock by the remembered id is a real row lock: while another transaction holds the
+    session (as a batch or a compaction does), the record waits, here until `lock_timeout`
+    gives up, and leaves nothing behind; once the holder commits it goes in."""
+    import threading
+
+    from django.db import OperationalError, transaction
+
+    ingest._SESSION_IDS.clear()
+    profile = get_or_create_profile(name="held")
+    store_records(profile=profile, raw_items=[_record(0)], batch=False)
+    session = AgentSession.objects.get(profile=profile, external_id="piped")
+    holding, release = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                AgentSession.objects.select_for_update().filter(pk=session.pk).get()
+                holding.set()
+                assert release.wait(30)
+        except BaseException as error:  # noqa: BLE001 - reported by the test thread
+            failures.append(error)
+            holding.set()
+        finally:
+            connection.close()
+
+    spy = _spy(monkeypatch)
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert holding.wait(30)
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '500ms'")
+        with pytest.raises(OperationalError, match="lock timeout"):
+            store_records(profile=profile, raw_items=[_record(1)], batch=False)
+    finally:
+        release.set()
+        thread.join(30)
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+    assert not failures, failures
+    assert list(LLMCall.objects.filter(session=session).values_list("turn", flat=True)) == [0]
+    assert store_records(profile=profile, raw_items=[_record(1)], batch=False).items[0].status == (
+        "created"
+    )
+    assert spy == [2]  # the failed attempt raised inside the pipeline, this one went through it
+    assert list(LLMCall.objects.filter(session=session).values_list("turn", flat=True)) == [0, 1]
