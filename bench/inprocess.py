@@ -51,13 +51,21 @@ SPLIT = (
     ("telemetry.bulk_sql", "copy_rows"),
     ("telemetry.bulk_sql", "insert_and_derive"),
     ("telemetry.bulk_sql", "derive_turns"),
+    ("telemetry.ingest", "_lock_and_insert"),
+    ("telemetry.bulk_sql", "run_all"),
+    ("telemetry.bulk_sql", "insert_and_derive_statement"),
+    ("telemetry.bulk_sql", "inserted_and_derived"),
+    ("telemetry.session_state", "locked_sessions"),
     ("telemetry.ingest", "_refresh_sessions"),
+    ("telemetry.session_state", "figures_statement"),
+    ("telemetry.keys", "find_active_key"),
+    ("telemetry.api", "ingest_payload"),
     ("telemetry.rollups", "add_calls_statement"),
     ("telemetry.bulk_sql", "run_together"),
     ("telemetry.bulk_sql", "run"),
     ("psycopg.cursor", "Cursor.execute"),
+    ("django.db.transaction", "Atomic.__enter__"),
     ("django.db.transaction", "Atomic.__exit__"),
-    ("telemetry.api", "ingest_payload"),
 )
 
 

@@ -18,6 +18,17 @@ class AgentKeyAuth(HttpBearer):
         super().__init__()
         self.scope = scope
 
+    def __call__(self, request: HttpRequest) -> AgentKey | None:
+        """`HttpBearer.__call__`, reading the header from `META` itself: `request.headers`
+        builds a dict of every header on first use (~20 µs a request, make bench P2)."""
+        auth_value = request.META.get("HTTP_AUTHORIZATION")
+        if not auth_value:
+            return None
+        parts = auth_value.split(" ")
+        if parts[0].lower() != self.openapi_scheme:
+            return None
+        return self.authenticate(request, " ".join(parts[1:]))
+
     def authenticate(self, request: HttpRequest, token: str) -> AgentKey | None:
         key = find_active_key(token)
         if key is None:

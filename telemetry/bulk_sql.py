@@ -196,7 +196,7 @@ def insert_rows(model: type[models.Model], rows: Sequence[models.Model]) -> None
     The caller has already checked the unique keys under its locks, so COPY meets no conflict
     that bulk_create would not also have raised. `received_at` (auto_now_add) is stamped here.
     """
-    if connection.vendor != "postgresql" or not rows:
+    if vendor() != "postgresql" or not rows:
         model._default_manager.bulk_create(rows)
         return
     sql, values_of, json_columns = _copy_sql(model)
@@ -250,6 +250,14 @@ _ENCODE_JSON = (
 )
 
 
+@functools.cache
+def vendor() -> str:
+    """The default database's vendor (`connection.vendor`), fixed for a process by its settings:
+    asked ~30 times a single-record ingest, each through Django's connection proxy and its
+    thread-local lookup, it was ~3% of that request's Python (make bench P2)."""
+    return connections[DEFAULT_DB_ALIAS].vendor
+
+
 # Fields whose `get_db_prep_save` gives a value of this exact type back as it is.
 _PLAIN_TYPES: tuple[tuple[type[models.Field[Any, Any]], type], ...] = (
     (models.BooleanField, bool),
@@ -277,7 +285,7 @@ def prepare(field: models.Field[Any, Any], value: Any) -> Any:
     kind = _plain_type(field)
     if kind is not None and (value is None or type(value) is kind):
         return value
-    if connection.vendor != "postgresql":  # the hour rollups prepare their values on SQLite
+    if vendor() != "postgresql":  # the hour rollups prepare their values on SQLite
         return field.get_db_prep_save(value, connection)  # too, which stores datetimes as text
     if type(value) is Decimal and isinstance(field, models.DecimalField) and value.is_finite():
         return value
@@ -383,7 +391,7 @@ def update_statement(
     model: type[models.Model], rows: Sequence[models.Model], names: list[str]
 ) -> Statement | None:
     """`update_rows`' statement on PostgreSQL, not yet run; None elsewhere or for no rows."""
-    if connection.vendor != "postgresql" or not rows:
+    if vendor() != "postgresql" or not rows:
         return None
     sql, fields = _update_sql(model, tuple(names), len(rows))
     params: list[Any] = []
@@ -436,11 +444,7 @@ def count_request(model: type[models.Model], key_id: int, window: int, step: int
         f"DO UPDATE SET {quote('count')} = {table}.{quote('count')} + excluded.{quote('count')} "
         f"RETURNING {quote('count')}"
     )
-    if (
-        connection.vendor == "postgresql"
-        and not connection.in_atomic_block
-        and connection.get_autocommit()
-    ):
+    if vendor() == "postgresql" and not connection.in_atomic_block and connection.get_autocommit():
         from psycopg.pq import TransactionStatus
 
         # Literal integers instead of parameters: several statements in one string go by the
@@ -499,7 +503,7 @@ def upsert_rows(
     """
     if not rows:
         return
-    if connection.vendor != "postgresql":
+    if vendor() != "postgresql":
         meta = model._meta
         by_attname = {f.attname: f for f in meta.concrete_fields}
         model._default_manager.bulk_create(
@@ -563,7 +567,7 @@ def lock_keys(
     preparing its 30 values for an upsert that almost always finds the row was ~7% of a
     single-record ingest's Python (make bench P2).
     """
-    if connection.vendor != "postgresql":
+    if vendor() != "postgresql":
         return None
     if not keys:
         return []
@@ -710,7 +714,7 @@ def latest_with_totals(
     index: the ORM's window-aggregate query compiled for ~6 ms of CPU on every single-record
     ingest (make bench P2), longer than PostgreSQL took to run it.
     """
-    if connection.vendor != "postgresql":
+    if vendor() != "postgresql":
         return None
     if not ids:
         return []
@@ -767,7 +771,7 @@ def stored_call_keys(
     join by `OFFSET 0`): with every session's calls read and filtered by turn, a batch into a
     session of 100,000 calls read all of them, and a set join could be planned as a scan of the
     whole table while its statistics did not yet know the rows it had just copied."""
-    if connection.vendor != "postgresql":
+    if vendor() != "postgresql":
         return None
     if len(positions) == 1 and len(requests) <= 1:
         # A single record: scalar values, so the prepared statement's generic plan probes the
@@ -936,7 +940,7 @@ def set_wise() -> bool:
     """Whether this database takes the set-wise ingest path below (PostgreSQL): new calls as
     COPY rows, their turns derived by the database from the copied rows. Elsewhere the callers
     build model instances and derive in Python (the same figures)."""
-    return connection.vendor == "postgresql"
+    return vendor() == "postgresql"
 
 
 def copy_rows(model: type[models.Model], rows: Sequence[Sequence[Any]]) -> None:

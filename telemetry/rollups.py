@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Count, DecimalField, F, Q, Sum, Value
 from django.db.models.functions import Coalesce, TruncHour
 
-from telemetry.bulk_sql import Statement, few, prepare, run
+from telemetry.bulk_sql import Statement, few, prepare, run, vendor
 from telemetry.models import HourlyUsage, LLMCall
 
 KEY_FIELDS: Final = ("profile_id", "model", "hour")
@@ -189,7 +189,7 @@ def add_calls(profile_id: int, calls: Sequence[CallSums]) -> None:
     statement = _add_statement(profile_id, calls)
     if statement is None:
         return
-    if connection.vendor == "postgresql":
+    if vendor() == "postgresql":
         run(statement.sql, statement.params, prepare=statement.prepare)
         return
     with connection.cursor() as cursor:
@@ -199,7 +199,7 @@ def add_calls(profile_id: int, calls: Sequence[CallSums]) -> None:
 def add_calls_statement(profile_id: int, calls: Sequence[CallSums]) -> Statement | None:
     """`add_calls`' statement on PostgreSQL, not yet run (for `bulk_sql.run_together`); None
     for no calls. Elsewhere than on PostgreSQL call `add_calls`."""
-    assert connection.vendor == "postgresql"
+    assert vendor() == "postgresql"
     return _add_statement(profile_id, calls)
 
 
@@ -216,7 +216,7 @@ def _add_statement(profile_id: int, calls: Sequence[CallSums]) -> Statement | No
         values = [*key, *(getattr(row, name) for name in SUM_FIELDS)]
         for name, value in zip(columns, values, strict=True):
             params.append(prepare(by_name[name], value))
-    if connection.vendor == "postgresql":
+    if vendor() == "postgresql":
         # A few hour rows (a request's): striped. More (a long import's chunk can span hundreds
         # of hours): each advisory lock would take a slot of the server's shared lock table
         # (max_locks_per_transaction x connections) until commit, so stripe 0 as before.

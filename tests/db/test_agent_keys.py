@@ -58,6 +58,14 @@ def test_request_with_a_bad_key_is_401(client: Client, agent, header):
     assert response.status_code == 401
 
 
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
+def test_the_bearer_scheme_is_case_insensitive(client: Client, agent, scheme):
+    """RFC 9110's auth-scheme is case-insensitive (as ninja's HttpBearer reads it)."""
+    header = f"{scheme} {agent.plaintext}"
+    response = client.get("/api/v1/policy", headers={"Authorization": header})
+    assert response.status_code == 200
+
+
 def test_a_key_with_the_right_prefix_but_wrong_secret_is_401(client: Client, agent):
     forged = f"clc_{agent.key.prefix}_{'x' * 43}"
     response = client.get("/api/v1/policy", headers={"Authorization": f"Bearer {forged}"})
