@@ -269,6 +269,8 @@ _PLAIN_TYPES: tuple[tuple[type[models.Field[Any, Any]], type], ...] = (
 
 @functools.cache
 def _plain_type(field: models.Field[Any, Any]) -> type | None:
+    if isinstance(field, models.ForeignKey):  # its `get_db_prep_save` is its target field's
+        return _plain_type(field.target_field)
     for field_class, kind in _PLAIN_TYPES:
         if isinstance(field, field_class):
             return kind

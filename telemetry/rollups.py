@@ -207,15 +207,10 @@ def _add_statement(profile_id: int, calls: Sequence[CallSums]) -> Statement | No
     if not calls:
         return None
     sums = sum_by_hour(profile_id, calls)
-    meta = HourlyUsage._meta
-    by_name = {f.attname: f for f in meta.concrete_fields}
-    columns = [*KEY_FIELDS, *SUM_FIELDS]
+    fields = _row_fields()
     params: list[Any] = []
     for key in sorted(sums):
-        row = sums[key]
-        values = [*key, *(getattr(row, name) for name in SUM_FIELDS)]
-        for name, value in zip(columns, values, strict=True):
-            params.append(prepare(by_name[name], value))
+        params.extend(map(prepare, fields, (*key, *_SUMS_OF(sums[key]))))
     if vendor() == "postgresql":
         # A few hour rows (a request's): striped. More (a long import's chunk can span hundreds
         # of hours): each advisory lock would take a slot of the server's shared lock table
@@ -223,6 +218,17 @@ def _add_statement(profile_id: int, calls: Sequence[CallSums]) -> Statement | No
         striped = few(sums)
         return Statement(_upsert_sql(len(sums), striped=striped), params, striped)
     return Statement(_upsert_sql(len(sums), striped=False), params, False)
+
+
+_SUMS_OF: Final = attrgetter(*SUM_FIELDS)
+
+
+@functools.cache
+def _row_fields() -> tuple[Any, ...]:
+    """The fields of an hour row's values in the upsert's order (`KEY_FIELDS`, `SUM_FIELDS`),
+    looked up once per process, not per request."""
+    by_name = {f.attname: f for f in HourlyUsage._meta.concrete_fields}
+    return tuple(by_name[name] for name in (*KEY_FIELDS, *SUM_FIELDS))
 
 
 @functools.lru_cache(maxsize=32)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from telemetry.bulk_sql import _copy_sql, copy_rows, insert_rows, json_text, numbered, run
 from telemetry.costing import CALL_COLUMNS, CallRow
-from telemetry.models import AgentSession, LLMCall
+from telemetry.models import AgentSession, HourlyUsage, LLMCall
 
 pytestmark = pytest.mark.django_db
 
@@ -226,10 +226,11 @@ _VALUES: dict[str, list[Any]] = {
     "CharField": ["", "claude-sonnet-4-5", "ünï"],
     "FloatField": [0.0, 0.123, 1],
     "BooleanField": [True, False],
+    "ForeignKey": [1, 2**40, "7"],
 }
 
 
-@pytest.mark.parametrize("model", [AgentSession, LLMCall])
+@pytest.mark.parametrize("model", [AgentSession, LLMCall, HourlyUsage])
 def test_prepare_gives_what_djangos_get_db_prep_save_gives(model: Any) -> None:
     """`bulk_sql.prepare` skips Django's preparation only where it returns the value unchanged:
     every concrete field of the bulk-written models, with the value types the ingest hands it and
