@@ -445,37 +445,65 @@ class IntegerPricer:
 
     def billed(self, passes: Iterable[NormalizedUsage]) -> tuple[CostBreakdown, Decimal, Decimal]:
         """(`billed_cost`, its `total`, `billed_no_cache_cost`) of one call's sampling passes."""
+        uncached, read, write_5m, write_1h, output, total, no_cache, long_context = self.values(
+            passes
+        )
+        return (
+            CostBreakdown(uncached, read, write_5m, write_1h, output, long_context),
+            total,
+            no_cache,
+        )
+
+    def values(self, passes: Iterable[NormalizedUsage]) -> BilledValues:
+        """`billed`'s figures as one flat tuple: the five buckets, their total, the no-cache
+        cost and the long-context flag, in the order a call's row stores them
+        (`telemetry.costing.call_values`).
+
+        No `CostBreakdown` is built (a frozen dataclass, six `object.__setattr__`) and the
+        seven Decimals are made inline, the context summed from the buckets rather than by
+        the `context_tokens` property: 3.4 ms (`billed` as it was) -> 1.9 ms per 1,000 of the
+        bench's records (in process, alternated), the same Decimals digit for digit and
+        exponent for exponent (tests/unit/telemetry/test_pricer_values.py)."""
         uncached = read = write_5m = write_1h = output = no_cache = 0
         long_context = False
+        base, premium, threshold = self._base, self._long, self._threshold
         for usage in passes:
-            rates = self._base
-            context = usage.context_tokens
-            if self._long is not None and self._threshold is not None and context > self._threshold:
-                rates = self._long
+            rates = base
+            u, r, w5, w1, o = (
+                usage.uncached_input,
+                usage.cache_read,
+                usage.cache_write_5m,
+                usage.cache_write_1h,
+                usage.output,
+            )
+            context = u + r + w5 + w1  # `usage.context_tokens`
+            if premium is not None and threshold is not None and context > threshold:
+                rates = premium
                 long_context = True
-            uncached += usage.uncached_input * rates[0]
-            read += usage.cache_read * rates[1]
-            write_5m += usage.cache_write_5m * rates[2]
-            write_1h += usage.cache_write_1h * rates[3]
-            output += usage.output * rates[4]
-            no_cache += context * rates[0] + usage.output * rates[4]
-        exponent = self._exponent
+            input_rate, output_rate = rates[0], rates[4]
+            uncached += u * input_rate
+            read += r * rates[1]
+            write_5m += w5 * rates[2]
+            write_1h += w1 * rates[3]
+            output += o * output_rate
+            no_cache += context * input_rate + o * output_rate
+        # each sum scaled to dollars, exact: 50 digits never round here
+        exponent, money = self._exponent, _MONEY
         return (
-            CostBreakdown(
-                uncached_input=_scaled(uncached, exponent),
-                cache_read=_scaled(read, exponent),
-                cache_write_5m=_scaled(write_5m, exponent),
-                cache_write_1h=_scaled(write_1h, exponent),
-                output=_scaled(output, exponent),
-                long_context=long_context,
-            ),
-            _scaled(uncached + read + write_5m + write_1h + output, exponent),
-            _scaled(no_cache, exponent),
+            Decimal(uncached).scaleb(exponent, money),
+            Decimal(read).scaleb(exponent, money),
+            Decimal(write_5m).scaleb(exponent, money),
+            Decimal(write_1h).scaleb(exponent, money),
+            Decimal(output).scaleb(exponent, money),
+            Decimal(uncached + read + write_5m + write_1h + output).scaleb(exponent, money),
+            Decimal(no_cache).scaleb(exponent, money),
+            long_context,
         )
 
 
-def _scaled(units: int, exponent: int) -> Decimal:
-    return Decimal(units).scaleb(exponent, _MONEY)  # exact: 50 digits never round here
+# `IntegerPricer.values`: the buckets (uncached input, cache read, 5m and 1h writes, output),
+# their total, the no-cache cost, and whether the long-context tier applied.
+BilledValues = tuple[Decimal, Decimal, Decimal, Decimal, Decimal, Decimal, Decimal, bool]
 
 
 def _dollars(tokens: int, rate: Decimal) -> Decimal:
