@@ -66,8 +66,31 @@ class NormalizedUsage:
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
             raise ValueError(f"provider must be one of {PROVIDERS}, got {self.provider!r}")
-        for name in ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h", "output"):
-            _check_count(getattr(self, name), name)
+        # The usual five counts pass in one expression; any other goes through `_check_count`
+        # one by one, which names the first that fails. With `_build`'s positional call and
+        # `_infer_from_keys`' two names: `normalize_usage` of 1,000 of the bench's records
+        # 4.7 -> 3.1 ms (in process, interleaved; tests/unit/telemetry/test_usage_fast_paths).
+        u, r, w5, w1, o = (
+            self.uncached_input,
+            self.cache_read,
+            self.cache_write_5m,
+            self.cache_write_1h,
+            self.output,
+        )
+        if not (
+            type(u) is int
+            and type(r) is int
+            and type(w5) is int
+            and type(w1) is int
+            and type(o) is int
+            and 0 <= u <= MAX_TOKENS
+            and 0 <= r <= MAX_TOKENS
+            and 0 <= w5 <= MAX_TOKENS
+            and 0 <= w1 <= MAX_TOKENS
+            and 0 <= o <= MAX_TOKENS
+        ):
+            for name in _COUNTS:
+                _check_count(getattr(self, name), name)
         if self.reasoning_output is not None:
             _check_count(self.reasoning_output, "reasoning_output")
             if self.reasoning_output > self.output:
@@ -83,7 +106,11 @@ class NormalizedUsage:
     @property
     def context_tokens(self) -> int:
         """The size of this request's input: uncached + cache read + cache writes."""
-        return self.uncached_input + self.cache_read + self.cache_write
+        # the writes summed here, not through `cache_write`: one property call, not two
+        return self.uncached_input + self.cache_read + self.cache_write_5m + self.cache_write_1h
+
+
+_COUNTS: Final = ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h", "output")
 
 
 def normalize_usage(
@@ -191,8 +218,16 @@ def _infer_from_keys(usage: Mapping[str, object]) -> Provider | None:
         return "openai_chat"
     if "input_tokens" in usage and ("input_tokens_details" in usage or "total_tokens" in usage):
         return "openai_responses"
-    if "cache_creation" in usage or any(
-        isinstance(k, str) and k.startswith("cache_") and k.endswith("_input_tokens") for k in usage
+    if (
+        # Anthropic's own two names first: the scan below for any other is most of this
+        # function's time on an Anthropic usage object
+        "cache_read_input_tokens" in usage
+        or "cache_creation_input_tokens" in usage
+        or "cache_creation" in usage
+        or any(
+            isinstance(k, str) and k.startswith("cache_") and k.endswith("_input_tokens")
+            for k in usage
+        )
     ):
         return "anthropic"
     if _has_otel_keys(usage):
@@ -432,16 +467,17 @@ def _build(
     reported_cache: bool,
     flags: list[str],
 ) -> NormalizedUsage:
+    # positional, in the fields' order: nine keywords cost ~0.3 µs a call
     return NormalizedUsage(
-        provider=provider,
-        uncached_input=uncached,
-        cache_read=read,
-        cache_write_5m=write_5m,
-        cache_write_1h=write_1h,
-        output=output,
-        reasoning_output=reasoning,
-        reported_cache=reported_cache,
-        flags=tuple(flags),
+        provider,
+        uncached,
+        read,
+        write_5m,
+        write_1h,
+        output,
+        reasoning,
+        reported_cache,
+        tuple(flags),
     )
 
 

@@ -1,0 +1,126 @@
+"""The fast paths of usage normalisation against the general ones they stand before (oracles):
+`NormalizedUsage`'s one-expression check of its counts raises what the check per count
+raises, first failing count first; the key inference answers as the full scan does; and a call
+without iterations, edits or output items reads as the general path reads it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from telemetry.provider_context import ProviderUsage, read_provider_usage
+from telemetry.usage import (
+    _COUNTS,
+    MAX_TOKENS,
+    PROVIDERS,
+    NormalizedUsage,
+    _check_count,
+    _has_otel_keys,
+    _infer_from_keys,
+    normalize_usage,
+)
+
+# every kind of value a count can be handed: in range, at and past the limits, and not an int
+counts = st.one_of(
+    st.integers(0, 10**6),
+    st.sampled_from([0, MAX_TOKENS, MAX_TOKENS + 1, -1, True, False, 12.0, None, "3"]),
+    st.integers(-(2**60), 2**60),
+)
+
+
+def _oracle(provider: Any, values: list[Any], reasoning: Any) -> str | None:
+    """What `NormalizedUsage.__post_init__` raised with a call per count; None: nothing."""
+    try:
+        if provider not in PROVIDERS:
+            raise ValueError(f"provider must be one of {PROVIDERS}, got {provider!r}")
+        for name, value in zip(_COUNTS, values, strict=True):
+            _check_count(value, name)
+        if reasoning is not None:
+            _check_count(reasoning, "reasoning_output")
+            if reasoning > values[4]:
+                raise ValueError(f"reasoning_output ({reasoning}) exceeds output ({values[4]})")
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@given(
+    provider=st.sampled_from([*PROVIDERS, "other"]),
+    values=st.lists(counts, min_size=5, max_size=5),
+    reasoning=st.one_of(st.none(), counts),
+)
+def test_counts_are_refused_as_the_check_per_count_refused_them(provider, values, reasoning):
+    expected = _oracle(provider, values, reasoning)
+    try:
+        u, r, w5, w1, o = values
+        usage = NormalizedUsage(provider, u, r, w5, w1, o, reasoning, True)
+    except ValueError as exc:
+        assert str(exc) == expected
+    else:
+        assert expected is None
+        assert usage.context_tokens == sum(values[:4])
+        assert usage.context_tokens == usage.uncached_input + usage.cache_read + usage.cache_write
+
+
+def _infer_oracle(usage: dict[str, Any]) -> str | None:
+    """`_infer_from_keys` as it was: Anthropic's keys found by the scan alone."""
+    if "prompt_tokens" in usage:
+        return "openai_chat"
+    if "input_tokens" in usage and ("input_tokens_details" in usage or "total_tokens" in usage):
+        return "openai_responses"
+    if "cache_creation" in usage or any(
+        isinstance(k, str) and k.startswith("cache_") and k.endswith("_input_tokens") for k in usage
+    ):
+        return "anthropic"
+    if _has_otel_keys(usage):
+        return "otel"
+    return None
+
+
+keys = st.sampled_from(
+    [
+        "prompt_tokens",
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "input_tokens_details",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+        "cache_creation",
+        "cache_other_input_tokens",
+        "cache_read",
+        "gen_ai.usage.input_tokens",
+        "service_tier",
+    ]
+)
+
+
+@given(usage=st.dictionaries(st.one_of(keys, st.integers(0, 3)), st.integers(0, 9)))
+def test_keys_say_the_format_the_full_scan_said(usage):
+    assert _infer_from_keys(usage) == _infer_oracle(usage)
+
+
+small = st.integers(0, 10**6)
+plain_usages = st.one_of(
+    st.fixed_dictionaries(
+        {"input_tokens": small, "output_tokens": small},
+        optional={"cache_read_input_tokens": small, "cache_creation_input_tokens": small},
+    ),
+    st.fixed_dictionaries(
+        {"prompt_tokens": st.just(10**6), "completion_tokens": small},
+        optional={"prompt_tokens_details": st.fixed_dictionaries({"cached_tokens": small})},
+    ),
+)
+
+
+@given(usage=plain_usages, cache_ttl=st.sampled_from(["5m", "1h"]))
+def test_a_plain_call_reads_as_the_general_path_reads_it(usage, cache_ttl):
+    normalized = normalize_usage(usage, model="claude-sonnet-4-5", cache_ttl=cache_ttl)
+    fast = read_provider_usage(usage, normalized, cache_ttl=cache_ttl)
+    # an empty context and no items take the general path and find nothing either
+    general = read_provider_usage(
+        usage, normalized, cache_ttl=cache_ttl, context_management={}, output_items=[]
+    )
+    assert fast == general == ProviderUsage(normalized, (normalized,), ())
