@@ -178,15 +178,24 @@ class RecordIn(BaseModel):
             raise ValueError(problem)
         return value
 
-    @field_validator("session_id", "model", "provider", "request_id")
+    # Each validator below is a Python call per record of a 1,000-record batch; they are few
+    # and test the usual value in C before anything else: validating 1,000 of the bench's
+    # records 5.6 -> 4.4 ms (in process, interleaved; tests/db/test_record_validators.py).
+
+    @field_validator("model", "provider", "request_id")
     @classmethod
     def _strings_without_nul(cls, value: str | None) -> str | None:
-        return None if value is None else no_nul(value)
+        if value is not None and "\x00" in value:
+            no_nul(value)  # raises; the test above is `no_nul`'s, without its call
+        return value
 
     @field_validator("session_id")
     @classmethod
     def _session_id_routable(cls, value: str) -> str:
-        # every route reads a session back by its id as one path segment
+        # NUL first, as for every string; then '/', since every route reads a session back by
+        # its id as one path segment. One validator: two were a call more per record.
+        if "\x00" in value:
+            no_nul(value)  # raises
         if "/" in value:
             raise ValueError("must not contain '/' (session ids are one URL path segment)")
         return value
@@ -194,7 +203,9 @@ class RecordIn(BaseModel):
     @field_validator("at")
     @classmethod
     def _at_in_utc_range(cls, value: datetime | None) -> datetime | None:
-        if value is not None:
+        # A UTC offset is under a day, so only the first and the last year can leave the range
+        # (its conversion was ~1 µs a record; the offset was read when `at` was validated).
+        if value is not None and not 1 < value.year < 9999:
             try:
                 value.astimezone(UTC)
             except OverflowError:
@@ -204,7 +215,8 @@ class RecordIn(BaseModel):
     @field_validator("usage")
     @classmethod
     def _usage_without_nul(cls, value: dict[str, Any]) -> dict[str, Any]:
-        _no_nul_anywhere(value)
+        if not _nul_free(value):  # `_no_nul_anywhere`, without its call
+            _refuse_nul(value)
         return value
 
     @field_validator("context_management", "output_items")

@@ -68,36 +68,35 @@ def validate_items(
     """
     outcomes: list[ItemResult | None] = []
     valid: list[ValidRecord] = []
+    cache_ttl = policy.cache_ttl
+    reserved = policy.reserved_output_tokens
     for index, raw in enumerate(raw_items):
-        prefix = f"records.{index}." if batch else ""
         if not isinstance(raw, dict):
-            name = prefix.rstrip(".") or "body"
+            name = _prefix(index, batch).rstrip(".") or "body"
             outcomes.append(
                 ItemResult(index, "invalid", field=name, detail=f"{name}: must be a JSON object")
             )
             continue
         plain = safejson.is_plain(raw)
-        unsafe = None if plain else safejson.problem(raw, base=prefix.rstrip("."))
+        unsafe = None if plain else safejson.problem(raw, base=_prefix(index, batch).rstrip("."))
         if unsafe is not None:  # a lone surrogate, NaN, too deep: refused, the batch goes on
             outcomes.append(ItemResult(index, "invalid", field=unsafe[0], detail=": ".join(unsafe)))
             continue
         try:
             record = RecordIn.model_validate(raw)
         except ValidationError as exc:
-            name, message = validation_field(exc, prefix)
+            name, message = validation_field(exc, _prefix(index, batch))
             outcomes.append(ItemResult(index, "invalid", field=name, detail=f"{name}: {message}"))
             continue
+        usage = record.usage
         try:
-            usage = normalize_usage(
-                record.usage,
-                provider=record.provider,
-                model=record.model,
-                cache_ttl=policy.cache_ttl,
+            normalized = normalize_usage(
+                usage, provider=record.provider, model=record.model, cache_ttl=cache_ttl
             )
             provided = read_provider_usage(
-                record.usage,
                 usage,
-                cache_ttl=policy.cache_ttl,
+                normalized,
+                cache_ttl=cache_ttl,
                 context_management=record.context_management,
                 output_items=record.output_items,
             )
@@ -105,18 +104,15 @@ def validate_items(
             name = exc.field if exc.field.startswith(_OWN_FIELDS) else f"usage.{exc.field}"
             if exc.field == "provider":
                 name = "provider"
-            outcomes.append(_invalid(index, record, f"{prefix}{name}", exc.message))
+            outcomes.append(_invalid(index, record, f"{_prefix(index, batch)}{name}", exc.message))
             continue
-        if (
-            record.window_tokens is not None
-            and record.window_tokens <= policy.reserved_output_tokens
-        ):
+        if record.window_tokens is not None and record.window_tokens <= reserved:
             outcomes.append(
                 _invalid(
                     index,
                     record,
-                    f"{prefix}window_tokens",
-                    f"must exceed the profile's reserved_output_tokens ({policy.reserved_output_tokens})",
+                    f"{_prefix(index, batch)}window_tokens",
+                    f"must exceed the profile's reserved_output_tokens ({reserved})",
                 )
             )
             continue
@@ -124,6 +120,12 @@ def validate_items(
         digest = payload_hash(record, raw if plain else None)
         valid.append(ValidRecord(index, record, provided.context, digest, provided))
     return outcomes, valid
+
+
+def _prefix(index: int, batch: bool) -> str:
+    """What the names of an item's fields start with: made only for an invalid item (made for
+    every record, it was ~0.1 ms of a valid 1,000-record batch for nothing)."""
+    return f"records.{index}." if batch else ""
 
 
 _OWN_FIELDS = ("usage", "context_management", "output_items")
