@@ -46,6 +46,8 @@ class ValidRecord:
     payload_hash: str
     # The passes to bill and the provider-side compactions/edits (`telemetry.provider_context`).
     provided: ProviderUsage
+    # The submitted object keeps `safejson.is_plain` (so does every value in it: `usage`...).
+    plain: bool = False
 
 
 def validation_field(error: ValidationError, prefix: str) -> tuple[str, str]:
@@ -118,7 +120,7 @@ def validate_items(
             continue
         outcomes.append(None)
         digest = payload_hash(record, raw if plain else None)
-        valid.append(ValidRecord(index, record, provided.context, digest, provided))
+        valid.append(ValidRecord(index, record, provided.context, digest, provided, plain))
     return outcomes, valid
 
 

@@ -1,22 +1,27 @@
 """`costing.call_values`, a new call's COPY row, is the row of `call_row`'s unsaved instance
 (the ORM path, its oracle): every column, JSON columns as their JSON text, each cost to the
-digit and exponent; priced and unpriced, with and without flags, prefix, `at`, iterations."""
+digit and exponent; priced and unpriced, with and without flags, prefix, `at`, iterations.
+A plain record's raw usage is msgspec's text, not `json_text`'s: the same JSON value, and on
+PostgreSQL the same stored jsonb as the ORM stores (odd text, big integers, nesting)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from telemetry.bulk_sql import json_text
+from telemetry.bulk_sql import copy_rows, json_text, set_wise
 from telemetry.costing import CALL_COLUMNS, CallRow, call_row, call_values
-from telemetry.models import AgentSession
+from telemetry.models import AgentSession, LLMCall
 from telemetry.policy_rules import PolicyValues
 from telemetry.pricing import SEED_CATALOGUE, IntegerPricer, find_price
+from telemetry.safejson import is_plain
 from telemetry.validation import validate_items
 
 _JSON = {"raw_usage", "flags", "prefix"}
@@ -29,12 +34,21 @@ def _expected(session: AgentSession, valid: Any, pricer: IntegerPricer | None) -
     values = []
     for name in CALL_COLUMNS:
         value = getattr(call, name)
-        if name in _JSON:
+        if name == "raw_usage" and valid.plain:
+            value = ("JSON", value)  # its text is msgspec's; compared as the value it encodes
+        elif name in _JSON:
             value = json_text(value)
         elif name == "received_at":
             value = _NOW
         values.append(value)
     return tuple(values)
+
+
+def _parsed_usage(row: tuple[Any, ...], plain: bool) -> tuple[Any, ...]:
+    index = CALL_COLUMNS.index("raw_usage")
+    if not plain:
+        return row
+    return (*row[:index], ("JSON", json.loads(row[index])), *row[index + 1 :])
 
 
 def _exact(row: tuple[Any, ...]) -> list[Any]:
@@ -119,4 +133,52 @@ def test_call_values_is_the_row_of_call_rows_instance(priced: bool, record: dict
     row = call_values(7, valid[0], pricer, _NOW)
     assert type(row) is CallRow
     assert row._fields == CALL_COLUMNS
-    assert _exact(row) == _exact(_expected(session, valid[0], pricer))
+    assert valid[0].plain == is_plain(record)
+    assert _exact(_parsed_usage(row, valid[0].plain)) == _exact(
+        _expected(session, valid[0], pricer)
+    )
+
+
+def test_a_record_with_a_float_keeps_json_texts_raw_usage():
+    record = {
+        "session_id": "s",
+        "turn": 1,
+        "model": "claude-sonnet-4-5",
+        "usage": {"input_tokens": 1, "output_tokens": 2, "cost_usd": 1e16, "ratio": 0.1},
+    }
+    _, valid = validate_items([record], policy=PolicyValues(), batch=False)
+    assert not valid[0].plain
+    row = call_values(7, valid[0], None, _NOW)
+    assert row.raw_usage == json_text(record["usage"])  # '1e+16', as json.dumps spells it
+
+
+_ODD_USAGE = {
+    "input_tokens": 12,
+    "output_tokens": 3,
+    "cache_read_input_tokens": 2**53 - 1,
+    "note": 'tab\there, a newline\nand \\ back "quoted" é \U0001f600 \u2028 \x7f \x1f',
+    "é": ["😀", None, True, False, 0, -1, 10**30, {"nested": {"deeper": [[], {}]}}],
+    "": "",
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(not set_wise(), reason="COPY rows are PostgreSQL's path")
+def test_a_plain_raw_usage_is_stored_as_the_orm_stores_it(make_agent):
+    agent = make_agent()
+    session = AgentSession.objects.create(profile=agent.key.profile, external_id="plain-usage")
+    record = {"session_id": "plain-usage", "turn": 1, "model": "m", "usage": _ODD_USAGE}
+    _, valid = validate_items([record], policy=PolicyValues(), batch=False)
+    assert valid[0].plain
+    copy_rows(LLMCall, [call_values(session.pk, valid[0], None, _NOW)])
+    orm = call_row(session, valid[0], None, _NOW)
+    orm.turn = 2
+    LLMCall.objects.bulk_create([orm])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT raw_usage::text FROM telemetry_llmcall WHERE session_id = %s ORDER BY turn",
+            [session.pk],
+        )
+        copied, created = (text for (text,) in cursor.fetchall())
+    assert copied == created
+    assert json.loads(copied) == _ODD_USAGE
