@@ -85,7 +85,10 @@ def validate_items(
             outcomes.append(ItemResult(index, "invalid", field=unsafe[0], detail=": ".join(unsafe)))
             continue
         try:
-            record = RecordIn.model_validate(raw)
+            # `RecordIn.model_validate(raw)` without its Python frame and the six keyword
+            # arguments it passes on, all their defaults here: ~0.9 ms less per 1,000 of the
+            # bench's records (in process, interleaved)
+            record: RecordIn = RecordIn.__pydantic_validator__.validate_python(raw)
         except ValidationError as exc:
             name, message = validation_field(exc, _prefix(index, batch))
             outcomes.append(ItemResult(index, "invalid", field=name, detail=f"{name}: {message}"))
