@@ -963,11 +963,48 @@ def copy_rows(model: type[models.Model], rows: Sequence[Sequence[Any]]) -> None:
         # per 1,000 rows (of ~4.3; in process, alternated with the untyped COPY). Binary COPY
         # was measured too: ~0.8 ms more Python (its Decimal and JSON dumping) and no backend
         # CPU saved.
-        copy.set_types(types)
-        write = copy.write_row
-        for row in rows:
-            write(row)
+        shared = _shared_times(cursor.cursor, types, rows)
+        if not shared:
+            copy.set_types(types)
+            write = copy.write_row
+            for row in rows:
+                write(row)
+        else:
+            # A datetime every row holds (a batch's `received_at`, and `at` when no record has
+            # one) goes as the text its dumper gives, made once: formatting 1,000 of the
+            # bench's rows 4.2 -> 3.2 ms (in process, interleaved), the bytes sent the same (a
+            # timestamp holds nothing COPY escapes).
+            copy.set_types(["text" if i in shared else kind for i, kind in enumerate(types)])
+            write = copy.write_row
+            fill = list(shared.items())
+            for row in rows:
+                values = list(row)
+                for i, text in fill:
+                    values[i] = text
+                write(values)
     _log_statement(sql, started)
+
+
+def _shared_times(
+    cursor: psycopg.Cursor[Any], types: list[str], rows: Sequence[Sequence[Any]]
+) -> dict[int, str]:
+    """The `timestamptz` columns of `copy_rows` whose rows all hold one and the same datetime
+    object, each with that value's text from the dumper COPY would use for the column."""
+    if len(rows) < 2:
+        return {}
+    shared = {}
+    for i, kind in enumerate(types):
+        if kind != "timestamptz":
+            continue
+        value = rows[0][i]
+        if value is None or any(row[i] is not value for row in rows):
+            continue
+        oid = cursor.adapters.types[kind].oid
+        dumper = cursor.adapters.get_dumper_by_oid(oid, pq.Format.TEXT)(type(value), cursor)
+        dumped = dumper.dump(value)
+        if dumped is not None:  # (a datetime is never NULL; were it, it is dumped per row)
+            shared[i] = bytes(dumped).decode()
+    return shared
 
 
 # The text dumper COPY uses for a column of each type (`Field.db_type` without its modifiers).
