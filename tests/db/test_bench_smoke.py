@@ -116,6 +116,14 @@ def test_the_bench_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None
         assert (run["lost"], run["duplicated"], run["other"]) == (0, 0, 0), run
     for run in results["measurements"]["P10"]["integrity"]:
         assert (run["lost"], run["duplicated"], run["failed_exports"]) == (0, 0, 0), run
+    # Each baseline run is paired with its measurement's run (B_copy with P1, B_noop with P2).
+    baselines, measurements = results["baselines"], results["measurements"]
+    for measured, baseline in (("P1", "B_copy"), ("P2", "B_noop")):
+        runs, paired = measurements[measured]["runs"], baselines[baseline]["runs"]
+        assert len(runs) == len(paired) == len(measurements[measured]["ratio_per_run"])
+        assert measurements[measured]["ratio_per_run"] == pytest.approx(
+            [r / b for r, b in zip(runs, paired, strict=True)]
+        )
     # Query counts do not grow with the data, even at smoke sizes.
     for measurement in ("P3", "P5"):
         counts = results["measurements"][measurement]["query_counts"]
