@@ -44,6 +44,19 @@ def _fresh_remembered_reads() -> None:
     forget_catalogue()
 
 
+@pytest.fixture
+def held_remembered_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Key checks, policies and catalogues stay remembered for an hour, not a second: a test
+    that counts a warmed request's queries must not count a re-read because the machine was
+    slow between the warm-up and the measured request (CI saw a session read cost 5 queries,
+    not 3, after such a pause)."""
+    from telemetry import catalogue, keys, policy_store
+
+    monkeypatch.setattr(keys, "KEY_CACHE_SECONDS", 3_600.0)
+    monkeypatch.setattr(policy_store._by_key, "seconds", 3_600.0)
+    monkeypatch.setattr(catalogue._by_key, "seconds", 3_600.0)
+
+
 @dataclass
 class Agent:
     """An agent persona: a key bound to a profile, and a client that sends it."""

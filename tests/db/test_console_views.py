@@ -398,7 +398,9 @@ def test_the_table_fragment_for_htmx_and_304_when_nothing_changed(client_as, key
     assert changed.status_code == 200 and "b" in _ids(changed)
 
 
-def test_the_list_costs_the_same_queries_for_3_or_30_sessions(client_as, key) -> None:
+def test_the_list_costs_the_same_queries_for_3_or_30_sessions(
+    client_as, key, held_remembered_reads
+) -> None:
     client = client_as("viewer")
 
     def count() -> int:
@@ -510,7 +512,9 @@ def test_the_turns_table_pages_and_answers_htmx_with_the_fragment(client_as, key
     ]
 
 
-def test_the_session_page_costs_the_same_queries_for_5_or_300_turns(client_as, key) -> None:
+def test_the_session_page_costs_the_same_queries_for_5_or_300_turns(
+    client_as, key, held_remembered_reads
+) -> None:
     client = client_as("viewer")
     short = make_session(key, "short", turns=5)
     long = make_session(key, "long", turns=300)
@@ -1138,7 +1142,7 @@ def test_the_runs_table_shows_each_outcome_and_compacted_without_archive(
 
 
 def test_the_session_page_costs_the_same_queries_with_a_short_or_long_transcript(
-    client_as, key
+    client_as, key, held_remembered_reads
 ) -> None:
     client = client_as("viewer")
     short = worked_session(key, "short-t", compact=True)

@@ -95,7 +95,7 @@ def test_a_session_read_is_the_schemas_own_rendering(agent):
     assert answer.content == json.dumps(data, cls=NinjaJSONEncoder).encode()
 
 
-def test_a_session_read_costs_the_same_queries_at_3_and_at_300_turns(agent):
+def test_a_session_read_costs_the_same_queries_at_3_and_at_300_turns(agent, held_remembered_reads):
     """The whole series comes in one read whatever its length (no query per turn)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext

@@ -142,7 +142,9 @@ def test_the_band_counts_use_each_profiles_thresholds(viewer, key) -> None:
     assert found.top_pressure[0][1] == "prune"
 
 
-def test_the_overview_reads_rollups_in_a_constant_number_of_queries(viewer, key) -> None:
+def test_the_overview_reads_rollups_in_a_constant_number_of_queries(
+    viewer, key, held_remembered_reads
+) -> None:
     client = viewer
     client.get("/")
     now = timezone.now()
@@ -258,7 +260,7 @@ def test_band_counts_and_top_lists_equal_a_brute_force_over_random_fleets(seed: 
 
 
 def test_the_overview_costs_the_same_queries_for_a_few_or_many_sessions_and_profiles(
-    viewer: Client,
+    viewer: Client, held_remembered_reads: None
 ) -> None:
     rng = random.Random(7)
 

@@ -85,7 +85,9 @@ def test_the_version_changes_with_a_shown_row_and_not_with_a_hidden_one(monkeypa
     assert sessions_page(filters).version == changed
 
 
-def test_the_list_costs_the_same_queries_at_30_and_at_300_sessions() -> None:
+def test_the_list_costs_the_same_queries_at_30_and_at_300_sessions(
+    held_remembered_reads: None,
+) -> None:
     client = _viewer()
     path = reverse("sessions")
     _sessions(30)
