@@ -8,9 +8,9 @@ keeps them equal to a from-scratch recomputation by construction.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from decimal import Decimal
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
 from operator import attrgetter
 
 from telemetry.pressure import hit_ratio
@@ -166,3 +166,38 @@ def summarize_turn(calls: Sequence[CallFigures]) -> TurnFigures:
 
 _ZERO = Decimal(0)
 _CALL_NUMBER = attrgetter("call")
+
+
+# The scale of a call's stored costs (the calls table's numeric(20, 9) columns).
+STORED_COST_PLACES = 9
+_STORED_COST = Decimal(1).scaleb(-STORED_COST_PLACES)
+
+
+def as_stored(call: CallFigures) -> CallFigures | None:
+    """`call` as PostgreSQL hands it back once stored: costs rounded to the column's scale
+    (numeric rounds half away from zero; costs are never negative) and its time in UTC. None
+    when the time has no UTC form in Python (a year-1 time east of Greenwich): the caller then
+    lets the database derive the turn. What a turn's figures computed here from stored-equal
+    calls give is what the database's derivation gives from the stored rows
+    (`telemetry.known_sessions`)."""
+    try:
+        at = call.at.astimezone(UTC)
+    except OverflowError:
+        return None
+    buckets = call.cost_buckets
+    return replace(
+        call,
+        at=at,
+        cost_buckets=None if buckets is None else _rounded_buckets(buckets),
+        no_cache_cost=None if call.no_cache_cost is None else _rounded(call.no_cache_cost),
+    )
+
+
+def _rounded(value: Decimal) -> Decimal:
+    return value.quantize(_STORED_COST, rounding=ROUND_HALF_UP)
+
+
+def _rounded_buckets(
+    b: tuple[Decimal, Decimal, Decimal, Decimal, Decimal],
+) -> tuple[Decimal, Decimal, Decimal, Decimal, Decimal]:
+    return (_rounded(b[0]), _rounded(b[1]), _rounded(b[2]), _rounded(b[3]), _rounded(b[4]))

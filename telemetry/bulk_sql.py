@@ -331,25 +331,36 @@ class Statement(NamedTuple):
     prepare: bool
 
 
-def run_together(statements: Sequence[Statement | None], *, commit: bool = False) -> None:
+def run_together(
+    statements: Sequence[Statement | None], *, commit: bool = False, version: bool = False
+) -> str | None:
     """Run writes that return nothing as one statement, one round trip: each is a data-modifying
     `WITH` query of a `SELECT` that reads none of them. PostgreSQL runs every such query once
     and to completion, on one snapshot, so they must not touch the same rows (the ingest's last
     two writes, the session figures and the hour rollups: make bench P2, whose driver work per
     statement is most of a single record's Python). None entries are skipped. `commit`: as
-    `run`'s (`commit_with_last`)."""
+    `run`'s (`commit_with_last`). `version`: the first statement is an UPDATE of one row; its
+    new row version's `xmin` comes back, as text (None when it updated nothing), for
+    `telemetry.known_sessions`."""
     todo = [s for s in statements if s is not None]
+    if not todo:
+        return None
+    if version:
+        first = todo[0]
+        todo[0] = Statement(f"{first.sql} RETURNING xmin::text", first.params, first.prepare)
     if len(todo) == 1:
-        run(todo[0].sql, todo[0].params, prepare=todo[0].prepare, commit=commit)
-    elif todo:
+        rows = run(todo[0].sql, todo[0].params, prepare=todo[0].prepare, commit=commit)
+    else:
         parts = ", ".join(f"write_{i} AS ({s.sql})" for i, s in enumerate(todo))
         params = [value for s in todo for value in s.params]
-        run(
-            f"WITH {parts} SELECT NULL WHERE false",
+        final = "SELECT (SELECT xmin FROM write_0)" if version else "SELECT NULL WHERE false"
+        rows = run(
+            f"WITH {parts} {final}",
             params,
             prepare=all(s.prepare for s in todo),
             commit=commit,
         )
+    return rows[0][0] if version and rows else None
 
 
 def own_transaction() -> bool:

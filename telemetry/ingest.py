@@ -21,7 +21,10 @@ writes, session figures and hour rollups, travel together as one statement
 hold it, and has its turn re-derived in one statement (`bulk_sql.insert_and_derive`, under the
 session lock): 5 statements with the lock, the figures, BEGIN and COMMIT, in 3 round trips
 (BEGIN travels with the lock, COMMIT with the figures: `telemetry.pg_prepared`), 2 once the
-process has locked the session before (the insert travels with the lock: `_lock_and_insert`).
+process has locked the session before (the insert travels with the lock: `_lock_and_insert`),
+and 1 once this process wrote the session last and knows what the record adds to: its call,
+turn, figures and hour rows are computed here and sent as one statement that writes only if
+the session row is still the version written (`telemetry.known_sessions`).
 
 On PostgreSQL (`telemetry.bulk_sql.set_wise`) new calls go to COPY as tuples (a few rows: one
 prepared INSERT) and the database derives their turns from the stored rows; elsewhere the calls are model instances and the same
@@ -44,7 +47,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from telemetry import bulk_sql, session_state
+from telemetry import bulk_sql, known_sessions, session_state
 from telemetry.accounting import CallFigures
 from telemetry.catalogue import OnceCatalogue, key_prices
 from telemetry.costing import CallRow, call_row, call_values
@@ -152,6 +155,26 @@ def store_records(
         with transaction.atomic():
             wanted = {v.record.session_id for v in valid}
             catalogue = OnceCatalogue() if catalogue is None else catalogue
+            one_trip = locked is None and len(valid) == 1 and known_sessions.applies()
+            if one_trip:
+                v = valid[0]
+                written = known_sessions.store_one(
+                    profile, v, policy=policy, catalogue=catalogue, now=timezone.now()
+                )
+                if written is not None:
+                    record = v.record
+                    item = ItemResult(
+                        v.index,
+                        "created",
+                        session_id=record.session_id,
+                        turn=record.turn,
+                        call=record.call,
+                    )
+                    result.sessions = [written.session]
+                    turn_calls = {(written.session.pk, record.turn): written.calls}
+                    _conclude(result, outcomes, [item], turn_calls, policy, on_commit)
+                    result.items = [item for item in outcomes if item is not None]
+                    return result
             sent = None
             if locked is not None and wanted <= locked.keys():
                 sessions = {eid: locked[eid] for eid in wanted}
@@ -177,24 +200,46 @@ def store_records(
                 session_state.write_figures(result.sessions)
             # the transaction's last write: on PostgreSQL its COMMIT goes in the same round trip
             # when this is the outermost block (`bulk_sql.commit_with_last`; make bench P2)
-            bulk_sql.run_together([figures, add_hours()], commit=bulk_sql.commit_with_last())
+            version = bulk_sql.run_together(
+                [figures, add_hours()], commit=bulk_sql.commit_with_last(), version=one_trip
+            )
+            if one_trip and len(result.sessions) == 1:
+                # the row as written, for the session's next record (`known_sessions`)
+                known_sessions.remember(
+                    profile.pk, known_sessions.copy_row(result.sessions[0]), version, None
+                )
             pk_of = {external_id: session.pk for external_id, session in sessions.items()}
-            for item in decided:
-                calls = turn_calls.get((pk_of[item.session_id or ""], item.turn or 0))
-                if calls is not None and item.status in ("created", "duplicate"):
-                    # D8: the rounds this call completes (its own position in the turn), so a
-                    # batch of calls 30-45 flags only those at or past the limits.
-                    rounds = bisect_right(calls, item.call or 0)
-                    signal = round_signal(rounds, policy.round_soft_limit, policy.round_hard_cap)
-                    item.nudge = policy.nudge_text if signal in ("nudge", "stop") else None
-                    item.stop = signal == "stop"
-                outcomes[item.index] = item
-            result.over_threshold = [s.pk for s in result.sessions if needs_relief(s, policy)]
-            if on_commit is not None and result.over_threshold:
-                ids = list(result.over_threshold)
-                transaction.on_commit(lambda: on_commit(ids))
+            _conclude(result, outcomes, decided, turn_calls, policy, on_commit, pk_of)
     result.items = [item for item in outcomes if item is not None]
     return result
+
+
+def _conclude(
+    result: IngestResult,
+    outcomes: list[ItemResult | None],
+    decided: list[ItemResult],
+    turn_calls: dict[tuple[int, int], list[int]],
+    policy: PolicyValues,
+    on_commit: Callable[[list[int]], None] | None,
+    pk_of: dict[str, int] | None = None,
+) -> None:
+    """The items' outcomes with D8's round signals, and the relief the sessions need (asked
+    for after commit)."""
+    pk_of = pk_of or {s.external_id: s.pk for s in result.sessions}
+    for item in decided:
+        calls = turn_calls.get((pk_of[item.session_id or ""], item.turn or 0))
+        if calls is not None and item.status in ("created", "duplicate"):
+            # D8: the rounds this call completes (its own position in the turn), so a batch of
+            # calls 30-45 flags only those at or past the limits.
+            rounds = bisect_right(calls, item.call or 0)
+            signal = round_signal(rounds, policy.round_soft_limit, policy.round_hard_cap)
+            item.nudge = policy.nudge_text if signal in ("nudge", "stop") else None
+            item.stop = signal == "stop"
+        outcomes[item.index] = item
+    result.over_threshold = [s.pk for s in result.sessions if needs_relief(s, policy)]
+    if on_commit is not None and result.over_threshold:
+        ids = list(result.over_threshold)
+        transaction.on_commit(lambda: on_commit(ids))
 
 
 @dataclass
@@ -253,7 +298,7 @@ def _lock_and_insert(
     sessions = session_state.locked_sessions(profile, answers[0])
     session = sessions.get(record.session_id)
     if session is None or session.profile_id != profile.pk or len(sessions) != 1:
-        del _SESSION_IDS[(profile.pk, record.session_id)]
+        _SESSION_IDS.pop((profile.pk, record.session_id), None)  # another thread may have too
         bulk_sql.restart_transaction()
         return None
     return _Sent(sessions, row, now, bulk_sql.inserted_and_derived(LLMCall, Turn, answers[1]))

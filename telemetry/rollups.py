@@ -196,14 +196,20 @@ def add_calls(profile_id: int, calls: Sequence[CallSums]) -> None:
         cursor.execute(statement.sql, statement.params)
 
 
-def add_calls_statement(profile_id: int, calls: Sequence[CallSums]) -> Statement | None:
+def add_calls_statement(
+    profile_id: int, calls: Sequence[CallSums], *, only_if: str = ""
+) -> Statement | None:
     """`add_calls`' statement on PostgreSQL, not yet run (for `bulk_sql.run_together`); None
-    for no calls. Elsewhere than on PostgreSQL call `add_calls`."""
+    for no calls. Elsewhere than on PostgreSQL call `add_calls`. `only_if`: an SQL condition
+    the rows go in under (a statement's own `WITH` query, `telemetry.known_sessions`), for a
+    request's few hour rows only."""
     assert vendor() == "postgresql"
-    return _add_statement(profile_id, calls)
+    return _add_statement(profile_id, calls, only_if)
 
 
-def _add_statement(profile_id: int, calls: Sequence[CallSums]) -> Statement | None:
+def _add_statement(
+    profile_id: int, calls: Sequence[CallSums], only_if: str = ""
+) -> Statement | None:
     if not calls:
         return None
     sums = sum_by_hour(profile_id, calls)
@@ -216,7 +222,8 @@ def _add_statement(profile_id: int, calls: Sequence[CallSums]) -> Statement | No
         # of hours): each advisory lock would take a slot of the server's shared lock table
         # (max_locks_per_transaction x connections) until commit, so stripe 0 as before.
         striped = few(sums)
-        return Statement(_upsert_sql(len(sums), striped=striped), params, striped)
+        assert striped or not only_if, "a condition only for a request's few hour rows"
+        return Statement(_upsert_sql(len(sums), striped=striped, only_if=only_if), params, striped)
     return Statement(_upsert_sql(len(sums), striped=False), params, False)
 
 
@@ -232,7 +239,7 @@ def _row_fields() -> tuple[Any, ...]:
 
 
 @functools.lru_cache(maxsize=32)
-def _upsert_sql(count: int, *, striped: bool) -> str:
+def _upsert_sql(count: int, *, striped: bool, only_if: str = "") -> str:
     meta = HourlyUsage._meta
     quote = connection.ops.quote_name
     table = quote(meta.db_table)
@@ -256,7 +263,8 @@ def _upsert_sql(count: int, *, striped: bool) -> str:
         )
         source = (
             f"SELECT v.*, {stripe} FROM (VALUES {', '.join([typed] * count)}) "
-            f"AS v ({', '.join(names)}) ORDER BY {profile}, {model}, {hour}"
+            f"AS v ({', '.join(names)}) {f'WHERE {only_if} ' if only_if else ''}"
+            f"ORDER BY {profile}, {model}, {hour}"
         )
     else:  # one writer at a time (SQLite): stripe 0
         row = "(" + ", ".join(["%s"] * len(columns)) + ", 0)"

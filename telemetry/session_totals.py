@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,29 @@ class TurnSums:
     no_cache_cost_usd: Decimal | None
     unpriced_calls: int
     last_at: datetime
+
+
+class Summed(Protocol):
+    """What `change_of` reads of a turn: `TurnSums`, or `telemetry.accounting.TurnFigures`."""
+
+    @property
+    def calls(self) -> int: ...
+    @property
+    def context_tokens(self) -> int: ...
+    @property
+    def cache_read_reported(self) -> int: ...
+    @property
+    def cache_denominator(self) -> int: ...
+    @property
+    def cache_reported_calls(self) -> int: ...
+    @property
+    def cost_usd(self) -> Decimal | None: ...
+    @property
+    def no_cache_cost_usd(self) -> Decimal | None: ...
+    @property
+    def unpriced_calls(self) -> int: ...
+    @property
+    def last_at(self) -> datetime: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +129,10 @@ def advance(totals: Totals, change: Change) -> Totals:
     )
 
 
-def change_of(touched: Iterable[tuple[TurnSums | None, TurnSums]]) -> Change:
+def change_of(touched: Iterable[tuple[Summed | None, Summed]]) -> Change:
     """The `Change` of (before, after) pairs of touched turns, before None for a new turn: what
-    `derive_turns`'s statement sums in SQL, in Python (for the tests)."""
+    `derive_turns`'s statement sums in SQL, in Python (the tests hold the two equal;
+    `telemetry.known_sessions` sends a single record's figures computed with it)."""
     pairs = list(touched)
     assert pairs, "a change touches at least one turn"
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from telemetry import bulk_sql, ingest
+from telemetry import bulk_sql, ingest, known_sessions
 from telemetry.ingest import store_records
 from telemetry.models import AgentSession, HourlyUsage, LLMCall, Turn
 from telemetry.profiles import get_or_create_profile
@@ -19,6 +19,13 @@ pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's pipeline"),
     pytest.mark.django_db(transaction=True),  # the record's transaction is its own
 ]
+
+
+@pytest.fixture(autouse=True)
+def _two_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two-trip path itself: a session's next record would otherwise go in one trip
+    (`telemetry.known_sessions`, tests/db/test_known_sessions.py)."""
+    monkeypatch.setattr(known_sessions, "applies", lambda: False)
 
 
 def _record(turn: int, call: int = 0, **extra: Any) -> dict[str, Any]:

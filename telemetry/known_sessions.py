@@ -1,0 +1,267 @@
+"""A single record in one round trip, for a session this process wrote last (make bench P2).
+
+Why: a single record took two round trips (the session's lock with the insert and the turn's
+derivation; then the session's figures with the hour rows and the COMMIT), because the figures
+are computed in Python from what the derivation answered. On this project's machines a round
+trip costs ~0.3 ms of CPU whatever it carries (`python -m bench.inprocess --ab`, an extra
+`SELECT 1`: Python +0.13-0.33 ms, backend +0.14-0.18 ms a record): a quarter of what a
+single record costs beside a no-op request.
+
+How: after it writes a session, the process remembers the row as written, its version (the
+row's `xmin`, the transaction that wrote it) and, when it knows them all, the calls of the
+session's last turn. The next record of that session for a later turn, or for the last turn
+under a call number not among those calls, is then derived here, before anything is sent: the
+call's row, its turn's figures (`telemetry.accounting.summarize_turn` over the calls as stored,
+`as_stored`), what that changed (`telemetry.session_totals.change_of`) and the session's
+figures and projection, exactly as the two-trip path computes them from the database's answer.
+One statement sends it all (BEGIN and COMMIT in the same round trip, `telemetry.pg_prepared`):
+
+- `guard` locks the session row if, and only if, it is still the version remembered. Every
+  write of a session's calls writes its figures in the same transaction, and every other change
+  of the row (compaction, relief, a learned window, an edit) writes a new version, so the same
+  version means the same row, the same calls and the same last turn as remembered;
+- `ins` adds the call unless a stored call holds its position or request id (a retry);
+- the turn, the session's figures and the hour rows are written only if the call went in.
+
+The answer is the session row's new version, or nothing: then nothing was written, the empty
+transaction committed, and the caller takes the two-trip path, which answers the duplicate,
+conflict or concurrent writer as it always did. A remembered state that is wrong can only cost
+that detour, never a wrong row, since the version check runs under the row's lock.
+
+PostgreSQL only, with `DB_PIPELINE` and `DB_PREPARED_STATEMENTS`; a record carrying provider
+events, or whose projection would read the transcript log, takes the usual path.
+tests/db/test_known_sessions.py holds both paths to the same stored rows and answers.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from django.conf import settings
+from django.db import connection
+
+from telemetry import bulk_sql, session_state
+from telemetry.accounting import CallFigures, TurnFigures, as_stored, summarize_turn
+from telemetry.costing import CallRow, call_values
+from telemetry.derivation import _TURN_UPDATE_FIELDS, _turn_values, advance_session_figures
+from telemetry.models import AgentProfile, AgentSession, LLMCall, Turn
+from telemetry.policy_rules import PolicyValues
+from telemetry.rollups import add_calls_statement
+from telemetry.session_totals import change_of
+from telemetry.validation import ValidRecord
+from telemetry.window_resolution import resolve_window
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """A session as this process last wrote it: the row (never changed: copied for each use),
+    its version, and the calls of its last turn when this process knows them all."""
+
+    session: AgentSession
+    xmin: str
+    calls: tuple[CallFigures, ...] | None
+
+
+_KNOWN: dict[tuple[int, str], Known] = {}
+_KEPT: Final = 10_000  # past this many sessions, start afresh (~2 KB each)
+_lock = threading.Lock()
+
+
+def remember(
+    profile_id: int,
+    session: AgentSession,
+    xmin: str | None,
+    calls: tuple[CallFigures, ...] | None,
+) -> None:
+    """The row of `session` as just written (version `xmin`; None forgets it), and the calls of
+    its last turn when they are all known. The caller must not change `session` after."""
+    key = (profile_id, session.external_id)
+    with _lock:
+        if xmin is None:
+            _KNOWN.pop(key, None)
+            return
+        if len(_KNOWN) >= _KEPT:
+            _KNOWN.clear()
+        _KNOWN[key] = Known(session, xmin, calls)
+
+
+def forget_all() -> None:
+    """Forget every remembered session of this process (tests)."""
+    with _lock:
+        _KNOWN.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What `store_one` wrote: the session with its new figures, the call's turn as stored
+    now, and the call numbers of that turn."""
+
+    session: AgentSession
+    turn: Turn
+    calls: list[int]
+
+
+def applies() -> bool:
+    """Whether the one-trip path can run here: PostgreSQL's pipeline, prepared statements, and
+    the caller's `atomic` block the outermost (its COMMIT goes with the statement)."""
+    return (
+        bulk_sql.set_wise()
+        and settings.DB_PIPELINE
+        and settings.DB_PREPARED_STATEMENTS
+        and bulk_sql.own_transaction()
+    )
+
+
+def store_one(
+    profile: AgentProfile,
+    v: ValidRecord,
+    *,
+    policy: PolicyValues,
+    catalogue: Any,
+    now: datetime,
+) -> Written | None:
+    """Store the new call of `v` with its turn, session figures and hour rows in one round
+    trip, committing the caller's transaction (see the module's note); None, having written
+    nothing, when it does not apply or the session is not as remembered."""
+    record = v.record
+    if v.provided.events:
+        return None
+    with _lock:
+        known = _KNOWN.get((profile.pk, record.session_id))
+    if known is None:
+        return None
+    stored = known.session
+    before: tuple[CallFigures, ...]
+    if stored.last_turn is None or record.turn > stored.last_turn:
+        before = ()
+    elif (
+        record.turn == stored.last_turn
+        and known.calls is not None
+        and all(c.call != record.call for c in known.calls)
+    ):
+        before = known.calls
+    else:
+        return None
+    row = call_values(stored.pk, v, catalogue.pricer(record.model), now)
+    figures = as_stored(_call_figures(row))
+    if figures is None:
+        return None
+    calls = (*before, figures)
+    after = summarize_turn(calls)
+    if (
+        stored.surface_estimate_tokens is None
+        and after.last_call_appended_chars is None
+        and after.surface_version is not None
+    ):
+        return None  # the projection reads the transcript log: under the lock, as usual
+    old: TurnFigures | None = summarize_turn(before) if before else None
+    session = copy_row(stored)
+    session.profile = profile  # as the caller has it now (its name, its windows)
+    turn = bulk_sql.from_row(
+        Turn, _TURN_NAMES, (None, *_turn_values(session.pk, record.turn, after))
+    )
+    found, rest = advance_session_figures(
+        [session], {session.pk: (turn, asdict(change_of([(old, after)])))}
+    )
+    assert found and not rest, "a later turn or a new call of the last advances the figures"
+    session_state.apply_usage_report(
+        session,
+        turn,
+        window=resolve_window(profile, turn, catalogue.price, session),
+        new_report=True,
+        policy=policy,
+    )
+    sql, params = _statement(profile, session, known.xmin, row, turn)
+    answer = bulk_sql.run(sql, params, commit=True)
+    xmin = answer[0][0] if answer else None
+    if xmin is None:
+        with _lock:
+            _KNOWN.pop((profile.pk, record.session_id), None)
+        return None
+    remember(profile.pk, session, xmin, calls)
+    return Written(copy_row(session), turn, sorted(c.call for c in calls))
+
+
+def _call_figures(row: CallRow) -> CallFigures:
+    costs = (
+        row.cost_uncached_input,
+        row.cost_cache_read,
+        row.cost_cache_write_5m,
+        row.cost_cache_write_1h,
+        row.cost_output,
+    )
+    return CallFigures(
+        call=row.call,
+        at=row.at,
+        model=row.model,
+        uncached_input=row.uncached_input,
+        cache_read=row.cache_read,
+        cache_write_5m=row.cache_write_5m,
+        cache_write_1h=row.cache_write_1h,
+        output=row.output,
+        reasoning_output=row.reasoning_output,
+        reported_cache=row.reported_cache,
+        appended_chars=row.appended_chars,
+        window_tokens=row.window_tokens,
+        surface_version=row.surface_version,
+        cost_buckets=None if costs[0] is None else costs,
+        no_cache_cost=row.no_cache_cost_usd,
+    )
+
+
+def copy_row(session: AgentSession) -> AgentSession:
+    """A separate instance of the same row (the remembered one is shared between threads)."""
+    copy = AgentSession.__new__(AgentSession)
+    copy.__dict__.update(session.__dict__)
+    state = session._state
+    copy._state = type(state)()
+    copy._state.adding, copy._state.db = state.adding, state.db
+    copy._state.fields_cache = dict(state.fields_cache)
+    return copy
+
+
+_TURN_NAMES: Final = ("id", "session_id", "turn", *_TURN_UPDATE_FIELDS)
+
+
+def _statement(
+    profile: AgentProfile, session: AgentSession, xmin: str, row: CallRow, turn: Turn
+) -> tuple[str, list[Any]]:
+    figures = session_state.figures_statement([session])
+    hours = add_calls_statement(profile.pk, [row], only_if="EXISTS (SELECT FROM ins)")
+    assert figures is not None and hours is not None
+    head = _head_sql()
+    sql = (
+        f"{head}, fig AS ({figures.sql} AND EXISTS (SELECT FROM ins) RETURNING xmin::text), "
+        f"hrs AS ({hours.sql}) SELECT (SELECT xmin FROM fig)"
+    )
+    turn_params = [getattr(turn, name) for name in _TURN_NAMES[1:]]
+    return sql, [session.pk, xmin, *row, *turn_params, *figures.params, *hours.params]
+
+
+@functools.cache
+def _head_sql() -> str:
+    """The statement's `guard`, `ins` and `trn` queries (see the module's note)."""
+    quote = connection.ops.quote_name
+    sessions = quote(AgentSession._meta.db_table)
+    turns = quote(Turn._meta.db_table)
+    into, values = bulk_sql._insert_parts(LLMCall)  # noqa: SLF001
+    by_name = {f.attname: f for f in Turn._meta.concrete_fields}
+    names = _TURN_NAMES[1:]
+    columns = ", ".join(quote(by_name[n].column) for n in names)
+    typed = ", ".join(f"%s::{by_name[n].db_type(connection)}" for n in names)
+    updates = ", ".join(
+        f"{quote(by_name[n].column)} = excluded.{quote(by_name[n].column)}" for n in names[2:]
+    )
+    keys = ", ".join(quote(by_name[n].column) for n in ("session_id", "turn"))
+    return (
+        f"WITH guard AS (SELECT s.id FROM {sessions} AS s "
+        "WHERE s.id = %s::bigint AND s.xmin = %s::text::xid FOR UPDATE), "
+        f"ins AS ({into} SELECT {values} WHERE EXISTS (SELECT FROM guard) "
+        "ON CONFLICT DO NOTHING RETURNING 1), "
+        f"trn AS (INSERT INTO {turns} ({columns}) SELECT {typed} "
+        f"WHERE EXISTS (SELECT FROM ins) ON CONFLICT ({keys}) DO UPDATE SET {updates})"
+    )

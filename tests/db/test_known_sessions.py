@@ -1,0 +1,297 @@
+"""A session's next single record goes in one round trip when this process wrote the session
+last (`telemetry.known_sessions`, PostgreSQL): what it stores and answers is what the two-trip
+path stores and answers, over odd but valid records, duplicates, conflicts, late and
+out-of-order calls; and a session someone else changed meanwhile is never written from the
+remembered state."""
+
+from __future__ import annotations
+
+import random
+import threading
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from telemetry import known_sessions, pg_prepared
+from telemetry.catalogue import OnceCatalogue
+from telemetry.ingest import store_records
+from telemetry.models import AgentSession, CatalogueModel, HourlyUsage, LLMCall, Turn
+from telemetry.policy_store import effective_policy
+from telemetry.profiles import get_or_create_profile
+
+pytestmark = [
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's pipeline"),
+    pytest.mark.django_db(transaction=True),  # each record's transaction is its own
+]
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    known_sessions.forget_all()
+
+
+def _record(turn: int, call: int = 0, **extra: Any) -> dict[str, Any]:
+    return {
+        "session_id": "known",
+        "turn": turn,
+        "call": call,
+        "request_id": f"req-{turn}-{call}",
+        "model": "claude-sonnet-4-5",
+        "usage": {
+            "input_tokens": 100 + turn,
+            "cache_read_input_tokens": 5_000 * turn,
+            "cache_creation_input_tokens": 300,
+            "output_tokens": 40 + call,
+        },
+        "at": f"2025-06-01T10:{turn % 60:02d}:{call % 60:02d}+02:00",
+        **extra,
+    }
+
+
+def _one_trips(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each single record went in one trip (the list grows by one per attempt)."""
+    seen: list[bool] = []
+    real = known_sessions.store_one
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        written = real(*args, **kwargs)
+        seen.append(written is not None)
+        return written
+
+    monkeypatch.setattr(known_sessions, "store_one", spy)
+    return seen
+
+
+def _ingest(profile_name: str, records: list[dict[str, Any]]) -> tuple[list[Any], Any]:
+    profile = get_or_create_profile(name=profile_name)
+    answers = []
+    for record in records:
+        result = store_records(profile=profile, raw_items=[record], batch=False)
+        item = dict(result.items[0].__dict__)
+        figures = [
+            {k: v for k, v in s.__dict__.items() if k not in {"_state", "id", "profile_id"}}
+            for s in result.sessions
+        ]
+        for f in figures:
+            f.pop("created_at", None)
+            f.pop("external_id", None)
+        answers.append((item, figures, result.over_threshold != []))
+    return answers, AgentSession.objects.get(profile=profile, external_id="known")
+
+
+def _stored(session: AgentSession) -> dict[str, Any]:
+    skip = {"id", "session_id", "received_at", "profile_id", "created_at", "external_id"}
+    calls = [
+        {k: v for k, v in row.items() if k not in skip}
+        for row in LLMCall.objects.filter(session=session).order_by("turn", "call").values()
+    ]
+    turns = [
+        {k: v for k, v in row.items() if k not in skip}
+        for row in Turn.objects.filter(session=session).order_by("turn").values()
+    ]
+    figures = {
+        k: v
+        for k, v in AgentSession.objects.filter(pk=session.pk).values().get().items()
+        if k not in skip
+    }
+    hours = [
+        {k: v for k, v in row.items() if k not in {"id", "profile_id", "stripe"}}
+        for row in HourlyUsage.objects.filter(profile_id=session.profile_id)
+        .order_by("hour", "model")
+        .values()
+    ]
+    return {"calls": calls, "turns": turns, "session": figures, "hours": hours}
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, records: list[dict[str, Any]]) -> list[bool]:
+    """Ingest `records` one by one through both paths; assert the same answers and rows;
+    return which records went in one trip."""
+    trips = _one_trips(monkeypatch)
+    one_items, one = _ingest("one-trip", records)
+    went = list(trips)
+    monkeypatch.setattr(known_sessions, "applies", lambda: False)
+    two_items, two = _ingest("two-trips", records)
+    assert one_items == two_items
+    assert _stored(one) == _stored(two)
+    return went
+
+
+def test_a_sessions_next_records_go_in_one_trip_and_store_what_two_trips_store(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    records = [
+        _record(0),
+        _record(1),
+        _record(1, 1),
+        _record(1, 1),  # a duplicate
+        _record(1, 3),  # a gap in the calls
+        _record(1, 2),  # out of order within the turn
+        _record(2),
+        {**_record(2), "usage": {"input_tokens": 1, "output_tokens": 1}},  # a conflict
+        _record(3, request_id="req-1-1"),  # a request id already taken: a conflict
+        _record(5),  # a gap in the turns
+        _record(4),  # a late call to an earlier turn
+        _record(6, model="acme-unpriced-1", provider="anthropic"),  # unpriced
+        _record(6, 1),  # priced beside it
+        _record(7, at="2025-06-01T23:59:59.999999-11:00", appended_chars=12_345),
+        _record(7, 1, window_tokens=150_000, request_id=None),
+        _record(8, usage={"input_tokens": 0, "output_tokens": 3}),  # no cache reported
+        _record(9, surface_version=3, appended_chars=40),
+        _record(9, 1, surface_version=4),  # the projection would read the transcript log
+    ]
+    went = _both(monkeypatch, records)
+    # the session's first record, then each one the remembered state covers
+    assert went[:3] == [False, True, True]
+    assert went.count(True) >= 8, went
+
+
+def test_odd_prices_round_as_the_stored_costs_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rates of more decimal places than the calls' costs keep (9): the turn's sums come from
+    the rounded costs, as the database sums its stored rows."""
+    CatalogueModel.objects.create(
+        model="acme-odd-1",
+        provider="anthropic",
+        family="acme-odd",
+        window_tokens=200_000,
+        input=Decimal("0.333333"),
+        output=Decimal("1.777777"),
+        cache_read=Decimal("0.033333"),
+        cache_write_5m=Decimal("0.416667"),
+        cache_write_1h=Decimal("0.666667"),
+    )
+    usage = {
+        "input_tokens": 7,
+        "cache_read_input_tokens": 13,
+        "cache_creation_input_tokens": 5,
+        "output_tokens": 3,
+    }
+    records = [_record(t, c, model="acme-odd-1", usage=usage) for t in range(3) for c in range(3)]
+    went = _both(monkeypatch, records)
+    # the first turn's calls take two trips (the process learns its calls once it writes a
+    # turn's first call in one trip); every later one goes in one
+    assert went == [False] * 3 + [True] * 6
+
+
+def test_random_sequences_store_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(1807)
+    records = []
+    for _ in range(40):
+        turn = rng.choice((0, 1, 2, 3, 3, 4, 4, 5, 6))
+        call = rng.randrange(4)
+        record = _record(turn, call)
+        if rng.random() < 0.2:
+            record["usage"] = {"input_tokens": rng.randrange(1, 9), "output_tokens": 2}
+        if rng.random() < 0.3:
+            record["request_id"] = None
+        if rng.random() < 0.2:
+            record["appended_chars"] = rng.randrange(10_000)
+        records.append(record)
+    _both(monkeypatch, records)
+
+
+def test_a_session_changed_by_another_writer_is_not_written_from_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch (as another process would send) and a relief claim change the session between
+    two single records: the remembered version no longer matches, nothing is written from
+    it, and the two-trip path stores the record over what the others wrote."""
+    profile = get_or_create_profile(name="shared")
+    trips = _one_trips(monkeypatch)
+    store_records(profile=profile, raw_items=[_record(0)], batch=False)
+    store_records(profile=profile, raw_items=[_record(1)], batch=False)
+    store_records(profile=profile, raw_items=[_record(2), _record(2, 1)], batch=True)
+    assert store_records(profile=profile, raw_items=[_record(3)], batch=False).items[0].status == (
+        "created"
+    )
+    session = AgentSession.objects.get(profile=profile, external_id="known")
+    AgentSession.objects.filter(pk=session.pk).update(relief_tried_version=7)
+    assert store_records(profile=profile, raw_items=[_record(3, 1)], batch=False).items[
+        0
+    ].status == ("created")
+    assert trips == [False, True, False, False]  # the first: not yet known
+    session.refresh_from_db()
+    assert session.relief_tried_version == 7  # kept, not overwritten from memory
+    assert (session.turns_count, session.calls_count, session.last_turn_rounds) == (4, 6, 2)
+    assert store_records(profile=profile, raw_items=[_record(4)], batch=False).items[0].status == (
+        "created"
+    )
+    assert trips[-1] is True  # remembered again after the two-trip write
+
+
+def test_a_record_waits_for_a_writer_holding_its_session_then_takes_two_trips(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The version check runs under the row's lock: a writer that holds the session and
+    changes it makes the one-trip statement wait, then find another version and write nothing;
+    the record then goes in over the writer's change."""
+    profile = get_or_create_profile(name="held")
+    store_records(profile=profile, raw_items=[_record(0)], batch=False)
+    session = AgentSession.objects.get(profile=profile, external_id="known")
+    holding, release = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                AgentSession.objects.select_for_update().filter(pk=session.pk).get()
+                AgentSession.objects.filter(pk=session.pk).update(surface_estimate_tokens=99)
+                holding.set()
+                assert release.wait(30)
+        except BaseException as error:  # noqa: BLE001 - reported by the test thread
+            failures.append(error)
+            holding.set()
+        finally:
+            connection.close()
+
+    trips = _one_trips(monkeypatch)
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert holding.wait(30)
+    timer = threading.Timer(0.5, release.set)
+    timer.start()
+    try:
+        result = store_records(profile=profile, raw_items=[_record(1)], batch=False)
+    finally:
+        release.set()
+        thread.join(30)
+        timer.cancel()
+    assert not failures
+    assert result.items[0].status == "created" and trips == [False]
+    session.refresh_from_db()
+    # the new report superseded the writer's surface estimate (D6), on the writer's version
+    assert session.surface_estimate_tokens is None and session.calls_count == 2
+    assert LLMCall.objects.filter(session=session).count() == 2
+
+
+def test_one_trip_is_one_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = get_or_create_profile(name="trips")
+    store_records(profile=profile, raw_items=[_record(0)], batch=False)
+    catalogue = OnceCatalogue()  # read already, as the API's remembered one is
+    catalogue.pricer("claude-sonnet-4-5")
+    policy = effective_policy(profile)
+    sent: list[str] = []
+    real = pg_prepared._run  # noqa: SLF001
+
+    def spy(conn: Any, state: Any, statements: Any, **kwargs: Any) -> Any:
+        sent.append(f"{len(statements)} begin={kwargs['begin']} commit={kwargs['commit']}")
+        return real(conn, state, statements, **kwargs)
+
+    monkeypatch.setattr(pg_prepared, "_run", spy)
+    with CaptureQueriesContext(connection) as queries:
+        result = store_records(
+            profile=profile,
+            raw_items=[_record(1)],
+            batch=False,
+            catalogue=catalogue,
+            policy=policy,
+        )
+    assert result.items[0].status == "created"
+    assert sent == ["1 begin=True commit=True"]  # BEGIN, the statement and COMMIT: one trip
+    # Django logs a BEGIN it never sends and its COMMIT at the block's end, which finds the
+    # transaction over; between them the one statement
+    logged = [q["sql"] for q in queries]
+    assert len(logged) == 3 and (logged[0], logged[2]) == ("BEGIN", "COMMIT"), logged
+    assert logged[1].startswith("WITH guard AS")
