@@ -27,6 +27,7 @@ from django.db.models import Aggregate, Count, F, Max, Sum, Window
 
 from telemetry.accounting import CallFigures, TurnFigures, summarize_turn
 from telemetry.bulk_sql import latest_with_totals, upsert_rows
+from telemetry.costing import CallRow
 from telemetry.models import AgentSession, LLMCall, Turn
 from telemetry.session_totals import Change, Totals, advance
 
@@ -82,8 +83,9 @@ def _figures_of(row: dict[str, Any]) -> CallFigures:
     )
 
 
-def call_figures(call: LLMCall) -> CallFigures:
-    """What a new (unsaved or just inserted) call row contributes to its turn."""
+def call_figures(call: LLMCall | CallRow) -> CallFigures:
+    """What a new (unsaved or just inserted) call contributes to its turn: its instance, or its
+    row for COPY (`telemetry.costing.CallRow` reads by the same names)."""
     buckets = (
         call.cost_uncached_input,
         call.cost_cache_read,

@@ -186,7 +186,7 @@ def store_records(
                     sessions = sent.sessions
                 if len(valid) == 1:
                     _remember_sessions(profile, sessions)
-            created_ids, decided, turn_calls, add_hours, changed = _store_calls(
+            created_ids, decided, turn_calls, add_hours, changed, rows = _store_calls(
                 profile, sessions, valid, catalogue, sent
             )
             result.sessions = _refresh_sessions(
@@ -204,9 +204,12 @@ def store_records(
                 [figures, add_hours()], commit=bulk_sql.commit_with_last(), version=one_trip
             )
             if one_trip and len(result.sessions) == 1:
-                # the row as written, for the session's next record (`known_sessions`)
+                # the row as written, for the session's next record (`known_sessions`), with
+                # its last turn's calls when this record was that turn's first
+                session = result.sessions[0]
+                calls = known_sessions.first_of_turn(session, decided[0], turn_calls, rows)
                 known_sessions.remember(
-                    profile.pk, known_sessions.copy_row(result.sessions[0]), version, None
+                    profile.pk, known_sessions.copy_row(session), version, calls
                 )
             pk_of = {external_id: session.pk for external_id, session in sessions.items()}
             _conclude(result, outcomes, decided, turn_calls, policy, on_commit, pk_of)
@@ -316,6 +319,7 @@ def _store_calls(
     dict[tuple[int, int], list[int]],
     Callable[[], bulk_sql.Statement | None],
     dict[int, tuple[Turn, dict[str, Any]]] | None,
+    list[CallRow],
 ]:
     """Decide, insert and turn-derive the calls of `valid`; returns the sessions given new calls,
     each item's outcome, each touched turn's call numbers, the hour rollups' write for the
@@ -422,6 +426,7 @@ def _store_calls(
             turn_calls,
             lambda: add_calls_statement(profile.pk, rows),
             changed,
+            rows,
         )
     bulk_sql.insert_rows(LLMCall, new_calls)
     record_provider_events(events)
@@ -438,6 +443,7 @@ def _store_calls(
         turn_calls,
         lambda: add_to_hourly_usage(profile.pk, new_calls),  # written at once: nothing to run
         None,
+        [],
     )
 
 

@@ -47,12 +47,17 @@ from django.db import connection
 from telemetry import bulk_sql, session_state
 from telemetry.accounting import CallFigures, TurnFigures, as_stored, summarize_turn
 from telemetry.costing import CallRow, call_values
-from telemetry.derivation import _TURN_UPDATE_FIELDS, _turn_values, advance_session_figures
+from telemetry.derivation import (
+    _TURN_UPDATE_FIELDS,
+    _turn_values,
+    advance_session_figures,
+    call_figures,
+)
 from telemetry.models import AgentProfile, AgentSession, LLMCall, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.rollups import add_calls_statement
 from telemetry.session_totals import change_of
-from telemetry.validation import ValidRecord
+from telemetry.validation import ItemResult, ValidRecord
 from telemetry.window_resolution import resolve_window
 
 
@@ -147,7 +152,7 @@ def store_one(
     else:
         return None
     row = call_values(stored.pk, v, catalogue.pricer(record.model), now)
-    figures = as_stored(_call_figures(row))
+    figures = as_stored(call_figures(row))
     if figures is None:
         return None
     calls = (*before, figures)
@@ -186,31 +191,22 @@ def store_one(
     return Written(copy_row(session), turn, sorted(c.call for c in calls))
 
 
-def _call_figures(row: CallRow) -> CallFigures:
-    costs = (
-        row.cost_uncached_input,
-        row.cost_cache_read,
-        row.cost_cache_write_5m,
-        row.cost_cache_write_1h,
-        row.cost_output,
-    )
-    return CallFigures(
-        call=row.call,
-        at=row.at,
-        model=row.model,
-        uncached_input=row.uncached_input,
-        cache_read=row.cache_read,
-        cache_write_5m=row.cache_write_5m,
-        cache_write_1h=row.cache_write_1h,
-        output=row.output,
-        reasoning_output=row.reasoning_output,
-        reported_cache=row.reported_cache,
-        appended_chars=row.appended_chars,
-        window_tokens=row.window_tokens,
-        surface_version=row.surface_version,
-        cost_buckets=None if costs[0] is None else costs,
-        no_cache_cost=row.no_cache_cost_usd,
-    )
+def first_of_turn(
+    session: AgentSession,
+    item: ItemResult,
+    turn_calls: dict[tuple[int, int], list[int]],
+    rows: list[CallRow],
+) -> tuple[CallFigures, ...] | None:
+    """The calls of the session's last turn when the two-trip path's one record was its first
+    (the stored turn holds that call alone), as stored; else None (not known)."""
+    if item.status != "created" or len(rows) != 1 or item.turn is None:
+        return None
+    if item.turn != session.last_turn:
+        return None
+    if turn_calls.get((session.pk, item.turn)) != [item.call]:
+        return None
+    stored = as_stored(call_figures(rows[0]))
+    return None if stored is None else (stored,)
 
 
 def copy_row(session: AgentSession) -> AgentSession:
