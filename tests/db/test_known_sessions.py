@@ -19,7 +19,7 @@ from telemetry import known_sessions, pg_prepared
 from telemetry.catalogue import OnceCatalogue
 from telemetry.ingest import store_records
 from telemetry.models import AgentSession, CatalogueModel, HourlyUsage, LLMCall, Turn
-from telemetry.policy_store import effective_policy
+from telemetry.policy_store import effective_policy, update_policy
 from telemetry.profiles import get_or_create_profile
 
 pytestmark = [
@@ -108,10 +108,13 @@ def _stored(session: AgentSession) -> dict[str, Any]:
 
 def _both(monkeypatch: pytest.MonkeyPatch, records: list[dict[str, Any]]) -> list[bool]:
     """Ingest `records` one by one through both paths; assert the same answers and rows;
-    return which records went in one trip."""
+    return which records went in one trip. Low round limits, so the answers carry D8's nudge
+    and stop."""
+    update_policy(profile=None, values={"round_soft_limit": 2, "round_hard_cap": 3})
     trips = _one_trips(monkeypatch)
     one_items, one = _ingest("one-trip", records)
     went = list(trips)
+    assert any(item["stop"] for item, _, _ in one_items)  # the limits were reached
     monkeypatch.setattr(known_sessions, "applies", lambda: False)
     two_items, two = _ingest("two-trips", records)
     assert one_items == two_items
