@@ -18,9 +18,10 @@ from django.test.utils import CaptureQueriesContext
 from telemetry import known_sessions, pg_prepared
 from telemetry.catalogue import OnceCatalogue
 from telemetry.ingest import store_records
-from telemetry.models import AgentSession, CatalogueModel, HourlyUsage, LLMCall, Turn
+from telemetry.models import AgentSession, CatalogueModel, HourlyUsage, LLMCall
 from telemetry.policy_store import effective_policy, update_policy
 from telemetry.profiles import get_or_create_profile
+from tests.db.stored import session_rows
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's pipeline"),
@@ -83,27 +84,13 @@ def _ingest(profile_name: str, records: list[dict[str, Any]]) -> tuple[list[Any]
 
 
 def _stored(session: AgentSession) -> dict[str, Any]:
-    skip = {"id", "session_id", "received_at", "profile_id", "created_at", "external_id"}
-    calls = [
-        {k: v for k, v in row.items() if k not in skip}
-        for row in LLMCall.objects.filter(session=session).order_by("turn", "call").values()
-    ]
-    turns = [
-        {k: v for k, v in row.items() if k not in skip}
-        for row in Turn.objects.filter(session=session).order_by("turn").values()
-    ]
-    figures = {
-        k: v
-        for k, v in AgentSession.objects.filter(pk=session.pk).values().get().items()
-        if k not in skip
-    }
     hours = [
         {k: v for k, v in row.items() if k not in {"id", "profile_id", "stripe"}}
         for row in HourlyUsage.objects.filter(profile_id=session.profile_id)
         .order_by("hour", "model")
         .values()
     ]
-    return {"calls": calls, "turns": turns, "session": figures, "hours": hours}
+    return {**session_rows(session), "hours": hours}
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, records: list[dict[str, Any]]) -> list[bool]:

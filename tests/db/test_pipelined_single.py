@@ -14,6 +14,7 @@ from telemetry import bulk_sql, ingest, known_sessions
 from telemetry.ingest import store_records
 from telemetry.models import AgentSession, HourlyUsage, LLMCall, Turn
 from telemetry.profiles import get_or_create_profile
+from tests.db.stored import session_rows
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's pipeline"),
@@ -68,24 +69,6 @@ def _ingest(profile_name: str, spy: list[int]) -> tuple[list[Any], Any]:
     return items, session
 
 
-def _stored(session: AgentSession) -> dict[str, Any]:
-    skip = {"id", "session_id", "received_at", "profile_id", "created_at", "last_seen_at"}
-    calls = [
-        {k: v for k, v in row.items() if k not in skip}
-        for row in LLMCall.objects.filter(session=session).order_by("turn", "call").values()
-    ]
-    turns = [
-        {k: v for k, v in row.items() if k not in skip}
-        for row in Turn.objects.filter(session=session).order_by("turn").values()
-    ]
-    figures = {
-        k: v
-        for k, v in AgentSession.objects.filter(pk=session.pk).values().get().items()
-        if k not in skip
-    }
-    return {"calls": calls, "turns": turns, "session": figures}
-
-
 def _spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     real = bulk_sql.run_all
@@ -121,7 +104,7 @@ def test_a_records_lock_and_insert_in_one_round_trip_store_what_apart_stores(
         "created",
     ]
     assert piped_items == apart_items
-    assert _stored(piped) == _stored(apart)
+    assert session_rows(piped, skip=["last_seen_at"]) == session_rows(apart, skip=["last_seen_at"])
     hours = HourlyUsage.objects.filter(profile__name__in=["piped", "apart"])
     by_profile: dict[str, list[Any]] = {}
     for row in hours.order_by("hour").values():
