@@ -36,7 +36,7 @@ tests/db/test_known_sessions.py holds both paths to the same stored rows and ans
 from __future__ import annotations
 
 import functools
-import threading
+import time
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -55,6 +55,7 @@ from telemetry.derivation import (
 )
 from telemetry.models import AgentProfile, AgentSession, LLMCall, Turn
 from telemetry.policy_rules import PolicyValues
+from telemetry.recent import Recent
 from telemetry.rollups import add_calls_statement
 from telemetry.session_totals import change_of
 from telemetry.validation import ItemResult, ValidRecord
@@ -71,9 +72,9 @@ class Known:
     calls: tuple[CallFigures, ...] | None
 
 
-_KNOWN: dict[tuple[int, str], Known] = {}
-_KEPT: Final = 10_000  # past this many sessions, start afresh (~2 KB each)
-_lock = threading.Lock()
+# At most 10,000 sessions (~2 KB each), each for an hour: a 32-bit `xmin` could only come round
+# again after billions of transactions, far beyond an hour's.
+_KNOWN: Recent[tuple[int, str], Known] = Recent(3_600.0, entries=10_000)
 
 
 def remember(
@@ -85,19 +86,15 @@ def remember(
     """The row of `session` as just written (version `xmin`; None forgets it), and the calls of
     its last turn when they are all known. The caller must not change `session` after."""
     key = (profile_id, session.external_id)
-    with _lock:
-        if xmin is None:
-            _KNOWN.pop(key, None)
-            return
-        if len(_KNOWN) >= _KEPT:
-            _KNOWN.clear()
-        _KNOWN[key] = Known(session, xmin, calls)
+    if xmin is None:
+        _KNOWN.discard(key)
+    else:
+        _KNOWN.put(key, Known(session, xmin, calls), time.monotonic())
 
 
 def forget_all() -> None:
     """Forget every remembered session of this process (tests)."""
-    with _lock:
-        _KNOWN.clear()
+    _KNOWN.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +132,7 @@ def store_one(
     record = v.record
     if v.provided.events:
         return None
-    with _lock:
-        known = _KNOWN.get((profile.pk, record.session_id))
+    known = _KNOWN.get((profile.pk, record.session_id), time.monotonic())
     if known is None:
         return None
     stored = known.session
@@ -184,8 +180,7 @@ def store_one(
     answer = bulk_sql.run(sql, params, commit=True)
     xmin = answer[0][0] if answer else None
     if xmin is None:
-        with _lock:
-            _KNOWN.pop((profile.pk, record.session_id), None)
+        _KNOWN.discard((profile.pk, record.session_id))
         return None
     remember(profile.pk, session, xmin, calls)
     return Written(copy_row(session), turn, sorted(c.call for c in calls))

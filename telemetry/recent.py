@@ -44,6 +44,11 @@ class Recent(Generic[K, V]):
                 self._items.clear()
             self._items[key] = _Entry(value, now)
 
+    def discard(self, key: K) -> None:
+        """Forget the value under `key`, if any."""
+        with self._lock:
+            self._items.pop(key, None)
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
