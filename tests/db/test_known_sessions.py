@@ -21,7 +21,7 @@ from telemetry.ingest import store_records
 from telemetry.models import AgentSession, CatalogueModel, HourlyUsage, LLMCall
 from telemetry.policy_store import effective_policy, update_policy
 from telemetry.profiles import get_or_create_profile
-from tests.db.stored import session_rows
+from tests.db.stored import session_record, session_rows
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's pipeline"),
@@ -35,21 +35,7 @@ def _fresh() -> None:
 
 
 def _record(turn: int, call: int = 0, **extra: Any) -> dict[str, Any]:
-    return {
-        "session_id": "known",
-        "turn": turn,
-        "call": call,
-        "request_id": f"req-{turn}-{call}",
-        "model": "claude-sonnet-4-5",
-        "usage": {
-            "input_tokens": 100 + turn,
-            "cache_read_input_tokens": 5_000 * turn,
-            "cache_creation_input_tokens": 300,
-            "output_tokens": 40 + call,
-        },
-        "at": f"2025-06-01T10:{turn % 60:02d}:{call % 60:02d}+02:00",
-        **extra,
-    }
+    return session_record("known", turn, call, **extra)
 
 
 def _one_trips(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
@@ -284,3 +270,59 @@ def test_one_trip_is_one_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
     logged = [q["sql"] for q in queries]
     assert len(logged) == 3 and (logged[0], logged[2]) == ("BEGIN", "COMMIT"), logged
     assert logged[1].startswith("WITH guard AS")
+
+
+def test_real_world_records_in_full_store_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Providers' own usage shapes with every documented field, and odd but valid values: the
+    one-trip path stores and answers them as the two-trip path does (or leaves them to it)."""
+    anthropic_full = {
+        "input_tokens": 12,
+        "cache_read_input_tokens": 48_000,
+        "cache_creation_input_tokens": 3_000,
+        "cache_creation": {"ephemeral_5m_input_tokens": 1_000, "ephemeral_1h_input_tokens": 2_000},
+        "output_tokens": 512,
+        "server_tool_use": {"web_search_requests": 2},
+        "service_tier": "standard",
+    }
+    openai_chat = {
+        "prompt_tokens": 9_000,
+        "completion_tokens": 700,
+        "total_tokens": 9_700,
+        "prompt_tokens_details": {"cached_tokens": 8_192, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 256,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+    openai_responses = {
+        "input_tokens": 20_000,
+        "input_tokens_details": {"cached_tokens": 19_968},
+        "output_tokens": 1_100,
+        "output_tokens_details": {"reasoning_tokens": 900},
+        "total_tokens": 21_100,
+    }
+    prefix = [
+        {"kind": "tools", "hash": "t-1", "tokens": 4_000},
+        {"kind": "system", "hash": "s-1", "tokens": 900, "text": "You are… \u2028 ünïcode"},
+        {"kind": "message", "hash": "m-1", "tokens": 30},
+    ]
+    records = [
+        _record(0),
+        _record(1, usage=anthropic_full, prefix=prefix, request_chars=88_000),
+        _record(1, 1, usage={**anthropic_full, "output_tokens": 0}),
+        _record(2, model="gpt-4o-2024-08-06", provider="openai", usage=openai_chat),
+        _record(2, 1, model="gpt-5", provider="openai", usage=openai_responses),
+        _record(3, usage={"input_tokens": 2**40, "output_tokens": 1}),  # huge, valid
+        _record(
+            3, 1, usage={"input_tokens": 10, "output_tokens": 1}, at="9999-12-31T18:00:00-05:00"
+        ),
+        _record(3, 2, at="0001-01-01T03:00:00+02:00"),  # year 1, east of Greenwich
+        _record(4, request_id="ünï/code\u2028id", at="2025-06-01T10:04:00.123456-09:30"),
+        _record(4, 1, window_tokens=2**31 - 1, surface_version=0, appended_chars=0),
+        _record(5, 2**31 - 1, request_id=None),
+        _record(2**31 - 1, 0, request_id=None),
+    ]
+    went = _both(monkeypatch, records)
+    assert went == [False] + [True] * (len(records) - 1)  # every later record in one trip

@@ -14,7 +14,7 @@ from telemetry import bulk_sql, ingest, known_sessions
 from telemetry.ingest import store_records
 from telemetry.models import AgentSession, HourlyUsage, LLMCall, Turn
 from telemetry.profiles import get_or_create_profile
-from tests.db.stored import session_rows
+from tests.db.stored import session_record, session_rows
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's pipeline"),
@@ -30,21 +30,7 @@ def _two_trips(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _record(turn: int, call: int = 0, **extra: Any) -> dict[str, Any]:
-    return {
-        "session_id": "piped",
-        "turn": turn,
-        "call": call,
-        "request_id": f"req-{turn}-{call}",
-        "model": "claude-sonnet-4-5",
-        "usage": {
-            "input_tokens": 100 + turn,
-            "cache_read_input_tokens": 5_000 * turn,
-            "cache_creation_input_tokens": 300,
-            "output_tokens": 40 + call,
-        },
-        "at": f"2025-06-01T10:{turn:02d}:{call:02d}+02:00",
-        **extra,
-    }
+    return session_record("piped", turn, call, **extra)
 
 
 _RECORDS = [
