@@ -201,3 +201,23 @@ def _rounded_buckets(
     b: tuple[Decimal, Decimal, Decimal, Decimal, Decimal],
 ) -> tuple[Decimal, Decimal, Decimal, Decimal, Decimal]:
     return (_rounded(b[0]), _rounded(b[1]), _rounded(b[2]), _rounded(b[3]), _rounded(b[4]))
+
+
+def calls_before(
+    last_turn: int | None,
+    last_turn_calls: Sequence[CallFigures] | None,
+    turn: int,
+    call: int,
+) -> tuple[CallFigures, ...] | None:
+    """The calls stored in `turn` before a new call `call` joins it, from what is known of a
+    session: its last turn's number and, when known, all that turn's calls. Empty for a turn
+    past the last (it holds no call); None when it cannot be known here: an earlier turn, the
+    last turn with its calls unknown, or a call number it already holds (a retry or a
+    conflict, which only the stored keys can tell apart)."""
+    if last_turn is None or turn > last_turn:
+        return ()
+    if turn < last_turn or last_turn_calls is None:
+        return None
+    if any(c.call == call for c in last_turn_calls):
+        return None
+    return tuple(last_turn_calls)

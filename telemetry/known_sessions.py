@@ -45,7 +45,13 @@ from django.conf import settings
 from django.db import connection
 
 from telemetry import bulk_sql, session_state
-from telemetry.accounting import CallFigures, TurnFigures, as_stored, summarize_turn
+from telemetry.accounting import (
+    CallFigures,
+    TurnFigures,
+    as_stored,
+    calls_before,
+    summarize_turn,
+)
 from telemetry.costing import CallRow, call_values
 from telemetry.derivation import (
     _TURN_UPDATE_FIELDS,
@@ -136,16 +142,8 @@ def store_one(
     if known is None:
         return None
     stored = known.session
-    before: tuple[CallFigures, ...]
-    if stored.last_turn is None or record.turn > stored.last_turn:
-        before = ()
-    elif (
-        record.turn == stored.last_turn
-        and known.calls is not None
-        and all(c.call != record.call for c in known.calls)
-    ):
-        before = known.calls
-    else:
+    before = calls_before(stored.last_turn, known.calls, record.turn, record.call)
+    if before is None:
         return None
     row = call_values(stored.pk, v, catalogue.pricer(record.model), now)
     figures = as_stored(call_figures(row))

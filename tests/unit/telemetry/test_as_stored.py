@@ -1,17 +1,18 @@
-"""`telemetry.accounting.as_stored`: a call's figures as PostgreSQL hands them back (costs at
+"""`telemetry.accounting.as_stored` and `calls_before`: a call's figures as PostgreSQL hands them back (costs at
 the column's 9 places, rounded half away from zero; the time in UTC), which is what
 `telemetry.known_sessions` derives a turn from. The database side of the claim is
 tests/db/test_known_sessions.py (odd rates stored and summed alike)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telemetry.accounting import CallFigures, as_stored, summarize_turn
+from telemetry.accounting import CallFigures, as_stored, calls_before, summarize_turn
 
 _AT = datetime(2025, 6, 1, 10, tzinfo=timezone(timedelta(hours=2)))
 
@@ -72,3 +73,25 @@ def test_the_time_is_the_same_instant_in_utc_and_unpriced_stays_unpriced() -> No
 def test_a_time_without_a_utc_form_in_python_is_left_to_the_database() -> None:
     early = datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=2)))
     assert as_stored(_call(None, None, early)) is None
+
+
+@given(
+    st.none() | st.integers(0, 50),
+    st.none() | st.lists(st.integers(0, 20), unique=True, max_size=6),
+    st.integers(0, 60),
+    st.integers(0, 20),
+)
+def test_calls_before_are_known_only_where_the_turn_is_new_or_its_calls_are_all_known(
+    last_turn: int | None, numbers: list[int] | None, turn: int, call: int
+) -> None:
+    """`calls_before` answers only what the known state settles: a turn past the last holds
+    nothing; the last turn holds the calls known of it, unless the call is among them; an
+    earlier turn, or the last with its calls unknown, is left to the stored keys (None)."""
+    known = None if numbers is None else [replace(_call(None, None, _AT), call=n) for n in numbers]
+    found = calls_before(last_turn, known, turn, call)
+    if last_turn is None or turn > last_turn:
+        assert found == ()
+    elif turn < last_turn or numbers is None or call in numbers:
+        assert found is None
+    else:
+        assert found is not None and [c.call for c in found] == numbers
