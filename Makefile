@@ -8,8 +8,9 @@ BIN := $(VENV)/bin
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: requirements.lock | $(BIN)/python
+$(VENV)/.installed: requirements.lock core/pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --require-hashes -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e ./core
 	touch $@
 
 $(VENV)/.installed-dev: requirements-dev.lock $(VENV)/.installed

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from compaction.core import (
+from context_core import (
     BoundSpec,
     Message,
     ReliefPolicy,

@@ -255,7 +255,7 @@ class Bench:
 
     def core(self) -> None:
         from bench.bench_core import build_transcript
-        from compaction.core import (
+        from context_core import (
             BoundSpec,
             ReliefPolicy,
             derive_surface,

@@ -15,7 +15,6 @@ from pydantic import ValidationError as PydanticValidationError
 
 from compaction.archives import archive_document, search_archives_counted
 from compaction.cache_report import plan_now, session_misses
-from compaction.core import ConversionError, canonical_json, surface_fingerprints
 from compaction.models import Archive, CompactionRun, Surface
 from compaction.rawjson import array_elements, object_members
 from compaction.schemas import (
@@ -48,6 +47,7 @@ from compaction.transcripts import (
     surface_at,
     surface_response_bytes,
 )
+from context_core import ConversionError, canonical_json, surface_fingerprints
 from telemetry.auth import compact_auth, ingest_auth, request_key
 from telemetry.errors import FieldError
 from telemetry.models import AgentKey, AgentSession

@@ -2,7 +2,7 @@
 a compaction before it runs, and its measured outcome after.
 
 Reads only (the one write is `compaction.services` storing a run's planned figures). The logic
-is pure (`telemetry.cache_misses`, `compaction.core.economics`); this module gathers its inputs:
+is pure (`telemetry.cache_misses`, `context_core.economics`); this module gathers its inputs:
 calls, our applied runs, the agent's and provider's context events, and prefix fingerprints of
 the surface versions calls used (an agent that reports `surface_version` needs to send nothing).
 """
@@ -20,7 +20,9 @@ from typing import Any, Literal
 from django.utils import timezone
 
 from compaction.calibration import session_calibration
-from compaction.core import (
+from compaction.models import CompactionRun, Surface
+from compaction.transcripts import derive, format_of, surface_at
+from context_core import (
     CachePricing,
     CacheRates,
     ExtractiveSummarizer,
@@ -30,8 +32,6 @@ from compaction.core import (
     plan_relief,
     surface_fingerprints,
 )
-from compaction.models import CompactionRun, Surface
-from compaction.transcripts import derive, format_of, surface_at
 from telemetry.cache_misses import (
     CAUSES,
     CallObs,

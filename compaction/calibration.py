@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from compaction.core import Calibration
-from compaction.core.estimates import fit_surface
 from compaction.models import SurfaceVersion
+from context_core import Calibration
+from context_core.estimates import fit_surface
 from telemetry.models import AgentSession, LLMCall
 
 
@@ -13,7 +13,7 @@ def session_calibration(session: AgentSession) -> Calibration:
 
     First on the calls that reported their request size (`request_chars`); when too few did,
     on the calls that named the surface version they used (its characters are known exactly:
-    measured context tokens vs surface chars, `compaction.core.estimates`). The overhead is
+    measured context tokens vs surface chars, `context_core.estimates`). The overhead is
     what the log lacks (system prompt, tools). Falls back to chars // 4 (`fitted` False) when
     neither has enough points or the fit is not sane."""
     rows = (

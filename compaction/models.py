@@ -110,14 +110,14 @@ class CompactionRun(models.Model):
         FAILED = "failed", "failed"
 
     class Action(models.TextChoices):
-        """What the planner chose (`compaction.core.relief_planning.Action`); "" before it ran."""
+        """What the planner chose (`context_core.relief_planning.Action`); "" before it ran."""
 
         NOTHING = "nothing", "nothing"
         PRUNE = "prune", "prune"
         PRUNE_SUMMARIZE = "prune+summarize", "prune, then summarize"
 
     class EstimateMethod(models.TextChoices):
-        """How the size after the run was estimated (`compaction.core.estimates`); "" if not."""
+        """How the size after the run was estimated (`context_core.estimates`); "" if not."""
 
         FIT = "fit", "the session's least-squares fit"
         RULE = "rule", "measured size − freed chars / 4"
@@ -152,7 +152,7 @@ class CompactionRun(models.Model):
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     plan_ms = models.PositiveIntegerField(null=True, blank=True)
-    # D1 economics as planned (`compaction.core.economics`): what the next call will re-write,
+    # D1 economics as planned (`context_core.economics`): what the next call will re-write,
     # its premium over reading, the saving per later call, the break-even and the horizon; and
     # the passes the worth-it rule skipped ("prune", "summarize").
     rewrite_tokens = models.BigIntegerField(null=True, blank=True)

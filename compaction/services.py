@@ -23,17 +23,17 @@ from django.utils import timezone
 from compaction.archives import ArchiveBackend, ArchiveRequest, LogEntry, archive_backend
 from compaction.cache_report import session_pricing
 from compaction.calibration import session_calibration
-from compaction.core import (
+from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
+from compaction.summarizers import LLMSummarizer, SummarizerError
+from compaction.transcripts import derive, store_surface
+from context_core import (
     ExtractiveSummarizer,
     ReliefPolicy,
     Summarizer,
     derive_surface,
     plan_relief,
 )
-from compaction.core.estimates import post_compaction_estimate
-from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
-from compaction.summarizers import LLMSummarizer, SummarizerError
-from compaction.transcripts import derive, store_surface
+from context_core.estimates import post_compaction_estimate
 from telemetry.errors import FieldError
 from telemetry.learned_window import learn_window_from_overflow
 from telemetry.models import AgentSession

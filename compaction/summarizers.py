@@ -1,7 +1,7 @@
 """LLM-backed summarizers (D4): the optional alternative to the core's extractive default.
 
-Outside `compaction.core` because it does I/O; it still uses only the standard library
-(`urllib.request`). It implements `compaction.core.Summarizer`; its text is stored in the
+Outside `context_core` because it does I/O; it still uses only the standard library
+(`urllib.request`). It implements `context_core.Summarizer`; its text is stored in the
 SummarizeOperation, so deriving a surface never calls the model again.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from compaction.core import CHARS_PER_TOKEN, Message, TextBlock, ToolCall, ToolResult, bound_text
+from context_core import CHARS_PER_TOKEN, Message, TextBlock, ToolCall, ToolResult, bound_text
 
 ANTHROPIC_VERSION = "2023-06-01"
 

@@ -1,7 +1,7 @@
 """The transcript log and its materialised surface: append, load, derive, serve.
 
 `append_messages` is the one write path of the log. The surface is re-derived from scratch with
-`compaction.core.derive_surface` after every change, so the stored surface always equals the
+`context_core.derive_surface` after every change, so the stored surface always equals the
 derivation from the log and the operations (D1): there is no incremental state to drift.
 """
 
@@ -21,7 +21,9 @@ from django.db import transaction
 from django.db.models import Max, Q
 
 from compaction.calibration import session_calibration
-from compaction.core import (
+from compaction.models import CompactionOperation, LogMessage, Surface, SurfaceVersion
+from compaction.rawjson import Span
+from context_core import (
     AgentCompactionOperation,
     BoundSpec,
     Format,
@@ -36,9 +38,7 @@ from compaction.core import (
     parse_message,
     parse_openai,
 )
-from compaction.core import Surface as CoreSurface
-from compaction.models import CompactionOperation, LogMessage, Surface, SurfaceVersion
-from compaction.rawjson import Span
+from context_core import Surface as CoreSurface
 from telemetry.errors import FieldError
 from telemetry.idempotency import canonical_hash
 from telemetry.models import AgentSession

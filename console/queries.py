@@ -42,7 +42,11 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from compaction.archives import SearchHit, archive_document, search_archives_counted
-from compaction.core import (
+from compaction.estimate_checks import with_next_call
+from compaction.models import Archive, CompactionRun, Surface
+from compaction.transcripts import derive, format_of, stored_surface_messages, surface_at
+from console.charts import Marker
+from context_core import (
     OMISSION_MARKER,
     STUB_HEADER,
     SUMMARY_HEADER,
@@ -58,11 +62,7 @@ from compaction.core import (
     parse_message,
     parse_openai,
 )
-from compaction.core.estimates import estimate_error
-from compaction.estimate_checks import with_next_call
-from compaction.models import Archive, CompactionRun, Surface
-from compaction.transcripts import derive, format_of, stored_surface_messages, surface_at
-from console.charts import Marker
+from context_core.estimates import estimate_error
 from telemetry.cache_tiers import CachedCall, TierComparison, compare_ttl_tiers
 from telemetry.catalogue import load_catalogue
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall, Policy, Turn

@@ -1,7 +1,7 @@
 """Derived context figures: projection, pressure, cache-hit ratio, bands and round signals.
 
 Standard library only and free of any import from `compaction`: telemetry must stand on its own.
-The chars/4 heuristic is therefore defined here *and* in `compaction.core.tokens`;
+The chars/4 heuristic is therefore defined here *and* in `context_core.tokens`;
 `tests/unit/test_token_estimates_agree.py` asserts they agree (D6).
 """
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from compaction.core import TranscriptError, parse_message
 from compaction.imports.reader import line_object
 from compaction.imports.records import (
     CallSeen,
@@ -40,6 +39,7 @@ from compaction.imports.records import (
     Skipped,
     TokensAfter,
 )
+from context_core import TranscriptError, parse_message
 
 FileKind = Literal["main", "subagent", "compaction"]
 

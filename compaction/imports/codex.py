@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from compaction.core import TranscriptError, parse_message
 from compaction.imports.reader import line_object
 from compaction.imports.records import (
     CallSeen,
@@ -34,6 +33,7 @@ from compaction.imports.records import (
     Skipped,
     TokensAfter,
 )
+from context_core import TranscriptError, parse_message
 
 SOURCE = "codex"
 NO_RESULT = "[no tool output in the rollout]"

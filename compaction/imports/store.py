@@ -26,7 +26,6 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from compaction.core import AgentCompactionOperation, derive_surface
 from compaction.imports.files import Format, NotATranscript, detect_format, make_parser
 from compaction.imports.reader import Partial, prefix_digest, read_lines
 from compaction.imports.records import (
@@ -55,6 +54,7 @@ from compaction.transcripts import (
     load_operations,
     store_surface,
 )
+from context_core import AgentCompactionOperation, derive_surface
 from telemetry.errors import FieldError
 from telemetry.events import record_context_event
 from telemetry.ingest import ingest_records

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from context_console import Console, ReportingOptions
-from context_console.fake_provider import FakeProvider
 from django.test.utils import override_settings
 from pytest_django.live_server_helper import LiveServer
 
+from context_console import Console, ReportingOptions
+from context_console.fake_provider import FakeProvider
 from telemetry.keys import create_agent_key
 from telemetry.seeding import ensure_defaults
 from tests.db.conftest import celery_worker  # noqa: F401 (a fixture)

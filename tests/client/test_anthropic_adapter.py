@@ -12,13 +12,13 @@ from typing import Any
 
 import anthropic
 import pytest
+
+from compaction.models import CompactionRun, LogMessage, OverflowEvent
 from context_console import AsyncConsole, Console, ReportingOptions
 from context_console.anthropic import wrap
 from context_console.conversation import RoundLimitReached
 from context_console.fake_provider import FakeProvider, Reply, tokens_of
 from context_console.records import jsonable
-
-from compaction.models import CompactionRun, LogMessage, OverflowEvent
 from telemetry.models import AgentProfile, AgentSession, LLMCall
 from telemetry.policy_store import update_policy
 from telemetry.relief_dispatch import wait_for_publisher

@@ -10,9 +10,9 @@ import anthropic
 import httpx
 import openai
 import pytest
-from context_console import AsyncConsole, Console, OverflowUnrecoverable, ReportingOptions
 
 from compaction.models import LogMessage, OverflowEvent
+from context_console import AsyncConsole, Console, OverflowUnrecoverable, ReportingOptions
 from telemetry.models import LLMCall
 
 MODEL = "claude-sonnet-4-6"

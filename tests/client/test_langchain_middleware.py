@@ -8,9 +8,6 @@ import json
 from typing import Any
 
 import pytest
-from context_console import AsyncConsole, ReportingOptions
-from context_console.fake_provider import FakeProvider, Reply
-from context_console.langchain import ContextConsoleMiddleware, usage_of
 from langchain.agents import create_agent
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage
@@ -18,6 +15,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from compaction.models import LogMessage, OverflowEvent
+from context_console import AsyncConsole, ReportingOptions
+from context_console.fake_provider import FakeProvider, Reply
+from context_console.langchain import ContextConsoleMiddleware, usage_of
 from telemetry.models import LLMCall
 
 SYSTEM = "You are a careful engineer."

@@ -9,10 +9,10 @@ from typing import Any
 
 import openai
 import pytest
-from context_console import AsyncConsole, ReportingOptions
-from context_console.openai import chat_from_responses_input, responses_input_from_chat, wrap
 
 from compaction.models import LogMessage, OverflowEvent
+from context_console import AsyncConsole, ReportingOptions
+from context_console.openai import chat_from_responses_input, responses_input_from_chat, wrap
 from telemetry.models import LLMCall
 
 TOOLS = [

@@ -12,8 +12,8 @@ import pytest
 
 from compaction import services
 from compaction.cache_report import compaction_outcomes, session_misses
-from compaction.core import CacheRates, pass_economics
 from compaction.models import CompactionRun
+from context_core import CacheRates, pass_economics
 from telemetry.events import record_context_event
 from telemetry.models import AgentSession
 from tests.support import append_body

@@ -16,7 +16,6 @@ from django.utils import timezone
 from compaction import services
 from compaction.archives import purge_expired_archives
 from compaction.calibration import session_calibration
-from compaction.core import canonical_json
 from compaction.models import (
     Archive,
     ArchiveChunk,
@@ -26,6 +25,7 @@ from compaction.models import (
     Surface,
 )
 from compaction.transcripts import derive, format_of
+from context_core import canonical_json
 from telemetry.models import AgentSession
 from telemetry.policy_store import update_policy
 from tests.support import append_body, tool_transcript

@@ -18,10 +18,10 @@ from django.db.models.query import QuerySet
 
 import compaction.imports.store as store
 from bench.transcripts import write_transcript
-from compaction.core import canonical_json, derive_surface
 from compaction.imports.store import import_file
 from compaction.models import LogMessage, SurfaceVersion
 from compaction.transcripts import _LOG_CACHE, derive, load_log, load_operations
+from context_core import canonical_json, derive_surface
 from telemetry.models import AgentProfile, AgentSession
 
 pytestmark = pytest.mark.django_db

@@ -26,7 +26,6 @@ from django.test.utils import override_settings
 from django.utils import timezone
 from pytest_django.live_server_helper import LiveServer
 
-from compaction.core import canonical_json
 from compaction.models import (
     Archive,
     CompactionOperation,
@@ -38,6 +37,7 @@ from compaction.models import (
 )
 from compaction.services import relieve_session
 from compaction.transcripts import derive, format_of
+from context_core import canonical_json
 from demo.scenario import ROSTER, SessionScript, build_scenario
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn

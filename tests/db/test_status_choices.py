@@ -8,15 +8,15 @@ from dataclasses import fields
 from typing import get_args
 
 from compaction import services
-from compaction.core.estimates import EstimateMethod
-from compaction.core.operations import (
+from compaction.imports.records import Relation
+from compaction.models import CompactionOperation, CompactionRun, SessionLink
+from context_core.estimates import EstimateMethod
+from context_core.operations import (
     AgentCompactionOperation,
     PruneOperation,
     SummarizeOperation,
 )
-from compaction.core.relief_planning import Action
-from compaction.imports.records import Relation
-from compaction.models import CompactionOperation, CompactionRun, SessionLink
+from context_core.relief_planning import Action
 from telemetry.models import AgentSession, ContextEvent
 from telemetry.otlp.mapping import DraftKind, DraftOrigin
 from telemetry.provider_context import EventKind

@@ -1,5 +1,5 @@
 """The dependency rule of the README, checked on every import statement (ast, no execution):
-compaction/core imports nothing of the project or of Django; telemetry never imports compaction;
+core/src/context_core imports nothing of the project or of Django; telemetry never imports compaction;
 neither imports console."""
 
 import ast
@@ -32,7 +32,7 @@ def top_levels(folder: str) -> list[tuple[Path, set[str]]]:
     ("folder", "forbidden"),
     [
         (
-            "compaction/core",
+            "core/src/context_core",
             {"django", "celery", "ninja", "pydantic", "telemetry", "console", "kombu", "psycopg"},
         ),
         ("telemetry", {"compaction", "console", "demo"}),
@@ -59,10 +59,10 @@ def test_compaction_outside_core_never_imports_console():
 def test_core_imports_only_itself_and_the_standard_library():
     import sys
 
-    allowed = set(sys.stdlib_module_names) | {"compaction", "__future__"}
+    allowed = set(sys.stdlib_module_names) | {"context_core", "__future__"}
     offenders = [
         f"{path.relative_to(ROOT)}: {sorted(tops - allowed)}"
-        for path, tops in top_levels("compaction/core")
+        for path, tops in top_levels("core/src/context_core")
         if tops - allowed
     ]
     assert offenders == []

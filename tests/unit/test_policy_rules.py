@@ -43,10 +43,10 @@ def test_booleans_are_not_integers():
 
 
 def test_relief_policy_defaults_are_the_policy_defaults():
-    """compaction/core cannot import telemetry, so the planner's defaults are a copy: held equal."""
+    """core/src/context_core cannot import telemetry, so the planner's defaults are a copy: held equal."""
     from dataclasses import fields
 
-    from compaction.core import ReliefPolicy
+    from context_core import ReliefPolicy
     from telemetry.policy_rules import DEFAULT_POLICY
 
     relief = ReliefPolicy()

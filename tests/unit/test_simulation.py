@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from compaction.core import (
+from context_core import (
     BoundSpec,
     ExtractiveSummarizer,
     Message,

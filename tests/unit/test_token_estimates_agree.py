@@ -1,10 +1,10 @@
 """chars/4 is defined twice on purpose: telemetry (the projection, D6) must not import
-compaction, and compaction/core must stay standard-library only. This test holds them equal."""
+compaction, and core/src/context_core must stay standard-library only. This test holds them equal."""
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compaction.core import tokens as core_tokens
+from context_core import tokens as core_tokens
 from telemetry import pressure
 
 

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 import anthropic
+
 from context_console import Console, ReportingOptions
 from context_console.anthropic import wrap
 from context_console.fake_provider import FakeProvider

@@ -10,6 +10,7 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+
 from context_console import Console, ReportingOptions
 from context_console.anthropic import wrap as wrap_anthropic
 from context_console.fake_provider import FakeProvider

@@ -10,10 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
-from context_console import AsyncConsole, AsyncSession, Console, ReportingOptions, Session
-from context_console.adapter import AsyncStream, Stream, checked_session
 from hypothesis import given
 from hypothesis import strategies as st
+
+from context_console import AsyncConsole, AsyncSession, Console, ReportingOptions, Session
+from context_console.adapter import AsyncStream, Stream, checked_session
 
 SURFACE = {"surface_version": 3, "format": "anthropic", "messages": [], "system": "Be careful."}
 

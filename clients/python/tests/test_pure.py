@@ -12,6 +12,9 @@ import httpx
 import openai
 import pytest
 from anthropic.types import Message
+from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
+
 from context_console.conversation import (
     Conversation,
     add_nudge_anthropic,
@@ -20,8 +23,6 @@ from context_console.conversation import (
     round_signal,
 )
 from context_console.records import build_record, jsonable
-from openai.types.chat import ChatCompletion
-from openai.types.responses import Response
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "context_console"
 

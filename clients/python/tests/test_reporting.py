@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from context_console import Console, ReportingOptions
 from context_console.reporting import backoff_delay, retry_after_seconds
 

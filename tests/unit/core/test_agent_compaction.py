@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compaction.core import (
+from context_core import (
     AgentCompactionOperation,
     BoundSpec,
     Message,

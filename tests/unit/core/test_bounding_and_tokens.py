@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from compaction.core import (
+from context_core import (
     OMISSION_MARKER,
     BoundSpec,
     Calibration,

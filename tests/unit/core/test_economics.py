@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from compaction.core import (
+from context_core import (
     CachePricing,
     CacheRates,
     derive_surface,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compaction.core.estimates import (
+from context_core.estimates import (
     estimate_error,
     fit_surface,
     post_compaction_estimate,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compaction.core import derive_surface, parse_anthropic, surface_fingerprints
+from context_core import derive_surface, parse_anthropic, surface_fingerprints
 
 
 def test_fingerprints_name_the_system_then_each_message_and_change_only_where_the_text_does():

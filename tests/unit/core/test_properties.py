@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compaction.core import (
+from context_core import (
     AgentCompactionOperation,
     BoundSpec,
     ConversionError,

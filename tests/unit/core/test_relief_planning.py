@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from compaction.core import (
+from context_core import (
     CachePricing,
     ExtractiveSummarizer,
     Message,

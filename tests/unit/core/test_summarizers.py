@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from compaction.core import ExtractiveSummarizer, ReliefPolicy, derive_surface, plan_relief
 from compaction.summarizers import LLMSummarizer, SummarizerError
+from context_core import ExtractiveSummarizer, ReliefPolicy, derive_surface, plan_relief
 from tests.unit.core.test_relief_planning import fixed_transcript
 
 

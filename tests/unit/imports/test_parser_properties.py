@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compaction.core import parse_anthropic, parse_openai
 from compaction.imports import claude_code, codex
 from compaction.imports.records import CallSeen, CompactionSeen, LogAppend, Record
+from context_core import parse_anthropic, parse_openai
 from tests.unit.imports import fixtures as fx
 
 _IDS = st.sampled_from(["t1", "t2", "t3", "t4"])

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from compaction.core import AgentCompactionOperation, derive_surface, parse_anthropic, parse_openai
 from compaction.imports import claude_code, codex
 from compaction.imports.files import NotATranscript, detect_format, make_parser
 from compaction.imports.reader import Partial, read_lines
@@ -21,6 +20,7 @@ from compaction.imports.records import (
     Skipped,
     TokensAfter,
 )
+from context_core import AgentCompactionOperation, derive_surface, parse_anthropic, parse_openai
 from tests.unit.imports import fixtures as fx
 
 

@@ -13,9 +13,9 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compaction.core.messages import Format, Message, ToolResult
-from compaction.core.surface import Surface, canonical_json
-from compaction.core.tokens import estimate_tokens
+from context_core.messages import Format, Message, ToolResult
+from context_core.surface import Surface, canonical_json
+from context_core.tokens import estimate_tokens
 
 HASH_CHARS = 16
 

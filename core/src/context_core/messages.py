@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NoReturn, TypeAlias, cast
 
-from compaction.core.bounding import BoundSpec
+from context_core.bounding import BoundSpec
 
 Role = Literal["system", "user", "assistant", "tool"]
 Format = Literal["anthropic", "openai"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compaction.core.messages import Message
+from context_core.messages import Message
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,7 +98,7 @@ Fingerprints (`fingerprints.py`, D1/D2)
     tokens, text), ...)`: `system`, then `message k`; the same shape agents report as `prefix`.
 """
 
-from compaction.core.bounding import (
+from context_core.bounding import (
     MIN_BOUND_CAP,
     OMISSION_MARKER,
     SHORT_OMISSION_MARKER,
@@ -106,9 +106,9 @@ from compaction.core.bounding import (
     bound_text,
     omission_marker,
 )
-from compaction.core.economics import CacheRates, PassEconomics, net_saving, pass_economics
-from compaction.core.fingerprints import SegmentPrint, readable_text, surface_fingerprints
-from compaction.core.messages import (
+from context_core.economics import CacheRates, PassEconomics, net_saving, pass_economics
+from context_core.fingerprints import SegmentPrint, readable_text, surface_fingerprints
+from context_core.messages import (
     Block,
     ContentBlock,
     ContentForm,
@@ -132,7 +132,7 @@ from compaction.core.messages import (
     to_openai,
     validate_transcript,
 )
-from compaction.core.operations import (
+from context_core.operations import (
     AgentCompactionOperation,
     Operation,
     PrunedResult,
@@ -141,10 +141,10 @@ from compaction.core.operations import (
     SummarizeOperation,
     operation_from_dict,
 )
-from compaction.core.pruning import STUB_HEADER, PrunePlan, make_stub, plan_prune
-from compaction.core.relief_planning import CachePricing, ReliefPlan, ReliefPolicy, plan_relief
-from compaction.core.rounds import Round, protected_head_end, safe_cuts, split_rounds
-from compaction.core.summarize import (
+from context_core.pruning import STUB_HEADER, PrunePlan, make_stub, plan_prune
+from context_core.relief_planning import CachePricing, ReliefPlan, ReliefPolicy, plan_relief
+from context_core.rounds import Round, protected_head_end, safe_cuts, split_rounds
+from context_core.summarize import (
     SUMMARY_HEADER,
     ExtractiveSummarizer,
     SummarizePlan,
@@ -154,7 +154,7 @@ from compaction.core.summarize import (
     summary_span,
     summary_text,
 )
-from compaction.core.surface import (
+from context_core.surface import (
     Surface,
     bound_message,
     canonical_json,
@@ -162,7 +162,7 @@ from compaction.core.surface import (
     derive_surface_at,
     strip_cache_control,
 )
-from compaction.core.tokens import CHARS_PER_TOKEN, Calibration, estimate_tokens
+from context_core.tokens import CHARS_PER_TOKEN, Calibration, estimate_tokens
 
 __all__ = [
     "AgentCompactionOperation",

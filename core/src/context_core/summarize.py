@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from compaction.core.bounding import bound_text
-from compaction.core.messages import Format, Message, TextBlock, ToolCall, ToolResult
-from compaction.core.operations import SummarizeOperation
-from compaction.core.rounds import protected_head_end, safe_cuts, split_rounds
-from compaction.core.tokens import CHARS_PER_TOKEN
+from context_core.bounding import bound_text
+from context_core.messages import Format, Message, TextBlock, ToolCall, ToolResult
+from context_core.operations import SummarizeOperation
+from context_core.rounds import protected_head_end, safe_cuts, split_rounds
+from context_core.tokens import CHARS_PER_TOKEN
 
 SUMMARY_HEADER = "[Summary of {count} earlier messages (seq {first}-{last}) by {summarizer}]\n"
 

@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from compaction.core.economics import CacheRates, PassEconomics, pass_economics
-from compaction.core.messages import Message
-from compaction.core.operations import Operation, StubSpec
-from compaction.core.pruning import plan_prune
-from compaction.core.summarize import ExtractiveSummarizer, Summarizer, plan_summarize
-from compaction.core.surface import Surface, derive_surface
-from compaction.core.tokens import Calibration
+from context_core.economics import CacheRates, PassEconomics, pass_economics
+from context_core.messages import Message
+from context_core.operations import Operation, StubSpec
+from context_core.pruning import plan_prune
+from context_core.summarize import ExtractiveSummarizer, Summarizer, plan_summarize
+from context_core.surface import Surface, derive_surface
+from context_core.tokens import Calibration
 
 Mode = Literal["normal", "forced"]
 Action = Literal["nothing", "prune", "prune+summarize"]
@@ -76,7 +76,7 @@ class ReliefPolicy:
 
 @dataclass(frozen=True, slots=True)
 class CachePricing:
-    """What the worth-it rule weighs (`compaction.core.economics`): the session's model's cache
+    """What the worth-it rule weighs (`context_core.economics`): the session's model's cache
     rates and how many calls are likely to follow (the horizon a pass must pay back within).
 
     Defaults: Anthropic's relative prices (input 1, read 0.1×, 5-minute write 1.25×; `for_ttl("1h")`
@@ -155,7 +155,7 @@ def plan_relief(
     the worth-it rule: it prunes every eligible result and summarizes whenever a span exists and
     shrinks. Both modes keep every safety rule of the planners.
 
-    Worth-it rule (normal mode, `compaction.core.economics`): a prune or summarize pass is
+    Worth-it rule (normal mode, `context_core.economics`): a prune or summarize pass is
     skipped (and named in `skipped`) when it frees less than `prune_min_free_tokens` or cannot
     pay back its cache re-write within `pricing.horizon_calls`; prune still runs at
     `summarize_threshold`, and summarize at the provider's wall (pressure 1.0).

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from compaction.core.tokens import CHARS_PER_TOKEN, Calibration
+from context_core.tokens import CHARS_PER_TOKEN, Calibration
 
 EstimateMethod = Literal["fit", "rule"]
 

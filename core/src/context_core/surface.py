@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from compaction.core.bounding import bound_text
-from compaction.core.messages import (
+from context_core.bounding import bound_text
+from context_core.messages import (
     Block,
     ContentBlock,
     Format,
@@ -25,14 +25,14 @@ from compaction.core.messages import (
     to_anthropic,
     to_openai,
 )
-from compaction.core.operations import (
+from context_core.operations import (
     AgentCompactionOperation,
     Operation,
     PruneOperation,
     SummarizeOperation,
 )
-from compaction.core.summarize import summary_message
-from compaction.core.tokens import estimate_tokens
+from context_core.summarize import summary_message
+from context_core.tokens import estimate_tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from compaction.core.bounding import omission_marker
-from compaction.core.messages import Message, ToolCall, ToolResult
-from compaction.core.operations import PrunedResult, PruneOperation, StubSpec
-from compaction.core.rounds import protected_head_end, split_rounds
+from context_core.bounding import omission_marker
+from context_core.messages import Message, ToolCall, ToolResult
+from context_core.operations import PrunedResult, PruneOperation, StubSpec
+from context_core.rounds import protected_head_end, split_rounds
 
 # The first line of every stub: what was pruned and how big it was. The omission marker inside
 # the stub is the same one `bound_text` uses (D3: one convention).
