@@ -3,7 +3,7 @@
 Defaults give the embedded setup of `make run`: SQLite under `var/` (WAL, busy timeout, immediate
 transactions) and kombu's filesystem transport as the broker, so web, worker and beat run with no
 external service. `DATABASE_URL=postgres://…` and `CELERY_BROKER_URL=amqp://…` switch to the
-production services. The README lists every variable.
+production services. docs/configuration.md lists every variable.
 """
 
 import secrets
@@ -142,8 +142,8 @@ else:
     _db["CONN_HEALTH_CHECKS"] = True
     # Opt-in: values travel beside the statement (psycopg's server-side binding), so a statement
     # whose text repeats is prepared once per connection after `prepare_threshold` runs and
-    # skips PostgreSQL's parse and plan (a single record's backend CPU ~3.9 -> ~3.2 ms, README
-    # "Performance"). Not the default: a statement then carries at most 65,535 parameters, and
+    # skips PostgreSQL's parse and plan (less backend CPU a record, docs/performance.md).
+    # Not the default: a statement then carries at most 65,535 parameters, and
     # Django 5.2 does not split its `IN` lists and bulk batches on PostgreSQL, so deleting a
     # session of more calls than that fails (tests/db/test_large_session_delete.py); prepared
     # statements also need a pooler that supports them (PgBouncer >= 1.21 in transaction mode).
