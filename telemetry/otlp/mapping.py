@@ -264,11 +264,15 @@ def span_session(span: SpanLike) -> str:
     return span.trace_id or span.span_id
 
 
-def map_spans(spans: Sequence[SpanLike]) -> Mapped:
+def map_spans(spans: Sequence[SpanLike | Rejection]) -> Mapped:
     """Map one trace export. Deterministic: the same spans give equal drafts, whatever else
-    the export holds (so a replay, or the same span in another batch, is a duplicate)."""
+    the export holds (so a replay, or the same span in another batch, is a duplicate). A span
+    the wire refused (a `Rejection` in its place) stays rejected."""
     out = Mapped()
     for index, span in enumerate(spans):
+        if isinstance(span, Rejection):
+            out.rejected.append(span)
+            continue
         attrs = span.attributes
         compacted = _flag(attrs.get(COMPACTED))
         if not is_llm_call(attrs):
@@ -411,10 +415,13 @@ def _cost(value: Any) -> str | None:
     return str(amount) if amount.is_finite() and amount >= 0 else None
 
 
-def map_log_records(records: Sequence[LogLike]) -> Mapped:
+def map_log_records(records: Sequence[LogLike | Rejection]) -> Mapped:
     """Map one log export of Claude Code events (deterministic, like `map_spans`)."""
     out = Mapped()
     for index, record in enumerate(records):
+        if isinstance(record, Rejection):
+            out.rejected.append(record)
+            continue
         try:
             _map_log_record(index, record, out)
         except FieldError as exc:
