@@ -8,11 +8,12 @@ megabyte-sized checks of each pattern).
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from telemetry.models import ContextEvent, LLMCall
+from telemetry.models import AgentSession, ContextEvent, LLMCall
 from tests.db.test_otlp import DONE_WHEN, LOGS, T0, TRACES, json_span, json_traces, partial, post
 from tests.db.test_window_in_force import record
 from tests.linearity import seconds
@@ -137,3 +138,44 @@ def test_an_overflow_detail_stating_5000_digits_is_a_422_naming_the_detail(compa
     response = compactor.post("/api/v1/sessions/big/overflow", {"detail": detail})
     assert response.status_code == 422, response.content
     assert response.json()["field"] == "detail"
+
+
+# --- a record's `at` in the future ---------------------------------------------------------------
+
+
+def _at(**delta: float) -> str:
+    return (datetime.now(UTC) + timedelta(**delta)).isoformat()
+
+
+def _refused_field(response: Any) -> str | None:
+    assert response.status_code == 422, response.content
+    payload = response.json()
+    named: str | None = payload.get("field") or payload.get("items", [{}])[0].get("field")
+    return named
+
+
+def test_a_record_dated_past_the_clock_skew_is_refused_naming_at(agent, settings):
+    refused = agent.post("/api/v1/telemetry", record(at="9999-12-31T00:00:00+00:00"))
+    assert _refused_field(refused) == "at"
+    assert agent.post("/api/v1/telemetry", record(at=_at(hours=23))).status_code in (200, 201)
+
+    settings.TELEMETRY_CLOCK_SKEW_SECONDS = 60
+    assert (
+        _refused_field(agent.post("/api/v1/telemetry", record(turn=1, at=_at(minutes=2)))) == "at"
+    )
+    assert agent.post("/api/v1/telemetry", record(turn=1, at=_at())).status_code in (200, 201)
+    (last_seen,) = AgentSession.objects.values_list("last_seen_at", flat=True)
+    assert last_seen is not None and last_seen < datetime.now(UTC) + timedelta(days=1)
+
+
+def test_an_otlp_span_ending_past_the_clock_skew_is_counted_in_partial_success(agent):
+    future = int((datetime.now(UTC) + timedelta(days=400 * 365)).timestamp()) * 10**9
+    spans = [
+        json_span(DONE_WHEN, span=f"{1:016x}"),
+        json_span(DONE_WHEN, span=f"{2:016x}", start=future),
+    ]
+    response = post(agent, TRACES, json_traces(*spans), json_body=True)
+    assert response.status_code == 200, response.content
+    rejected, message = partial(response)
+    assert rejected == 1 and "item 1: at: is after" in message
+    assert LLMCall.objects.count() == 1
