@@ -21,7 +21,7 @@ from compaction import search_terms
 from compaction.imports import files
 from telemetry import cache_misses, pricing, safejson, windows
 from telemetry.otlp.mapping import map_log_records
-from telemetry.otlp.wire import LogRecord
+from telemetry.otlp.wire import LogRecord, cut_too_deep
 from tests.linearity import MEGABYTE, RATIO, ratio_to_linear
 
 REPO: Final = Path(__file__).resolve().parents[2]
@@ -60,7 +60,8 @@ CLIENT_TEXT_PATTERNS: Final = {
 # console/queries.py: the summary header's seq span (digits bounded), the omission marker (a
 # literal prefix), the <mark> tags of our own snippets; console/views.py: a file name from a
 # session id of at most 200 characters; console_format.py: escaped query words, literal only;
-# bulk_sql.py: SQL we wrote; mapping.py: `as_count`'s anchored digits.
+# bulk_sql.py: SQL we wrote; mapping.py: `as_count`'s anchored digits; wire.py: the pieces of
+# JSON nested too deep (`test_cutting_json_nested_too_deep_is_linear`).
 REGEX_USES: Final = {
     "compaction/imports/files.py": 1,
     "compaction/search_terms.py": 5,
@@ -70,6 +71,7 @@ REGEX_USES: Final = {
     "telemetry/bulk_sql.py": 1,
     "telemetry/cache_misses.py": 1,
     "telemetry/otlp/mapping.py": 1,
+    "telemetry/otlp/wire.py": 1,
     "telemetry/pricing.py": 3,
     "telemetry/safejson.py": 1,
     "telemetry/windows.py": 4,
@@ -119,6 +121,15 @@ def test_reading_an_overflow_text_is_linear(text):
             windows.parse_overflow_limit(value)
 
     assert ratio_to_linear(parse, text) < RATIO
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * N, "[" * 300 + "[]," * (N // 3) + "1", "[" * 300 + '"\\"",' * (N // 6) + "1"],
+    ids=["openers", "empty arrays", "strings"],
+)
+def test_cutting_json_nested_too_deep_is_linear(text):
+    assert ratio_to_linear(lambda t: cut_too_deep(t.encode()), text) < RATIO
 
 
 def _api_error(error: str, **attrs: str) -> LogRecord:
