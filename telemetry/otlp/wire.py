@@ -180,9 +180,12 @@ def _parse(obj: dict[str, Any], message: Message) -> None:
 MAX_JSON_DEPTH: Final = 200
 # What a value nested too deep becomes (a JSON string where protobuf wants an object).
 TOO_DEEP: Final = "\x00nested too deep"
-# One lexical piece of JSON: other bytes, a string, a run of openers, a run of closers. Possessive
-# quantifiers: a string that never ends fails once, without backtracking.
-_JSON_PIECE: Final = re.compile(rb'[^"\[\]{}]++|"(?:[^"\\]++|\\.)*+"|[\[{]++|[\]}]++', re.DOTALL)
+# A piece of JSON: strings and what separates them up to the next bracket, or a run of anything
+# but strings (brackets included). Possessive quantifiers: a string that never ends fails once,
+# without backtracking.
+_JSON_PIECE: Final = re.compile(rb'(?:"(?:[^"\\]++|\\.)*+"[^"\[\]{}]*+)++|[^"]++', re.DOTALL)
+_OPEN: Final = frozenset(b"[{")
+_CLOSE: Final = frozenset(b"]}")
 
 
 def _json_object(data: bytes) -> Any:
@@ -203,8 +206,9 @@ def cut_too_deep(data: bytes) -> bytes:
     """`data` with every array or object that opens deeper than MAX_JSON_DEPTH replaced by the
     JSON string TOO_DEEP. JSON that was invalid stays so.
 
-    Linear: one pass, one step a piece, so no dearer per byte than protobuf's JSON parser that
-    reads the same bytes next (runs too deep are one piece each).
+    Linear: one pass over the pieces of `data`; a run outside strings is walked byte by byte
+    only when the limit may be crossed in it (else its brackets are counted), so no dearer per
+    byte than protobuf's JSON parser that reads the same bytes next.
     """
     out: list[bytes] = []
     depth = 0
@@ -216,15 +220,23 @@ def cut_too_deep(data: bytes) -> bytes:
         if piece is None:
             raise FieldError("body", "is not valid JSON: a string never ends", status=400)
         start, pos = piece.span()
-        if data[start] in b"[{":
-            if cut is None and depth + (pos - start) > MAX_JSON_DEPTH:
-                cut = start + MAX_JSON_DEPTH - depth
-            depth += pos - start
-        elif data[start] in b"]}":
-            if cut is not None and depth - (pos - start) <= MAX_JSON_DEPTH:
-                out += (data[kept:cut], json.dumps(TOO_DEEP).encode())
-                kept, cut = start + depth - MAX_JSON_DEPTH, None
-            depth -= pos - start
+        if data[start] == 0x22:  # '"': strings, no structure between them
+            continue
+        run = piece[0]
+        opens, closes = run.count(b"[") + run.count(b"{"), run.count(b"]") + run.count(b"}")
+        if (depth + opens <= MAX_JSON_DEPTH) if cut is None else (depth - closes > MAX_JSON_DEPTH):
+            depth += opens - closes  # the limit is not crossed in this run
+            continue
+        for offset, byte in enumerate(run, start):
+            if byte in _OPEN:
+                depth += 1
+                if depth == MAX_JSON_DEPTH + 1 and cut is None:
+                    cut = offset
+            elif byte in _CLOSE:
+                depth -= 1
+                if depth == MAX_JSON_DEPTH and cut is not None:
+                    out += (data[kept:cut], json.dumps(TOO_DEEP).encode())
+                    kept, cut = offset + 1, None
     out.append(data[kept:cut])  # a cut value that never closes leaves the JSON unfinished
     return b"".join(out)
 

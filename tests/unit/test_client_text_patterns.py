@@ -125,8 +125,13 @@ def test_reading_an_overflow_text_is_linear(text):
 
 @pytest.mark.parametrize(
     "text",
-    ["[" * N, "[" * 300 + "[]," * (N // 3) + "1", "[" * 300 + '"\\"",' * (N // 6) + "1"],
-    ids=["openers", "empty arrays", "strings"],
+    [
+        "[" * N,
+        "[" * 300 + "[]," * (N // 3) + "1",
+        "[" * 300 + '"\\"",' * (N // 6) + "1",
+        "[" * 300 + '[""],' * (N // 5) + "1",
+    ],
+    ids=["openers", "empty arrays", "strings", "arrays of a string"],
 )
 def test_cutting_json_nested_too_deep_is_linear(text):
     assert ratio_to_linear(lambda t: cut_too_deep(t.encode()), text) < RATIO
