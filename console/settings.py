@@ -225,6 +225,8 @@ TELEMETRY_MAX_REQUEST_BYTES = env_int(
     "TELEMETRY_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=64 * 1024
 )
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
+# How far into the future a record's `at` may be (agents' clocks drift; a day is generous).
+TELEMETRY_CLOCK_SKEW_SECONDS = env_int("TELEMETRY_CLOCK_SKEW_SECONDS", 24 * 60 * 60, minimum=0)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
 
 # --- Celery ------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from pydantic import ValidationError
 
@@ -62,9 +63,15 @@ def validation_field(error: ValidationError, prefix: str) -> tuple[str, str]:
 
 
 def validate_items(
-    raw_items: Sequence[object], *, policy: PolicyValues, batch: bool
+    raw_items: Sequence[object],
+    *,
+    policy: PolicyValues,
+    batch: bool,
+    latest_at: datetime | None = None,
 ) -> tuple[list[ItemResult | None], list[ValidRecord]]:
     """Validate and normalise each item on its own: one bad item never drops the others.
+
+    An `at` after `latest_at` (the clock plus the skew allowed; None: no bound) is refused.
 
     Returns one slot per item (an `invalid` outcome, or None for a valid one) and the valid ones.
     """
@@ -92,6 +99,17 @@ def validate_items(
         except ValidationError as exc:
             name, message = validation_field(exc, _prefix(index, batch))
             outcomes.append(ItemResult(index, "invalid", field=name, detail=f"{name}: {message}"))
+            continue
+        if latest_at is not None and record.at is not None and record.at > latest_at:
+            outcomes.append(
+                _invalid(
+                    index,
+                    record,
+                    f"{_prefix(index, batch)}at",
+                    f"is after {latest_at.isoformat(timespec='seconds')}, the console's clock"
+                    " plus the skew it allows (TELEMETRY_CLOCK_SKEW_SECONDS)",
+                )
+            )
             continue
         usage = record.usage
         try:
