@@ -253,12 +253,19 @@ class _ConsoleBase:
             self._headers,
             reporting or ReportingOptions(),
             transport=report_transport,
+            spool_key=key,
         )
 
     @property
     def dropped(self) -> int:
-        """Telemetry records the console never received (queue full, retries exhausted)."""
+        """Telemetry records the console never received (queue full, refused, past the spool's
+        limits; without a spool, retries exhausted)."""
         return self.reporter.stats.dropped
+
+    @property
+    def spooled(self) -> int:
+        """Telemetry records waiting in the on-disk spool for the console to answer again."""
+        return self.reporter.spooled
 
     @property
     def stats(self) -> ReportingStats:
