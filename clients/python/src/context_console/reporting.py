@@ -110,7 +110,9 @@ def backoff_delay(attempt: int, options: ReportingOptions, retry_after: float | 
     """Exponential backoff (base * 2**attempt, capped); the server's Retry-After wins when given."""
     if retry_after is not None:
         return retry_after
-    return float(min(options.max_backoff_seconds, options.backoff_seconds * (2 ** min(attempt, 60))))
+    return float(
+        min(options.max_backoff_seconds, options.backoff_seconds * (2 ** min(attempt, 60)))
+    )
 
 
 def stamped(record: dict[str, Any], reported_at: float) -> dict[str, Any]:
@@ -122,7 +124,9 @@ def stamped(record: dict[str, Any], reported_at: float) -> dict[str, Any]:
     """
     if "at" in record:
         return record
-    return {**record, "at": datetime.fromtimestamp(reported_at, timezone.utc).isoformat()}
+    # timezone.utc, not datetime.UTC: the client supports Python 3.10.
+    at = datetime.fromtimestamp(reported_at, timezone.utc)  # noqa: UP017
+    return {**record, "at": at.isoformat()}
 
 
 class Reporter:

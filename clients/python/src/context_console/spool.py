@@ -293,7 +293,7 @@ class Spool:
                 temp.unlink()
             raise
         os.close(fd)
-        os.replace(temp, self.directory / name)
+        temp.replace(self.directory / name)
         _fsync_directory(self.directory)
 
     @contextlib.contextmanager
@@ -345,7 +345,7 @@ class Spool:
             if entry.name.startswith(_TEMP_PREFIX):
                 with contextlib.suppress(FileNotFoundError):
                     if now - entry.stat().st_mtime > STALE_TEMP_SECONDS:
-                        os.unlink(entry.path)
+                        Path(entry.path).unlink()
 
     def oldest(self, max_records: int) -> Chunk | None:
         """The oldest batches holding at most `max_records` records together (at least one
