@@ -53,7 +53,7 @@ class StoppingServer(ThreadedWSGIServer):
 
 def start_console(address: str) -> LiveServer:
     server = LiveServer(address, start=False)
-    server.thread.server_class = StoppingServer
+    server.thread.server_class = StoppingServer  # type: ignore[attr-defined]  # a class attribute the stubs omit
     server.start()
     return server
 

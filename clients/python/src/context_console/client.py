@@ -272,7 +272,8 @@ class _ConsoleBase:
         return self.reporter.stats
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued record was sent or dropped; False if `timeout` ran out."""
+        """Wait until every queued record was sent, spooled or dropped; False if `timeout` ran
+        out."""
         return self.reporter.flush(timeout)
 
     def _cached_policy(self, refresh: bool) -> dict[str, Any] | None:

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import httpx
 
-from context_console.spool import Spool, spool_settings
+from context_console.spool import ENV_DIR, Spool, spool_settings
 
 logger = logging.getLogger("context_console")
 
@@ -161,16 +161,20 @@ class Reporter:
         self.stats = ReportingStats()
         self.spool: Spool | None = None
         if options.spool and spool_key is not None:
-            settings = spool_settings(
-                url=api_url,
-                key=spool_key,
-                root=options.spool_dir,
-                max_bytes=options.spool_max_bytes,
-                max_age_seconds=options.spool_max_age_seconds,
-                environ=os.environ,
-            )
-            if settings.max_bytes > 0:
-                self.spool = Spool(settings, self._clock)
+            try:
+                settings = spool_settings(
+                    url=api_url,
+                    key=spool_key,
+                    root=options.spool_dir,
+                    max_bytes=options.spool_max_bytes,
+                    max_age_seconds=options.spool_max_age_seconds,
+                    environ=os.environ,
+                )
+            except RuntimeError as exc:  # no home directory to find the cache in
+                logger.warning("context console: no spool (%s); set %s", exc, ENV_DIR)
+            else:
+                if settings.max_bytes > 0:
+                    self.spool = Spool(settings, self._clock)
         # The spool holds records to send before any new one (this process's or an earlier's).
         self._backlog = self.spool is not None and not self.spool.is_empty()
         self._attempt = 0  # failed replays in a row: the backoff's exponent
