@@ -492,3 +492,22 @@ def test_a_writer_s_batches_sort_in_write_order_when_its_clock_goes_back(tmp_pat
         assert mine
         chunk = spool.oldest(100)
     assert chunk is not None and [r["call"] for r in chunk.records] == [0, 1, 2, 3]
+
+
+def test_a_replay_request_joins_the_oldest_batches_up_to_its_limits(tmp_path):
+    settings = spool_settings(
+        url="http://h", key=KEY, root=tmp_path, max_bytes=None, max_age_seconds=None, environ={}
+    )
+    spool = Spool(settings)
+    for call in range(0, 9, 3):
+        spool.append([{"call": c} for c in range(call, call + 3)])
+    with spool.claimed() as mine:
+        assert mine
+        by_records, by_bytes, one = (
+            spool.oldest(6),
+            spool.oldest(100, max_bytes=40),
+            spool.oldest(1),
+        )
+    assert by_records is not None and [r["call"] for r in by_records.records] == list(range(6))
+    assert by_bytes is not None and [r["call"] for r in by_bytes.records] == [0, 1, 2]
+    assert one is not None and len(one.files) == 1  # a batch is never split

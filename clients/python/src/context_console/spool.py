@@ -347,14 +347,18 @@ class Spool:
                     if now - entry.stat().st_mtime > STALE_TEMP_SECONDS:
                         Path(entry.path).unlink()
 
-    def oldest(self, max_records: int) -> Chunk | None:
-        """The oldest batches holding at most `max_records` records together (at least one
-        batch), read; None when the spool is empty. In a claim."""
+    def oldest(self, max_records: int, max_bytes: int = 1024 * 1024) -> Chunk | None:
+        """The oldest batches holding at most `max_records` records and `max_bytes` bytes
+        together, but at least one batch (each was one request's worth when it was spooled),
+        read; None when the spool is empty. In a claim."""
         chosen: list[SpoolFile] = []
         records: list[dict[str, Any]] = []
         unreadable = 0
         for f in self._files():
-            if chosen and sum(c.records for c in chosen) + f.records > max_records:
+            if chosen and (
+                sum(c.records for c in chosen) + f.records > max_records
+                or sum(c.size for c in chosen) + f.size > max_bytes
+            ):
                 break
             try:
                 data = (self.directory / f.name).read_bytes()
