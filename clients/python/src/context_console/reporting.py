@@ -255,7 +255,11 @@ class Reporter:
         if left:
             self._keep_or_drop(left, "closed")
             self._done(len(left))
-            logger.warning("context console: %d telemetry record(s) not sent at close", len(left))
+            logger.warning(
+                "context console: %d telemetry record(s) not sent at close (%s)",
+                len(left),
+                "dropped" if self.spool is None else "spooled",
+            )
         self._http.close()
 
     @staticmethod
