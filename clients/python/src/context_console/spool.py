@@ -65,7 +65,8 @@ class SpoolFile:
 
 @dataclass(frozen=True)
 class Chunk:
-    """The oldest batches, read: their records in order, and how many lines were unreadable."""
+    """The oldest batches, read: their records in order, and how many of the records their names
+    promise could not be read (a torn tail, damage)."""
 
     files: tuple[SpoolFile, ...]
     records: list[dict[str, Any]]
@@ -74,7 +75,7 @@ class Chunk:
 
 def key_fingerprint(key: str) -> str:
     """16 hex digits of the key's SHA-256: tells keys apart in a path without revealing one."""
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def directory_name(url: str, key: str) -> str:
