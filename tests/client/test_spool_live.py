@@ -11,11 +11,11 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from context_console import Console, ReportingOptions
 from django.core.servers.basehttp import ThreadedWSGIServer
 from django.test.utils import override_settings
 from pytest_django.live_server_helper import LiveServer
 
+from context_console import Console, ReportingOptions
 from telemetry.models import LLMCall
 from tests.live import free_port
 

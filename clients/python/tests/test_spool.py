@@ -17,8 +17,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import context_console
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import context_console
 from context_console import Console, ReportingOptions
 from context_console.spool import (
     DEFAULT_MAX_AGE_SECONDS,
@@ -32,8 +35,6 @@ from context_console.spool import (
     plan_expiry,
     spool_settings,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 USAGE = {"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 5}
 KEY = "clc_secret_key_0123456789"
