@@ -24,7 +24,8 @@ Messages (`messages.py`)
 
 Rounds (`rounds.py`)
     `split_rounds(messages) -> tuple[Round(start, stop, call_ids, pending), ...]`: one assistant
-    message and the results that answer it. `safe_cuts`, `protected_head_end`.
+    message and the results that answer it. `safe_cuts`, `protected_head_end`,
+    `round_growth_chars` (what one more round is expected to add: the largest recent round).
 
 Bounding (`bounding.py`, D3)
     `OMISSION_MARKER = "\\n[... {omitted} chars omitted ...]\\n"` — the one convention, used by
@@ -78,15 +79,19 @@ Summarizing (`summarize.py`, D4)
 
 Relief (`relief_planning.py`, D4)
     `plan_relief(surface, *, policy: ReliefPolicy, mode="normal"|"forced", summarizer=None,
-    calibration=None, context_tokens=None, pricing=CachePricing()) -> ReliefPlan(action, mode,
-    reason, tokens_before, tokens_after, pressure_before, pressure_after, first_changed_index,
-    cache_write_tokens, freed_tokens, operations)`. Pressure = tokens / (window_tokens −
-    reserved_output_tokens). Worth-it rule for a prune or summarize pass (`economics.py`): it
-    frees at least `prune_min_free_tokens` and its re-write premium `rewrite × (write − read)`
-    is paid back by `freed × read` per later call within `pricing.horizon_calls` (the
-    session's typical remaining calls; `pricing.rates` the model's $/MTok). Skipped passes are
-    named in `skipped`; `economics` prices the plan as a whole. Forced mode ignores thresholds
-    and the worth-it rule, never safety.
+    calibration=None, context_tokens=None, pricing=CachePricing(), growth_tokens=0) ->
+    ReliefPlan(action, mode, reason, tokens_before, tokens_after, pressure_before,
+    pressure_after, first_changed_index, cache_write_tokens, freed_tokens, operations)`.
+    Pressure = tokens / (window_tokens − reserved_output_tokens). From `prune_threshold` (or
+    when `tokens + growth_tokens` would cross the window) relief aims at `target_pressure` =
+    prune_threshold − relief_hysteresis: prune, then summarize in the same plan when pruning
+    alone cannot get there. Worth-it rule on the plan as a whole (`economics.py`, one cache
+    re-write per plan): it frees at least `prune_min_free_tokens` and its re-write premium
+    `rewrite × (write − read)` is paid back by `freed × read` per later call within
+    `pricing.horizon_calls` (the session's typical remaining calls; `pricing.rates` the model's
+    $/MTok); it may defer relief only below `summarize_threshold` and while the next call fits.
+    Deferred passes are named in `skipped`. Forced mode ignores thresholds and the worth-it
+    rule, never safety.
 
 Economics (`economics.py`)
     `CacheRates(input, read, write)`, `pass_economics(freed_tokens, rewrite_tokens, rates,
@@ -143,7 +148,13 @@ from context_core.operations import (
 )
 from context_core.pruning import STUB_HEADER, PrunePlan, make_stub, plan_prune
 from context_core.relief_planning import CachePricing, ReliefPlan, ReliefPolicy, plan_relief
-from context_core.rounds import Round, protected_head_end, safe_cuts, split_rounds
+from context_core.rounds import (
+    Round,
+    protected_head_end,
+    round_growth_chars,
+    safe_cuts,
+    split_rounds,
+)
 from context_core.summarize import (
     SUMMARY_HEADER,
     ExtractiveSummarizer,
@@ -225,6 +236,7 @@ __all__ = [
     "plan_summarize",
     "protected_head_end",
     "readable_text",
+    "round_growth_chars",
     "safe_cuts",
     "split_rounds",
     "strip_cache_control",

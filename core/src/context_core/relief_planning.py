@@ -23,8 +23,9 @@ class ReliefPolicy:
     """The policy fields relief uses; the service maps the effective DB policy row onto it.
 
     Pressure = tokens / (window_tokens − reserved_output_tokens). Raises ValueError on values
-    that cannot describe a policy (thresholds outside (0, 1], prune above summarize, a window no
-    larger than the reserve, negative counts).
+    that cannot describe a policy (thresholds outside (0, 1], prune above summarize, a
+    hysteresis outside [0, 1], a window no larger than the reserve, negative
+    counts).
     """
 
     prune_threshold: float = 0.60
@@ -37,6 +38,8 @@ class ReliefPolicy:
     prune_min_free_tokens: int = 4_000  # the same default as telemetry.policy_rules.PolicyValues
     prune_exclude_tools: frozenset[str] = field(default_factory=frozenset)
     summary_max_tokens: int = 2_000
+    # The same default as telemetry.policy_rules.PolicyValues (see `target_pressure`).
+    relief_hysteresis: float = 0.15
     window_tokens: int = 200_000
     reserved_output_tokens: int = 16_000
 
@@ -47,6 +50,8 @@ class ReliefPolicy:
             raise ValueError(
                 "prune_threshold must not exceed summarize_threshold (D4: prune first)"
             )
+        if not 0 <= self.relief_hysteresis <= 1:
+            raise ValueError("relief_hysteresis must lie in [0, 1]")
         if self.window_tokens <= self.reserved_output_tokens:
             raise ValueError("window_tokens must exceed reserved_output_tokens")
         for name in (
@@ -68,6 +73,13 @@ class ReliefPolicy:
     def budget_tokens(self) -> int:
         """What the request may hold: window − reserved output."""
         return self.window_tokens - self.reserved_output_tokens
+
+    @property
+    def target_pressure(self) -> float:
+        """Where automatic relief aims: `relief_hysteresis` below `prune_threshold`, so that a
+        relieved session grows for several rounds before it reaches the threshold again (D1:
+        each pass costs one cache miss, so passes are few and large). Never below 0."""
+        return max(self.prune_threshold - self.relief_hysteresis, 0.0)
 
     @property
     def stub_spec(self) -> StubSpec:
@@ -142,23 +154,31 @@ def plan_relief(
     calibration: Calibration | None = None,
     context_tokens: int | None = None,
     pricing: CachePricing | None = None,
+    growth_tokens: int = 0,
 ) -> ReliefPlan:
     """Plan relief for the current surface (pass the surface, not the raw log).
 
-    Normal mode, in order (D4): below `prune_threshold` nothing happens. At or above it, the
-    prune batch (`plan_prune` with keep_rounds, the stub spec and prune_exclude_tools) runs if it
-    is worth it (see CachePricing) — or regardless when pressure is already at or above
-    `summarize_threshold`, since a summary costs the same rewrite and loses more. If pressure
-    after pruning is still at or above `summarize_threshold`, the largest older span outside the
-    last `keep_rounds_verbatim` rounds is summarized, aiming below `prune_threshold`; the reason
-    says when it cannot get there. Forced mode (manual or overflow) ignores the thresholds and
-    the worth-it rule: it prunes every eligible result and summarizes whenever a span exists and
-    shrinks. Both modes keep every safety rule of the planners.
+    Normal mode (D3, D4): below `prune_threshold` nothing happens, unless the next call is
+    expected to cross the window (`tokens_before + growth_tokens` above the budget: relief
+    starts before the wall, since a job lands only after the agent's next round). Otherwise the
+    plan aims at `target_pressure` (prune_threshold − relief_hysteresis), so a relieved session
+    grows for several rounds before it needs relief again: the prune batch (`plan_prune` with
+    keep_rounds, the stub spec and prune_exclude_tools) first, then — only when pruning alone
+    cannot reach the target — a summary of the largest older span outside the last
+    `keep_rounds_verbatim` rounds, in the same plan (one cache miss). The reason says when the
+    target is out of reach.
 
-    Worth-it rule (normal mode, `context_core.economics`): a prune or summarize pass is
-    skipped (and named in `skipped`) when it frees less than `prune_min_free_tokens` or cannot
-    pay back its cache re-write within `pricing.horizon_calls`; prune still runs at
-    `summarize_threshold`, and summarize at the provider's wall (pressure 1.0).
+    Worth-it rule (D1, `context_core.economics`), on the plan as a whole since the whole plan
+    costs one cache re-write: the plan is skipped (its passes named in `skipped`) when it frees
+    less than `prune_min_free_tokens` or cannot pay back its re-write within
+    `pricing.horizon_calls`, but only while relief is not needed: at or above
+    `summarize_threshold`, or when the next call is expected to cross the window, it runs.
+
+    Forced mode (manual or overflow) ignores the thresholds, the target and the worth-it rule: it
+    prunes every eligible result and summarizes whenever a span exists and shrinks. Both modes
+    keep every safety rule of the planners: the operations name seqs of `messages`, never split
+    a call from its result, and stay valid when messages are appended after them (the tool loop
+    in progress is never touched).
 
     `tokens_before` is `context_tokens` (the projected next request, D6) when given, else the
     calibrated estimate of the surface; reductions use the calibration's slope. Deterministic when
@@ -173,6 +193,7 @@ def plan_relief(
         context_tokens if context_tokens is not None else calibration.estimate(total_chars)
     )
     budget = policy.budget_tokens
+    target_tokens = int(policy.target_pressure * budget)
 
     def pressure(tokens: int) -> float:
         return tokens / budget
@@ -184,6 +205,7 @@ def plan_relief(
         freed: int,
         first: int | None,
         write: int,
+        skipped: tuple[str, ...] = (),
     ) -> ReliefPlan:
         after = max(tokens_before - freed, 0)
         return ReliefPlan(
@@ -198,13 +220,15 @@ def plan_relief(
             write,
             freed,
             ops,
-            tuple(skipped),
-            pricing.assess(freed_tokens=freed, rewrite_tokens=write, min_free=0),
+            skipped,
+            pricing.assess(
+                freed_tokens=freed, rewrite_tokens=write, min_free=policy.prune_min_free_tokens
+            ),
         )
 
-    skipped: list[str] = []
     p_before = pressure(tokens_before)
-    if not forced and p_before < policy.prune_threshold:
+    crossing = tokens_before + max(growth_tokens, 0) > budget
+    if not forced and p_before < policy.prune_threshold and not crossing:
         return result(
             "nothing",
             f"pressure {p_before:.2f} is below prune_threshold {policy.prune_threshold:.2f}",
@@ -214,73 +238,37 @@ def plan_relief(
             0,
         )
 
+    ops: list[Operation] = []
+    reasons: list[str] = []
+    freed_tokens = 0
+    first: int | None = None
+    current: Sequence[Message] = items
     prune = plan_prune(
         items,
         keep_rounds=policy.keep_rounds,
         stub=policy.stub_spec,
         exclude_tools=policy.prune_exclude_tools,
     )
-    ops: list[Operation] = []
-    reasons: list[str] = []
-    freed_tokens = 0
-    first: int | None = None
-    current: Sequence[Message] = items
     if prune.operation is not None and prune.first_changed_index is not None:
-        prune_freed = calibration.delta(prune.freed_chars)
-        suffix_chars = sum(m.chars for m in items[prune.first_changed_index :]) - prune.freed_chars
-        write = calibration.delta(suffix_chars)
-        figures = pricing.assess(
-            freed_tokens=prune_freed, rewrite_tokens=write, min_free=policy.prune_min_free_tokens
+        ops.append(prune.operation)
+        freed_tokens = calibration.delta(prune.freed_chars)
+        first = prune.first_changed_index
+        current = derive_surface(items, [prune.operation]).messages
+        reasons.append(
+            f"prune {len(prune.operation.results)} results freeing ~{freed_tokens} tokens"
         )
-        worth = figures.worth_it
-        urgent = p_before >= policy.summarize_threshold
-        if forced or worth or urgent:
-            ops.append(prune.operation)
-            freed_tokens = prune_freed
-            first = prune.first_changed_index
-            current = derive_surface(items, [prune.operation]).messages
-            why = (
-                "forced" if forced else ("worth it" if worth else "pressure at summarize_threshold")
-            )
-            reasons.append(
-                f"prune {len(prune.operation.results)} results freeing ~{prune_freed} tokens ({why})"
-            )
-        else:
-            skipped.append("prune")
-            reasons.append(f"prune not worth it: {figures.why}")
     else:
         reasons.append("no prunable tool results")
 
-    p_after_prune = pressure(max(tokens_before - freed_tokens, 0))
     summarized = False
-    if forced or p_after_prune >= policy.summarize_threshold:
+    if forced or tokens_before - freed_tokens > target_tokens:
         plan = plan_summarize(
             current,
             keep_rounds_verbatim=policy.keep_rounds_verbatim,
             summary_max_tokens=policy.summary_max_tokens,
             summarizer=summarizer or ExtractiveSummarizer(),
         )
-        summary_figures: PassEconomics | None = None
-        if plan.operation is not None and not forced:
-            summary_freed = calibration.delta(plan.freed_chars)
-            summarized_surface = derive_surface(current, [plan.operation]).messages
-            start = _index_of_seq(summarized_surface, plan.operation.first_seq)
-            summary_figures = pricing.assess(
-                freed_tokens=summary_freed,
-                rewrite_tokens=calibration.delta(sum(m.chars for m in summarized_surface[start:])),
-                min_free=policy.prune_min_free_tokens,
-            )
-        # D4: at the provider's wall the pass runs whatever it costs (the safety valve).
-        at_wall = p_after_prune >= 1.0
-        if (
-            plan.operation is not None
-            and summary_figures is not None
-            and not summary_figures.worth_it
-            and not at_wall
-        ):
-            skipped.append("summarize")
-            reasons.append(f"summarize not worth it: {summary_figures.why}")
-        elif plan.operation is not None:
+        if plan.operation is not None:
             summarized = True
             ops.append(plan.operation)
             summary_freed = calibration.delta(plan.freed_chars)
@@ -289,35 +277,43 @@ def plan_relief(
             # original indices the first change is the earlier of the two.
             span_first = _index_of_seq(items, plan.operation.first_seq)
             first = span_first if first is None else min(first, span_first)
-            p_after = pressure(max(tokens_before - freed_tokens, 0))
-            note = (
-                ""
-                if p_after < policy.prune_threshold
-                else (
-                    f"; still at {p_after:.2f}, above prune_threshold: the verbatim rounds are too large"
-                )
-            )
             reasons.append(
-                f"summarize {plan.operation.message_count} messages freeing ~{summary_freed} tokens{note}"
+                f"summarize {plan.operation.message_count} messages freeing ~{summary_freed} tokens"
             )
         else:
             reasons.append(f"no summary: {plan.reason}")
-    elif ops:
-        reasons.append(
-            f"pressure after pruning {p_after_prune:.2f} is below summarize_threshold"
-            f" {policy.summarize_threshold:.2f}"
-        )
+    p_after = pressure(max(tokens_before - freed_tokens, 0))
+    if not forced and ops:
+        if tokens_before - freed_tokens > target_tokens:
+            reasons.append(
+                f"still at {p_after:.2f}, above the target {policy.target_pressure:.2f}:"
+                " the verbatim rounds are too large"
+            )
+        else:
+            reasons.append(f"down to {p_after:.2f}, target {policy.target_pressure:.2f}")
 
     if not ops:
         return result("nothing", "; ".join(reasons), (), 0, None, 0)
     final = derive_surface(items, ops)
-    write_chars = sum(
-        m.chars for m in final.messages[_surface_index(final.messages, items, first) :]
+    write = calibration.delta(
+        sum(m.chars for m in final.messages[_surface_index(final.messages, items, first) :])
     )
+    passes = tuple(op.kind for op in ops)
+    figures = pricing.assess(
+        freed_tokens=freed_tokens, rewrite_tokens=write, min_free=policy.prune_min_free_tokens
+    )
+    needed = p_before >= policy.summarize_threshold or crossing
+    if not forced and not figures.worth_it and not needed:
+        reasons.append(f"not worth it yet: {figures.why}")
+        return result("nothing", "; ".join(reasons), (), 0, None, 0, passes)
+    if not forced and not figures.worth_it:
+        reasons.append(
+            "the next call would cross the window"
+            if crossing and p_before < policy.summarize_threshold
+            else "pressure at summarize_threshold"
+        )
     action: Action = "prune+summarize" if summarized else "prune"
-    return result(
-        action, "; ".join(reasons), tuple(ops), freed_tokens, first, calibration.delta(write_chars)
-    )
+    return result(action, "; ".join(reasons), tuple(ops), freed_tokens, first, write)
 
 
 def _index_of_seq(messages: Sequence[Message], seq: int) -> int:

@@ -93,3 +93,18 @@ def protected_head_end(messages: Sequence[Message]) -> int:
     if i < n and messages[i].role == "user" and not messages[i].is_tool_result_carrier:
         i += 1
     return i
+
+
+def round_growth_chars(messages: Sequence[Message], *, lookback: int = 3) -> int:
+    """What one more round is expected to add to the next request, in characters: the largest
+    of the last `lookback` complete rounds (an assistant message and its results; a round still
+    waiting for a result is not complete). 0 without a complete round.
+
+    The largest, not the latest: a session whose results grow keeps growing, and one small
+    round must not hide the size of the ones before it.
+    """
+    complete = [r for r in split_rounds(messages) if not r.pending][-max(lookback, 1) :]
+    return max(
+        (sum(m.chars for m in messages[r.start : r.stop]) for r in complete),
+        default=0,
+    )

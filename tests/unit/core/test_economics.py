@@ -88,17 +88,23 @@ def test_net_saving_is_later_calls_times_the_saving_minus_the_measured_premium()
     ) == Decimal("0.153")
 
 
-def test_relief_skips_a_summarize_pass_that_cannot_pay_back_unless_at_the_wall():
+def test_relief_defers_a_plan_that_cannot_pay_back_only_until_relief_is_needed():
     surface = derive_surface(fixed_transcript())  # ~3,050 tokens: pressure ~0.87 of 3,500
-    nothing_to_prune = policy(keep_rounds=100)
+    nothing_to_prune = policy(keep_rounds=100, summarize_threshold=0.95)
     never = CachePricing(horizon_calls=0)
     plan = plan_relief(surface, policy=nothing_to_prune, pricing=never)
     assert plan.action == "nothing" and plan.skipped == ("summarize",)
-    assert "summarize not worth it" in plan.reason
-    at_wall = plan_relief(
-        surface, policy=policy(keep_rounds=100, window_tokens=3_300), pricing=never
-    )
-    assert at_wall.action == "prune+summarize" and at_wall.skipped == ()
+    assert "not worth it yet" in plan.reason
+    # at summarize_threshold the plan runs whatever it costs
+    urgent = plan_relief(surface, policy=policy(keep_rounds=100), pricing=never)
+    assert urgent.action == "prune+summarize" and urgent.skipped == ()
+    assert "pressure at summarize_threshold" in urgent.reason
+    # ...and so it does below it when one more round like the last ones would cross the window
+    growth = 3_500 - plan.tokens_before + 1
+    crossing = plan_relief(surface, policy=nothing_to_prune, pricing=never, growth_tokens=growth)
+    assert crossing.action == "prune+summarize" and "cross the window" in crossing.reason
+    short = plan_relief(surface, policy=nothing_to_prune, pricing=never, growth_tokens=growth - 1)
+    assert short.action == "nothing"
     generous = plan_relief(
         surface, policy=nothing_to_prune, pricing=CachePricing(horizon_calls=10_000)
     )
