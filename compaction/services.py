@@ -1,7 +1,8 @@
 """Compaction as a service (D4, D5): the one write path of compaction runs and operations.
 
-`compact_session` plans with the pure core, archives first, then applies under a check that the
-surface is still the one it planned on. The manual/automatic difference on archive failure (D5)
+`compact_session` plans with the pure core, archives first, then applies under a check that no
+other operation was stored since it planned (messages appended meanwhile follow the relieved
+surface: they never supersede it). The manual/automatic difference on archive failure (D5)
 is one branch here: manual refuses and changes nothing; automatic and overflow compact anyway
 with one loud ERROR line, and the run row records it.
 """
@@ -25,13 +26,16 @@ from compaction.cache_report import session_pricing
 from compaction.calibration import session_calibration
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
 from compaction.summarizers import LLMSummarizer, SummarizerError
-from compaction.transcripts import derive, store_surface
+from compaction.transcripts import derive, load_log, load_operations, store_surface
 from context_core import (
+    Calibration,
     ExtractiveSummarizer,
+    ReliefPlan,
     ReliefPolicy,
     Summarizer,
     derive_surface,
     plan_relief,
+    round_growth_chars,
 )
 from context_core.estimates import post_compaction_estimate
 from telemetry.errors import FieldError
@@ -135,6 +139,7 @@ def relief_policy(policy: PolicyValues, window_tokens: int | None) -> ReliefPoli
         prune_min_free_tokens=policy.prune_min_free_tokens,
         prune_exclude_tools=frozenset(policy.prune_exclude_tools),
         summary_max_tokens=policy.summary_max_tokens,
+        relief_hysteresis=policy.relief_hysteresis,
         window_tokens=window or max(FALLBACK_WINDOW, policy.reserved_output_tokens + 1),
         reserved_output_tokens=policy.reserved_output_tokens,
     )
@@ -169,7 +174,8 @@ def compact_session(
     Raises CompactionRefused (manual, archive failed: nothing changed) and CompactionBusy (another
     compaction of the session holds the lock, or the surface moved past `expected_version`).
     A job that runs twice does the work once: the second pass plans on the new surface, and two
-    passes planned on the same version cannot both apply (unique operation key).
+    passes planned on the same operations cannot both apply (the operations are counted under
+    the session lock before the apply, and the unique operation key backs it).
     """
     session = AgentSession.objects.select_related("profile").get(pk=session_id)
     run = _retried_run(session, task_id, attempts) or CompactionRun.objects.create(
@@ -208,6 +214,19 @@ def _retried_run(session: AgentSession, task_id: str, attempts: int) -> Compacti
     return run
 
 
+@dataclass(frozen=True)
+class _Planned:
+    """A plan and what it was made on: the surface row, the log's length and the operations
+    then in force. The plan's operations name seqs of that log only."""
+
+    plan: ReliefPlan
+    state: Surface
+    log_messages: int
+    operations: int
+    policy: PolicyValues
+    calibration: Calibration
+
+
 def _compact_locked(
     session: AgentSession,
     run: CompactionRun,
@@ -215,6 +234,7 @@ def _compact_locked(
     expected_version: int | None,
     backend: ArchiveBackend | None,
 ) -> RunOutcome:
+    """Plan, archive, apply, record: the steps of one run (the caller holds the lock)."""
     state = Surface.objects.filter(session=session).first()
     if state is None:
         _finish(
@@ -232,9 +252,22 @@ def _compact_locked(
             surface_version_before=state.version,
         )
         raise CompactionBusy(run)
+    planned = _plan(session, run, mode, state)
+    if planned.plan.action == "nothing" or not planned.plan.operations:
+        return RunOutcome(_finish(run, Status.NOOP, tokens_after=planned.plan.tokens_before), state)
+    _archive(session, run, mode, state, backend)
+    return _apply(session, run, planned)
+
+
+def _plan(session: AgentSession, run: CompactionRun, mode: Mode, state: Surface) -> _Planned:
+    """Plan on the log as it is now; record the plan's figures on the run."""
     policy = effective_policy(session.profile)
     started = time.monotonic()
     log, operations, surface = derive(session)
+    if len(log) > state.log_messages:
+        # Appended after `state` was read: plan on what the archive will hold.
+        log = log[: state.log_messages]
+        surface = derive_surface(log, operations)
     # D1: the worth-it rule and the run's predicted figures use the model's real cache rates and
     # the session's typical remaining calls (compaction.cache_report).
     pricing = session_pricing(session, policy, _measured_tokens(session) or surface.tokens)
@@ -247,6 +280,8 @@ def _compact_locked(
         calibration=calibration,
         context_tokens=_measured_tokens(session),
         pricing=pricing.pricing,
+        # The agent's next round lands before this job's next chance (proactive relief).
+        growth_tokens=calibration.delta(round_growth_chars(surface.messages)),
     )
     run.action = plan.action
     run.reason = plan.reason
@@ -262,9 +297,18 @@ def _compact_locked(
             run.saving_per_call_usd = plan.economics.saving_per_call_usd
     run.surface_version_before = state.version
     run.plan_ms = _ms(started)
-    if plan.action == "nothing" or not plan.operations:
-        return RunOutcome(_finish(run, Status.NOOP, tokens_after=plan.tokens_before), state)
+    return _Planned(plan, state, len(log), len(operations), policy, calibration)
 
+
+def _archive(
+    session: AgentSession,
+    run: CompactionRun,
+    mode: Mode,
+    state: Surface,
+    backend: ArchiveBackend | None,
+) -> None:
+    """Archive the log and the surface the plan was made on. D5: manual refuses when this
+    fails (CompactionRefused, nothing changed); automatic and overflow go on with one ERROR."""
     started = time.monotonic()
     try:
         archive = (backend or archive_backend()).archive(
@@ -273,7 +317,9 @@ def _compact_locked(
                 format=state.format,
                 log=[
                     LogEntry(seq, role, raw)
-                    for seq, role, raw in LogMessage.objects.filter(session=session)
+                    for seq, role, raw in LogMessage.objects.filter(
+                        session=session, seq__lt=state.log_messages
+                    )
                     .order_by("seq")
                     .values_list("seq", "role", "raw")
                 ],
@@ -302,17 +348,29 @@ def _compact_locked(
         run.archived = True
         run.archive = archive
 
+
+def _apply(session: AgentSession, run: CompactionRun, planned: _Planned) -> RunOutcome:
+    """Append the plan's operations and store the surface they derive, in one transaction.
+
+    Messages the agent appended since the plan do not supersede it: the operations name only
+    seqs the plan saw, which an append never changes, so on the grown log they derive the
+    planned surface followed by the new messages (a property of `derive_surface`, tested in
+    tests/unit/core). Only another change of the operations (a compaction, the agent's own
+    cut) does: the plan was made without it.
+    """
     started = time.monotonic()
+    state, plan = planned.state, planned.plan
     try:
         with transaction.atomic():
             lock_session(session.pk)
             current = Surface.objects.get(session=session)
-            if current.version != state.version:
+            operations = load_operations(session)
+            if len(operations) != planned.operations:
                 return RunOutcome(
                     _finish(
                         run,
                         Status.SUPERSEDED,
-                        reason=f"{run.reason}; the surface moved to v{current.version}",
+                        reason=f"{run.reason}; the operations changed (surface v{current.version})",
                     ),
                     current,
                 )
@@ -329,19 +387,10 @@ def _compact_locked(
                 )
                 for position, operation in enumerate(plan.operations)
             )
+            log = load_log(session)
             new_surface = derive_surface(log, [*operations, *plan.operations])
-            new_state = store_surface(session, state.format, new_surface, bump=True)
-            estimate = post_compaction_estimate(
-                calibration,
-                chars_after=new_surface.chars,
-                tokens_before=plan.tokens_before,
-                freed_chars=state.chars - new_surface.chars,
-            )
-            # The rule's figure is the plan's own (its freed tokens, calibrated or chars // 4).
-            tokens = estimate.tokens if estimate.method == "fit" else plan.tokens_after
-            run.estimate_tokens, run.estimate_method = tokens, estimate.method
-            # D6: the surface estimate replaces the stale projection.
-            record_compaction_result(session, tokens_after=tokens, policy=policy)
+            new_state = store_surface(session, current.format, new_surface, bump=True)
+            _record(session, run, planned, current, new_surface.chars)
             run.surface_version_after = new_state.version
             run.apply_ms = _ms(started)
             _finish(run, Status.APPLIED)
@@ -353,6 +402,29 @@ def _compact_locked(
             Surface.objects.get(session=session),
         )
     return RunOutcome(run, new_state)
+
+
+def _record(
+    session: AgentSession,
+    run: CompactionRun,
+    planned: _Planned,
+    current: Surface,
+    chars_after: int,
+) -> None:
+    """D6: the post-compaction estimate replaces the stale projection. `current` is the surface
+    just before the apply, with whatever was appended since the plan: the estimate counts it."""
+    plan = planned.plan
+    appended = planned.calibration.delta(max(current.chars - planned.state.chars, 0))
+    estimate = post_compaction_estimate(
+        planned.calibration,
+        chars_after=chars_after,
+        tokens_before=plan.tokens_before + appended,
+        freed_chars=current.chars - chars_after,
+    )
+    # The rule's figure is the plan's own (its freed tokens, calibrated or chars // 4).
+    tokens = estimate.tokens if estimate.method == "fit" else plan.tokens_after + appended
+    run.estimate_tokens, run.estimate_method = tokens, estimate.method
+    record_compaction_result(session, tokens_after=tokens, policy=planned.policy)
 
 
 def _measured_tokens(session: AgentSession) -> int | None:

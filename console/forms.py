@@ -50,6 +50,7 @@ POLICY_HELP: dict[str, str] = {
     "cache_ttl": "prompt-cache tier: 1h pays when gaps between requests fall between 5 and 60 min",
     "prune_threshold": "pressure, in % of the usable window (window − reserved output), at which tool results are pruned",
     "summarize_threshold": "pressure in % at which an older span is summarized (≥ prune threshold)",
+    "relief_hysteresis": "automatic relief aims this far (in %) below the prune threshold, so a session is not relieved again every few rounds",
     "keep_rounds": "recent rounds whose tool results are never pruned",
     "keep_rounds_verbatim": "recent rounds never summarized",
     "stub_head_chars": "characters kept at the head of a pruned result",
@@ -64,7 +65,7 @@ POLICY_HELP: dict[str, str] = {
     "round_hard_cap": "rounds in one turn before the agent is told to stop",
     "archive_retention_days": "days archived transcripts are kept",
 }
-_FLOAT_FIELDS = ("prune_threshold", "summarize_threshold")
+_FLOAT_FIELDS = ("prune_threshold", "summarize_threshold", "relief_hysteresis")
 
 
 def _as_percent(share: object) -> object:

@@ -97,6 +97,7 @@ class Policy(models.Model):
     )
     prune_threshold = models.FloatField(null=True, blank=True)
     summarize_threshold = models.FloatField(null=True, blank=True)
+    relief_hysteresis = models.FloatField(null=True, blank=True)
     keep_rounds = models.IntegerField(null=True, blank=True)
     keep_rounds_verbatim = models.IntegerField(null=True, blank=True)
     stub_head_chars = models.IntegerField(null=True, blank=True)

@@ -34,6 +34,10 @@ class PolicyValues:
     cache_ttl: CacheTTL = "5m"
     prune_threshold: float = 0.60
     summarize_threshold: float = 0.80
+    # Automatic relief aims this far below prune_threshold (a share of the usable window), so a
+    # relieved session grows for several rounds before it needs relief again (D1: one cache
+    # miss per pass). 0.15 with the default threshold aims at 45 %.
+    relief_hysteresis: float = 0.15
     keep_rounds: int = 4
     keep_rounds_verbatim: int = 4
     stub_head_chars: int = 400
@@ -118,11 +122,14 @@ def validate_policy(policy: PolicyValues) -> None:
     """Refuse values that cannot work together. Raises `FieldError` naming the field."""
     if policy.cache_ttl not in CACHE_TTLS:
         raise FieldError("cache_ttl", f"must be one of {', '.join(CACHE_TTLS)}")
-    for name in ("prune_threshold", "summarize_threshold"):
+    for name in ("prune_threshold", "summarize_threshold", "relief_hysteresis"):
         value = getattr(policy, name)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise FieldError(name, "must be a number")
-        if not 0 < value <= 1:
+        if name == "relief_hysteresis":
+            if not 0 <= value <= 1:
+                raise FieldError(name, "must be at least 0 and at most 1 (a share of the window)")
+        elif not 0 < value <= 1:
             raise FieldError(name, "must be greater than 0 and at most 1 (a share of the window)")
     if policy.summarize_threshold < policy.prune_threshold:
         raise FieldError(

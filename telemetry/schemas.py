@@ -22,6 +22,7 @@ class PolicyOut(Schema):
     cache_ttl: Literal["5m", "1h"]
     prune_threshold: float
     summarize_threshold: float
+    relief_hysteresis: float
     keep_rounds: int
     keep_rounds_verbatim: int
     stub_head_chars: int

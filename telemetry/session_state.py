@@ -21,6 +21,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from context_core import next_call_crosses
 from telemetry.bulk_sql import (
     Statement,
     lock_keys,
@@ -250,7 +251,8 @@ def refresh_projection(session_id: int, *, appended_tokens: int = 0) -> AgentSes
         policy = effective_policy(session.profile)
         project(session, last, policy)
         session.save(update_fields=_PROJECTION_FIELDS)
-    return session if needs_relief(session, policy) else None
+    # The append just made is the best guess of the next round's size (proactive relief).
+    return session if needs_relief(session, policy, growth_tokens=appended_tokens) else None
 
 
 def record_learned_window(session_id: int, tokens: int) -> None:
@@ -296,14 +298,26 @@ def session_band(session: AgentSession, policy: PolicyValues) -> PressureBand:
 # --- relief (D4) ----------------------------------------------------------------------------
 
 
-def needs_relief(session: AgentSession, policy: PolicyValues) -> bool:
-    """At or above the prune threshold, with a transcript log to relieve, not yet tried at
-    this surface version (D4). `needing_relief` is the same rule as a query."""
+def needs_relief(session: AgentSession, policy: PolicyValues, *, growth_tokens: int = 0) -> bool:
+    """At or above the prune threshold — or, below it, when one more round of `growth_tokens`
+    would cross the window (proactive relief) — with a transcript log to relieve, not yet tried
+    at this surface version (D4). `needing_relief` is the threshold rule as a query (the sweeper
+    does not know a session's growth)."""
+    if session.pressure is None or session.surface_version <= 0:
+        return False
+    if session.relief_tried_version == session.surface_version:
+        return False
+    if session.pressure >= policy.prune_threshold:
+        return True
+    window = session.window_tokens
     return (
-        session.pressure is not None
-        and session.pressure >= policy.prune_threshold
-        and session.surface_version > 0
-        and session.relief_tried_version != session.surface_version
+        session.projected_tokens is not None
+        and window is not None
+        and next_call_crosses(
+            session.projected_tokens,
+            growth_tokens=growth_tokens,
+            budget_tokens=window - policy.reserved_output_tokens,
+        )
     )
 
 

@@ -147,7 +147,13 @@ from context_core.operations import (
     operation_from_dict,
 )
 from context_core.pruning import STUB_HEADER, PrunePlan, make_stub, plan_prune
-from context_core.relief_planning import CachePricing, ReliefPlan, ReliefPolicy, plan_relief
+from context_core.relief_planning import (
+    CachePricing,
+    ReliefPlan,
+    ReliefPolicy,
+    next_call_crosses,
+    plan_relief,
+)
 from context_core.rounds import (
     Round,
     protected_head_end,
@@ -232,6 +238,7 @@ __all__ = [
     "pass_economics",
     "pending_call_ids",
     "plan_prune",
+    "next_call_crosses",
     "plan_relief",
     "plan_summarize",
     "protected_head_end",

@@ -145,6 +145,13 @@ class ReliefPlan:
     economics: PassEconomics | None = None
 
 
+def next_call_crosses(tokens: int, *, growth_tokens: int, budget_tokens: int) -> bool:
+    """True when a request of `tokens` plus one more round of `growth_tokens` would not fit in
+    `budget_tokens` (window − reserved output): relief must land before that round does, so it
+    starts now, whatever the thresholds say (proactive relief)."""
+    return tokens + max(growth_tokens, 0) > budget_tokens
+
+
 def plan_relief(
     messages: Surface | Sequence[Message],
     *,
@@ -227,7 +234,7 @@ def plan_relief(
         )
 
     p_before = pressure(tokens_before)
-    crossing = tokens_before + max(growth_tokens, 0) > budget
+    crossing = next_call_crosses(tokens_before, growth_tokens=growth_tokens, budget_tokens=budget)
     if not forced and p_before < policy.prune_threshold and not crossing:
         return result(
             "nothing",

@@ -4,6 +4,8 @@ and it prunes then summarizes in one plan when pruning alone cannot reach the ta
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -32,7 +34,7 @@ def policies(draw: st.DrawFn) -> ReliefPolicy:
         stub_head_chars=draw(st.integers(2, 40)),
         stub_tail_chars=draw(st.integers(0, 40)),
         prune_min_free_tokens=draw(st.integers(0, 50)),
-        prune_exclude_tools=draw(st.sets(st.sampled_from(["grep", "run"]), max_size=1)),
+        prune_exclude_tools=draw(st.frozensets(st.sampled_from(["grep", "run"]), max_size=1)),
         summary_max_tokens=draw(st.integers(2, 200)),
         window_tokens=draw(st.integers(101, 1_500)),
         reserved_output_tokens=100,
@@ -102,7 +104,7 @@ def test_round_growth_is_the_largest_recent_complete_round(t, fmt):
 
 def test_relief_aims_below_the_prune_threshold_by_the_hysteresis():
     surface = derive_surface(fixed_transcript(rounds=12, size=2_000))
-    base = {
+    base: dict[str, Any] = {
         "keep_rounds": 10,
         "keep_rounds_verbatim": 2,
         "stub_head_chars": 20,
