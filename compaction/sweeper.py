@@ -2,7 +2,9 @@
 
 Ingest enqueues relief after commit, but a broker outage loses that publish; this catches up.
 A session already tried at its current surface version is skipped, so a surface that cannot be
-relieved further is not compacted again every minute.
+relieved further is not compacted again every minute. The sweeper applies the threshold rule
+only: proactive relief below the threshold needs the size of the latest append, which only the
+append itself knows (`telemetry.session_state.refresh_projection`).
 """
 
 from __future__ import annotations

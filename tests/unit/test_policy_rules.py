@@ -62,3 +62,15 @@ def test_relief_policy_defaults_are_the_policy_defaults():
         )
     }
     assert differing == {}
+
+
+@pytest.mark.parametrize("value", [-0.01, 1.01, True, "0.1"])
+def test_a_relief_hysteresis_outside_0_to_1_is_refused_naming_it(value):
+    with pytest.raises(FieldError) as caught:
+        validate_policy(replace(DEFAULT_POLICY, relief_hysteresis=value))
+    assert caught.value.field == "relief_hysteresis"
+
+
+@pytest.mark.parametrize("value", [0, 0.0, 0.15, 1.0])
+def test_a_relief_hysteresis_from_0_to_1_is_accepted(value):
+    validate_policy(replace(DEFAULT_POLICY, relief_hysteresis=value))
