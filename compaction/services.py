@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from compaction.archives import ArchiveBackend, ArchiveRequest, LogEntry, archive_backend
 from compaction.cache_report import session_pricing
-from compaction.calibration import session_calibration
+from compaction.calibration import compaction_estimate, session_calibration
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
 from compaction.summarizers import LLMSummarizer, SummarizerError
 from compaction.transcripts import derive, store_surface
@@ -33,7 +33,6 @@ from context_core import (
     derive_surface,
     plan_relief,
 )
-from context_core.estimates import post_compaction_estimate
 from telemetry.errors import FieldError
 from telemetry.learned_window import learn_window_from_overflow
 from telemetry.models import AgentSession
@@ -331,14 +330,11 @@ def _compact_locked(
             )
             new_surface = derive_surface(log, [*operations, *plan.operations])
             new_state = store_surface(session, state.format, new_surface, bump=True)
-            estimate = post_compaction_estimate(
-                calibration,
-                chars_after=new_surface.chars,
-                tokens_before=plan.tokens_before,
-                freed_chars=state.chars - new_surface.chars,
+            # D6: the plan's estimate (`GET …/compact/plan` shows the same one)
+            estimate = compaction_estimate(
+                session, before=surface, after=new_surface, tokens_before=plan.tokens_before
             )
-            # The rule's figure is the plan's own (its freed tokens, calibrated or chars // 4).
-            tokens = estimate.tokens if estimate.method == "fit" else plan.tokens_after
+            tokens = run.tokens_after = estimate.tokens
             run.estimate_tokens, run.estimate_method = tokens, estimate.method
             # D6: the surface estimate replaces the stale projection.
             record_compaction_result(session, tokens_after=tokens, policy=policy)
