@@ -11,7 +11,9 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
+from compaction.calibration import appended_between
 from compaction.models import CompactionRun, LogMessage, Surface
+from context_core.estimates import KindChars, appended_after_reply
 from telemetry.models import AgentSession
 from tests.support import tool_transcript
 
@@ -127,3 +129,22 @@ def test_the_projection_after_a_large_tool_result_uses_the_sessions_learned_rate
     assert result.tool_chars == result.chars  # recorded as a tool result
     quarter = truth(state.chars) + result.chars // 4
     assert (real - quarter) / real > 0.01, (quarter, real)
+
+
+def test_the_databases_sums_of_what_a_request_adds_are_the_pure_rule(compactor):
+    session = grow(compactor, rounds=2, calls=3, appended=None)
+    LogMessage.objects.filter(session=session, seq=4).update(tool_chars=None)  # unrecorded
+    rows = list(
+        LogMessage.objects.filter(session=session)
+        .order_by("seq")
+        .values_list("seq", "role", "chars", "tool_chars")
+    )
+    last = rows[-1][0] + 1
+    spans = [(a, b) for a in range(last) for b in range(a + 1, last + 1)]
+    expected = [
+        appended_after_reply((role, chars, tool) for seq, role, chars, tool in rows if a <= seq < b)
+        for a, b in spans
+    ]
+    assert appended_between(session.pk, spans) == expected
+    assert any(e.tool for e in expected) and any(e.prose for e in expected)
+    assert KindChars() in expected  # spans without a reply add nothing
