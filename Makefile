@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install install-dev bench lint fmt clean
+.PHONY: run test install install-dev bench docs lint fmt clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,13 +24,17 @@ install-dev: $(VENV)/.installed-dev
 run: install
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-false} CONSOLE_LOCAL_HTTP=$${CONSOLE_LOCAL_HTTP:-true} $(BIN)/python manage.py runconsole
 
-## make test: install, then lint, types, unit, database (PostgreSQL + SQLite), Celery and browser tests.
+## make test: install, then lint, types, the docs build, unit, database (PostgreSQL + SQLite), Celery and browser tests.
 test: install-dev
 	bash scripts/test.sh
 
 ## make bench: benchmarks against baselines measured in the same run (not part of make test).
 bench: install-dev
 	$(BIN)/python -m bench.run $(if $(BENCH_SCALE),--scale $(BENCH_SCALE))
+
+## make docs: build the documentation site (docs/, mkdocs.yml) into site/; the console serves it at /docs/.
+docs: install-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: install-dev
 	$(BIN)/ruff format --check .
@@ -42,4 +46,4 @@ fmt: install-dev
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf var/ $(VENV)
+	rm -rf var/ site/ $(VENV)

@@ -13,7 +13,7 @@ word is split the same way and looked up as its glued form, so `SessionRegistry`
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
@@ -213,9 +213,7 @@ def snippet_pieces(
     )
     if not needles:
         return [("text", _clip(text, 0, before + after))]
-    pattern = re.compile(
-        r"[^\W_]*(?:" + "|".join(re.escape(n) for n in needles) + r")[^\W_]*", re.IGNORECASE
-    )
+    pattern = hit_words(needles)
     first = pattern.search(text)
     start = 0 if first is None else max(first.start() - before, 0)
     stop = min(len(text), (0 if first is None else first.end()) + after)
@@ -236,6 +234,17 @@ def snippet_pieces(
     if stop < len(text):
         pieces.append(("text", "…"))
     return pieces
+
+
+def hit_words(needles: Sequence[str]) -> re.Pattern[str]:
+    """The letters-and-digits words that contain one of `needles` (case-insensitive).
+
+    A match may start only where a word starts (the lookbehind): tried from every letter of a
+    long run, the leading word pattern rescanned the rest of the run each time, quadratic in
+    its length (a base64 run of "AAAA…" before the hit). Linear in the text times the needles.
+    """
+    alternatives = "|".join(re.escape(n) for n in needles)
+    return re.compile(r"(?<![^\W_])[^\W_]*(?:" + alternatives + r")[^\W_]*", re.IGNORECASE)
 
 
 def _stem_prefix(part: str) -> str:

@@ -4,9 +4,8 @@ CPython collects its youngest generation after every 700 net new container objec
 collection of an older generation walks every object still alive there: Django's settings,
 URL patterns, templates, models, pydantic's schemas, the modules of the whole stack. A 1,000-record
 ingest batch allocates a few hundred thousand objects (records, pydantic models, rows), so the
-collector ran hundreds of times per request and spent 10-20 % of its CPU walking objects that
-live as long as the process (make bench P1, in process: 166-192 -> 128-168 ms of Python per
-batch, alternated; README "Performance").
+collector ran hundreds of times per request and spent a tenth to a fifth of its CPU walking
+objects that live as long as the process (make bench P1, in process; docs/performance.md).
 
 `tune_collector` is called once the application is loaded (`console.wsgi`): it moves everything
 alive then out of the collector's reach for good (`gc.freeze`; nothing of it is garbage) and

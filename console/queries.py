@@ -749,7 +749,8 @@ def shown_messages(
     return shown
 
 
-_SUMMARY_SPAN: Final = re.compile(r"\(seq (\d+)-(\d+)\)")
+# At most 18 digits a seq: a longer number is no seq, and `int` refuses thousands of digits.
+_SUMMARY_SPAN: Final = re.compile(r"\(seq (\d{1,18})-(\d{1,18})\)")
 
 
 def _summary_span(text: str) -> tuple[int, int] | None:

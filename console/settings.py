@@ -3,7 +3,7 @@
 Defaults give the embedded setup of `make run`: SQLite under `var/` (WAL, busy timeout, immediate
 transactions) and kombu's filesystem transport as the broker, so web, worker and beat run with no
 external service. `DATABASE_URL=postgres://…` and `CELERY_BROKER_URL=amqp://…` switch to the
-production services. The README lists every variable.
+production services. docs/configuration.md lists every variable.
 """
 
 import secrets
@@ -142,8 +142,8 @@ else:
     _db["CONN_HEALTH_CHECKS"] = True
     # Opt-in: values travel beside the statement (psycopg's server-side binding), so a statement
     # whose text repeats is prepared once per connection after `prepare_threshold` runs and
-    # skips PostgreSQL's parse and plan (a single record's backend CPU ~3.9 -> ~3.2 ms, README
-    # "Performance"). Not the default: a statement then carries at most 65,535 parameters, and
+    # skips PostgreSQL's parse and plan (less backend CPU a record, docs/performance.md).
+    # Not the default: a statement then carries at most 65,535 parameters, and
     # Django 5.2 does not split its `IN` lists and bulk batches on PostgreSQL, so deleting a
     # session of more calls than that fails (tests/db/test_large_session_delete.py); prepared
     # statements also need a pooler that supports them (PgBouncer >= 1.21 in transaction mode).
@@ -225,6 +225,8 @@ TELEMETRY_MAX_REQUEST_BYTES = env_int(
     "TELEMETRY_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=64 * 1024
 )
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
+# How far into the future a record's `at` may be (agents' clocks drift; a day is generous).
+TELEMETRY_CLOCK_SKEW_SECONDS = env_int("TELEMETRY_CLOCK_SKEW_SECONDS", 24 * 60 * 60, minimum=0)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
 
 # --- Celery ------------------------------------------------------------------------------------

@@ -41,6 +41,10 @@ stage "ruff check"; "$BIN/ruff" check .
 stage "mypy (strict, django-stubs)"; "$BIN/mypy" .
 record "passed: ruff format, ruff check, mypy"
 
+stage "docs: mkdocs build --strict (a broken link, a bad anchor or a page missing from the nav fails)"
+NO_MKDOCS_2_WARNING=1 "$BIN/mkdocs" build --strict --quiet --site-dir "$CONSOLE_VAR_DIR/site"
+record "passed: docs (mkdocs build --strict)"
+
 stage "collectstatic (production static storage needs its manifest)"
 "$BIN/python" manage.py collectstatic --noinput -v0
 

@@ -13,8 +13,8 @@ across processes, and the ORM has no upsert that returns the new value.
 
 Prepared: on PostgreSQL these statements (but COPY) run through `run`, which binds their values
 server-side and prepares them once per connection (`DB_PREPARED_STATEMENTS`, on by default), so
-PostgreSQL skips parsing and planning texts it has seen: on a single-record ingest their backend
-CPU went from ~1.9 to ~1.3 ms (README "Performance"). They go through libpq directly
+PostgreSQL skips parsing and planning texts it has seen, a third of their backend CPU on a
+single-record ingest (docs/performance.md). They go through libpq directly
 (`telemetry.pg_prepared`, `DB_PIPELINE`), with the transaction's BEGIN, and a single record's
 COMMIT, in their own round trip. Only these statements: their values travel
 as one array per column or a bounded number of rows, never near the protocol's 65,535
@@ -114,8 +114,8 @@ def run(
             cursor = psycopg.Cursor(raw)
         with cursor:
             cursor.execute(sql if text is None else text, params, prepare=prepared and not pipeline)
-            # not `description`: it builds a column object per returned column (~0.25 ms of
-            # a single-record ingest's CPU for the session and turn rows)
+            # not `description`: it builds a column object per returned column, a visible
+            # share of a single-record ingest's CPU for the session and turn rows
             result = cursor.pgresult
             returns = result is not None and result.status == pq.ExecStatus.TUPLES_OK
             rows = cursor.fetchall() if returns else []
@@ -228,8 +228,8 @@ def json_text(value: Any) -> str:
 
 
 # `json.dumps(value)` builds this C encoder (its default encoder's options) on every call; made
-# once, a call's raw usage encodes in half the time (1.5 -> 0.8 ms per 1,000 of the bench's
-# records, in process). Without the circular-reference markers a decoded document cannot need.
+# once, a call's raw usage encodes in about half the time, the same text. Without the
+# circular-reference markers a decoded document cannot need.
 _MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # None without the C `_json`
 _ESCAPE_ASCII = getattr(json.encoder, "c_encode_basestring_ascii", None)
 _DEFAULT = json.JSONEncoder()  # what `json.dumps` without options encodes with
@@ -390,7 +390,7 @@ def update_rows(model: type[models.Model], rows: Sequence[models.Model], names: 
     """Write the fields `names` of `rows` (already saved) in one statement.
 
     On PostgreSQL an `UPDATE … FROM (VALUES …)` (`update_statement`): Django's bulk_update builds
-    a CASE per field and row and cost ~13 ms for a single session (make bench, P2). Elsewhere
+    a CASE per field and row, costly even for a single session (make bench, P2). Elsewhere
     bulk_update.
     """
     statement = update_statement(model, rows, names)
@@ -444,10 +444,10 @@ def count_request(model: type[models.Model], key_id: int, window: int, step: int
 
     On PostgreSQL in autocommit (an API request), the statement runs in its own transaction
     with `synchronous_commit` off, all in one round trip: its commit does not wait for the WAL
-    to reach the disk (~12 ms on the bench machine, a second flush per request beside the
-    ingest's own, make bench P2). What that risks is the last fraction of a second of counts
-    if PostgreSQL itself crashes, a budget briefly undercounted; never a stored record. Inside
-    a caller's transaction the statement joins it as it is.
+    to reach the disk (a second flush per request beside the ingest's own, on a slow disk
+    longer than the request's own work, make bench P2). What that risks is the last fraction
+    of a second of counts if PostgreSQL itself crashes, a budget briefly undercounted; never a
+    stored record. Inside a caller's transaction the statement joins it as it is.
     """
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
@@ -685,8 +685,8 @@ def from_row(model: type[models.Model], names: Sequence[str], values: Sequence[A
     """`model.from_db(<default alias>, names, values)`: the stored instance of a row.
 
     A row of every concrete field in order (`names` their attnames) is set on a bare instance,
-    as `Model.__init__` would set each, without it (its per-field loop and signals: ~25 µs for
-    the session row a single-record ingest locks, make bench P2), unless something listens to
+    as `Model.__init__` would set each, without it (its per-field loop and signals, for the
+    session row a single-record ingest locks, make bench P2), unless something listens to
     the model's `pre_init` or `post_init`. Any other row goes to `from_db`.
     """
     alias = connections[DEFAULT_DB_ALIAS].alias
@@ -724,8 +724,8 @@ def latest_with_totals(
     all its rows. One statement; None elsewhere than on PostgreSQL (the caller uses the ORM).
 
     On PostgreSQL a GROUP BY joined back to the latest row on the unique (partition, latest)
-    index: the ORM's window-aggregate query compiled for ~6 ms of CPU on every single-record
-    ingest (make bench P2), longer than PostgreSQL took to run it.
+    index: compiling the ORM's window-aggregate query on every single-record ingest took
+    longer than PostgreSQL took to run it (make bench P2).
     """
     if vendor() != "postgresql":
         return None
@@ -813,7 +813,7 @@ def insert_and_derive(
     the new one. Returns those stored keys, whether the row went in, and `derive_turns`' answer
     (empty when it did not). PostgreSQL only.
 
-    Each was a round trip of its own (~60 us of web CPU and a wake-up each, make bench P2).
+    Each was a round trip of its own (web CPU and a wake-up each, make bench P2).
     Reading and writing in one statement is safe because the caller holds the session's row
     lock (`session_state.lock_sessions`, an earlier statement): no other writer can store a
     call of this session meanwhile, and the statement's snapshot, taken once that lock is held,
@@ -961,8 +961,8 @@ def copy_rows(model: type[models.Model], rows: Sequence[Sequence[Any]]) -> None:
     key, in the model's field order, JSON fields as JSON text (what psycopg's Jsonb adapter
     sends) and `received_at` included. PostgreSQL only (`set_wise`).
 
-    Tuples, not instances: building an unsaved model instance per call was ~7.5 ms of a
-    1,000-record batch's CPU (make bench P1), and COPY takes the values as they are.
+    Tuples, not instances: building an unsaved model instance per call was a large share of
+    a batch's CPU (make bench P1), and COPY takes the values as they are.
     """
     if not rows:
         return
@@ -970,10 +970,9 @@ def copy_rows(model: type[models.Model], rows: Sequence[Sequence[Any]]) -> None:
     started = time.monotonic()
     with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
         # The dumper of each column is chosen once, by the column's type, instead of being
-        # looked up by each value's Python type: the same text is sent for ~0.6 ms less Python
-        # per 1,000 rows (of ~4.3; in process, alternated with the untyped COPY). Binary COPY
-        # was measured too: ~0.8 ms more Python (its Decimal and JSON dumping) and no backend
-        # CPU saved.
+        # looked up by each value's Python type: the same text is sent for less Python per
+        # row. Binary COPY costs more Python (its Decimal and JSON dumping) and saves no
+        # backend CPU.
         shared = _shared_times(cursor.cursor, types, rows)
         if not shared:
             copy.set_types(types)
@@ -982,9 +981,8 @@ def copy_rows(model: type[models.Model], rows: Sequence[Sequence[Any]]) -> None:
                 write(row)
         else:
             # A datetime every row holds (a batch's `received_at`, and `at` when no record has
-            # one) goes as the text its dumper gives, made once: formatting 1,000 of the
-            # bench's rows 4.2 -> 3.2 ms (in process, interleaved), the bytes sent the same (a
-            # timestamp holds nothing COPY escapes).
+            # one) goes as the text its dumper gives, made once instead of once per row, the
+            # bytes sent the same (a timestamp holds nothing COPY escapes).
             copy.set_types(["text" if i in shared else kind for i, kind in enumerate(types)])
             write = copy.write_row
             fill = list(shared.items())
@@ -1048,7 +1046,7 @@ def insert_few(model: type[models.Model], rows: Sequence[Sequence[Any]]) -> None
 
     A COPY costs a round trip to start it and one to end it, and the server waits on the
     client in between: for a single record that was the largest wait of make bench P2
-    (`Client:ClientRead` on the COPY) and ~0.06 ms more CPU on each side than the INSERT.
+    (`Client:ClientRead` on the COPY) and more CPU on each side than the INSERT.
     """
     if not rows:
         return
@@ -1088,7 +1086,7 @@ def derive_turns(
     path; tests/db/test_set_wise_turns.py holds the two equal): the peak call's context, sums,
     cache figures over the calls that reported their cache, costs over the priced calls (NULL
     when none was), and the highest call number's model, reply and sizes. PostgreSQL only:
-    summarising in Python and sending 31 arrays back was ~13 ms of a 1,000-record batch's CPU
+    summarising in Python and sending 31 arrays back was a large share of a batch's CPU
     (make bench P1); the database reads the rows it has just copied by their unique index.
 
     Returns, per session, its highest touched turn as stored now and what the statement changed
@@ -1168,8 +1166,8 @@ _BUCKET_COSTS = (
 # scalars. A prepared statement runs a generic plan after five runs, made without its values:
 # over arrays PostgreSQL assumes ten keys of each, and while the calls table is small (a new
 # install, the bench's first seconds) it hash-joins them to a scan of the whole table, a plan the
-# connection then keeps as the table grows (single-record ingest's backend CPU rose from 2.3 to
-# 5.4 ms a request over 5,000 records). One key as scalars is a FROM-less subquery the planner
+# connection then keeps as the table grows (single-record ingest's backend CPU more than doubled
+# over 5,000 records). One key as scalars is a FROM-less subquery the planner
 # pulls up into `c.session_id = $1 AND c.turn = $2`: an index probe in every plan.
 _MANY_KEYS = "unnest(%s::bigint[], %s::integer[]) AS k (session_id, turn)"
 _ONE_KEY = "(SELECT %s::bigint AS session_id, %s::integer AS turn) AS k"

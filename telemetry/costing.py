@@ -158,8 +158,8 @@ def call_values(
     The costs come as one flat tuple in the row's order (`IntegerPricer.values`: no
     `CostBreakdown` to read back), the usual empty flags and absent prefix as their JSON text
     without `json_text`, the tuple made without the namedtuple's own `__new__` (a Python frame
-    of 32 arguments): 7.7 -> 5.2 ms per 1,000 of the bench's records, pricing included (in
-    process, alternated); the same values as `call_row`'s (tests/db/test_call_values.py)."""
+    of 32 arguments), for a batch's every record (docs/performance.md); the same values as
+    `call_row`'s (tests/db/test_call_values.py)."""
     usage, record = v.usage, v.record
     costs: tuple[Decimal | bool | None, ...] = (
         _UNPRICED if pricer is None else pricer.values(v.provided.billed)
@@ -203,8 +203,8 @@ _UNPRICED = (None, None, None, None, None, None, None, False)
 # The raw usage of a plain record (`safejson.is_plain`: JSON's own types, no float, no lone
 # surrogate) as msgspec's compact JSON: the text differs from `json_text`'s (no spaces, UTF-8
 # where `json.dumps` escapes) but jsonb parses both to the same value, which is what is stored
-# (numbers are integers, whose digits both write alike): 1.3-1.7 -> 0.3 µs a record, ~1 ms
-# of `call_values` per 1,000 of the bench's records (in process, interleaved). Floats go through
+# (numbers are integers, whose digits both write alike), in a fraction of `json_text`'s time
+# (docs/performance.md). Floats go through
 # `json_text`: their exponents are spelt differently, and a numeric keeps the scale it is
 # written with. tests/db/test_call_values.py holds the stored rows equal.
 _plain_json = msgspec.json.Encoder().encode

@@ -10,8 +10,8 @@ the other backends' path.
 On PostgreSQL a session's totals are then brought forward rather than re-read
 (`advance_session_figures`, `telemetry.session_totals`): the statement that re-derives the
 touched turns also reads them as they were, under the session's lock, so the difference it
-returns is exactly what changed; a session's other turns are not read (a single record into a
-10,000-turn session cost ~3 ms more PostgreSQL CPU than into a short one; ~0.4 ms now). Where
+returns is exactly what changed; a session's other turns are not read, so a record into a
+10,000-turn session costs about what one into a short session does (docs/performance.md). Where
 that does not apply (no new calls, or a late call to an earlier turn than the last) and on the
 other backends, `derive_session_figures` reads all the session's turns as before; the tests hold
 the two equal after every submission (tests/db/test_set_wise_derivation.py).

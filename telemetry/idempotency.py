@@ -25,7 +25,7 @@ from telemetry.schemas import RecordIn
 # encoder keeps no state between calls, so the text is the same (tests/db/test_canonical_hash).
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 # The C encoder `_CANONICAL.encode` makes on every call (`JSONEncoder.iterencode`), with the same
-# options, made once: 2.6 -> 1.9 ms per 1,000 of the bench's records (in process, alternated).
+# options, made once rather than per record (the texts, so the hashes, are the same).
 # Without circular-reference markers, which a payload (a decoded JSON document) cannot need.
 # None on an interpreter without the C `_json` (then `_CANONICAL.encode` does it all).
 _MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
@@ -81,8 +81,8 @@ def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> st
     Every field but `at` and `prefix` validates to what was sent (text, strict integers, JSON
     objects and lists as they are), so without a `prefix` (models whose own defaults are left
     out) the canonical form is that object less its defaults, `at` in UTC, and its text comes
-    from `_SORTED_JSON`: ~9 -> ~3 ms per 1,000 of the bench's records, the same hashes (make
-    bench P1; tests/db/test_canonical_hash.py draws records to hold them equal).
+    from `_SORTED_JSON`, a third of the general path's cost, the same hashes (make bench P1;
+    tests/db/test_canonical_hash.py draws records to hold them equal).
     """
     digest = canonical_hash
     if plain is not None and record.prefix is None:

@@ -41,9 +41,10 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -125,6 +126,16 @@ def ingest_records(
     )
 
 
+def latest_accepted_at() -> datetime | None:
+    """The latest `at` a record may carry: the clock plus TELEMETRY_CLOCK_SKEW_SECONDS (None: a
+    skew past year 9999 bounds nothing). Later, one record dated 9999 would sit at the top of
+    every "last seen" for ever."""
+    try:
+        return timezone.now() + timedelta(seconds=settings.TELEMETRY_CLOCK_SKEW_SECONDS)
+    except OverflowError:
+        return None
+
+
 def store_records(
     *,
     profile: AgentProfile,
@@ -149,7 +160,9 @@ def store_records(
     """
     if policy is None:
         policy = effective_policy(profile)
-    outcomes, valid = validate_items(raw_items, policy=policy, batch=batch)
+    outcomes, valid = validate_items(
+        raw_items, policy=policy, batch=batch, latest_at=latest_accepted_at()
+    )
     result = IngestResult(items=[], policy=policy)
     if valid:
         with transaction.atomic():

@@ -2,10 +2,10 @@
 
 Why: a single record took two round trips (the session's lock with the insert and the turn's
 derivation; then the session's figures with the hour rows and the COMMIT), because the figures
-are computed in Python from what the derivation answered. On this project's machines a round
-trip costs ~0.3 ms of CPU whatever it carries (`python -m bench.inprocess --ab`, an extra
-`SELECT 1`: Python +0.13-0.33 ms, backend +0.14-0.18 ms a record): a quarter of what a
-single record costs beside a no-op request.
+are computed in Python from what the derivation answered. A round trip costs CPU on both
+sides whatever it carries, a fixed cost that is a large share of what a single record costs
+beside a no-op request (`python -m bench.inprocess --ab` measures it with an extra `SELECT 1`;
+docs/performance.md).
 
 How: after it writes a session, the process remembers the row as written, its version (the
 row's `xmin`, the transaction that wrote it) and, when it knows them all, the calls of the

@@ -263,8 +263,8 @@ class LLMCall(models.Model):
     # No index of its own: `call_unique_position` (session, turn, call) leads with it and serves
     # every lookup by session; a second index cost each inserted call its maintenance.
     # No database constraint either. Django makes its foreign keys DEFERRABLE INITIALLY
-    # DEFERRED, so each inserted call queued a check of its session that ran at COMMIT: ~4 ms of
-    # backend CPU per 1,000-record batch (make bench P1). What it guarded holds without it:
+    # DEFERRED, so each inserted call queued a check of its session that ran at COMMIT, backend
+    # CPU on every batch (make bench P1). What it guarded holds without it:
     # every writer of calls and turns upserts and locks their session row first, in the same
     # transaction (`session_state.lock_sessions`), so it cannot vanish under them; the product
     # deletes a session only through the ORM, which deletes its calls and turns itself

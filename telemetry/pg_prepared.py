@@ -1,10 +1,10 @@
 """Run a prepared statement on a psycopg connection with less driver work than `Cursor.execute`.
 
-Why: on a single-record ingest each of `telemetry.bulk_sql.run`'s statements cost ~100 µs of
-Python through psycopg's cursor (its query conversion, prepare bookkeeping, result set-up and
-row maker) against ~40 µs for the exchange itself (make bench P2; `python -m bench.inprocess
---split`). `execute` dumps the values as text, sends them to a statement this module has
-prepared on the connection, and loads the rows with the connection's own loaders (the same
+Why: on a single-record ingest each of `telemetry.bulk_sql.run`'s statements cost more Python
+through psycopg's cursor (its query conversion, prepare bookkeeping, result set-up and row
+maker) than the exchange itself (make bench P2; `python -m bench.inprocess --split`;
+docs/performance.md). `execute` dumps the values as text, sends them to a statement this module
+has prepared on the connection, and loads the rows with the connection's own loaders (the same
 values as a cursor's). When the connection is to start a transaction (not autocommit, idle),
 its `BEGIN` goes in the same round trip as the statement (libpq's pipeline mode), and so does a
 `COMMIT` when the caller asks for one: one exchange where the cursor took two or three.

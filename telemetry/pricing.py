@@ -461,8 +461,8 @@ class IntegerPricer:
 
         No `CostBreakdown` is built (a frozen dataclass, six `object.__setattr__`) and the
         seven Decimals are made inline, the context summed from the buckets rather than by
-        the `context_tokens` property: 3.4 ms (`billed` as it was) -> 1.9 ms per 1,000 of the
-        bench's records (in process, alternated), the same Decimals digit for digit and
+        the `context_tokens` property: cheaper than `billed` on every record of a batch
+        (docs/performance.md), the same Decimals digit for digit and
         exponent for exponent (tests/unit/telemetry/test_pricer_values.py)."""
         uncached = read = write_5m = write_1h = output = no_cache = 0
         long_context = False

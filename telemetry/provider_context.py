@@ -78,7 +78,7 @@ def read_provider_usage(
     raw_iterations = usage.get("iterations")
     if context_management is None and output_items is None and raw_iterations is None:
         # The usual call: billed as reported, no event (the path below finds none, in three
-        # calls and two `context_tokens`): 1.15 -> 0.68 ms per 1,000 of the bench's records.
+        # calls and two `context_tokens`), so it is skipped for the usual call.
         return ProviderUsage(normalized, (normalized,), ())
     context = normalized
     billed: tuple[NormalizedUsage, ...] = (normalized,)

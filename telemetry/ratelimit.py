@@ -13,7 +13,7 @@ used by anyone, so a key may be refused up to `lease_size - 1` requests early pe
 (a 500th of the budget each: at the default 6,000 a minute a process counts 12 at a time, and
 a budget under 1,000 is counted one request at a time, exactly as before). At a fleet's rates
 this takes the counter's statement and its commit off all but one request in `lease_size`
-(make bench P2, README "Performance").
+(make bench P2, docs/performance.md).
 """
 
 from __future__ import annotations

@@ -112,8 +112,8 @@ def sum_by_hour(
 
     Calls are grouped by hour first and each figure summed over a group by `sum` in C: the same
     additions in the same order as adding call by call (Decimals from `Decimal(0)`, in the
-    calls' order), for 1.9 -> 1.1 ms of CPU per 1,000 of the bench's calls (in process,
-    alternated with the former loop; tests/db/test_rollups.py holds the two equal).
+    calls' order), for less CPU than a loop over the calls (docs/performance.md;
+    tests/db/test_rollups.py holds the two equal).
     """
     # by (model, hours since the epoch): an aware subtraction and a floor division in C, where
     # `hour_of`'s `replace` per call was half of this function; the epoch plus those hours is

@@ -179,8 +179,8 @@ class RecordIn(BaseModel):
         return value
 
     # Each validator below is a Python call per record of a 1,000-record batch; they are few
-    # and test the usual value in C before anything else: validating 1,000 of the bench's
-    # records 5.6 -> 4.4 ms (in process, interleaved; tests/db/test_record_validators.py).
+    # and test the usual value in C before anything else, so a batch's validation stays cheap
+    # (docs/performance.md; tests/db/test_record_validators.py).
 
     @field_validator("model", "provider", "request_id")
     @classmethod
@@ -204,7 +204,7 @@ class RecordIn(BaseModel):
     @classmethod
     def _at_in_utc_range(cls, value: datetime | None) -> datetime | None:
         # A UTC offset is under a day, so only the first and the last year can leave the range
-        # (its conversion was ~1 µs a record; the offset was read when `at` was validated).
+        # (a conversion per record is saved; the offset was read when `at` was validated).
         if value is not None and not 1 < value.year < 9999:
             try:
                 value.astimezone(UTC)

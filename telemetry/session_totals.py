@@ -2,10 +2,10 @@
 
 A session stores the sums and maxima of all its turns (`AgentSession.turns_count`, `cost_usd`,
 …). Re-reading every turn to re-derive them cost each ingest time in proportion to the
-session's length: ~3 ms more PostgreSQL CPU a single record at 10,000 turns than at 10 (README
-"Performance"). `advance` gives the same totals from the stored ones and the touched turns
-alone: each sum moves by its turns' differences (after minus before), each maximum takes the
-touched turns' new values into account.
+session's length: a record into a session of 10,000 turns cost far more PostgreSQL CPU than
+one into a session of 10 (docs/performance.md). `advance` gives the same totals from the
+stored ones and the touched turns alone: each sum moves by its turns' differences (after
+minus before), each maximum takes the touched turns' new values into account.
 
 That is exact because a turn's figures only grow: calls are only ever added to a turn (a
 duplicate adds nothing, a conflict is refused), and every maximum a session keeps (the turn's

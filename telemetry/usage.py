@@ -67,9 +67,9 @@ class NormalizedUsage:
         if self.provider not in PROVIDERS:
             raise ValueError(f"provider must be one of {PROVIDERS}, got {self.provider!r}")
         # The usual five counts pass in one expression; any other goes through `_check_count`
-        # one by one, which names the first that fails. With `_build`'s positional call and
-        # `_infer_from_keys`' two names: `normalize_usage` of 1,000 of the bench's records
-        # 4.7 -> 3.1 ms (in process, interleaved; tests/unit/telemetry/test_usage_fast_paths).
+        # one by one, which names the first that fails. This, `_build`'s positional call and
+        # `_infer_from_keys`' two names keep the usual record cheap on the ingest path
+        # (docs/performance.md); tests/unit/telemetry/test_usage_fast_paths holds both paths equal.
         u, r, w5, w1, o = (
             self.uncached_input,
             self.cache_read,
@@ -467,7 +467,7 @@ def _build(
     reported_cache: bool,
     flags: list[str],
 ) -> NormalizedUsage:
-    # positional, in the fields' order: nine keywords cost ~0.3 µs a call
+    # positional, in the fields' order: nine keywords cost more on every call of the ingest path
     return NormalizedUsage(
         provider,
         uncached,

@@ -124,14 +124,24 @@ def format_window_overrides(overrides: Mapping[str, object]) -> str:
     return "\n".join(f"{name} = {overrides[name]}" for name in names if _valid(overrides[name]))
 
 
+# A number as providers write it ("210,345", "1_000_000"), at most this many digits: a larger one
+# is no token count, and `int` of thousands of digits is refused (or slow) anyway.
+MAX_DIGITS: Final = 18
+# The lookbehind lets a number start only where its run of digits starts. Without it a search
+# retried from every digit of a long run and rescanned the rest of it: quadratic in the run.
+_NUMBER: Final = r"(?<![\d,_])(\d[\d,_]*)"
 # Anthropic: "prompt is too long: 210345 tokens > 200000 maximum".
-_ANTHROPIC_LIMIT: Final = re.compile(r"(\d[\d,_]*)\s*tokens?\s*>\s*(\d[\d,_]*)\s*maximum", re.I)
+_ANTHROPIC_LIMIT: Final = re.compile(_NUMBER + r"\s*tokens?\s*>\s*(\d[\d,_]*)\s*maximum", re.I)
 # OpenAI: "This model's maximum context length is 128000 tokens. However, your messages
 # resulted in 130601 tokens" (Chat); the Responses API says "...context window of N tokens".
 _OPENAI_LIMIT: Final = re.compile(
     r"maximum context (?:length|window) (?:is|of)\s*(\d[\d,_]*)\s*tokens?", re.I
 )
 _CONTEXT_WINDOW_OF: Final = re.compile(r"context window of\s*(\d[\d,_]*)\s*tokens?", re.I)
+_RESULTED_IN: Final = re.compile(r"resulted in\s*(\d[\d,_]*)\s*tokens?", re.I)
+# Every pattern that reads an overflow text (tests/unit/test_client_text_patterns.py runs each
+# against adversarial input of a megabyte).
+OVERFLOW_PATTERNS: Final = (_ANTHROPIC_LIMIT, _OPENAI_LIMIT, _CONTEXT_WINDOW_OF, _RESULTED_IN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,27 +152,31 @@ class OverflowLimit:
     requested: int | None
 
 
-def parse_overflow_limit(text: str) -> OverflowLimit | None:
+def parse_overflow_limit(text: str, *, field: str = "detail") -> OverflowLimit | None:
     """The window a provider's overflow error states, or None when the text names none.
 
     Reads Anthropic's "N tokens > M maximum" and OpenAI's "maximum context length is M tokens"
-    (and "context window of M tokens"). Limits outside (0, MAX_WINDOW] are ignored.
+    (and "context window of M tokens"). Limits outside (0, MAX_WINDOW] are ignored. Linear in
+    `text`; a stated number of more than MAX_DIGITS digits is a FieldError on `field`.
     """
     found = _ANTHROPIC_LIMIT.search(text)
     if found is not None:
-        limit = _number(found[2])
-        return OverflowLimit(limit, _number(found[1])) if _valid(limit) else None
+        limit, requested = _number(found[2], field), _number(found[1], field)
+        return OverflowLimit(limit, requested) if _valid(limit) else None
     found = _OPENAI_LIMIT.search(text) or _CONTEXT_WINDOW_OF.search(text)
     if found is not None:
-        limit = _number(found[1])
-        requested = re.search(r"resulted in\s*(\d[\d,_]*)\s*tokens?", text, re.I)
-        return (
-            OverflowLimit(limit, _number(requested[1]) if requested else None)
-            if _valid(limit)
-            else None
-        )
+        limit = _number(found[1], field)
+        stated = _RESULTED_IN.search(text)
+        size = _number(stated[1], field) if stated else None
+        return OverflowLimit(limit, size) if _valid(limit) else None
     return None
 
 
-def _number(text: str) -> int:
-    return int(text.replace(",", "").replace("_", ""))
+def _number(text: str, field: str) -> int:
+    digits = text.replace(",", "").replace("_", "")
+    if len(digits) > MAX_DIGITS:
+        raise FieldError(
+            field,
+            f"states a number of {len(digits)} digits; a token count has at most {MAX_DIGITS}",
+        )
+    return int(digits)

@@ -1,9 +1,9 @@
 """Django's PostgreSQL backend, but for `is_usable`: the health check Django runs on a reused
 connection before a request's first statement (`CONN_HEALTH_CHECKS`).
 
-Django's check is a `SELECT 1`: a round trip on every request, ~0.1 ms of the web process's CPU
-and as much of PostgreSQL's on a single-record ingest, which is a tenth of its work (README
-"Performance"). Here an idle connection whose socket has nothing to read is usable without
+Django's check is a `SELECT 1`: a round trip on every request, CPU of the web process and of
+PostgreSQL on a single-record ingest, a tenth of its work (docs/performance.md). Here an
+idle connection whose socket has nothing to read is usable without
 asking the server: a server that closes a connection (restart, `pg_terminate_backend`,
 `idle_session_timeout`) sends its reason and closes the socket, which makes it readable, and
 an idle session is otherwise sent nothing (this service LISTENs to nothing). Whatever is waiting

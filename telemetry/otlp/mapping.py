@@ -39,6 +39,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final, Literal, Protocol
 
+from telemetry.errors import FieldError
+from telemetry.windows import parse_overflow_limit
+
 # --- inputs (structurally the wire dataclasses) -------------------------------------------------
 
 
@@ -261,11 +264,15 @@ def span_session(span: SpanLike) -> str:
     return span.trace_id or span.span_id
 
 
-def map_spans(spans: Sequence[SpanLike]) -> Mapped:
+def map_spans(spans: Sequence[SpanLike | Rejection]) -> Mapped:
     """Map one trace export. Deterministic: the same spans give equal drafts, whatever else
-    the export holds (so a replay, or the same span in another batch, is a duplicate)."""
+    the export holds (so a replay, or the same span in another batch, is a duplicate). A span
+    the wire refused (a `Rejection` in its place) stays rejected."""
     out = Mapped()
     for index, span in enumerate(spans):
+        if isinstance(span, Rejection):
+            out.rejected.append(span)
+            continue
         attrs = span.attributes
         compacted = _flag(attrs.get(COMPACTED))
         if not is_llm_call(attrs):
@@ -354,8 +361,7 @@ _KNOWN_IGNORED: Final = frozenset(
         "hook_execution",
     }
 )
-_TOO_LONG: Final = re.compile(r"prompt is too long", re.IGNORECASE)
-_TOO_LONG_SIZES: Final = re.compile(r"(\d[\d,]*)\s*tokens?\s*>\s*(\d[\d,]*)", re.IGNORECASE)
+_TOO_LONG: Final = "prompt is too long"
 
 
 def event_name(record: LogLike) -> str:
@@ -371,6 +377,8 @@ def event_name(record: LogLike) -> str:
 
 
 def event_time(record: LogLike) -> datetime | None:
+    """The record's `event.timestamp` in UTC (else its OTLP times); a FieldError when that
+    timestamp has no UTC time (`0001-01-01T00:00:00+01:00` is before year 1 in UTC)."""
     stamp = _text(record.attributes.get("event.timestamp"))
     if stamp:
         try:
@@ -378,7 +386,12 @@ def event_time(record: LogLike) -> datetime | None:
         except ValueError:
             parsed = None
         if parsed is not None and parsed.tzinfo is not None:
-            return parsed.astimezone(UTC)
+            try:
+                return parsed.astimezone(UTC)
+            except OverflowError:
+                raise FieldError(
+                    "event.timestamp", f"{stamp[:40]!r} is outside years 1-9999 in UTC"
+                ) from None
     return time_of(record.time_ns) or time_of(record.observed_ns)
 
 
@@ -402,35 +415,46 @@ def _cost(value: Any) -> str | None:
     return str(amount) if amount.is_finite() and amount >= 0 else None
 
 
-def map_log_records(records: Sequence[LogLike]) -> Mapped:
+def map_log_records(records: Sequence[LogLike | Rejection]) -> Mapped:
     """Map one log export of Claude Code events (deterministic, like `map_spans`)."""
     out = Mapped()
     for index, record in enumerate(records):
-        name = event_name(record)
-        if name == "api_request":
-            call = _cc_call(index, record)
-            if isinstance(call, Rejection):
-                out.rejected.append(call)
-            else:
-                out.calls.append(call)
-        elif name == "compaction":
-            event = _cc_compaction(index, record)
-            if isinstance(event, Rejection):
-                out.rejected.append(event)
-            else:
-                out.events.append(event)
-        elif name == "api_error" and _TOO_LONG.search(_error_text(record)):
-            overflow = _cc_overflow(index, record)
-            if isinstance(overflow, Rejection):
-                out.rejected.append(overflow)
-            else:
-                out.events.append(overflow)
-        elif name in _KNOWN_IGNORED:
-            out.ignored += 1
-        else:
-            out.ignored += 1
-            out.unknown_events[name or "(no event name)"] += 1
+        if isinstance(record, Rejection):
+            out.rejected.append(record)
+            continue
+        try:
+            _map_log_record(index, record, out)
+        except FieldError as exc:
+            # one bad record is rejected naming its field; the rest of the export is kept
+            out.rejected.append(Rejection(index, exc.field, exc.message))
     return out
+
+
+def _map_log_record(index: int, record: LogLike, out: Mapped) -> None:
+    name = event_name(record)
+    if name == "api_request":
+        call = _cc_call(index, record)
+        if isinstance(call, Rejection):
+            out.rejected.append(call)
+        else:
+            out.calls.append(call)
+    elif name == "compaction":
+        event = _cc_compaction(index, record)
+        if isinstance(event, Rejection):
+            out.rejected.append(event)
+        else:
+            out.events.append(event)
+    elif name == "api_error" and _TOO_LONG in _error_text(record).lower():
+        overflow = _cc_overflow(index, record)
+        if isinstance(overflow, Rejection):
+            out.rejected.append(overflow)
+        else:
+            out.events.append(overflow)
+    elif name in _KNOWN_IGNORED:
+        out.ignored += 1
+    else:
+        out.ignored += 1
+        out.unknown_events[name or "(no event name)"] += 1
 
 
 def _cc_session(index: int, record: LogLike) -> str | Rejection:
@@ -545,11 +569,11 @@ def _cc_overflow(index: int, record: LogLike) -> EventDraft | Rejection:
     at = event_time(record)
     error = _error_text(record)
     detail: dict[str, Any] = {"error": error[:2000]}
+    stated = parse_overflow_limit(error, field="error")
     tokens: int | None = None
-    sizes = _TOO_LONG_SIZES.search(error)
-    if sizes is not None:
-        tokens = int(sizes.group(1).replace(",", ""))
-        detail["window_tokens"] = int(sizes.group(2).replace(",", ""))
+    if stated is not None:
+        tokens = stated.requested
+        detail["window_tokens"] = stated.limit
     for extra in ("model", "status_code"):
         if extra in attrs:
             detail[extra] = _text(attrs[extra])

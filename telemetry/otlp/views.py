@@ -16,11 +16,6 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-)
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from telemetry.api import enqueue_relief
 from telemetry.errors import FieldError
@@ -114,18 +109,16 @@ def _export(
     )
     decoded = wire.decode_request(signal, data, encoding)
     if signal == "metrics":
-        points = wire.data_points_of(cast(ExportMetricsServiceRequest, decoded))
+        points = wire.data_points_of(decoded)
         message = (
             "metrics are not stored here: export traces (GenAI spans) or logs (Claude Code "
             "events) instead, e.g. OTEL_METRICS_EXPORTER=none"
         )
         return _answer(200, wire.encode_response("metrics", points, message, encoding), encoding)
     if signal == "traces":
-        spans = wire.spans_of(cast(ExportTraceServiceRequest, decoded))
-        mapped, noun = mapping.map_spans(spans), "spans"
+        mapped, noun = mapping.map_spans(wire.spans_of(decoded)), "spans"
     else:
-        records = wire.log_records_of(cast(ExportLogsServiceRequest, decoded))
-        mapped, noun = mapping.map_log_records(records), "log records"
+        mapped, noun = mapping.map_log_records(wire.log_records_of(decoded)), "log records"
     stored = store_mapped(key, mapped, on_commit=enqueue_relief)
     body = wire.encode_response(signal, len(stored.rejected), stored.message(noun), encoding)
     return _answer(200, body, encoding)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import zlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from google.protobuf import json_format
@@ -26,6 +28,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from telemetry.errors import FieldError
+from telemetry.otlp.mapping import Rejection
 
 Signal = Literal["traces", "logs", "metrics"]
 Encoding = Literal["protobuf", "json"]
@@ -119,8 +122,21 @@ _TOP: Final[dict[Signal, tuple[str, str]]] = {
 }
 
 
-def decode_request(signal: Signal, data: bytes, encoding: Encoding) -> Message:
-    """The Export*ServiceRequest in `data`; a `FieldError` (400) naming where it broke."""
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """An Export*ServiceRequest, and the spans or log records refused while decoding it by their
+    position among all of the export's items (OTLP JSON: one bad item is refused alone)."""
+
+    request: Message
+    refused: Mapping[int, Rejection] = field(default_factory=dict)
+
+
+def decode_request(signal: Signal, data: bytes, encoding: Encoding) -> Decoded:
+    """The Export*ServiceRequest in `data`; a `FieldError` (400) naming where it broke.
+
+    A JSON span or log record that protobuf refuses (a bad id, a wrong type, values nested too
+    deep) is refused alone, in `refused`; the rest of the export decodes.
+    """
     request = _REQUESTS[signal]()
     if encoding == "protobuf":
         try:
@@ -133,11 +149,8 @@ def decode_request(signal: Signal, data: bytes, encoding: Encoding) -> Message:
             raise FieldError(
                 "body", f"is not an OTLP protobuf {_name(signal)} (unknown fields)", status=400
             )
-        return request
-    try:
-        obj = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FieldError("body", f"is not valid JSON: {exc}", status=400) from None
+        return Decoded(request)
+    obj = _json_object(data)
     if not isinstance(obj, dict):
         raise FieldError("body", f"must be a JSON object (an OTLP {_name(signal)})", status=400)
     known = _TOP[signal]
@@ -145,43 +158,174 @@ def decode_request(signal: Signal, data: bytes, encoding: Encoding) -> Message:
         raise FieldError(
             "body", f"is not an OTLP {_name(signal)}: it has no {known[0]}", status=400
         )
-    _hex_ids_to_base64(obj, signal)
-    try:
-        json_format.ParseDict(obj, request, ignore_unknown_fields=True)
-    except json_format.ParseError as exc:
-        raise FieldError("body", f"is not OTLP JSON: {exc}", status=400) from None
-    return request
+    items = _take_items(obj, signal)
+    _parse(obj, request)
+    return Decoded(request, _parse_items(request, signal, items))
 
 
 def _name(signal: Signal) -> str:
     return _REQUESTS[signal].DESCRIPTOR.name
 
 
-_ID_KEYS: Final = ("traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id")
+def _parse(obj: dict[str, Any], message: Message) -> None:
+    try:
+        json_format.ParseDict(obj, message, ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise FieldError("body", f"is not OTLP JSON: {str(exc)[:500]}", status=400) from None
 
 
-def _hex_ids_to_base64(obj: dict[str, Any], signal: Signal) -> None:
-    """OTLP JSON writes ids as hex (the spec's one departure from proto3 JSON); protobuf's
-    parser wants base64. Rewrites them in place; a bad id is a 400 naming its path."""
-    top = _TOP[signal]
-    for ri, resource in enumerate(_list(obj.get(top[0], obj.get(top[1])))):
-        scopes = resource.get("scopeSpans", resource.get("scope_spans")) or resource.get(
-            "scopeLogs", resource.get("scope_logs")
+# Deeper than this an OTLP JSON value is cut out (its span or log record is refused): protobuf
+# parses at most 100 nested messages, which OTLP JSON spells in fewer levels than this, and
+# Python's JSON parser must never reach the interpreter's recursion limit.
+MAX_JSON_DEPTH: Final = 200
+# What a value nested too deep becomes (a JSON string where protobuf wants an object).
+TOO_DEEP: Final = "\x00nested too deep"
+# A piece of JSON: strings and what separates them up to the next bracket, or a run of anything
+# but strings (brackets included). Possessive quantifiers: a string that never ends fails once,
+# without backtracking.
+_JSON_PIECE: Final = re.compile(rb'(?:"(?:[^"\\]++|\\.)*+"[^"\[\]{}]*+)++|[^"]++', re.DOTALL)
+_OPEN: Final = frozenset(b"[{")
+_CLOSE: Final = frozenset(b"]}")
+
+
+def _json_object(data: bytes) -> Any:
+    """`data` parsed as JSON; values nested deeper than MAX_JSON_DEPTH become TOO_DEEP."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        data = cut_too_deep(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FieldError("body", f"is not valid JSON: {exc}", status=400) from None
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise FieldError("body", f"is not valid JSON: {exc}", status=400) from None
+
+
+def cut_too_deep(data: bytes) -> bytes:
+    """`data` with every array or object that opens deeper than MAX_JSON_DEPTH replaced by the
+    JSON string TOO_DEEP. JSON that was invalid stays so.
+
+    Linear: one pass over the pieces of `data`; a run outside strings is walked byte by byte
+    only when the limit may be crossed in it (else its brackets are counted), so no dearer per
+    byte than protobuf's JSON parser that reads the same bytes next.
+    """
+    out: list[bytes] = []
+    depth = 0
+    kept = 0  # data[kept:] is not yet in `out`
+    cut: int | None = None  # where the value being cut out opened
+    pos = 0
+    while pos < len(data):
+        piece = _JSON_PIECE.match(data, pos)
+        if piece is None:
+            raise FieldError("body", "is not valid JSON: a string never ends", status=400)
+        start, pos = piece.span()
+        if data[start] == 0x22:  # '"': strings, no structure between them
+            continue
+        run = piece[0]
+        opens, closes = run.count(b"[") + run.count(b"{"), run.count(b"]") + run.count(b"}")
+        if (depth + opens <= MAX_JSON_DEPTH) if cut is None else (depth - closes > MAX_JSON_DEPTH):
+            depth += opens - closes  # the limit is not crossed in this run
+            continue
+        for offset, byte in enumerate(run, start):
+            if byte in _OPEN:
+                depth += 1
+                if depth == MAX_JSON_DEPTH + 1 and cut is None:
+                    cut = offset
+            elif byte in _CLOSE:
+                depth -= 1
+                if depth == MAX_JSON_DEPTH and cut is not None:
+                    out += (data[kept:cut], json.dumps(TOO_DEEP).encode())
+                    kept, cut = offset + 1, None
+    out.append(data[kept:cut])  # a cut value that never closes leaves the JSON unfinished
+    return b"".join(out)
+
+
+_SCOPES: Final[dict[Signal, tuple[str, str]]] = {
+    "traces": ("scopeSpans", "scope_spans"),
+    "logs": ("scopeLogs", "scope_logs"),
+    "metrics": ("scopeMetrics", "scope_metrics"),
+}
+_ITEMS: Final[dict[Signal, tuple[str, ...]]] = {
+    "traces": ("spans",),
+    "logs": ("logRecords", "log_records"),
+    "metrics": (),  # metric points are counted whole, never stored
+}
+
+
+def _take_items(obj: dict[str, Any], signal: Signal) -> list[list[list[Any]]]:
+    """The spans or log records of each scope of each resource, taken out of `obj` so the
+    envelope parses without them (`_parse_items` parses each alone)."""
+    top, scopes_key, items_keys = _TOP[signal], _SCOPES[signal], _ITEMS[signal]
+    taken: list[list[list[Any]]] = []
+    resources = obj.get(top[0], obj.get(top[1]))
+    for resource in resources if isinstance(resources, list) else []:
+        scopes = (
+            resource.get(scopes_key[0], resource.get(scopes_key[1]))
+            if isinstance(resource, dict)
+            else None
         )
-        for si, scope in enumerate(_list(scopes)):
-            items = scope.get("spans") or scope.get("logRecords", scope.get("log_records"))
-            for ii, item in enumerate(_list(items)):
-                path = f"{top[0]}.{ri}.scope.{si}.{ii}"
-                _convert_ids(item, path)
-                for li, link in enumerate(_list(item.get("links"))):
-                    _convert_ids(link, f"{path}.links.{li}")
+        per_scope: list[list[Any]] = []
+        for scope in scopes if isinstance(scopes, list) else []:
+            items: list[Any] = []
+            for key in items_keys if isinstance(scope, dict) else ():
+                value = scope.get(key)
+                if isinstance(value, list):
+                    items += value
+                    scope[key] = []
+            per_scope.append(items)
+        taken.append(per_scope)
+    return taken
+
+
+def _parse_items(
+    request: Message, signal: Signal, taken: list[list[list[Any]]]
+) -> dict[int, Rejection]:
+    """Parse each taken span or log record into its scope of `request`; the ones protobuf
+    refuses are left out and returned by their position among all items."""
+    refused: dict[int, Rejection] = {}
+    index = 0
+    resources = getattr(request, _TOP[signal][1])
+    for resource, per_scope in zip(resources, taken, strict=True):
+        for scope, items in zip(getattr(resource, _SCOPES[signal][1]), per_scope, strict=True):
+            target = getattr(scope, "spans" if signal == "traces" else "log_records")
+            for item in items:
+                problem = _parse_item(item, target)
+                if problem is not None:
+                    refused[index] = Rejection(index, *problem)
+                index += 1
+    return refused
+
+
+def _parse_item(item: Any, target: Any) -> tuple[str, str] | None:
+    """Add `item` (one OTLP JSON span or log record) to `target`; (field, why) when refused."""
+    if not isinstance(item, dict):
+        return "record", "must be a JSON object"
+    try:
+        _convert_ids(item)
+        for li, link in enumerate(_list(item.get("links"))):
+            _convert_ids(link, f"links.{li}.")
+    except FieldError as exc:
+        return exc.field, exc.message
+    added = target.add()
+    try:
+        json_format.ParseDict(item, added, ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        del target[-1]
+        return "record", f"is not OTLP JSON: {str(exc)[:300]}"
+    return None
+
+
+_ID_KEYS: Final = ("traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id")
 
 
 def _list(value: object) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-def _convert_ids(item: dict[str, Any], path: str) -> None:
+def _convert_ids(item: dict[str, Any], path: str = "") -> None:
+    """OTLP JSON writes ids as hex (the spec's one departure from proto3 JSON); protobuf's
+    parser wants base64. Rewrites them in place; a bad id is a FieldError naming it."""
     for key in _ID_KEYS:
         value = item.get(key)
         if not isinstance(value, str) or not value:
@@ -190,7 +334,7 @@ def _convert_ids(item: dict[str, Any], path: str) -> None:
             raw = bytes.fromhex(value)
         except ValueError:
             raise FieldError(
-                f"{path}.{key}", f"{value[:40]!r} is not a hex id", status=400
+                f"{path}{key}", f"{value[:40]!r} is not a hex id", status=400
             ) from None
         item[key] = base64.b64encode(raw).decode()
 
@@ -223,7 +367,17 @@ def _hex(raw: bytes) -> str:
     return binascii.hexlify(raw).decode()
 
 
-def spans_of(request: trace_service_pb2.ExportTraceServiceRequest) -> list[Span]:
+def _in_place(items: list[Any], refused: Mapping[int, Rejection]) -> list[Any]:
+    """`items` with each refused item back at its position in the export."""
+    if not refused:
+        return items
+    decoded = iter(items)
+    return [refused[i] if i in refused else next(decoded) for i in range(len(items) + len(refused))]
+
+
+def spans_of(decoded: Decoded) -> list[Span | Rejection]:
+    """The export's spans in order, a refused one as its Rejection."""
+    request: trace_service_pb2.ExportTraceServiceRequest = decoded.request  # type: ignore[assignment]
     spans: list[Span] = []
     for resource_spans in request.resource_spans:
         resource = attributes(resource_spans.resource.attributes)
@@ -241,10 +395,12 @@ def spans_of(request: trace_service_pb2.ExportTraceServiceRequest) -> list[Span]
                         resource=resource,
                     )
                 )
-    return spans
+    return _in_place(spans, decoded.refused)
 
 
-def log_records_of(request: logs_service_pb2.ExportLogsServiceRequest) -> list[LogRecord]:
+def log_records_of(decoded: Decoded) -> list[LogRecord | Rejection]:
+    """The export's log records in order, a refused one as its Rejection."""
+    request: logs_service_pb2.ExportLogsServiceRequest = decoded.request  # type: ignore[assignment]
     records: list[LogRecord] = []
     for resource_logs in request.resource_logs:
         resource = attributes(resource_logs.resource.attributes)
@@ -262,11 +418,12 @@ def log_records_of(request: logs_service_pb2.ExportLogsServiceRequest) -> list[L
                         span_id=_hex(record.span_id),
                     )
                 )
-    return records
+    return _in_place(records, decoded.refused)
 
 
-def data_points_of(request: metrics_service_pb2.ExportMetricsServiceRequest) -> int:
+def data_points_of(decoded: Decoded) -> int:
     """How many data points an export carries (all of them are rejected: we take no metrics)."""
+    request: metrics_service_pb2.ExportMetricsServiceRequest = decoded.request  # type: ignore[assignment]
     count = 0
     for resource_metrics in request.resource_metrics:
         for scope_metrics in resource_metrics.scope_metrics:

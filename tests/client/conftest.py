@@ -38,6 +38,13 @@ def live_server() -> Iterator[LiveServer]:
 
 
 @pytest.fixture(autouse=True)
+def _spool_root(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reports the console did not take are spooled in the test's own folder, never the user's
+    cache (nor replayed from an earlier run's)."""
+    monkeypatch.setenv("CONTEXT_CONSOLE_SPOOL_DIR", str(tmp_path / "spool"))
+
+
+@pytest.fixture(autouse=True)
 def _defaults(settings: Any, transactional_db: None) -> None:
     """Transactional (the live server's thread must see the data), seeded defaults present
     (a flush after an earlier transactional test removes them); relief jobs only where a test

@@ -272,9 +272,13 @@ def test_one_trip_is_one_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
     assert logged[1].startswith("WITH guard AS")
 
 
-def test_real_world_records_in_full_store_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_real_world_records_in_full_store_alike(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
     """Providers' own usage shapes with every documented field, and odd but valid values: the
     one-trip path stores and answers them as the two-trip path does (or leaves them to it)."""
+    # a skew past year 9999 bounds nothing, so the largest `at` is stored here too
+    settings.TELEMETRY_CLOCK_SKEW_SECONDS = 10**12
     anthropic_full = {
         "input_tokens": 12,
         "cache_read_input_tokens": 48_000,

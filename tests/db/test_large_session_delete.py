@@ -5,7 +5,7 @@ one `IN` list each on PostgreSQL (Django 5.2 does not split them there).
 
 That holds because `console.settings` keeps psycopg's client-side binding by default; with
 `DB_SERVER_SIDE_BINDING=true` such a delete fails ("number of parameters must be between 0
-and 65535"), which is why the faster binding is an operator's opt-in (README, "Settings")."""
+and 65535"), which is why the faster binding is an operator's opt-in (docs/configuration.md)."""
 
 from __future__ import annotations
 

@@ -391,7 +391,7 @@ def test_sdk_span_exporters_store_the_calls(
 ):
     ensure_defaults()
     agent = make_agent()
-    # Exactly the environment the README documents.
+    # Exactly the environment docs/connect.md documents.
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"{live_server.url}/api/v1/otlp")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"Authorization=Bearer {agent.plaintext}")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", compression)

@@ -40,6 +40,16 @@ def ok(number: int, body: dict[str, Any]) -> Answer:
     return 200, {}, {"items": [{"index": i, "status": "created"} for i in range(len(records))]}
 
 
+@pytest.fixture(autouse=True)
+def _spool_root(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Every test spools into its own folder, never the user's cache."""
+    root = tmp_path / "spool"
+    monkeypatch.setenv("CONTEXT_CONSOLE_SPOOL_DIR", str(root))
+    for name in ("CONTEXT_CONSOLE_SPOOL_MAX_BYTES", "CONTEXT_CONSOLE_SPOOL_MAX_AGE"):
+        monkeypatch.delenv(name, raising=False)
+    return root
+
+
 @pytest.fixture
 def scripted() -> Iterator[Callable[..., ScriptedConsole]]:
     servers: list[ThreadingHTTPServer] = []

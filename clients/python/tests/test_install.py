@@ -34,7 +34,9 @@ for name in ("anthropic", "openai", "langchain", "django"):
         pass
     else:
         raise SystemExit(f"{name} came along; the client must depend on httpx only")
-print(json.dumps({"dropped": console.dropped, "version": context_console.__version__}))
+print(json.dumps({
+    "dropped": console.dropped, "spooled": console.spooled, "version": context_console.__version__
+}))
 """
 
 
@@ -72,5 +74,6 @@ def test_pip_install_in_a_fresh_virtualenv(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.strip().endswith('{"dropped": 1, "version": "0.1.0"}')
+    # Spooled (into the test's folder: CONTEXT_CONSOLE_SPOOL_DIR is inherited), not dropped.
+    assert run.stdout.strip().endswith('{"dropped": 0, "spooled": 1, "version": "0.1.0"}')
     assert sys.version_info >= (3, 10)

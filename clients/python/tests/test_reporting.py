@@ -1,9 +1,11 @@
 """The reporter: batches, retries with backoff and Retry-After, drops and counts, never raises or
-blocks the caller; flush on demand and at close."""
+blocks the caller; flush on demand and at close. Losing records after the retries is the path
+without a spool (`spool=False`); test_spool.py has the spool."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -12,6 +14,7 @@ from context_console.reporting import backoff_delay, retry_after_seconds
 
 USAGE = {"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 5}
 FAST = ReportingOptions(max_retries=2, backoff_seconds=0.05, max_backoff_seconds=0.1)
+FAST_UNSPOOLED = replace(FAST, spool=False)
 
 
 def report_n(console: Console, n: int, session: str = "s") -> float:
@@ -72,7 +75,7 @@ def test_retry_after_is_honoured_on_429(scripted):
 
 
 def test_a_console_that_refuses_connections_costs_nothing_and_counts_drops(refused_url):
-    console = Console(refused_url, "key", reporting=FAST)
+    console = Console(refused_url, "key", reporting=FAST_UNSPOOLED)
     slowest = report_n(console, 7)
     assert slowest < 0.25  # a queue put (and one thread start), never a network wait
     assert console.flush(10)
@@ -84,7 +87,7 @@ def test_a_console_that_refuses_connections_costs_nothing_and_counts_drops(refus
 
 def test_a_console_answering_500_forever_drops_after_bounded_retries(scripted):
     server = scripted(lambda n, body: (503, {}, {"detail": "down"}))
-    console = Console(server.url, "key", reporting=FAST)
+    console = Console(server.url, "key", reporting=FAST_UNSPOOLED)
     report_n(console, 3)
     start = time.monotonic()
     assert console.flush(10)
@@ -96,7 +99,9 @@ def test_a_console_answering_500_forever_drops_after_bounded_retries(scripted):
 
 def test_a_slow_console_times_out_and_the_records_are_counted_lost(scripted):
     server = scripted(delay=1.0)
-    options = ReportingOptions(max_retries=1, backoff_seconds=0.05, timeout_seconds=0.2)
+    options = ReportingOptions(
+        max_retries=1, backoff_seconds=0.05, timeout_seconds=0.2, spool=False
+    )
     console = Console(server.url, "key", reporting=options)
     slowest = report_n(console, 2)
     assert slowest < 0.25  # the timeout is 0.2 s per try, with retries: never waited for

@@ -25,7 +25,13 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
 from telemetry.errors import FieldError
+from telemetry.otlp.mapping import Rejection
 from telemetry.otlp.wire import (
+    MAX_JSON_DEPTH,
+    TOO_DEEP,
+    LogRecord,
+    Span,
+    cut_too_deep,
     data_points_of,
     decode_request,
     encode_response,
@@ -65,7 +71,8 @@ def trace_request():
 
 def test_protobuf_spans_decode_to_plain_values():
     data = trace_request().SerializeToString()
-    (span,) = spans_of(decode_request("traces", data, "protobuf"))  # type: ignore[arg-type]
+    (span,) = spans_of(decode_request("traces", data, "protobuf"))
+    assert isinstance(span, Span)
     assert span.trace_id == TRACE.hex() and span.span_id == SPAN.hex()
     assert span.attributes == {
         "gen_ai.usage.input_tokens": 1167,
@@ -116,19 +123,67 @@ def otlp_json():
 
 def test_otlp_json_with_hex_ids_and_string_int64_decodes():
     data = json.dumps(otlp_json()).encode()
-    (span,) = spans_of(decode_request("traces", data, "json"))  # type: ignore[arg-type]
+    (span,) = spans_of(decode_request("traces", data, "json"))
+    assert isinstance(span, Span)
     assert span.span_id == SPAN.hex() and span.trace_id == TRACE.hex()
     assert span.attributes == {"gen_ai.usage.input_tokens": 1167}
     assert span.end_ns == 1764547202000000000
 
 
-def test_a_bad_hex_id_is_a_400_naming_its_path():
+def test_a_bad_hex_id_refuses_its_span_alone_naming_the_field():
     body = otlp_json()
-    body["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["spanId"] = "not-hex"
+    spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans.insert(0, {**spans[0], "spanId": "not-hex"})
+    bad, good = spans_of(decode_request("traces", json.dumps(body).encode(), "json"))
+    assert isinstance(bad, Rejection) and (bad.index, bad.field) == (0, "spanId")
+    assert isinstance(good, Span) and good.span_id == SPAN.hex()
+
+
+def _nested(depth: int) -> dict[str, object]:
+    """An AnyValue of arrays nested `depth` JSON levels deep (three levels an array)."""
+    value: dict[str, object] = {"stringValue": "bottom"}
+    for _ in range(depth // 3):
+        value = {"arrayValue": {"values": [value]}}
+    return value
+
+
+@pytest.mark.parametrize("depth", [300, 100_000])
+def test_a_span_nested_too_deep_is_refused_alone_and_the_rest_decode(depth):
+    body = otlp_json()
+    spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    deep = {**spans[0], "attributes": [{"key": "deep", "value": {"stringValue": "x"}}]}
+    spans[:] = [spans[0], deep, spans[0]]
+    marker = json.dumps(deep["attributes"][0]["value"])
+    # json.dumps itself recurses: the nesting is spliced in as text
+    data = (
+        json.dumps(body)
+        .replace(
+            marker, '{"arrayValue": {"values": [' * (depth // 3) + marker + "]}}" * (depth // 3)
+        )
+        .encode()
+    )
+    first, refused, last = spans_of(decode_request("traces", data, "json"))
+    assert isinstance(first, Span) and isinstance(last, Span)
+    assert isinstance(refused, Rejection) and (refused.index, refused.field) == (1, "record")
+
+
+def test_cut_too_deep_replaces_exactly_the_values_opening_below_the_limit():
+    inner = "[" * 5 + '"a", {"k": "]}\\"["}' + "]" * 5
+    data = (
+        "[" * (MAX_JSON_DEPTH - 1) + f"1, {inner}, {inner}, 2" + "]" * (MAX_JSON_DEPTH - 1)
+    ).encode()
+    value = json.loads(cut_too_deep(data))
+    for _ in range(MAX_JSON_DEPTH - 2):
+        (value,) = value
+    assert value == [1, [TOO_DEEP], [TOO_DEEP], 2]
+    shallow = json.dumps(otlp_json()).encode()
+    assert cut_too_deep(shallow) == shallow
+
+
+def test_json_whose_string_never_ends_is_a_400_even_nested_too_deep():
     with pytest.raises(FieldError) as caught:
-        decode_request("traces", json.dumps(body).encode(), "json")
-    assert caught.value.status == 400
-    assert caught.value.field.endswith(".spanId")
+        decode_request("traces", b"[" * 100_000 + b'"\\"', "json")
+    assert (caught.value.status, caught.value.field) == (400, "body")
 
 
 @pytest.mark.parametrize(
@@ -149,8 +204,8 @@ def test_a_body_that_is_not_otlp_is_a_400(data, encoding):
 
 
 def test_an_empty_body_is_an_empty_export():
-    assert spans_of(decode_request("traces", b"", "protobuf")) == []  # type: ignore[arg-type]
-    assert spans_of(decode_request("traces", b"{}", "json")) == []  # type: ignore[arg-type]
+    assert spans_of(decode_request("traces", b"", "protobuf")) == []
+    assert spans_of(decode_request("traces", b"{}", "json")) == []
 
 
 def test_gzip_inflates_and_a_bomb_is_a_413():
@@ -213,7 +268,8 @@ def test_log_records_and_metric_points():
     request = ExportLogsServiceRequest()
     request.resource_logs.add().scope_logs.add().log_records.append(record)
     data = request.SerializeToString()
-    (decoded,) = log_records_of(decode_request("logs", data, "protobuf"))  # type: ignore[arg-type]
+    (decoded,) = log_records_of(decode_request("logs", data, "protobuf"))
+    assert isinstance(decoded, LogRecord)
     assert decoded.body == "claude_code.api_request"
     assert decoded.attributes == {"input_tokens": "12"}
 
@@ -221,7 +277,7 @@ def test_log_records_and_metric_points():
     scope = metrics.resource_metrics.add().scope_metrics.add()
     scope.metrics.append(Metric(name="m", gauge=Gauge(data_points=[NumberDataPoint(as_int=1)] * 3)))
     decoded_metrics = decode_request("metrics", metrics.SerializeToString(), "protobuf")
-    assert data_points_of(decoded_metrics) == 3  # type: ignore[arg-type]
+    assert data_points_of(decoded_metrics) == 3
 
 
 def test_deflate_is_zlib_framed_as_the_python_sdk_sends_it():

@@ -253,19 +253,27 @@ class _ConsoleBase:
             self._headers,
             reporting or ReportingOptions(),
             transport=report_transport,
+            spool_key=key,
         )
 
     @property
     def dropped(self) -> int:
-        """Telemetry records the console never received (queue full, retries exhausted)."""
+        """Telemetry records the console never received (queue full, refused, past the spool's
+        limits; without a spool, retries exhausted)."""
         return self.reporter.stats.dropped
+
+    @property
+    def spooled(self) -> int:
+        """Telemetry records waiting in the on-disk spool for the console to answer again."""
+        return self.reporter.spooled
 
     @property
     def stats(self) -> ReportingStats:
         return self.reporter.stats
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued record was sent or dropped; False if `timeout` ran out."""
+        """Wait until every queued record was sent, spooled or dropped; False if `timeout` ran
+        out."""
         return self.reporter.flush(timeout)
 
     def _cached_policy(self, refresh: bool) -> dict[str, Any] | None:
