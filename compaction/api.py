@@ -13,7 +13,7 @@ from ninja.errors import HttpError, ValidationError
 from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from compaction.archives import archive_document, search_archives_counted
+from compaction.archives import archive_json, search_archives_counted
 from compaction.cache_report import plan_now, session_misses
 from compaction.models import Archive, CompactionRun, Surface
 from compaction.rawjson import array_elements, object_members
@@ -282,15 +282,18 @@ def search(
 @router.get(
     "/archives/{archive_id}", auth=ingest_auth, response={200: ArchiveDocumentOut, 404: ErrorOut}
 )
-def get_archive(request: HttpRequest, archive_id: int) -> dict[str, Any]:
-    """One archive whole: the log as received and the surface as it was."""
+def get_archive(request: HttpRequest, archive_id: int) -> HttpResponse:
+    """One archive whole: the log as received and the surface as it was.
+
+    Written from the stored text, not serialised through `ArchiveDocumentOut` (which documents
+    it): each log message is served byte for byte as appended, as `GET /log` serves it."""
     key = request_key(request)
     archive = get_object_or_404(
         Archive.objects.select_related("session__profile"),
         pk=archive_id,
         session__profile=key.profile,
     )
-    return archive_document(archive)
+    return HttpResponse(archive_json(archive).encode("utf-8"), content_type="application/json")
 
 
 def run_payload(run: CompactionRun, state: Surface | None) -> dict[str, Any]:

@@ -9,8 +9,8 @@ class CompactionConfig(AppConfig):
     def ready(self) -> None:
         # The one runtime link from telemetry to compaction, made here and nowhere else: the
         # projection (D6) asks the transcript log what was appended after a call's reply.
-        # telemetry declares the port (`LogAppendedChars`); compaction plugs into it.
-        from compaction.transcripts import chars_appended_after_reply
-        from telemetry.session_state import register_log_appended_chars
+        # telemetry declares the port (`LogAppendedTokens`); compaction plugs into it.
+        from compaction.transcripts import tokens_appended_after_reply
+        from telemetry.session_state import register_log_appended_tokens
 
-        register_log_appended_chars(chars_appended_after_reply)
+        register_log_appended_tokens(tokens_appended_after_reply)

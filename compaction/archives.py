@@ -193,16 +193,16 @@ def archive_backend() -> ArchiveBackend:
     return backend
 
 
-def archive_document(archive: Archive) -> dict[str, Any]:
-    """One archive whole: the log as received (each message decoded, with its seq) and the
-    surface as it was."""
+def archived_messages(archive: Archive) -> list[str]:
+    """The archived log's messages in seq order, each the exact JSON text that was appended (its
+    chunks joined), as `GET /log` serves it."""
     parts: dict[int, list[str]] = {}
-    roles: dict[int, str] = {}
-    for seq, role, text in archive.chunks.order_by("seq", "part").values_list(
-        "seq", "role", "text"
-    ):
+    for seq, text in archive.chunks.order_by("seq", "part").values_list("seq", "text"):
         parts.setdefault(seq, []).append(text)
-        roles[seq] = role
+    return ["".join(texts) for _, texts in sorted(parts.items())]
+
+
+def _archive_head(archive: Archive) -> dict[str, Any]:
     return {
         "id": archive.pk,
         "namespace": archive.namespace,
@@ -212,9 +212,35 @@ def archive_document(archive: Archive) -> dict[str, Any]:
         "created_at": archive.created_at.isoformat(),
         "log_messages": archive.log_messages,
         "surface_version": archive.surface_version,
-        "log": [json.loads("".join(texts)) for _, texts in sorted(parts.items())],
+    }
+
+
+def archive_document(archive: Archive) -> dict[str, Any]:
+    """One archive whole, decoded (for the console's viewer): the log as received (each message
+    with its seq) and the surface as it was. What is served is `archive_json`."""
+    return {
+        **_archive_head(archive),
+        "log": [json.loads(text) for text in archived_messages(archive)],
         "surface": json.loads(archive.surface),
     }
+
+
+def archive_json(archive: Archive) -> str:
+    """One archive whole as JSON text, `archive_document`'s fields: each log message is its
+    stored text and the surface its stored body, never re-encoded, so a message reads back byte
+    for byte as appended (escapes, non-ASCII and numbers as written), as from `GET /log`."""
+    head = json.dumps(_archive_head(archive), ensure_ascii=True, separators=(",", ":"))
+    log = ",".join(archived_messages(archive))
+    return f'{head[:-1]},"log":[{log}],"surface":{archive.surface}}}'
+
+
+def archive_jsonl(archive: Archive) -> str:
+    """The archived log as JSON Lines: each message's stored text on a line of its own. A line
+    break can only be whitespace between a message's tokens (JSON strings hold none raw); it
+    becomes a space, the one change a line-per-message form needs."""
+    return "".join(
+        text.replace("\r", " ").replace("\n", " ") + "\n" for text in archived_messages(archive)
+    )
 
 
 @dataclass(frozen=True)

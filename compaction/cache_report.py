@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from django.utils import timezone
 
-from compaction.calibration import session_calibration
+from compaction.calibration import compaction_estimate, session_calibration
 from compaction.models import CompactionRun, Surface
 from compaction.transcripts import derive, format_of, surface_at
 from context_core import (
@@ -28,6 +28,7 @@ from context_core import (
     ExtractiveSummarizer,
     ReliefPlan,
     Summarizer,
+    derive_surface,
     net_saving,
     plan_relief,
     surface_fingerprints,
@@ -493,7 +494,7 @@ def plan_now(
 
     if not Surface.objects.filter(session=session).exists():
         return None
-    _, _, surface = derive(session)
+    log, operations, surface = derive(session)
     tokens = session.projected_tokens
     pricing = session_pricing(session, policy, tokens or surface.tokens)
     plan = plan_relief(
@@ -505,7 +506,22 @@ def plan_now(
         context_tokens=tokens,
         pricing=pricing.pricing,
     )
-    return plan_payload(session, plan, pricing, surface_messages=surface.messages)
+    method = None
+    if plan.operations:
+        # D6: the estimate the run records, not the planner's freed characters
+        after = derive_surface(log, [*operations, *plan.operations])
+        estimate = compaction_estimate(
+            session, before=surface, after=after, tokens_before=plan.tokens_before
+        )
+        freed = max(plan.tokens_before - estimate.tokens, 0)
+        plan, method = (
+            replace(plan, tokens_after=estimate.tokens, freed_tokens=freed),
+            estimate.method,
+        )
+    return {
+        **plan_payload(session, plan, pricing, surface_messages=surface.messages),
+        "estimate_method": method,
+    }
 
 
 @dataclass(frozen=True)

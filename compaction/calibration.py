@@ -1,10 +1,30 @@
-"""The per-session chars-to-tokens calibration (D6), fitted on the session's own reports."""
+"""The per-session estimates (D6), learned from the session's own reports: the calibration of
+what a planner frees, the tokens per character of tool results and of prose, and the size of
+the next request after a compaction (one estimate for the plan and the run)."""
 
 from __future__ import annotations
 
-from compaction.models import SurfaceVersion
-from context_core import Calibration
-from context_core.estimates import fit_surface
+from collections.abc import Sequence
+from dataclasses import replace
+from itertools import pairwise
+
+from django.db.models import Min, Q, Sum
+
+from compaction.models import LogMessage, SurfaceVersion
+from context_core import Calibration, Message
+from context_core import Surface as CoreSurface
+from context_core.estimates import (
+    KindChars,
+    PostCompactionEstimate,
+    TokenRates,
+    drops_head,
+    fit_surface,
+    fit_token_rates,
+    kind_chars,
+    overhead_removed,
+    post_compaction_estimate,
+    step_tokens,
+)
 from telemetry.models import AgentSession, LLMCall
 
 
@@ -65,5 +85,160 @@ def surface_points(session: AgentSession) -> list[tuple[int, int]]:
 
 # The latest calls describe the current tokenizer and prompt best.
 CALIBRATION_POINTS = 200
+# Steps the token rates are fitted on (the latest; each is a pair of consecutive calls).
+RATE_STEPS = 30
+# Earlier compactions whose first call after them tells how much overhead survives one.
+OVERHEAD_COMPACTIONS = 3
 # Old surface versions rebuilt per call at most (each is a derivation of the log).
 REBUILT_PER_CALL = 50
+
+
+def session_token_rates(session_id: int) -> TokenRates:
+    """D6: tokens per character of tool results and of prose, fitted on the session's latest
+    steps: for consecutive calls on the same operations, the characters the log gained after
+    the first call's reply (by kind) against what the second call measured beyond the first
+    (`context_core.estimates.step_tokens`). Four queries, none reading log rows; chars // 4
+    while too few steps."""
+    calls = [
+        (version, context, output, reasoning)
+        for version, context, output, reasoning in LLMCall.objects.filter(
+            session_id=session_id, surface_version__isnull=False
+        )
+        .order_by("-turn", "-call")
+        .values_list("surface_version", "context_tokens", "output", "reasoning_output")[
+            : RATE_STEPS + 1
+        ]
+        if version is not None
+    ][::-1]
+    if len(calls) < 2:
+        return fit_token_rates([])
+    versions = {
+        version: (count, operations)
+        for version, count, operations in SurfaceVersion.objects.filter(
+            session_id=session_id, version__in={call[0] for call in calls}
+        ).values_list("version", "log_messages", "operations")
+    }
+    spans, tokens = [], []
+    for (v_a, context, output, reasoning), (v_b, next_context, _, _) in pairwise(calls):
+        a, b = versions.get(v_a), versions.get(v_b)
+        if a is None or b is None or a[1] != b[1] or b[0] <= a[0]:
+            continue  # unknown versions, a compaction between them, or nothing appended
+        spans.append((a[0], b[0]))
+        tokens.append(
+            step_tokens(
+                context_tokens=context,
+                output=output,
+                reasoning_output=reasoning,
+                next_context_tokens=next_context,
+            )
+        )
+    return fit_token_rates(list(zip(appended_between(session_id, spans), tokens, strict=True)))
+
+
+def appended_between(session_id: int, spans: Sequence[tuple[int, int]]) -> list[KindChars]:
+    """`context_core.estimates.appended_after_reply` of the log's messages in each [start, end)
+    of `spans`, summed by the database: two aggregate queries whatever the spans hold, so the
+    rates cost no log rows read however large the steps (an import stays linear)."""
+    if not spans:
+        return []
+    log = LogMessage.objects.filter(
+        session_id=session_id,
+        seq__gte=min(start for start, _ in spans),
+        seq__lt=max(end for _, end in spans),
+    )
+    replies = log.aggregate(
+        **{
+            f"r{i}": Min("seq", filter=Q(seq__gte=start, seq__lt=end, role="assistant"))
+            for i, (start, end) in enumerate(spans)
+        }
+    )
+    after = {
+        i: Q(seq__gt=reply, seq__lt=end)
+        for i, (_, end) in enumerate(spans)
+        if (reply := replies[f"r{i}"]) is not None
+    }
+    sums = (
+        log.aggregate(
+            **{
+                name: Sum(field, filter=where, default=0)
+                for i, where in after.items()
+                for name, field in ((f"c{i}", "chars"), (f"t{i}", "tool_chars"))
+            }
+        )
+        if after
+        else {}
+    )
+    found = []
+    for i in range(len(spans)):
+        if i not in after:
+            found.append(KindChars())
+            continue
+        chars, tool = sums[f"c{i}"], sums[f"t{i}"]
+        tool = min(tool, chars)
+        found.append(KindChars(tool, chars - tool))
+    return found
+
+
+def compaction_estimate(
+    session: AgentSession,
+    *,
+    before: CoreSurface,
+    after: CoreSurface,
+    tokens_before: int,
+    appended: Sequence[Message] = (),
+) -> PostCompactionEstimate:
+    """D6: the next request's size once `before` became `after`: the one estimate the plan
+    (`GET …/compact/plan`) shows and the run records.
+
+    The measured `tokens_before` less the learned tokens of what changed, by kind; when the
+    compaction drops the surface's first messages, also less the overhead such a compaction was
+    seen to remove on this session (`context_core.estimates.overhead_removed`). `appended`: log
+    messages the agent added after `before` was measured (a relief does not supersede them):
+    they follow both sides unchanged, so they add their learned tokens to the estimate."""
+    rates = session_token_rates(session.pk)
+    chars_before, chars_after = kind_chars(before.messages), kind_chars(after.messages)
+    removed_overhead = 0
+    if rates.fitted and drops_head(before.messages, after.messages):
+        now = tokens_before - rates.tokens(chars_before)
+        removed = overhead_removed([now], _residuals_after_head_drops(session, rates))
+        removed_overhead = removed or 0
+    estimate = post_compaction_estimate(
+        rates,
+        tokens_before=tokens_before,
+        before=chars_before,
+        after=chars_after,
+        removed_overhead=removed_overhead,
+    )
+    if not appended:
+        return estimate
+    return replace(estimate, tokens=estimate.tokens + rates.tokens(kind_chars(appended)))
+
+
+def _residuals_after_head_drops(session: AgentSession, rates: TokenRates) -> list[int]:
+    """Measured context − learned tokens of the surface, of the first call after each of the
+    session's latest earlier compactions that dropped the surface's first messages."""
+    from compaction.transcripts import surface_at  # transcripts imports this module
+
+    calls = [
+        (version, context)
+        for version, context in LLMCall.objects.filter(
+            session=session, surface_version__isnull=False
+        )
+        .order_by("-turn", "-call")
+        .values_list("surface_version", "context_tokens")[:CALIBRATION_POINTS]
+        if version is not None
+    ][::-1]
+    operations = dict(
+        SurfaceVersion.objects.filter(
+            session=session, version__in={version for version, _ in calls}
+        ).values_list("version", "operations")
+    )
+    changes = [
+        (a, b) for a, b in pairwise(calls) if operations.get(a[0], 0) < operations.get(b[0], 0)
+    ][-OVERHEAD_COMPACTIONS:]
+    residuals = []
+    for (v_a, _), (v_b, context) in changes:
+        old, new = surface_at(session, v_a), surface_at(session, v_b)
+        if old is not None and new is not None and drops_head(old.messages, new.messages):
+            residuals.append(context - rates.tokens(kind_chars(new.messages)))
+    return residuals

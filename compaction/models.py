@@ -28,6 +28,9 @@ class LogMessage(models.Model):
     # SHA-256 of `raw`: a replay of the same seq is a duplicate only when the bytes match.
     raw_hash = models.CharField(max_length=64)
     chars = models.PositiveBigIntegerField()
+    # D6: how many of `chars` are tool results (the rest is prose): the session learns tokens
+    # per character of each kind. NULL on messages stored before it was recorded (prose).
+    tool_chars = models.PositiveBigIntegerField(null=True, blank=True)
     # D3: the `max_result_chars` in force when this message was appended; the surface bounds
     # its tool results by this, never by a later policy.
     bound_cap = models.PositiveIntegerField(null=True, blank=True)

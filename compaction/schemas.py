@@ -216,7 +216,12 @@ class PlanOut(Schema):
     action: str
     reason: str
     tokens_before: int
-    tokens_after: int
+    tokens_after: int = Field(
+        description="D6: the next request's estimated size after it, as the run records it"
+    )
+    estimate_method: Literal["fit", "rule"] | None = Field(
+        None, description="D6: how tokens_after was estimated (None when nothing would change)"
+    )
     freed_tokens: int
     first_change: FirstChangeOut | None
     rewrite_tokens: int

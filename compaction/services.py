@@ -23,13 +23,15 @@ from django.utils import timezone
 
 from compaction.archives import ArchiveBackend, ArchiveRequest, LogEntry, archive_backend
 from compaction.cache_report import session_pricing
-from compaction.calibration import session_calibration
+from compaction.calibration import compaction_estimate, session_calibration
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
 from compaction.summarizers import LLMSummarizer, SummarizerError
 from compaction.transcripts import derive, load_log, load_operations, store_surface
 from context_core import (
     Calibration,
     ExtractiveSummarizer,
+    Message,
+    Operation,
     ReliefPlan,
     ReliefPolicy,
     Summarizer,
@@ -37,7 +39,7 @@ from context_core import (
     plan_relief,
     round_growth_chars,
 )
-from context_core.estimates import post_compaction_estimate
+from context_core import Surface as CoreSurface
 from telemetry.errors import FieldError
 from telemetry.learned_window import learn_window_from_overflow
 from telemetry.models import AgentSession
@@ -225,6 +227,7 @@ class _Planned:
     operations: int
     policy: PolicyValues
     calibration: Calibration
+    surface: CoreSurface
 
 
 def _compact_locked(
@@ -297,7 +300,7 @@ def _plan(session: AgentSession, run: CompactionRun, mode: Mode, state: Surface)
             run.saving_per_call_usd = plan.economics.saving_per_call_usd
     run.surface_version_before = state.version
     run.plan_ms = _ms(started)
-    return _Planned(plan, state, len(log), len(operations), policy, calibration)
+    return _Planned(plan, state, len(log), len(operations), policy, calibration, surface)
 
 
 def _archive(
@@ -390,7 +393,7 @@ def _apply(session: AgentSession, run: CompactionRun, planned: _Planned) -> RunO
             log = load_log(session)
             new_surface = derive_surface(log, [*operations, *plan.operations])
             new_state = store_surface(session, current.format, new_surface, bump=True)
-            _record(session, run, planned, current, new_surface.chars)
+            _record(session, run, planned, log, operations, new_surface)
             run.surface_version_after = new_state.version
             run.apply_ms = _ms(started)
             _finish(run, Status.APPLIED)
@@ -408,21 +411,28 @@ def _record(
     session: AgentSession,
     run: CompactionRun,
     planned: _Planned,
-    current: Surface,
-    chars_after: int,
+    log: list[Message],
+    operations: list[Operation],
+    new_surface: CoreSurface,
 ) -> None:
-    """D6: the post-compaction estimate replaces the stale projection. `current` is the surface
-    just before the apply, with whatever was appended since the plan: the estimate counts it."""
-    plan = planned.plan
-    appended = planned.calibration.delta(max(current.chars - planned.state.chars, 0))
-    estimate = post_compaction_estimate(
-        planned.calibration,
-        chars_after=chars_after,
-        tokens_before=plan.tokens_before + appended,
-        freed_chars=current.chars - chars_after,
+    """D6: the post-compaction estimate replaces the stale projection. It is the plan's one
+    estimate (`GET …/compact/plan` shows the same, `compaction_estimate`) of the snapshot the
+    plan saw; what the agent appended since rides on both sides and is added at the session's
+    learned rates."""
+    appended = log[planned.log_messages :]
+    after = (
+        derive_surface(log[: planned.log_messages], [*operations, *planned.plan.operations])
+        if appended
+        else new_surface
     )
-    # The rule's figure is the plan's own (its freed tokens, calibrated or chars // 4).
-    tokens = estimate.tokens if estimate.method == "fit" else plan.tokens_after + appended
+    estimate = compaction_estimate(
+        session,
+        before=planned.surface,
+        after=after,
+        tokens_before=planned.plan.tokens_before,
+        appended=appended,
+    )
+    tokens = run.tokens_after = estimate.tokens
     run.estimate_tokens, run.estimate_method = tokens, estimate.method
     record_compaction_result(session, tokens_after=tokens, policy=planned.policy)
 

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max, Q
 
-from compaction.calibration import session_calibration
+from compaction.calibration import session_token_rates
 from compaction.models import CompactionOperation, LogMessage, Surface, SurfaceVersion
 from compaction.rawjson import Span
 from context_core import (
@@ -39,6 +39,12 @@ from context_core import (
     parse_openai,
 )
 from context_core import Surface as CoreSurface
+from context_core.estimates import (
+    KindChars,
+    appended_after_reply,
+    kind_chars,
+    message_kind_chars,
+)
 from telemetry.errors import FieldError
 from telemetry.idempotency import canonical_hash
 from telemetry.models import AgentSession
@@ -329,8 +335,9 @@ def surface_at(session: AgentSession, version: int) -> CoreSurface | None:
     return derive_surface([m for m in log if m.seq < record.log_messages], operations)
 
 
-def chars_appended_after_reply(session_id: int, surface_version: int) -> int | None:
-    """D6: what the log holds after the reply to a call whose request used `surface_version`.
+def chars_appended_after_reply(session_id: int, surface_version: int) -> KindChars | None:
+    """D6: what the log holds after the reply to a call whose request used `surface_version`,
+    by kind.
 
     The request held the log's first `log_messages` messages at that version; the first
     assistant message after them is the reply (counted as output tokens), and everything after
@@ -343,14 +350,16 @@ def chars_appended_after_reply(session_id: int, surface_version: int) -> int | N
     rows = LogMessage.objects.filter(session_id=session_id, seq__gte=record.log_messages).order_by(
         "seq"
     )
-    total, seen_reply = 0, False
-    for role, chars in rows.values_list("role", "chars"):
-        if not seen_reply and role == "assistant":
-            seen_reply = True
-            continue
-        if seen_reply:
-            total += chars
-    return total
+    return appended_after_reply(rows.values_list("role", "chars", "tool_chars"))
+
+
+def tokens_appended_after_reply(session_id: int, surface_version: int) -> int | None:
+    """D6, the projection's port: the tokens of `chars_appended_after_reply`, at the session's
+    learned rates (`compaction.calibration.session_token_rates`)."""
+    appended = chars_appended_after_reply(session_id, surface_version)
+    if appended is None:
+        return None
+    return session_token_rates(session_id).tokens(appended)
 
 
 def append_messages(
@@ -447,6 +456,7 @@ def append_messages(
                 raw=span.text,
                 raw_hash=content_hash(_without_seq(span.value)),
                 chars=message.chars,
+                tool_chars=message_kind_chars(message).tool,
                 bound_cap=policy.max_result_chars,
             )
             for message, (_, _, span) in zip(parsed, new_items, strict=True)
@@ -474,9 +484,9 @@ def append_messages(
         )
         result.created = [seq for seq, _, _ in new_items]
         # D6: the projection now counts what was appended (or the grown post-compaction surface).
-        appended = sum(message.chars for message in parsed)
+        appended = kind_chars(parsed)
         over = refresh_projection(
-            session.pk, appended_tokens=session_calibration(session).delta(appended)
+            session.pk, appended_tokens=session_token_rates(session.pk).tokens(appended)
         )
         if over is not None:
             transaction.on_commit(lambda: request_relief([session.pk]))

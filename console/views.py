@@ -8,7 +8,6 @@ writes go through the services (`telemetry.policy_store`, `telemetry.keys`, `tel
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -24,7 +23,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from compaction.archives import archive_document
+from compaction.archives import archive_json, archive_jsonl
 from compaction.imports.queries import imported_view
 from compaction.models import Archive, CompactionRun
 from compaction.services import CompactionBusy, CompactionRefused, compact_session
@@ -446,28 +445,20 @@ def _download_name(archive: Archive, extension: str) -> str:
     return f"archive-{archive.pk}-{stem or 'session'}.{extension}"
 
 
-def _json_text(value: Any, **options: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, **options).encode("utf-8").decode("utf-8")
-    except UnicodeEncodeError:
-        # a lone surrogate (an agent may send "\ud800") has no UTF-8 form: keep it escaped
-        return json.dumps(value, ensure_ascii=True, **options)
-
-
 @require_GET
 @require_role(Role.VIEWER)
 def archive_download(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
-    """The archive whole as JSON (`archive_document`), or its log as JSONL: one message a line,
-    each with its seq."""
+    """The archive whole as JSON (`archive_json`, what `GET /api/v1/archives/{id}` serves), or its
+    log as JSONL (`archive_jsonl`): one message a line, each with its seq."""
     if fmt not in ("json", "jsonl"):
         raise Http404("downloads are .json or .jsonl")
     archive = _archive_or_404(pk)
-    document = archive_document(archive)
+    # the stored text as stored: each message byte for byte as appended, as the API serves it
     if fmt == "json":
-        body = _json_text(document, indent=2) + "\n"
+        body = archive_json(archive) + "\n"
         content_type = "application/json; charset=utf-8"
     else:
-        body = "".join(_json_text(entry, separators=(",", ":")) + "\n" for entry in document["log"])
+        body = archive_jsonl(archive)
         content_type = "application/x-ndjson; charset=utf-8"
     response = HttpResponse(body.encode("utf-8"), content_type=content_type)
     disposition = content_disposition_header(

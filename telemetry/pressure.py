@@ -1,48 +1,55 @@
 """Derived context figures: projection, pressure, cache-hit ratio, bands and round signals.
 
-Standard library only and free of any import from `compaction`: telemetry must stand on its own.
-The chars/4 heuristic is therefore defined here *and* in `context_core.tokens`;
-`tests/unit/test_token_estimates_agree.py` asserts they agree (D6).
+Standard library and the pure core only, and free of any import from `compaction`: telemetry
+must stand on its own. The chars/4 rule is the core's (`context_core.tokens`), one definition.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final, Literal, Protocol
+from typing import Literal, Protocol
 
-# D6: ~4 characters per token is the common fallback (Codex APPROX_BYTES_PER_TOKEN = 4). It is
-# only ever used for what the agent appended since the last real usage report.
-CHARS_PER_TOKEN: Final = 4
+from context_core.tokens import CHARS_PER_TOKEN, estimate_tokens
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "CacheCounts",
+    "PressureBand",
+    "RoundSignal",
+    "cache_hit_ratio",
+    "estimate_tokens",
+    "hit_ratio",
+    "pressure",
+    "pressure_band",
+    "projected_next_request",
+    "round_signal",
+    "turn_context_tokens",
+]
 
 PressureBand = Literal["ok", "prune", "compact", "over", "unknown"]
 RoundSignal = Literal["none", "nudge", "stop"]
 
 
-def estimate_tokens(chars: int) -> int:
-    """Estimated tokens for `chars` characters: `chars // CHARS_PER_TOKEN` (D6). Never negative."""
-    _require_count(chars, "chars")
-    return chars // CHARS_PER_TOKEN
-
-
 def projected_next_request(
-    *, context_tokens: int, output: int, reasoning_output: int | None, appended_chars: int
+    *, context_tokens: int, output: int, reasoning_output: int | None, appended_tokens: int
 ) -> int:
     """The size of the next request (D6), from the latest call's real usage.
 
-    = `context_tokens` + (`output` − `reasoning_output`) + `estimate_tokens(appended_chars)`.
-    The reply is re-sent with the next request; reasoning is not. `appended_chars` is what the
-    agent added after the reply (tool results, new user input), not the reply itself.
-    Always ≥ `context_tokens`.
+    = `context_tokens` + (`output` − `reasoning_output`) + `appended_tokens`. The reply is
+    re-sent with the next request; reasoning is not. `appended_tokens` estimates what the agent
+    added after the reply (tool results, new user input), not the reply itself: at the
+    session's learned rates (`context_core.estimates.TokenRates`), or chars // 4
+    (`estimate_tokens`). Always ≥ `context_tokens`.
     """
     _require_count(context_tokens, "context_tokens")
     _require_count(output, "output")
-    _require_count(appended_chars, "appended_chars")
+    _require_count(appended_tokens, "appended_tokens")
     if reasoning_output is not None:
         _require_count(reasoning_output, "reasoning_output")
         if reasoning_output > output:
             raise ValueError(f"reasoning_output ({reasoning_output}) exceeds output ({output})")
     resent_reply = output - (reasoning_output or 0)
-    return context_tokens + resent_reply + estimate_tokens(appended_chars)
+    return context_tokens + resent_reply + appended_tokens
 
 
 def pressure(

@@ -7,8 +7,8 @@ compaction services and the sweeper all call these functions; none of them write
 row itself. The session's context events (`telemetry.events`) are telemetry-owned as well.
 
 Telemetry never imports compaction: what the projection needs from the transcript log (the
-characters appended after a reply) comes through a port that compaction registers when its app
-is ready (`register_log_appended_chars`, D6).
+tokens appended after a reply, at the session's learned rates) comes through a port that
+compaction registers when its app is ready (`register_log_appended_tokens`, D6).
 """
 
 from __future__ import annotations
@@ -34,7 +34,12 @@ from telemetry.bulk_sql import (
 from telemetry.models import AgentProfile, AgentSession, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy
-from telemetry.pressure import PressureBand, pressure_band, projected_next_request
+from telemetry.pressure import (
+    PressureBand,
+    estimate_tokens,
+    pressure_band,
+    projected_next_request,
+)
 from telemetry.pressure import pressure as pressure_of
 from telemetry.windows import WindowInForce
 
@@ -67,24 +72,25 @@ _PROJECTION_FIELDS: Final = ["surface_estimate_tokens", "projected_tokens", "pre
 
 # --- the port to the transcript log (registered by compaction, D6) ---------------------------
 
-LogAppendedChars = Callable[[int, int], "int | None"]
-"""(session id, surface version) -> characters the log holds after that version's reply, or
-None when the log has no record of that version."""
+LogAppendedTokens = Callable[[int, int], "int | None"]
+"""(session id, surface version) -> estimated tokens of what the log holds after that
+version's reply (tool results and prose at the session's learned rates), or None when the log
+has no record of that version."""
 
-_log_appended_chars: LogAppendedChars | None = None
+_log_appended_tokens: LogAppendedTokens | None = None
 
 
-def register_log_appended_chars(provider: LogAppendedChars | None) -> None:
+def register_log_appended_tokens(provider: LogAppendedTokens | None) -> None:
     """Install what the projection asks the transcript log (compaction's `AppConfig.ready`).
 
     One provider at a time; None unregisters (a telemetry-only deployment, or a test).
     """
-    global _log_appended_chars
-    _log_appended_chars = provider
+    global _log_appended_tokens
+    _log_appended_tokens = provider
 
 
-def registered_log_appended_chars() -> LogAppendedChars | None:
-    return _log_appended_chars
+def registered_log_appended_tokens() -> LogAppendedTokens | None:
+    return _log_appended_tokens
 
 
 # --- sessions -------------------------------------------------------------------------------
@@ -192,20 +198,22 @@ def session_pressure(
 def session_projection(session: AgentSession, last: Turn) -> int:
     """D6: the surface estimate after a compaction, else the latest call + reply + appended.
 
-    The appended size is the record's `appended_chars` when the agent sent it, else what the
-    transcript log holds after that call's reply (asked through the registered port).
+    The appended tokens are the record's `appended_chars` at chars // 4 when the agent sent it
+    (its kinds are unknown), else what the transcript log holds after that call's reply at the
+    session's learned rates (asked through the registered port).
     """
     if session.surface_estimate_tokens is not None:
         return session.surface_estimate_tokens
     appended = last.last_call_appended_chars
-    if appended is None and last.surface_version is not None and _log_appended_chars:
-        found = _log_appended_chars(session.pk, last.surface_version)
-        appended = None if found is None else int(found)
+    tokens = estimate_tokens(appended or 0)
+    if appended is None and last.surface_version is not None and _log_appended_tokens:
+        found = _log_appended_tokens(session.pk, last.surface_version)
+        tokens = 0 if found is None else int(found)
     return projected_next_request(
         context_tokens=last.last_call_context_tokens,
         output=last.last_call_output,
         reasoning_output=last.last_call_reasoning_output,
-        appended_chars=appended or 0,
+        appended_tokens=tokens,
     )
 
 

@@ -169,7 +169,10 @@ def import_file(
         state.totals = {**state.totals, "first_line": first_line_digest(handle)}
     report.sessions = list(state.totals.get("sessions", []))
     parser = make_parser(detected, path, state.parser_state or None)
-    sink = _Sink(profile, report, final=final)
+    # A file is read from its first line on: until it passes the agent's compactions its calls
+    # saw none, whatever another file of the same session stored (a copy at another path).
+    passed = state.totals.get("operations") if state.offset > 0 else {}
+    sink = _Sink(profile, report, final=final, passed=passed)
     partial: list[Partial] = []
     chunk: list[Record] = []
     offset, next_line, lines, chunk_bytes = state.offset, state.next_line, 0, 0
@@ -224,7 +227,11 @@ def _commit(
             state.parser_state = json.loads(json.dumps(parser_state))
             if state.session_id is None and sink.first_session is not None:
                 state.session = sink.first_session
-            state.totals = {**state.totals, "sessions": sink.report.sessions}
+            state.totals = {
+                **state.totals,
+                "sessions": sink.report.sessions,
+                "operations": sink.ops,
+            }
             state.save()
     except FieldError as exc:
         sink.report.status = "failed"
@@ -248,13 +255,25 @@ def _at(value: str | None) -> datetime:
 class _Sink:
     """Stores records in order, batching log appends per session between compactions."""
 
-    def __init__(self, profile: AgentProfile, report: FileReport, *, final: bool) -> None:
+    def __init__(
+        self,
+        profile: AgentProfile,
+        report: FileReport,
+        *,
+        final: bool,
+        passed: dict[str, int] | None,
+    ) -> None:
+        """`passed`: the operations each session had when this file's import stopped last
+        (None: an import that did not record them, which counts the session's stored ones)."""
         self.profile = profile
+        self.passed = passed
         self.report = report
         self.sessions: dict[str, AgentSession] = {}
         self.first_session: AgentSession | None = None
         self.messages: dict[str, list[LogAppend]] = defaultdict(list)
         self.calls: list[tuple[CallSeen, int]] = []  # with the session's operation count then
+        # The operations in effect per session at the file's current line: the surface
+        # version a call names is the one with its log length and these operations.
         self.ops: dict[str, int] = {}
         self.touched: set[int] = set()
         self.key = AgentKey(profile=profile)  # unsaved: ingest reads only its profile
@@ -270,7 +289,10 @@ class _Sink:
         if found is None:
             found = get_or_create_session(self.profile, _external_id(name))
             self.sessions[name] = found
-            self.ops[name] = CompactionOperation.objects.filter(session=found).count()
+            if self.passed is not None:
+                self.ops[name] = self.passed.get(name, 0)
+            else:
+                self.ops[name] = CompactionOperation.objects.filter(session=found).count()
         return found
 
     def _seen(self, record: SessionSeen) -> None:
@@ -338,16 +360,15 @@ class _Sink:
                 and held < call.log_messages < last
             }
         )
-        new = [r for r in pending if r.seq >= held]
-        if not new:
-            return
+        # Messages the log already holds are sent too: the same content is a duplicate, a
+        # different one at a taken seq a conflict the report names (the file stops there).
         result = append_messages(
             session=session,
             fmt=fmt,
             system=None,
             messages=[
                 Span({**r.message, "seq": r.seq}, json.dumps({**r.message, "seq": r.seq}))
-                for r in new
+                for r in pending
             ],
             held=self.logs,
             checkpoints=checkpoints,
@@ -368,7 +389,10 @@ class _Sink:
             session=session, kind=CompactionOperation.Kind.AGENT, data__source_key=record.source_key
         ).exists()
         surface = Surface.objects.filter(session=session).first()
-        if not known and surface is not None:
+        if known:
+            # stored by an earlier import of this content (this path or another): passed again
+            self.ops[record.session] = self.ops.get(record.session, 0) + 1
+        elif surface is not None:
             with transaction.atomic():
                 lock_session(session.pk)
                 surface.refresh_from_db()

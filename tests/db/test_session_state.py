@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from compaction.transcripts import chars_appended_after_reply
+from compaction.transcripts import tokens_appended_after_reply
 from telemetry.ingest import store_records
 from telemetry.models import AgentProfile, AgentSession
 from telemetry.policy_store import effective_policy
@@ -14,7 +14,7 @@ from telemetry.session_state import (
     mark_relief_tried,
     needing_relief,
     needs_relief,
-    registered_log_appended_chars,
+    registered_log_appended_tokens,
     release_relief,
     session_pressure,
 )
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_compaction_registers_the_log_port_when_its_app_is_ready():
-    assert registered_log_appended_chars() is chars_appended_after_reply
+    assert registered_log_appended_tokens() is tokens_appended_after_reply
 
 
 def test_needs_relief_and_its_query_form_agree_on_every_case(agent):

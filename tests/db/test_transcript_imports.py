@@ -340,3 +340,32 @@ def test_an_unknown_import_format_is_refused_naming_the_field(make_agent: Any) -
     assert response.status_code == 422, response.content
     assert response.json()["field"] == "format"
     assert not AgentSession.objects.filter(profile__name="imports-format").exists()
+
+
+def test_the_same_transcript_from_another_path_is_a_clean_duplicate(profile, tmp_path):
+    for name, text in (
+        (f"{fx.SESSION}.jsonl", fx.claude_code_session(truncated=False)),
+        (f"rollout-2026-11-30T10-00-00-{fx.CODEX_SESSION}.jsonl", fx.codex_rollout()),
+    ):
+        first = run_import(profile, write(tmp_path, f"a/{name}", text))
+        assert first.status == "imported" and first.calls > 0
+        before = snapshot(profile)
+        again = run_import(profile, write(tmp_path, f"copy/{name}", text))
+        assert again.status == "imported", again.as_dict()
+        # the file's own unreadable lines again, and no conflict
+        assert again.skipped == first.skipped
+        assert again.calls == 0 and again.messages == 0
+        assert again.duplicates == first.calls + first.duplicates
+        assert snapshot(profile) == before
+
+
+def test_a_different_transcript_of_the_same_session_from_another_path_is_a_conflict(
+    profile, tmp_path
+):
+    run_import(profile, write(tmp_path, f"a/{fx.SESSION}.jsonl", fx.claude_code_session()))
+    before = snapshot(profile)
+    changed = fx.claude_code_session().replace("Reading the log.", "Reading the logs")
+    report = run_import(profile, write(tmp_path, f"b/{fx.SESSION}.jsonl", changed))
+    assert report.status == "failed"
+    assert "already stored with different content" in report.detail
+    assert snapshot(profile) == before

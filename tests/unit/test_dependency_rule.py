@@ -123,8 +123,8 @@ def test_telemetry_ports_are_registered_only_by_compaction_when_its_app_is_ready
             for name, _ in _calls(path):
                 if name.startswith("register_"):
                     places.append((str(path.relative_to(ROOT)), name))
-    assert places == [("compaction/apps.py", "register_log_appended_chars")]
+    assert places == [("compaction/apps.py", "register_log_appended_tokens")]
     tree = ast.parse((ROOT / "compaction/apps.py").read_text())
     ready = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "ready"]
     assert ready, "CompactionConfig.ready() registers the port"
-    assert "register_log_appended_chars" in ast.unparse(ready[0])
+    assert "register_log_appended_tokens" in ast.unparse(ready[0])

@@ -53,7 +53,7 @@ from demo.scenario import (
     plan_submissions,
 )
 from telemetry.policy_rules import default_policy_for
-from telemetry.pressure import projected_next_request
+from telemetry.pressure import estimate_tokens, projected_next_request
 from telemetry.pricing import SEED_CATALOGUE, find_price
 from telemetry.usage import normalize_usage
 
@@ -301,7 +301,7 @@ def test_projection_matches_the_next_request_and_appended_chars_the_messages(
                     context_tokens=r.context_tokens,
                     output=r.output,
                     reasoning_output=r.reasoning,
-                    appended_chars=r.appended_chars,
+                    appended_tokens=estimate_tokens(r.appended_chars),  # the world's tokenizer
                 )
                 if k + 1 < len(event.rounds):
                     assert event.rounds[k + 1].record.context_tokens == r.projected_next

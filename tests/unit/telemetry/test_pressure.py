@@ -45,11 +45,14 @@ def test_chars_per_token_is_the_d6_four():
     assert [estimate_tokens(n) for n in (0, 3, 4, 7, 8, 4003)] == [0, 0, 1, 1, 2, 1000]
 
 
-def test_projection_adds_the_reply_and_a_quarter_of_the_appended_chars():
+def test_projection_adds_the_reply_and_the_appended_tokens():
     # 49,200 context + 800 reply + 4003 // 4 appended.
     assert (
         projected_next_request(
-            context_tokens=49_200, output=800, reasoning_output=None, appended_chars=4003
+            context_tokens=49_200,
+            output=800,
+            reasoning_output=None,
+            appended_tokens=estimate_tokens(4003),
         )
         == 51_000
     )
@@ -58,7 +61,7 @@ def test_projection_adds_the_reply_and_a_quarter_of_the_appended_chars():
 def test_projection_leaves_out_reasoning_because_it_is_not_resent():
     assert (
         projected_next_request(
-            context_tokens=49_200, output=800, reasoning_output=300, appended_chars=4003
+            context_tokens=49_200, output=800, reasoning_output=300, appended_tokens=1_000
         )
         == 50_700
     )
@@ -71,20 +74,20 @@ def test_projection_is_never_below_the_context_and_adds_exactly_the_parts(
     assume(reasoning is None or reasoning <= output)
 
     projected = projected_next_request(
-        context_tokens=context, output=output, reasoning_output=reasoning, appended_chars=appended
+        context_tokens=context, output=output, reasoning_output=reasoning, appended_tokens=appended
     )
 
     assert projected >= context
-    assert projected - context - (output - (reasoning or 0)) == appended // 4
+    assert projected - context - (output - (reasoning or 0)) == appended
 
 
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"context_tokens": -1, "output": 0, "reasoning_output": None, "appended_chars": 0},
-        {"context_tokens": 0, "output": 1, "reasoning_output": 2, "appended_chars": 0},
-        {"context_tokens": 0, "output": 0, "reasoning_output": None, "appended_chars": -4},
-        {"context_tokens": True, "output": 0, "reasoning_output": None, "appended_chars": 0},
+        {"context_tokens": -1, "output": 0, "reasoning_output": None, "appended_tokens": 0},
+        {"context_tokens": 0, "output": 1, "reasoning_output": 2, "appended_tokens": 0},
+        {"context_tokens": 0, "output": 0, "reasoning_output": None, "appended_tokens": -4},
+        {"context_tokens": True, "output": 0, "reasoning_output": None, "appended_tokens": 0},
     ],
 )
 def test_projection_refuses_impossible_inputs(kwargs):
