@@ -5,7 +5,6 @@ the next request after a compaction (one estimate for the plan and the run)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from itertools import pairwise
 
 from django.db.models import Min, Q, Sum
@@ -185,16 +184,13 @@ def compaction_estimate(
     before: CoreSurface,
     after: CoreSurface,
     tokens_before: int,
-    appended: Sequence[Message] = (),
 ) -> PostCompactionEstimate:
     """D6: the next request's size once `before` became `after`: the one estimate the plan
     (`GET …/compact/plan`) shows and the run records.
 
     The measured `tokens_before` less the learned tokens of what changed, by kind; when the
     compaction drops the surface's first messages, also less the overhead such a compaction was
-    seen to remove on this session (`context_core.estimates.overhead_removed`). `appended`: log
-    messages the agent added after `before` was measured (a relief does not supersede them):
-    they follow both sides unchanged, so they add their learned tokens to the estimate."""
+    seen to remove on this session (`context_core.estimates.overhead_removed`)."""
     rates = session_token_rates(session.pk)
     chars_before, chars_after = kind_chars(before.messages), kind_chars(after.messages)
     removed_overhead = 0
@@ -202,16 +198,21 @@ def compaction_estimate(
         now = tokens_before - rates.tokens(chars_before)
         removed = overhead_removed([now], _residuals_after_head_drops(session, rates))
         removed_overhead = removed or 0
-    estimate = post_compaction_estimate(
+    return post_compaction_estimate(
         rates,
         tokens_before=tokens_before,
         before=chars_before,
         after=chars_after,
         removed_overhead=removed_overhead,
     )
-    if not appended:
-        return estimate
-    return replace(estimate, tokens=estimate.tokens + rates.tokens(kind_chars(appended)))
+
+
+def estimate_appended(session: AgentSession, messages: Sequence[Message]) -> int:
+    """D6: the tokens of log messages appended after a compaction was planned (they follow
+    its surface unchanged), at the session's learned rates."""
+    if not messages:
+        return 0
+    return session_token_rates(session.pk).tokens(kind_chars(messages))
 
 
 def _residuals_after_head_drops(session: AgentSession, rates: TokenRates) -> list[int]:

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from compaction.archives import ArchiveBackend, ArchiveRequest, LogEntry, archive_backend
 from compaction.cache_report import session_pricing
-from compaction.calibration import compaction_estimate, session_calibration
+from compaction.calibration import compaction_estimate, estimate_appended, session_calibration
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
 from compaction.summarizers import LLMSummarizer, SummarizerError
 from compaction.transcripts import derive, load_log, load_operations, store_surface
@@ -426,13 +426,11 @@ def _record(
         else new_surface
     )
     estimate = compaction_estimate(
-        session,
-        before=planned.surface,
-        after=after,
-        tokens_before=planned.plan.tokens_before,
-        appended=appended,
+        session, before=planned.surface, after=after, tokens_before=planned.plan.tokens_before
     )
-    tokens = run.tokens_after = estimate.tokens
+    # tokens_after is the plan's figure (the snapshot); the estimate adds the appended messages
+    run.tokens_after = estimate.tokens
+    tokens = estimate.tokens + estimate_appended(session, appended)
     run.estimate_tokens, run.estimate_method = tokens, estimate.method
     record_compaction_result(session, tokens_after=tokens, policy=planned.policy)
 
