@@ -225,6 +225,12 @@ TELEMETRY_MAX_REQUEST_BYTES = env_int(
     "TELEMETRY_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=64 * 1024
 )
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
+# An OTLP export is bounded like a JSON API batch: at most this many spans or log records (the
+# JSON API's MAX_BATCH, telemetry.schemas; the OTel SDKs export 512 at a time), counted before
+# any is decoded, and at most this many bytes once its gzip or deflate is undone (inflated
+# only that far), so a small body cannot cost a worker more than the cap's worth of work.
+OTLP_MAX_ITEMS_PER_EXPORT = env_int("OTLP_MAX_ITEMS_PER_EXPORT", 1000, minimum=1)
+OTLP_MAX_DECODED_BYTES = env_int("OTLP_MAX_DECODED_BYTES", 16 * 1024 * 1024, minimum=64 * 1024)
 # How far into the future a record's `at` may be (agents' clocks drift; a day is generous).
 TELEMETRY_CLOCK_SKEW_SECONDS = env_int("TELEMETRY_CLOCK_SKEW_SECONDS", 24 * 60 * 60, minimum=0)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
