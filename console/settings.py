@@ -22,6 +22,7 @@ from console.env import (
     env_optional,
     env_str,
     env_url,
+    web_concurrency,
 )
 
 # Generic admin/model classes (`admin.ModelAdmin[Model]`) at run time, as the type stubs see them.
@@ -319,6 +320,9 @@ METRICS_TOKEN = env_optional("METRICS_TOKEN")
 # --- API ---------------------------------------------------------------------------------------
 # Requests per minute one agent key may make; one key cannot starve the others.
 API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 6000, minimum=1)
+# The web processes sharing that budget: while the shared cache is down each counts its own
+# share of it (telemetry.ratelimit).
+WEB_PROCESSES = web_concurrency()
 NINJA_PAGINATION_PER_PAGE = 100
 
 # --- Logging -----------------------------------------------------------------------------------
@@ -338,7 +342,14 @@ CACHE_URL = env_optional("CACHE_URL")
 if CACHE_URL is not None:
     env_url("CACHE_URL", CACHE_URL, schemes=("redis", "rediss"))
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CACHE_URL,
+            # Counters on a nearby Redis answer in well under a millisecond: a stopped or
+            # frozen one fails an operation within these bounds, and the counters fall back to
+            # the process (telemetry.shared_cache) instead of holding the request.
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
     }
 else:
     CACHES = {
