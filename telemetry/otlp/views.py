@@ -3,7 +3,8 @@
 Look up the key, decode, map, store, answer the Export*ServiceResponse in the request's
 encoding. Status codes follow the OTLP/HTTP specification: 200 with `partial_success` for
 rejected items, 400 for a body we cannot decode (not retryable), 401 without a valid key,
-413 over the size limit, 415 for an encoding we do not speak, 429 and 503 with `Retry-After`
+413 over the size limits (on the wire, inflated) or the item cap (`OTLP_MAX_ITEMS_PER_EXPORT`,
+counted before decoding), 415 for an encoding we do not speak, 429 and 503 with `Retry-After`
 (the exporter retries those).
 """
 
