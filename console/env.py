@@ -80,3 +80,9 @@ def env_url(name: str, default: str, *, schemes: tuple[str, ...]) -> str:
             f"{name} must be a URL with one of the schemes {', '.join(schemes)}, got {value!r}"
         )
     return value
+
+
+def web_concurrency() -> int:
+    """gunicorn's worker processes (`console.gunicorn_conf`): `WEB_CONCURRENCY`, else two per
+    core."""
+    return env_int("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1), minimum=1)

@@ -12,16 +12,17 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from typing import Any
+
+from console.env import web_concurrency
 
 
 def _flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-workers = int(os.environ.get("WEB_CONCURRENCY", str(2 * multiprocessing.cpu_count())))
+workers = web_concurrency()
 worker_class = "gthread"
 threads = 2
 keepalive = 30

@@ -6,7 +6,8 @@ for that account (or from that address) is refused — the right password includ
 window has passed, with a message that says so. A successful sign-in clears the account's count.
 Both the console's and the admin's login forms use it. The counts live in Django's cache: set
 `CACHE_URL=redis://…` so that every web process shares them (the in-process default counts per
-process).
+process). While the shared cache is unreachable each process counts in its own memory
+(`telemetry.shared_cache`): sign-in keeps working, throttled per process.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from django import forms
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
-from django.core.cache import cache
+from django.core.cache.backends.base import BaseCache
 from django.http import HttpRequest
+
+from telemetry import shared_cache
 
 
 def _key(kind: str, value: str) -> str:
@@ -45,6 +48,13 @@ def _subjects(username: str, address: str) -> dict[str, str]:
 
 def throttled(username: str, address: str) -> str | None:
     """Which limit (`account` or `address`) refuses this sign-in now, or None."""
+    return shared_cache.with_fallback(
+        lambda cache: _throttled(cache, username, address),
+        lambda local: _throttled(local, username, address),
+    )
+
+
+def _throttled(cache: BaseCache, username: str, address: str) -> str | None:
     subjects = _subjects(username, address)
     for kind, limit in _limits():
         if subjects[kind] and int(cache.get(_key(kind, subjects[kind]), 0)) >= limit:
@@ -53,6 +63,13 @@ def throttled(username: str, address: str) -> str | None:
 
 
 def record_failure(username: str, address: str) -> None:
+    shared_cache.with_fallback(
+        lambda cache: _record_failure(cache, username, address),
+        lambda local: _record_failure(local, username, address),
+    )
+
+
+def _record_failure(cache: BaseCache, username: str, address: str) -> None:
     window = int(settings.LOGIN_LOCKOUT_SECONDS)
     for kind, value in _subjects(username, address).items():
         if not value:
@@ -66,7 +83,8 @@ def record_failure(username: str, address: str) -> None:
 
 
 def record_success(username: str) -> None:
-    cache.delete(_key("account", username.strip().lower()))
+    key = _key("account", username.strip().lower())
+    shared_cache.with_fallback(lambda cache: cache.delete(key), lambda local: local.delete(key))
 
 
 def _message(kind: str) -> str:

@@ -22,6 +22,7 @@ from console.env import (
     env_optional,
     env_str,
     env_url,
+    web_concurrency,
 )
 
 # Generic admin/model classes (`admin.ModelAdmin[Model]`) at run time, as the type stubs see them.
@@ -225,6 +226,12 @@ TELEMETRY_MAX_REQUEST_BYTES = env_int(
     "TELEMETRY_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=64 * 1024
 )
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
+# An OTLP export is bounded like a JSON API batch: at most this many spans or log records (the
+# JSON API's MAX_BATCH, telemetry.schemas; the OTel SDKs export 512 at a time), counted before
+# any is decoded, and at most this many bytes once its gzip or deflate is undone (inflated
+# only that far), so a small body cannot cost a worker more than the cap's worth of work.
+OTLP_MAX_ITEMS_PER_EXPORT = env_int("OTLP_MAX_ITEMS_PER_EXPORT", 1000, minimum=1)
+OTLP_MAX_DECODED_BYTES = env_int("OTLP_MAX_DECODED_BYTES", 16 * 1024 * 1024, minimum=64 * 1024)
 # How far into the future a record's `at` may be (agents' clocks drift; a day is generous).
 TELEMETRY_CLOCK_SKEW_SECONDS = env_int("TELEMETRY_CLOCK_SKEW_SECONDS", 24 * 60 * 60, minimum=0)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
@@ -313,6 +320,9 @@ METRICS_TOKEN = env_optional("METRICS_TOKEN")
 # --- API ---------------------------------------------------------------------------------------
 # Requests per minute one agent key may make; one key cannot starve the others.
 API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 6000, minimum=1)
+# The web processes sharing that budget: while the shared cache is down each counts its own
+# share of it (telemetry.ratelimit).
+WEB_PROCESSES = web_concurrency()
 NINJA_PAGINATION_PER_PAGE = 100
 
 # --- Logging -----------------------------------------------------------------------------------
@@ -332,7 +342,14 @@ CACHE_URL = env_optional("CACHE_URL")
 if CACHE_URL is not None:
     env_url("CACHE_URL", CACHE_URL, schemes=("redis", "rediss"))
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CACHE_URL,
+            # Counters on a nearby Redis answer in well under a millisecond: a stopped or
+            # frozen one fails an operation within these bounds, and the counters fall back to
+            # the process (telemetry.shared_cache) instead of holding the request.
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
     }
 else:
     CACHES = {

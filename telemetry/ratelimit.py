@@ -14,6 +14,10 @@ used by anyone, so a key may be refused up to `lease_size - 1` requests early pe
 a budget under 1,000 is counted one request at a time, exactly as before). At a fleet's rates
 this takes the counter's statement and its commit off all but one request in `lease_size`
 (make bench P2, docs/performance.md).
+
+While the shared cache is unreachable (`telemetry.shared_cache`) a process counts in its own
+memory and each of its requests counts `WEB_PROCESSES` times: every process gets its share of
+the budget, so the fleet together still stays within it (never a 500, never an unlimited key).
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache.backends.base import BaseCache
 
+from telemetry import shared_cache
 from telemetry.bulk_sql import count_request
 from telemetry.models import RateCount
 
@@ -72,11 +77,13 @@ def _take_number(key_id: int, window: int, budget: int) -> int:
             lease.next += 1
             return number
     size = lease_size(budget)
-    last = (
-        _count_shared(key_id, window, size)
-        if _cache_is_shared()
-        else _count_in_db(key_id, window, size)
-    )
+    if _cache_is_shared():
+        last = shared_cache.with_fallback(
+            lambda shared: _count_in_cache(shared, key_id, window, size),
+            lambda local: _count_in_cache(local, key_id, window, size) * _processes(),
+        )
+    else:
+        last = _count_in_db(key_id, window, size)
     first = last - size + 1
     if size > 1:
         with _lock:
@@ -100,7 +107,11 @@ def _count_in_db(key_id: int, window: int, step: int) -> int:
     return count
 
 
-def _count_shared(key_id: int, window: int, step: int) -> int:
+def _processes() -> int:
+    return int(settings.WEB_PROCESSES)
+
+
+def _count_in_cache(cache: BaseCache, key_id: int, window: int, step: int) -> int:
     cache_key = f"ratelimit:{key_id}:{window}"
     # add() is atomic: only the first lease of a window creates the counter.
     if cache.add(cache_key, step, timeout=120):

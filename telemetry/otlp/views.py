@@ -3,7 +3,8 @@
 Look up the key, decode, map, store, answer the Export*ServiceResponse in the request's
 encoding. Status codes follow the OTLP/HTTP specification: 200 with `partial_success` for
 rejected items, 400 for a body we cannot decode (not retryable), 401 without a valid key,
-413 over the size limit, 415 for an encoding we do not speak, 429 and 503 with `Retry-After`
+413 over the size limits (on the wire, inflated) or the item cap (`OTLP_MAX_ITEMS_PER_EXPORT`,
+counted before decoding), 415 for an encoding we do not speak, 429 and 503 with `Retry-After`
 (the exporter retries those).
 """
 
@@ -58,11 +59,6 @@ def _bearer(request: HttpRequest) -> AgentKey | None:
     return find_active_key(token.strip())
 
 
-def inflated_limit() -> int:
-    """A gzip body may inflate to 4 x the wire limit (OTLP protobuf compresses ~5-10 x)."""
-    return 4 * int(settings.TELEMETRY_MAX_REQUEST_BYTES)
-
-
 @csrf_exempt
 def export(request: HttpRequest, signal: str) -> HttpResponse:
     """One OTLP/HTTP export of `signal` (traces, logs or metrics)."""
@@ -105,9 +101,13 @@ def _export(
     request: HttpRequest, signal: wire.Signal, encoding: wire.Encoding, key: AgentKey
 ) -> HttpResponse:
     data = wire.inflate(
-        request.body, request.headers.get("Content-Encoding", ""), limit=inflated_limit()
+        request.body,
+        request.headers.get("Content-Encoding", ""),
+        limit=int(settings.OTLP_MAX_DECODED_BYTES),
     )
-    decoded = wire.decode_request(signal, data, encoding)
+    decoded = wire.decode_request(
+        signal, data, encoding, max_items=int(settings.OTLP_MAX_ITEMS_PER_EXPORT)
+    )
     if signal == "metrics":
         points = wire.data_points_of(decoded)
         message = (

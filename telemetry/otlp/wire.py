@@ -14,7 +14,7 @@ import binascii
 import json
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -110,6 +110,90 @@ def inflate(body: bytes, content_encoding: str, *, limit: int) -> bytes:
     return data
 
 
+def refuse_too_many(signal: Signal, count: int, *, cap: int) -> None:
+    """A 413 naming the limit when an export carries more than `cap` spans or log records (or
+    resource and scope envelopes: each real one carries at least one item)."""
+    if count > cap:
+        noun = "spans" if signal == "traces" else "log records"
+        raise FieldError(
+            "body",
+            f"carries more than OTLP_MAX_ITEMS_PER_EXPORT={cap} {noun} or envelopes in one "
+            "export: lower the exporter's batch size (OTEL_BSP_MAX_EXPORT_BATCH_SIZE, "
+            "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE)",
+            status=413,
+        )
+
+
+def count_protobuf_items(data: bytes, *, cap: int) -> int:
+    """The spans or log records (and their resource and scope envelopes) of a protobuf traces or
+    logs export, counted from the wire format before it is decoded, stopping past `cap`.
+
+    Both requests nest alike: field 1 holds the resources, a resource's field 2 its scopes, a
+    scope's field 2 its items. Only those length-delimited fields are walked; everything else
+    is skipped by its length, so the count costs O(cap) steps, whatever the body's size. A body
+    that is not well-formed protobuf stops the count where it breaks (the decoder refuses it).
+    """
+    count = 0
+    try:
+        for _ in _units(data):
+            count += 1
+            if count > cap:
+                break
+    except _Malformed:
+        pass
+    return count
+
+
+def _units(data: bytes) -> Iterator[None]:
+    """One step per resource, per scope and per item of the export, in wire order."""
+    for start, end in _submessages(data, 0, len(data), 1):
+        yield None
+        for scope_start, scope_end in _submessages(data, start, end, 2):
+            yield None
+            for _ in _submessages(data, scope_start, scope_end, 2):
+                yield None
+
+
+class _Malformed(Exception):
+    pass
+
+
+def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while pos < end and shift < 64:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    raise _Malformed
+
+
+def _submessages(data: bytes, pos: int, end: int, number: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each length-delimited field `number` between `pos` and `end`."""
+    while pos < end:
+        tag, pos = _varint(data, pos, end)
+        kind = tag & 7
+        if kind == 0:
+            _, pos = _varint(data, pos, end)
+        elif kind == 1:
+            pos += 8
+        elif kind == 5:
+            pos += 4
+        elif kind == 2:
+            length, pos = _varint(data, pos, end)
+            if pos + length > end:
+                raise _Malformed
+            if tag >> 3 == number:
+                yield pos, pos + length
+            pos += length
+        else:
+            raise _Malformed
+    if pos > end:
+        raise _Malformed
+
+
 _REQUESTS: Final[dict[Signal, type[Message]]] = {
     "traces": trace_service_pb2.ExportTraceServiceRequest,
     "logs": logs_service_pb2.ExportLogsServiceRequest,
@@ -131,14 +215,18 @@ class Decoded:
     refused: Mapping[int, Rejection] = field(default_factory=dict)
 
 
-def decode_request(signal: Signal, data: bytes, encoding: Encoding) -> Decoded:
+def decode_request(signal: Signal, data: bytes, encoding: Encoding, *, max_items: int) -> Decoded:
     """The Export*ServiceRequest in `data`; a `FieldError` (400) naming where it broke.
 
     A JSON span or log record that protobuf refuses (a bad id, a wrong type, values nested too
-    deep) is refused alone, in `refused`; the rest of the export decodes.
+    deep) is refused alone, in `refused`; the rest of the export decodes. An export of more than
+    `max_items` spans or log records is refused whole (413) before any of them is decoded into
+    a message: the cost of an export is bounded by the cap, not by how small its items are.
     """
     request = _REQUESTS[signal]()
     if encoding == "protobuf":
+        if signal != "metrics":
+            refuse_too_many(signal, count_protobuf_items(data, cap=max_items), cap=max_items)
         try:
             request.ParseFromString(data)
         except DecodeError as exc:
@@ -159,6 +247,10 @@ def decode_request(signal: Signal, data: bytes, encoding: Encoding) -> Decoded:
             "body", f"is not an OTLP {_name(signal)}: it has no {known[0]}", status=400
         )
     items = _take_items(obj, signal)
+    if signal != "metrics":
+        envelopes = sum(1 + len(per_scope) for per_scope in items)
+        total = envelopes + sum(len(scope) for per_scope in items for scope in per_scope)
+        refuse_too_many(signal, total, cap=max_items)
     _parse(obj, request)
     return Decoded(request, _parse_items(request, signal, items))
 

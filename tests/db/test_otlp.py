@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import tracemalloc
+import zlib
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -212,8 +214,9 @@ def test_turns_are_traces_numbered_by_start_and_calls_by_start_within_them(make_
     assert TurnKey.objects.filter(session__external_id="t").count() == 2
 
 
-def test_5000_spans_in_one_export_are_5000_calls_and_a_replay_adds_none(make_agent):
+def test_5000_spans_in_one_export_are_5000_calls_and_a_replay_adds_none(make_agent, settings):
     agent = make_agent()
+    settings.OTLP_MAX_ITEMS_PER_EXPORT = 5002  # a raised cap is honoured: 5000 and 2 envelopes
     spans = [
         pb_span(
             {**DONE_WHEN, "gen_ai.conversation.id": f"big-{i % 10}"},
@@ -304,10 +307,94 @@ def test_keys_auth_and_profiles(make_agent):
 def test_over_the_size_limit_is_413_and_a_gzip_bomb_too(make_agent, settings):
     agent = make_agent()
     settings.TELEMETRY_MAX_REQUEST_BYTES = 64 * 1024
+    settings.OTLP_MAX_DECODED_BYTES = 256 * 1024
     big = post(agent, TRACES, b"\0" * (65 * 1024))
     assert big.status_code == 413
     bomb = post(agent, TRACES, b"\0" * (300 * 1024), gzipped=True)
     assert bomb.status_code == 413
+
+
+def test_the_item_cap_defaults_to_the_json_apis_batch_cap(settings):
+    from telemetry.schemas import MAX_BATCH
+
+    assert settings.OTLP_MAX_ITEMS_PER_EXPORT == MAX_BATCH
+
+
+@pytest.mark.parametrize("json_body", [False, True])
+def test_an_export_over_the_item_cap_is_413_naming_the_limit_and_nothing_is_stored(
+    make_agent, settings, json_body
+):
+    agent = make_agent()
+    settings.OTLP_MAX_ITEMS_PER_EXPORT = 10
+    spans = [
+        {**DONE_WHEN, "gen_ai.response.id": f"r{i}", "gen_ai.conversation.id": "cap"}
+        for i in range(9)  # with its resource and scope: 11 > 10
+    ]
+
+    def body(attrs: list[dict[str, Any]]) -> bytes:
+        if json_body:
+            return json_traces(*(json_span(a, span=f"{i:016x}") for i, a in enumerate(attrs)))
+        return pb_traces(*(pb_span(a, span=f"{i:016x}") for i, a in enumerate(attrs)))
+
+    over = post(agent, TRACES, body(spans), json_body=json_body)
+    at_cap = post(agent, TRACES, body(spans[:8]), json_body=json_body)
+
+    assert over.status_code == 413
+    if json_body:
+        assert "OTLP_MAX_ITEMS_PER_EXPORT=10" in json.loads(over.content)["message"]
+    else:
+        assert b"OTLP_MAX_ITEMS_PER_EXPORT=10" in over.content
+    assert at_cap.status_code == 200 and partial(at_cap) == (0, "")
+    assert LLMCall.objects.count() == 8
+
+
+def test_a_million_empty_spans_in_a_small_body_are_counted_before_decoding(make_agent):
+    agent = make_agent()
+    # 10**6 empty spans, two bytes each on the wire, in one scope, then bytes no decoder
+    # accepts: the count refuses the export (413) before a decoder sees it (it would say 400).
+    spans = b"\x12\x00" * 10**6
+    scope = b"\x12" + _varint(len(spans)) + spans
+    body = b"\x0a" + _varint(len(scope)) + scope + b"\xff" * 16
+
+    response = post(agent, TRACES, body)
+
+    assert response.status_code == 413
+    assert b"OTLP_MAX_ITEMS_PER_EXPORT=1000" in response.content
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def test_a_gzip_bomb_is_inflated_only_to_the_cap(make_agent, settings):
+    agent = make_agent()
+    cap = 1024 * 1024
+    settings.OTLP_MAX_DECODED_BYTES = cap
+    inflated = 256 * cap
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = b"\0" * cap
+    bomb = b"".join(packer.compress(chunk) for _ in range(inflated // cap)) + packer.flush()
+    assert len(bomb) < cap  # under the wire limit: only the inflated size refuses it
+    assert post(agent, TRACES, b"").status_code == 200  # imports and first-request caches
+    tracemalloc.start()
+    try:
+        response = agent.client.post(
+            TRACES,
+            bomb,
+            content_type="application/x-protobuf",
+            headers={**agent.headers(), "Content-Encoding": "gzip"},
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert response.status_code == 413
+    assert b"limit of 1048576 bytes" in response.content
+    assert peak < 3 * cap, peak  # the cap and the body's copies, not the 256 x cap it inflates to
 
 
 def test_rate_limited_exports_get_429_with_retry_after(make_agent, settings):

@@ -7,6 +7,8 @@ import json
 
 import pytest
 from google.protobuf import json_format
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
@@ -31,6 +33,7 @@ from telemetry.otlp.wire import (
     TOO_DEEP,
     LogRecord,
     Span,
+    count_protobuf_items,
     cut_too_deep,
     data_points_of,
     decode_request,
@@ -71,7 +74,7 @@ def trace_request():
 
 def test_protobuf_spans_decode_to_plain_values():
     data = trace_request().SerializeToString()
-    (span,) = spans_of(decode_request("traces", data, "protobuf"))
+    (span,) = spans_of(decode_request("traces", data, "protobuf", max_items=1000))
     assert isinstance(span, Span)
     assert span.trace_id == TRACE.hex() and span.span_id == SPAN.hex()
     assert span.attributes == {
@@ -123,7 +126,7 @@ def otlp_json():
 
 def test_otlp_json_with_hex_ids_and_string_int64_decodes():
     data = json.dumps(otlp_json()).encode()
-    (span,) = spans_of(decode_request("traces", data, "json"))
+    (span,) = spans_of(decode_request("traces", data, "json", max_items=1000))
     assert isinstance(span, Span)
     assert span.span_id == SPAN.hex() and span.trace_id == TRACE.hex()
     assert span.attributes == {"gen_ai.usage.input_tokens": 1167}
@@ -134,7 +137,9 @@ def test_a_bad_hex_id_refuses_its_span_alone_naming_the_field():
     body = otlp_json()
     spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
     spans.insert(0, {**spans[0], "spanId": "not-hex"})
-    bad, good = spans_of(decode_request("traces", json.dumps(body).encode(), "json"))
+    bad, good = spans_of(
+        decode_request("traces", json.dumps(body).encode(), "json", max_items=1000)
+    )
     assert isinstance(bad, Rejection) and (bad.index, bad.field) == (0, "spanId")
     assert isinstance(good, Span) and good.span_id == SPAN.hex()
 
@@ -162,7 +167,7 @@ def test_a_span_nested_too_deep_is_refused_alone_and_the_rest_decode(depth):
         )
         .encode()
     )
-    first, refused, last = spans_of(decode_request("traces", data, "json"))
+    first, refused, last = spans_of(decode_request("traces", data, "json", max_items=1000))
     assert isinstance(first, Span) and isinstance(last, Span)
     assert isinstance(refused, Rejection) and (refused.index, refused.field) == (1, "record")
 
@@ -182,7 +187,7 @@ def test_cut_too_deep_replaces_exactly_the_values_opening_below_the_limit():
 
 def test_json_whose_string_never_ends_is_a_400_even_nested_too_deep():
     with pytest.raises(FieldError) as caught:
-        decode_request("traces", b"[" * 100_000 + b'"\\"', "json")
+        decode_request("traces", b"[" * 100_000 + b'"\\"', "json", max_items=1000)
     assert (caught.value.status, caught.value.field) == (400, "body")
 
 
@@ -199,13 +204,13 @@ def test_json_whose_string_never_ends_is_a_400_even_nested_too_deep():
 )
 def test_a_body_that_is_not_otlp_is_a_400(data, encoding):
     with pytest.raises(FieldError) as caught:
-        decode_request("traces", data, encoding)
+        decode_request("traces", data, encoding, max_items=1000)
     assert caught.value.status == 400 and caught.value.field == "body"
 
 
 def test_an_empty_body_is_an_empty_export():
-    assert spans_of(decode_request("traces", b"", "protobuf")) == []
-    assert spans_of(decode_request("traces", b"{}", "json")) == []
+    assert spans_of(decode_request("traces", b"", "protobuf", max_items=1000)) == []
+    assert spans_of(decode_request("traces", b"{}", "json", max_items=1000)) == []
 
 
 def test_gzip_inflates_and_a_bomb_is_a_413():
@@ -268,7 +273,7 @@ def test_log_records_and_metric_points():
     request = ExportLogsServiceRequest()
     request.resource_logs.add().scope_logs.add().log_records.append(record)
     data = request.SerializeToString()
-    (decoded,) = log_records_of(decode_request("logs", data, "protobuf"))
+    (decoded,) = log_records_of(decode_request("logs", data, "protobuf", max_items=1000))
     assert isinstance(decoded, LogRecord)
     assert decoded.body == "claude_code.api_request"
     assert decoded.attributes == {"input_tokens": "12"}
@@ -276,7 +281,9 @@ def test_log_records_and_metric_points():
     metrics = ExportMetricsServiceRequest()
     scope = metrics.resource_metrics.add().scope_metrics.add()
     scope.metrics.append(Metric(name="m", gauge=Gauge(data_points=[NumberDataPoint(as_int=1)] * 3)))
-    decoded_metrics = decode_request("metrics", metrics.SerializeToString(), "protobuf")
+    decoded_metrics = decode_request(
+        "metrics", metrics.SerializeToString(), "protobuf", max_items=1000
+    )
     assert data_points_of(decoded_metrics) == 3
 
 
@@ -286,3 +293,68 @@ def test_deflate_is_zlib_framed_as_the_python_sdk_sends_it():
     data = trace_request().SerializeToString()
     assert inflate(zlib.compress(data), "deflate", limit=10_000) == data
     assert inflate(gzip.compress(data), "Deflate", limit=10_000) == data
+
+
+# --- the item cap, counted from the wire ----------------------------------------------------------
+
+_SHAPES = st.lists(st.lists(st.integers(0, 6), max_size=4), max_size=4)
+
+
+def _traces_of(shape: list[list[int]], *, attrs: bool) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    for r, scopes in enumerate(shape):
+        resource = request.resource_spans.add()
+        if attrs:
+            resource.resource.attributes.append(KeyValue(key="r", value=AnyValue(int_value=r)))
+        for spans in scopes:
+            scope = resource.scope_spans.add()
+            scope.scope.name = "s"
+            for i in range(spans):
+                scope.spans.add(name="x" * i, start_time_unix_nano=2**63 + i, span_id=b"12345678")
+    return request
+
+
+def _true_count(shape: list[list[int]]) -> int:
+    return sum(1 + len(scopes) + sum(scopes) for scopes in shape)
+
+
+@given(_SHAPES, st.booleans(), st.integers(0, 60))
+def test_the_wire_count_is_exact_up_to_the_cap_and_stops_just_past_it(shape, attrs, cap):
+    data = _traces_of(shape, attrs=attrs).SerializeToString()
+    true = _true_count(shape)
+    counted = count_protobuf_items(data, cap=cap)
+    assert counted == true if true <= cap else counted == cap + 1
+
+
+@given(_SHAPES, st.integers(0, 60))
+def test_logs_are_counted_like_traces(shape, cap):
+    request = ExportLogsServiceRequest()
+    for scopes in shape:
+        resource = request.resource_logs.add()
+        for records in scopes:
+            resource.scope_logs.add().log_records.extend(
+                PbLogRecord(time_unix_nano=i + 1) for i in range(records)
+            )
+    true = _true_count(shape)
+    counted = count_protobuf_items(request.SerializeToString(), cap=cap)
+    assert counted == true if true <= cap else counted == cap + 1
+
+
+def test_an_export_over_the_cap_is_413_naming_it_before_decoding_and_at_the_cap_decodes():
+    data = _traces_of([[3]], attrs=False).SerializeToString()  # 5 with its two envelopes
+    assert len(spans_of(decode_request("traces", data, "protobuf", max_items=5))) == 3
+    with pytest.raises(FieldError) as refused:
+        decode_request("traces", data + b"\xff\xff", "protobuf", max_items=4)
+    assert refused.value.status == 413 and "OTLP_MAX_ITEMS_PER_EXPORT=4" in refused.value.message
+    body = json.loads(json_format.MessageToJson(_traces_of([[3]], attrs=False)))
+    assert len(spans_of(decode_request("traces", json.dumps(body).encode(), "json", max_items=5)))
+    with pytest.raises(FieldError) as refused_json:
+        decode_request("traces", json.dumps(body).encode(), "json", max_items=4)
+    assert refused_json.value.status == 413
+
+
+def test_a_malformed_body_stops_the_count_and_the_decoder_refuses_it():
+    assert count_protobuf_items(b"\x0a\xff", cap=10) == 0
+    with pytest.raises(FieldError) as refused:
+        decode_request("traces", b"\x0a\xff", "protobuf", max_items=10)
+    assert refused.value.status == 400
