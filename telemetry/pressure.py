@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final, Literal, Protocol
 
+from telemetry.usage import context_size
+
 # D6: ~4 characters per token is the common fallback (Codex APPROX_BYTES_PER_TOKEN = 4). It is
 # only ever used for what the agent appended since the last real usage report.
 CHARS_PER_TOKEN: Final = 4
@@ -97,7 +99,7 @@ def cache_hit_ratio(calls: Iterable[CacheCounts]) -> float | None:
         if not call.reported_cache:
             continue
         read += call.cache_read
-        total += call.uncached_input + call.cache_read + call.cache_write_5m + call.cache_write_1h
+        total += context_size(call)
     if total == 0:
         return None
     return read / total

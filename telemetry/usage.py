@@ -137,9 +137,10 @@ class NormalizedUsage:
         """Tokens written to the cache by this call, both TTL tiers together."""
         return self.cache_write_5m + self.cache_write_1h
 
-    # The size of this request's input: `context_size` itself as the property's getter, no
-    # frame of its own (it is read once or twice per stored call).
-    context_tokens = property(context_size)
+    @property
+    def context_tokens(self) -> int:
+        """The size of this request's input (`context_size`)."""
+        return context_size(self)
 
 
 def normalize_usage(
