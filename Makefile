@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install install-dev bench lint fmt clean
+.PHONY: run test install install-dev bench mutate lint fmt clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,13 @@ test: install-dev
 ## make bench: benchmarks against baselines measured in the same run (not part of make test).
 bench: install-dev
 	$(BIN)/python -m bench.run $(if $(BENCH_SCALE),--scale $(BENCH_SCALE))
+
+## make mutate: mutation testing of the money code (mutmut, over the modules and pure unit tests
+## [tool.mutmut] names; not part of make test). docs/mutation.md has the latest score.
+mutate: install-dev
+	rm -rf mutants
+	HYPOTHESIS_PROFILE=mutate $(BIN)/mutmut run --max-children $${MUTATE_CHILDREN:-2}
+	$(BIN)/mutmut results
 
 lint: install-dev
 	$(BIN)/ruff format --check .

@@ -14,7 +14,7 @@ from decimal import Context, Decimal
 from typing import Any
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from telemetry.pricing import (
@@ -152,13 +152,11 @@ def passes_about_the_threshold(draw: Any) -> tuple[ModelPrice, list[NormalizedUs
 # --- the rule, any price and any passes ---------------------------------------------------------
 
 
-@settings(max_examples=300)
 @given(price=prices(), passes=st.lists(usages(), min_size=0, max_size=4))
 def test_the_cost_rule_is_the_price_list_to_the_last_digit(price, passes):
     assert _figures(price, passes) == _spec(price, passes)
 
 
-@settings(max_examples=300)
 @given(case=passes_about_the_threshold())
 def test_at_and_beside_the_threshold_each_pass_is_billed_at_its_own_tier(case):
     price, passes = case
@@ -333,6 +331,63 @@ def test_maximal_counts_in_every_bucket_are_exact():
     assert figures["cost_usd"] == m * D("56.1") / 10**6
     assert figures["no_cache_cost_usd"] == (4 * m * 6 + m * 30) / 10**6
     assert figures["long_context"] is True
+
+
+def test_fifteen_digit_rates_on_maximal_counts_never_round():
+    # 2**53 - 1 tokens × a rate of fifteen significant digits: 31 digits, past a default
+    # Decimal context's 28, in every bucket and in both sums
+    rate = "0.123456789012345"
+    price = _tiered(
+        input=rate,
+        cache_read=rate,
+        cache_write_5m=rate,
+        cache_write_1h=rate,
+        output=rate,
+        threshold=4 * MAX_TOKENS,
+    )
+    figures = _figures(price, [_usage(**dict.fromkeys(BUCKETS, MAX_TOKENS))])
+    one = _EXACT.divide(_EXACT.multiply(MAX_TOKENS, D(rate)), 10**6)
+    assert one == D("1111999897.984709650337676533895")
+    for bucket in BUCKETS:
+        assert figures[f"cost_{bucket}"] == one, bucket
+    assert figures["cost_usd"] == _EXACT.multiply(one, 5)
+    assert figures["no_cache_cost_usd"] == _EXACT.multiply(one, 5)
+
+
+def test_a_rate_of_thirty_digits_is_scaled_exactly():
+    rate = D("12345678901234567890.1234567890")  # 30 significant digits
+    price = _tiered(input=str(rate), threshold=10**9)
+    figures = _figures(price, [_usage(uncached_input=1)])
+    assert figures["cost_uncached_input"] == _EXACT.divide(rate, 10**6)
+
+
+def test_whole_dollar_rates_give_figures_in_millionths():
+    # no rate has a decimal place (or has a positive exponent): the unit is a millionth of a $
+    whole = ModelPrice(
+        model="whole",
+        provider="openai",
+        family="whole",
+        window_tokens=1000,
+        input=D(3),
+        output=D(15),
+        cache_read=D(1),
+        cache_write_5m=None,
+        cache_write_1h=None,
+    )
+    assert [v.as_tuple().exponent for v in IntegerPricer(whole).values([])[:-1]] == [-6] * 7
+    ten = Rates(D("1E+1"), D("1E+1"), D("1E+1"), None, None)
+    flat = ModelPrice(
+        model="flat",
+        provider="openai",
+        family="flat",
+        window_tokens=1000,
+        input=ten.input,
+        output=ten.output,
+        cache_read=ten.cache_read,
+        cache_write_5m=None,
+        cache_write_1h=None,
+    )
+    assert [v.as_tuple().exponent for v in IntegerPricer(flat).values([])[:-1]] == [-6] * 7
 
 
 def test_a_write_without_its_own_rate_is_billed_as_uncached_input():
