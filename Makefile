@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install install-dev bench docs lint fmt clean
+.PHONY: run test install install-dev bench docs mutate lint fmt clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ bench: install-dev
 ## make docs: build the documentation site (docs/, mkdocs.yml) into site/; the console serves it at /docs/.
 docs: install-dev
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+## make mutate: mutation testing of the money code (mutmut, over the modules and pure unit tests
+## [tool.mutmut] names; not part of make test). docs/mutation.md has the latest score.
+mutate: install-dev
+	rm -rf mutants
+	HYPOTHESIS_PROFILE=mutate $(BIN)/mutmut run --max-children $${MUTATE_CHILDREN:-2}
+	$(BIN)/mutmut results
 
 lint: install-dev
 	$(BIN)/ruff format --check .

@@ -14,8 +14,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from operator import attrgetter
 
 from telemetry.pressure import hit_ratio
-
-BUCKETS = ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h", "output")
+from telemetry.usage import context_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +39,8 @@ class CallFigures:
 
     @property
     def context_tokens(self) -> int:
-        return self.uncached_input + self.cache_read + self.cache_write_5m + self.cache_write_1h
+        """The size of this request's input (`context_size`)."""
+        return context_size(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,7 @@ def summarize_turn(calls: Sequence[CallFigures]) -> TurnFigures:
     no_cache: Decimal | None = None
     first_at = last_at = ordered[0].at
     for c in ordered:
-        context = c.uncached_input + c.cache_read + c.cache_write_5m + c.cache_write_1h
+        context = c.context_tokens
         if context > context_peak:
             context_peak = context
         uncached += c.uncached_input

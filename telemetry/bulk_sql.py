@@ -43,6 +43,7 @@ from django.utils import timezone
 from psycopg import pq
 
 from telemetry import pg_prepared
+from telemetry.usage import context_sql
 
 # Only statements of a few rows or keys are prepared (a single record's, an agent's step). A
 # VALUES list's text changes with its length, and a text seen once gains nothing from being
@@ -1151,8 +1152,8 @@ _TURN_COLUMNS = (
     "last_call_window_tokens",
     "surface_version",
 )
-# A call's context: the sum of its input buckets (`CallFigures.context_tokens`).
-_CONTEXT = "(c.uncached_input + c.cache_read + c.cache_write_5m + c.cache_write_1h)"
+# A call's context (`telemetry.usage.context_size`) of the calls' alias `c`.
+_CONTEXT = context_sql("c")
 _BUCKET_COSTS = (
     "cost_uncached_input",
     "cost_cache_read",

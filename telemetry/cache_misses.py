@@ -37,6 +37,7 @@ from operator import attrgetter
 from typing import Final, Literal
 
 from telemetry.pricing import ModelPrice, Rates
+from telemetry.usage import context_size
 
 Cause = Literal[
     "model_switch", "expiry", "our_compaction", "agent_compaction", "prefix_break", "unexplained"
@@ -126,7 +127,8 @@ class CallObs:
 
     @property
     def context_tokens(self) -> int:
-        return self.uncached_input + self.cache_read + self.written
+        """The size of this request's input (`context_size`)."""
+        return context_size(self)
 
     @property
     def cacheable(self) -> int:
@@ -339,12 +341,7 @@ def classify(
         if not (previous.reported_cache and current.reported_cache):
             continue
         # the hot path (most calls are no miss): expected_read and is_miss, inlined
-        size = (
-            current.uncached_input
-            + current.cache_read
-            + current.cache_write_5m
-            + current.cache_write_1h
-        )
+        size = current.context_tokens
         cacheable = previous.cacheable
         expected = cacheable if cacheable < size else size
         missed = expected - current.cache_read

@@ -16,7 +16,7 @@ from django.db.models.base import ModelState
 
 from telemetry.bulk_sql import json_text
 from telemetry.models import AgentSession, LLMCall
-from telemetry.pricing import IntegerPricer
+from telemetry.pricing import BILLED_FIGURES, IntegerPricer
 from telemetry.schemas import RecordIn
 from telemetry.validation import ValidRecord
 
@@ -42,44 +42,14 @@ def stored_prefix(record: RecordIn) -> list[dict[str, Any]] | None:
 def call_row(
     session: AgentSession, v: ValidRecord, pricer: IntegerPricer | None, now: datetime
 ) -> LLMCall:
-    """The unsaved row of a new call: its normalised usage and, when priced, its cost buckets."""
-    usage, record = v.usage, v.record
-    cost = total = no_cache = None
-    if pricer is not None:  # every sampling pass is billed, a compaction iteration included
-        cost, total, no_cache = pricer.billed(v.provided.billed)
-    return _unsaved_call(
-        session,
-        turn=record.turn,
-        call=record.call,
-        request_id=record.request_id,
-        model=record.model,
-        provider=usage.provider,
-        uncached_input=usage.uncached_input,
-        cache_read=usage.cache_read,
-        cache_write_5m=usage.cache_write_5m,
-        cache_write_1h=usage.cache_write_1h,
-        output=usage.output,
-        reasoning_output=usage.reasoning_output,
-        reported_cache=usage.reported_cache,
-        context_tokens=usage.context_tokens,
-        raw_usage=record.usage,
-        flags=list(usage.flags),
-        request_chars=record.request_chars,
-        appended_chars=record.appended_chars,
-        window_tokens=record.window_tokens,
-        surface_version=record.surface_version,
-        prefix=stored_prefix(record),
-        at=record.at or now,
-        cost_uncached_input=cost.uncached_input if cost else None,
-        cost_cache_read=cost.cache_read if cost else None,
-        cost_cache_write_5m=cost.cache_write_5m if cost else None,
-        cost_cache_write_1h=cost.cache_write_1h if cost else None,
-        cost_output=cost.output if cost else None,
-        cost_usd=total,
-        no_cache_cost_usd=no_cache,
-        long_context=cost.long_context if cost else False,
-        payload_hash=v.payload_hash,
+    """The unsaved row of a new call: `call_values`' row as a model instance, its JSON columns
+    as the values JSONField encodes (`raw_usage`, `flags`, `prefix`: the values `call_values`
+    writes as text)."""
+    values = call_values(session.pk, v, pricer, now)._asdict()
+    values.update(
+        raw_usage=v.record.usage, flags=list(v.usage.flags), prefix=stored_prefix(v.record)
     )
+    return _unsaved_call(session, **values)
 
 
 _CALL_FIELDS = LLMCall._meta.concrete_fields
@@ -134,6 +104,7 @@ CallRow = namedtuple(
         "surface_version",
         "prefix",
         "at",
+        # `pricing.BILLED_FIGURES`, in `IntegerPricer.values`' order
         "cost_uncached_input",
         "cost_cache_read",
         "cost_cache_write_5m",
@@ -153,13 +124,14 @@ def call_values(
     session_pk: int, v: ValidRecord, pricer: IntegerPricer | None, now: datetime
 ) -> CallRow:
     """The row of a new call as a tuple of `CALL_COLUMNS` for COPY (JSON fields as JSON text,
-    received at `now`): the values `call_row` gives its instance, without the instance.
+    received at `now`), the one definition of a new call's row (`call_row` is it as an
+    instance).
 
-    The costs come as one flat tuple in the row's order (`IntegerPricer.values`: no
-    `CostBreakdown` to read back), the usual empty flags and absent prefix as their JSON text
-    without `json_text`, the tuple made without the namedtuple's own `__new__` (a Python frame
-    of 32 arguments), for a batch's every record (docs/performance.md); the same values as
-    `call_row`'s (tests/db/test_call_values.py)."""
+    It runs once per stored call, so: the costs come as one flat tuple in the row's order
+    (`IntegerPricer.values`, no `CostBreakdown` to read back), the usual empty flags and absent
+    prefix as their JSON text without `json_text`, and the tuple is made without the
+    namedtuple's own `__new__` (a Python frame of 32 arguments). tests/db/test_call_values.py
+    holds each column, by name, to what the record says it is."""
     usage, record = v.usage, v.record
     costs: tuple[Decimal | bool | None, ...] = (
         _UNPRICED if pricer is None else pricer.values(v.provided.billed)
@@ -197,14 +169,13 @@ def call_values(
     )
 
 
-# An unpriced call's costs in `IntegerPricer.values`' order: unknown, never 0, not long-context.
-_UNPRICED = (None, None, None, None, None, None, None, False)
+# An unpriced call's figures in `IntegerPricer.values`' order: unknown, never 0, not long-context.
+_UNPRICED = tuple(False if name == "long_context" else None for name in BILLED_FIGURES)
 
 # The raw usage of a plain record (`safejson.is_plain`: JSON's own types, no float, no lone
 # surrogate) as msgspec's compact JSON: the text differs from `json_text`'s (no spaces, UTF-8
 # where `json.dumps` escapes) but jsonb parses both to the same value, which is what is stored
-# (numbers are integers, whose digits both write alike), in a fraction of `json_text`'s time
-# (docs/performance.md). Floats go through
-# `json_text`: their exponents are spelt differently, and a numeric keeps the scale it is
-# written with. tests/db/test_call_values.py holds the stored rows equal.
+# (numbers are integers, whose digits both write alike), at a fraction of `json_text`'s cost.
+# Floats go through `json_text`: their exponents are spelt differently, and a numeric keeps the
+# scale it is written with. tests/db/test_call_values.py holds the stored rows equal.
 _plain_json = msgspec.json.Encoder().encode

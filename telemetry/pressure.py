@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Literal, Protocol
 
 from context_core.tokens import CHARS_PER_TOKEN, estimate_tokens
+from telemetry.usage import context_size
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -104,7 +105,7 @@ def cache_hit_ratio(calls: Iterable[CacheCounts]) -> float | None:
         if not call.reported_cache:
             continue
         read += call.cache_read
-        total += call.uncached_input + call.cache_read + call.cache_write_5m + call.cache_write_1h
+        total += context_size(call)
     if total == 0:
         return None
     return read / total

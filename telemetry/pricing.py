@@ -13,16 +13,15 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Context, Decimal, localcontext
-from typing import Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
-from telemetry.usage import NormalizedUsage
+from telemetry.usage import BUCKETS, INPUT_BUCKETS, MAX_TOKENS, NormalizedUsage, context_size
 
 Vendor = Literal["anthropic", "openai"]
 
 # Exact money arithmetic: tokens (≤ 2**53, 16 digits) × a rate with a few digits never needs
 # more than ~25 significant digits, so 50 never rounds, whatever the thread's default context.
 _MONEY: Final = Context(prec=50)
-_PER_MILLION: Final = Decimal(1_000_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +46,22 @@ class Rates:
             # Floats would carry binary rounding into every cost; rates are typed in as text.
             if not isinstance(value, Decimal) or not value.is_finite() or value < 0:
                 raise ValueError(f"{name} must be a finite, non-negative Decimal, got {value!r}")
+
+    def billed(self, bucket: str) -> Decimal:
+        """The rate a bucket of `BUCKETS` is billed at: its own, but a cache write without a
+        rate of its own is billed as uncached input."""
+        rate: Decimal | None = getattr(self, _RATE_OF[bucket])
+        return self.input if rate is None else rate
+
+
+# The `Rates` field each bucket of `BUCKETS` is billed at.
+_RATE_OF: Final = {
+    "uncached_input": "input",
+    "cache_read": "cache_read",
+    "cache_write_5m": "cache_write_5m",
+    "cache_write_1h": "cache_write_1h",
+    "output": "output",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +143,8 @@ class ModelPrice:
 class CostBreakdown:
     """One call's cost per bucket in dollars, exact (round only for display).
 
-    `long_context` says the premium tier applied to the whole call. `total` is the bucket sum.
+    One field per bucket of `BUCKETS`, by its name. `long_context` says the premium tier applied
+    to the whole call. `total` is the bucket sum.
     """
 
     uncached_input: Decimal
@@ -151,41 +167,23 @@ class CostBreakdown:
 
 
 def call_cost(usage: NormalizedUsage, price: ModelPrice) -> CostBreakdown:
-    """What one call cost at `price`, per bucket.
+    """What one call cost at `price`, per bucket: `billed_cost` of its one pass.
 
     The tier is chosen by the request's size (`usage.context_tokens`, cache included), and then
     applies to every bucket, output too. Reasoning is inside `usage.output` and billed as output.
     """
-    rates = price.rates_for(usage.context_tokens)
-    return CostBreakdown(
-        uncached_input=_dollars(usage.uncached_input, rates.input),
-        cache_read=_dollars(usage.cache_read, rates.cache_read),
-        cache_write_5m=_dollars(usage.cache_write_5m, _or_input(rates.cache_write_5m, rates)),
-        cache_write_1h=_dollars(usage.cache_write_1h, _or_input(rates.cache_write_1h, rates)),
-        output=_dollars(usage.output, rates.output),
-        long_context=price.in_long_context(usage.context_tokens),
-    )
+    return billed_cost([usage], price)
 
 
 def billed_cost(passes: Iterable[NormalizedUsage], price: ModelPrice) -> CostBreakdown:
     """What a call billed as several sampling passes cost (Anthropic `usage.iterations`): each
-    pass at the tier its own input selects, summed per bucket. One pass is `call_cost`."""
-    costs = [call_cost(usage, price) for usage in passes]
-    with localcontext(_MONEY):
-        return CostBreakdown(
-            uncached_input=sum((c.uncached_input for c in costs), Decimal(0)),
-            cache_read=sum((c.cache_read for c in costs), Decimal(0)),
-            cache_write_5m=sum((c.cache_write_5m for c in costs), Decimal(0)),
-            cache_write_1h=sum((c.cache_write_1h for c in costs), Decimal(0)),
-            output=sum((c.output for c in costs), Decimal(0)),
-            long_context=any(c.long_context for c in costs),
-        )
+    pass at the tier its own input selects, summed per bucket (`IntegerPricer`, the one rule)."""
+    return IntegerPricer(price).billed(passes)[0]
 
 
 def billed_no_cache_cost(passes: Iterable[NormalizedUsage], price: ModelPrice) -> Decimal:
     """`no_cache_cost` summed over a call's sampling passes."""
-    with localcontext(_MONEY):
-        return sum((no_cache_cost(usage, price) for usage in passes), Decimal(0))
+    return IntegerPricer(price).billed(passes)[2]
 
 
 def no_cache_cost(usage: NormalizedUsage, price: ModelPrice) -> Decimal:
@@ -193,9 +191,7 @@ def no_cache_cost(usage: NormalizedUsage, price: ModelPrice) -> Decimal:
 
     Same request size, so the same tier as `call_cost`.
     """
-    rates = price.rates_for(usage.context_tokens)
-    with localcontext(_MONEY):
-        return _dollars(usage.context_tokens, rates.input) + _dollars(usage.output, rates.output)
+    return billed_no_cache_cost([usage], price)
 
 
 def cache_savings(usage: NormalizedUsage, price: ModelPrice) -> Decimal:
@@ -203,8 +199,9 @@ def cache_savings(usage: NormalizedUsage, price: ModelPrice) -> Decimal:
 
     Negative when writes cost more than later reads recovered (a prefix written and never read).
     """
+    cost, total, no_cache = IntegerPricer(price).billed([usage])
     with localcontext(_MONEY):
-        return no_cache_cost(usage, price) - call_cost(usage, price).total
+        return no_cache - total
 
 
 def find_price(model_id: str, catalogue: Iterable[ModelPrice]) -> ModelPrice | None:
@@ -248,7 +245,7 @@ def _candidates(model_id: str) -> Iterator[str]:
     if not name:
         return
     yield name
-    name = name.rsplit("/", 1)[-1]
+    name = name.rpartition("/")[2]
     yield name
     bedrock = _BEDROCK.fullmatch(name)
     if bedrock:
@@ -270,6 +267,9 @@ def _candidates(model_id: str) -> Iterator[str]:
 # --- seed catalogue ----------------------------------------------------------------------------
 
 
+# The seed rows' builders run once, at import, before mutmut can switch a mutant on: their
+# figures are held by tests/unit/telemetry/test_pricing.py, not by mutation (docs/mutation.md).
+# pragma: no mutate start
 def _anthropic(
     model: str,
     *,
@@ -335,6 +335,9 @@ def _openai(
         cache_write_5m=None,
         cache_write_1h=None,
     )
+
+
+# pragma: no mutate end
 
 
 # List prices in $/MTok (standard tier, no batch or priority discounts) as known on 2026-11-30
@@ -411,80 +414,64 @@ SEED_CATALOGUE: Final[tuple[ModelPrice, ...]] = (
 
 
 class IntegerPricer:
-    """`billed_cost` and `billed_no_cache_cost` of one `ModelPrice` in integer arithmetic.
+    """The cost rule: what a call's sampling passes cost at one `ModelPrice`, per bucket.
 
-    Every rate of both tiers is scaled to an integer count of one common unit (10**-k $/MTok,
-    k the most decimal places any rate has), so a call's buckets are integer sums of tokens ×
-    rate, each made a Decimal once: the same exact values as the Decimal path, to the last
-    digit (tests/unit/test_integer_pricing.py compares them), at a fraction of its cost per
-    record (make bench P1). Build it once per price and submission.
+    Each pass is billed at the tier `ModelPrice.in_long_context` picks for its size
+    (`usage.context_tokens`), every bucket of `BUCKETS` at the rate `Rates.billed` names for
+    it, in $/MTok; a call's no-cache cost bills its whole input as uncached input instead.
+
+    The arithmetic is integer: every rate of both tiers is scaled to an integer count of one
+    common unit (10**-k $/MTok, k the most decimal places any rate has), so each bucket is an
+    integer sum of tokens × rate, made a Decimal once, exact whatever the counts and rates.
+    Ingest builds one per price and submission (`telemetry.catalogue.OnceCatalogue`); the
+    Decimal functions above answer through it, so there is no second form of the rule.
     """
 
-    __slots__ = ("_base", "_exponent", "_long", "_threshold")
+    __slots__ = ("_base", "_exponent", "_long", "_long_from")
 
     def __init__(self, price: ModelPrice) -> None:
         tiers = [price.base] + ([price.long_context] if price.long_context is not None else [])
-        rows = [
-            (
-                t.input,
-                t.cache_read,
-                _or_input(t.cache_write_5m, t),
-                _or_input(t.cache_write_1h, t),
-                t.output,
-            )
-            for t in tiers
-        ]
-        places = max(0, *(-int(rate.as_tuple().exponent) for row in rows for rate in row))
+        rows = [{bucket: tier.billed(bucket) for bucket in BUCKETS} for tier in tiers]
+        places = max(0, *(-int(rate.as_tuple().exponent) for row in rows for rate in row.values()))
         unit = Decimal(10) ** places
         with localcontext(_MONEY):
-            scaled = [tuple(int(rate * unit) for rate in row) for row in rows]
-        self._base = scaled[0]
-        self._long = scaled[1] if len(scaled) > 1 else None
-        self._threshold = price.long_context_threshold
+            scaled = [_Scaled(**{b: int(rate * unit) for b, rate in row.items()}) for row in rows]
+        self._base, self._long = scaled[0], scaled[-1]  # the premium, if any
+        self._long_from = _long_context_from(price)  # None: no premium tier
         self._exponent = -places - 6  # the unit of a token × scaled rate, in dollars
 
     def billed(self, passes: Iterable[NormalizedUsage]) -> tuple[CostBreakdown, Decimal, Decimal]:
-        """(`billed_cost`, its `total`, `billed_no_cache_cost`) of one call's sampling passes."""
-        uncached, read, write_5m, write_1h, output, total, no_cache, long_context = self.values(
-            passes
+        """(the call's cost per bucket, its `total`, its no-cache cost) over its passes."""
+        figures: dict[str, Any] = dict(zip(BILLED_FIGURES, self.values(passes), strict=True))
+        cost = CostBreakdown(
+            **{bucket: figures[f"cost_{bucket}"] for bucket in BUCKETS},
+            long_context=figures["long_context"],
         )
-        return (
-            CostBreakdown(uncached, read, write_5m, write_1h, output, long_context),
-            total,
-            no_cache,
-        )
+        return cost, figures["cost_usd"], figures["no_cache_cost_usd"]
 
     def values(self, passes: Iterable[NormalizedUsage]) -> BilledValues:
-        """`billed`'s figures as one flat tuple: the five buckets, their total, the no-cache
-        cost and the long-context flag, in the order a call's row stores them
-        (`telemetry.costing.call_values`).
+        """The call's figures as one flat tuple, named by `BILLED_FIGURES`: its cost per bucket
+        of `BUCKETS`, their total, the no-cache cost and whether the long-context tier applied,
+        each a column of the call's row (`telemetry.costing.call_values`).
 
-        No `CostBreakdown` is built (a frozen dataclass, six `object.__setattr__`) and the
-        seven Decimals are made inline, the context summed from the buckets rather than by
-        the `context_tokens` property: cheaper than `billed` on every record of a batch
-        (docs/performance.md), the same Decimals digit for digit and
-        exponent for exponent (tests/unit/telemetry/test_pricer_values.py)."""
+        No `CostBreakdown` is built and the Decimals are made inline: this runs once per
+        stored call."""
         uncached = read = write_5m = write_1h = output = no_cache = 0
         long_context = False
-        base, premium, threshold = self._base, self._long, self._threshold
+        base, premium, long_from, size = self._base, self._long, self._long_from, context_size
         for usage in passes:
             rates = base
-            u, r, w5, w1, o = (
-                usage.uncached_input,
-                usage.cache_read,
-                usage.cache_write_5m,
-                usage.cache_write_1h,
-                usage.output,
-            )
-            context = u + r + w5 + w1  # `usage.context_tokens`
-            if premium is not None and threshold is not None and context > threshold:
+            context = size(usage)
+            if long_from is not None and context >= long_from:
                 rates = premium
                 long_context = True
-            input_rate, output_rate = rates[0], rates[4]
-            uncached += u * input_rate
-            read += r * rates[1]
-            write_5m += w5 * rates[2]
-            write_1h += w1 * rates[3]
+            # `_Scaled`'s fields, in its order
+            input_rate, read_rate, write_5m_rate, write_1h_rate, output_rate = rates
+            o = usage.output
+            uncached += usage.uncached_input * input_rate
+            read += usage.cache_read * read_rate
+            write_5m += usage.cache_write_5m * write_5m_rate
+            write_1h += usage.cache_write_1h * write_1h_rate
             output += o * output_rate
             no_cache += context * input_rate + o * output_rate
         # each sum scaled to dollars, exact: 50 digits never round here
@@ -501,15 +488,38 @@ class IntegerPricer:
         )
 
 
-# `IntegerPricer.values`: the buckets (uncached input, cache read, 5m and 1h writes, output),
-# their total, the no-cache cost, and whether the long-context tier applied.
+# `IntegerPricer.values`' figures by name: each its column in a call's row.
+BILLED_FIGURES: Final = (
+    *(f"cost_{bucket}" for bucket in BUCKETS),
+    "cost_usd",
+    "no_cache_cost_usd",
+    "long_context",
+)
 BilledValues = tuple[Decimal, Decimal, Decimal, Decimal, Decimal, Decimal, Decimal, bool]
 
 
-def _dollars(tokens: int, rate: Decimal) -> Decimal:
-    with localcontext(_MONEY):
-        return Decimal(tokens) * rate / _PER_MILLION
+class _Scaled(NamedTuple):
+    """One tier's rate for each bucket of `BUCKETS`, in the pricer's integer unit."""
+
+    uncached_input: int
+    cache_read: int
+    cache_write_5m: int
+    cache_write_1h: int
+    output: int
 
 
-def _or_input(write_rate: Decimal | None, rates: Rates) -> Decimal:
-    return rates.input if write_rate is None else write_rate
+def _long_context_from(price: ModelPrice) -> int | None:
+    """The smallest request size `price.in_long_context` bills at the premium tier (None: no
+    size up to the largest a request can have), found by bisection: the tier rule is monotone
+    (a bigger request is never billed at a lower tier), and stays defined once, in
+    `ModelPrice.in_long_context`, which the pricer compares by this one number."""
+    low, high = 0, len(INPUT_BUCKETS) * MAX_TOKENS
+    if not price.in_long_context(high):
+        return None
+    while low < high:  # the answer is in [low, high]
+        middle = (low + high) // 2
+        if price.in_long_context(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low

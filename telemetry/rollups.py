@@ -11,6 +11,7 @@ tests compare against).
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
@@ -24,6 +25,7 @@ from django.db.models.functions import Coalesce, TruncHour
 
 from telemetry.bulk_sql import Statement, few, prepare, run, vendor
 from telemetry.models import HourlyUsage, LLMCall
+from telemetry.usage import INPUT_BUCKETS
 
 KEY_FIELDS: Final = ("profile_id", "model", "hour")
 
@@ -305,13 +307,7 @@ def rebuild_rollups() -> int:
             s_cache_reported_calls=Count("id", filter=reported),
             s_cache_read_reported=Coalesce(Sum("cache_read", filter=reported), 0),
             s_cache_denominator=Coalesce(
-                Sum(
-                    F("uncached_input")
-                    + F("cache_read")
-                    + F("cache_write_5m")
-                    + F("cache_write_1h"),
-                    filter=reported,
-                ),
+                Sum(_context_expression(), filter=reported),
                 0,
             ),
             s_unpriced_calls=Count("id", filter=~priced),
@@ -328,3 +324,8 @@ def rebuild_rollups() -> int:
         cursor.execute(f"DELETE FROM {quote(meta.db_table)}")
         cursor.execute(f"INSERT INTO {quote(meta.db_table)} ({columns}) {sql}", params)
         return int(cursor.rowcount)
+
+
+def _context_expression() -> Any:
+    """A call's context (`telemetry.usage.context_size`) as an ORM expression over its columns."""
+    return functools.reduce(operator.add, (F(name) for name in INPUT_BUCKETS))

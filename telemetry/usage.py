@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, cast, get_args
+from typing import Final, Literal, Protocol, cast, get_args
 
 from telemetry.errors import FieldError
 
@@ -32,6 +32,40 @@ PROVIDERS: Final[tuple[Provider, ...]] = get_args(Provider)
 # numbers are doubles: 2**53 - 1 is the largest integer they represent exactly. No real request
 # comes near it, so anything above is a corrupt or hostile value, not a big call.
 MAX_TOKENS: Final = 2**53 - 1
+
+# A call's billed buckets, named as `NormalizedUsage` counts them, a call's row stores them and
+# `telemetry.pricing` prices them. The first four are the input buckets: disjoint, so a request's
+# size is their sum (`context_size`).
+INPUT_BUCKETS: Final = ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h")
+BUCKETS: Final = (*INPUT_BUCKETS, "output")
+
+
+class InputCounts(Protocol):
+    """Anything that holds a request's input buckets: a usage, a stored call, its figures."""
+
+    @property
+    def uncached_input(self) -> int: ...
+    @property
+    def cache_read(self) -> int: ...
+    @property
+    def cache_write_5m(self) -> int: ...
+    @property
+    def cache_write_1h(self) -> int: ...
+
+
+def context_size(counts: InputCounts) -> int:
+    """The size of a request's input: uncached + cache read + cache writes, every bucket of
+    `INPUT_BUCKETS` (tests/unit/telemetry/test_context_size.py holds the two to each other).
+
+    The one definition of a request's size: Python reads it here, SQL from `context_sql`.
+    """
+    return counts.uncached_input + counts.cache_read + counts.cache_write_5m + counts.cache_write_1h
+
+
+def context_sql(alias: str) -> str:
+    """`context_size` of the row `alias` names, as an SQL expression over its columns."""
+    return "(" + " + ".join(f"{alias}.{name}" for name in INPUT_BUCKETS) + ")"
+
 
 # `flags` values. Each names a fact about the record a reader of the raw usage would want to know.
 FLAG_OTEL_INPUT_EXCLUSIVE: Final = "otel_input_exclusive"
@@ -89,7 +123,7 @@ class NormalizedUsage:
             and 0 <= w1 <= MAX_TOKENS
             and 0 <= o <= MAX_TOKENS
         ):
-            for name in _COUNTS:
+            for name in BUCKETS:
                 _check_count(getattr(self, name), name)
         if self.reasoning_output is not None:
             _check_count(self.reasoning_output, "reasoning_output")
@@ -105,12 +139,8 @@ class NormalizedUsage:
 
     @property
     def context_tokens(self) -> int:
-        """The size of this request's input: uncached + cache read + cache writes."""
-        # the writes summed here, not through `cache_write`: one property call, not two
-        return self.uncached_input + self.cache_read + self.cache_write_5m + self.cache_write_1h
-
-
-_COUNTS: Final = ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h", "output")
+        """The size of this request's input (`context_size`)."""
+        return context_size(self)
 
 
 def normalize_usage(

@@ -18,6 +18,16 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", deadline=None, max_examples=200)
+# `make mutate`: every mutant is judged on the same few examples (derandomized), so a score is
+# reproducible and a mutant costs seconds; the explicit boundary examples do the fine work.
+settings.register_profile(
+    "mutate",
+    derandomize=True,
+    deadline=None,
+    max_examples=40,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev")
 )

@@ -1,8 +1,9 @@
-"""`costing.call_values`, a new call's COPY row, is the row of `call_row`'s unsaved instance
-(the ORM path, its oracle): every column, JSON columns as their JSON text, each cost to the
-digit and exponent; priced and unpriced, with and without flags, prefix, `at`, iterations.
-A plain record's raw usage is msgspec's text, not `json_text`'s: the same JSON value, and on
-PostgreSQL the same stored jsonb as the ORM stores (odd text, big integers, nesting)."""
+"""`costing.call_values`, a new call's COPY row, holds in each column, by name, what the
+record says it holds (the oracle below names every column), JSON columns as their JSON text,
+each cost to the digit and exponent; priced and unpriced, with and without flags, prefix,
+`at`, iterations. `call_row`'s unsaved instance (the ORM path) holds the same, JSON columns as
+values. A plain record's raw usage is msgspec's text, not `json_text`'s: the same JSON value,
+and on PostgreSQL the same stored jsonb as the ORM stores (odd text, big integers, nesting)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from telemetry.bulk_sql import copy_rows, json_text, set_wise
-from telemetry.costing import CALL_COLUMNS, CallRow, call_row, call_values
+from telemetry.costing import CALL_COLUMNS, CallRow, call_row, call_values, stored_prefix
 from telemetry.models import AgentSession, LLMCall
 from telemetry.policy_rules import PolicyValues
-from telemetry.pricing import SEED_CATALOGUE, IntegerPricer, find_price
+from telemetry.pricing import BILLED_FIGURES, SEED_CATALOGUE, IntegerPricer, find_price
 from telemetry.safejson import is_plain
+from telemetry.usage import BUCKETS
 from telemetry.validation import validate_items
 
 _JSON = {"raw_usage", "flags", "prefix"}
@@ -29,17 +31,47 @@ _NOW = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 _MODELS = ["claude-sonnet-4-5-20250929", "claude-haiku-5-5", "gpt-5.1", "o3", "unknown-model"]
 
 
-def _expected(session: AgentSession, valid: Any, pricer: IntegerPricer | None) -> tuple[Any, ...]:
-    call = call_row(session, valid, pricer, _NOW)
+_FROM_RECORD = (
+    "turn",
+    "call",
+    "request_id",
+    "model",
+    "request_chars",
+    "appended_chars",
+    "window_tokens",
+    "surface_version",
+)
+_FROM_USAGE = (*BUCKETS, "provider", "reasoning_output", "reported_cache", "context_tokens")
+
+
+def _by_name(session_pk: int, valid: Any, pricer: IntegerPricer | None) -> dict[str, Any]:
+    """Each column of a new call's row by name, JSON columns as values."""
+    record, usage = valid.record, valid.usage
+    figures = (None,) * 7 + (False,) if pricer is None else pricer.values(valid.provided.billed)
+    return {
+        "session_id": session_pk,
+        **{name: getattr(record, name) for name in _FROM_RECORD},
+        **{name: getattr(usage, name) for name in _FROM_USAGE},
+        "raw_usage": record.usage,
+        "flags": list(usage.flags),
+        "prefix": stored_prefix(record),
+        "at": record.at or _NOW,
+        **dict(zip(BILLED_FIGURES, figures, strict=True)),
+        "payload_hash": valid.payload_hash,
+        "received_at": _NOW,
+    }
+
+
+def _expected(session_pk: int, valid: Any, pricer: IntegerPricer | None) -> tuple[Any, ...]:
+    by_name = _by_name(session_pk, valid, pricer)
+    assert set(by_name) == set(CALL_COLUMNS)
     values = []
     for name in CALL_COLUMNS:
-        value = getattr(call, name)
+        value = by_name[name]
         if name == "raw_usage" and valid.plain:
             value = ("JSON", value)  # its text is msgspec's; compared as the value it encodes
         elif name in _JSON:
             value = json_text(value)
-        elif name == "received_at":
-            value = _NOW
         values.append(value)
     return tuple(values)
 
@@ -134,9 +166,18 @@ def test_call_values_is_the_row_of_call_rows_instance(priced: bool, record: dict
     assert type(row) is CallRow
     assert row._fields == CALL_COLUMNS
     assert valid[0].plain == is_plain(record)
-    assert _exact(_parsed_usage(row, valid[0].plain)) == _exact(
-        _expected(session, valid[0], pricer)
+    assert _exact(_parsed_usage(row, valid[0].plain)) == _exact(_expected(7, valid[0], pricer))
+    instance = call_row(session, valid[0], pricer, _NOW)
+    expected = _by_name(7, valid[0], pricer)
+    assert _exact(tuple(getattr(instance, name) for name in CALL_COLUMNS)) == _exact(
+        tuple(expected[name] for name in CALL_COLUMNS)
     )
+
+
+def test_the_rows_cost_columns_are_the_pricers_figures_in_its_order():
+    # `call_values` places `IntegerPricer.values` in the row as one run of columns
+    start = CALL_COLUMNS.index(BILLED_FIGURES[0])
+    assert CALL_COLUMNS[start : start + len(BILLED_FIGURES)] == BILLED_FIGURES
 
 
 def test_a_record_with_a_float_keeps_json_texts_raw_usage():

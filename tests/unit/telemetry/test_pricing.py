@@ -285,6 +285,14 @@ def test_a_snapshot_row_wins_over_its_family_for_every_spelling():
     assert resolve_model("claude-sonnet-4-5-20251231", known) == "claude-sonnet-4-5"
 
 
+def test_a_vertex_version_that_is_not_a_date_is_dropped():
+    known = ["claude-sonnet-4-5", "claude-sonnet-4-5-v2"]
+    # "@v2" is no snapshot date: the family prices it, not a row that happens to be "-v2"
+    assert resolve_model("claude-sonnet-4-5@v2", known) == "claude-sonnet-4-5"
+    # the id is cut at its first "@": whatever follows is the version
+    assert resolve_model("claude-sonnet-4-5@20250929@x", known) == "claude-sonnet-4-5"
+
+
 def test_resolution_returns_the_catalogue_spelling():
     assert resolve_model("gpt-4o-2024-08-06", ["GPT-4o"]) == "GPT-4o"
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from telemetry.provider_context import ProviderUsage, read_provider_usage
 from telemetry.usage import (
-    _COUNTS,
+    BUCKETS,
     MAX_TOKENS,
     PROVIDERS,
     NormalizedUsage,
@@ -35,7 +35,7 @@ def _oracle(provider: Any, values: list[Any], reasoning: Any) -> str | None:
     try:
         if provider not in PROVIDERS:
             raise ValueError(f"provider must be one of {PROVIDERS}, got {provider!r}")
-        for name, value in zip(_COUNTS, values, strict=True):
+        for name, value in zip(BUCKETS, values, strict=True):
             _check_count(value, name)
         if reasoning is not None:
             _check_count(reasoning, "reasoning_output")
