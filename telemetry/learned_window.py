@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from context_core.overflow_limit import OverflowLimit, parse_overflow_limit
 from telemetry.models import AgentSession
 from telemetry.session_state import record_learned_window
-from telemetry.windows import OverflowLimit, parse_overflow_limit
 
 
 def learn_window_from_overflow(session: AgentSession, text: str) -> OverflowLimit | None:

@@ -17,11 +17,11 @@ shown as unknown, never guessed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from context_core.overflow_limit import MAX_WINDOW, valid_window
 from telemetry.errors import FieldError
 
 WindowSource = Literal["record", "overflow", "profile_model", "profile_default", "catalogue"]
@@ -30,8 +30,6 @@ WindowSource = Literal["record", "overflow", "profile_model", "profile_default",
 # a catalogue family.
 DEFAULT_KEY: Final = "*"
 
-# No provider offers more than this; anything larger is a typo (an extra zero), not a window.
-MAX_WINDOW: Final = 2**31 - 1
 
 SOURCE_LABELS: Final[Mapping[WindowSource, str]] = {
     "record": "reported by the agent with the call",
@@ -80,17 +78,13 @@ def window_in_force(
     if learned is not None and learned.model == model:
         return WindowInForce(learned.tokens, "overflow")
     for name in (model, family):
-        if name is not None and _valid(overrides.get(name)):
+        if name is not None and valid_window(overrides.get(name)):
             return WindowInForce(int(overrides[name]), "profile_model")  # type: ignore[call-overload]
-    if _valid(overrides.get(DEFAULT_KEY)):
+    if valid_window(overrides.get(DEFAULT_KEY)):
         return WindowInForce(int(overrides[DEFAULT_KEY]), "profile_default")  # type: ignore[call-overload]
     if catalogue_window is not None:
         return WindowInForce(catalogue_window, "catalogue")
     return None
-
-
-def _valid(value: object) -> bool:
-    return type(value) is int and 0 < value <= MAX_WINDOW
 
 
 def parse_window_overrides(text: str) -> dict[str, int]:
@@ -121,48 +115,6 @@ def parse_window_overrides(text: str) -> dict[str, int]:
 def format_window_overrides(overrides: Mapping[str, object]) -> str:
     """The stored JSON as the editable text `parse_window_overrides` reads back (default first)."""
     names = sorted(overrides, key=lambda name: (name != DEFAULT_KEY, name))
-    return "\n".join(f"{name} = {overrides[name]}" for name in names if _valid(overrides[name]))
-
-
-# Anthropic: "prompt is too long: 210345 tokens > 200000 maximum".
-_ANTHROPIC_LIMIT: Final = re.compile(r"(\d[\d,_]*)\s*tokens?\s*>\s*(\d[\d,_]*)\s*maximum", re.I)
-# OpenAI: "This model's maximum context length is 128000 tokens. However, your messages
-# resulted in 130601 tokens" (Chat); the Responses API says "...context window of N tokens".
-_OPENAI_LIMIT: Final = re.compile(
-    r"maximum context (?:length|window) (?:is|of)\s*(\d[\d,_]*)\s*tokens?", re.I
-)
-_CONTEXT_WINDOW_OF: Final = re.compile(r"context window of\s*(\d[\d,_]*)\s*tokens?", re.I)
-
-
-@dataclass(frozen=True, slots=True)
-class OverflowLimit:
-    """What a provider's context-length error says: the limit and, when stated, the size sent."""
-
-    limit: int
-    requested: int | None
-
-
-def parse_overflow_limit(text: str) -> OverflowLimit | None:
-    """The window a provider's overflow error states, or None when the text names none.
-
-    Reads Anthropic's "N tokens > M maximum" and OpenAI's "maximum context length is M tokens"
-    (and "context window of M tokens"). Limits outside (0, MAX_WINDOW] are ignored.
-    """
-    found = _ANTHROPIC_LIMIT.search(text)
-    if found is not None:
-        limit = _number(found[2])
-        return OverflowLimit(limit, _number(found[1])) if _valid(limit) else None
-    found = _OPENAI_LIMIT.search(text) or _CONTEXT_WINDOW_OF.search(text)
-    if found is not None:
-        limit = _number(found[1])
-        requested = re.search(r"resulted in\s*(\d[\d,_]*)\s*tokens?", text, re.I)
-        return (
-            OverflowLimit(limit, _number(requested[1]) if requested else None)
-            if _valid(limit)
-            else None
-        )
-    return None
-
-
-def _number(text: str) -> int:
-    return int(text.replace(",", "").replace("_", ""))
+    return "\n".join(
+        f"{name} = {overrides[name]}" for name in names if valid_window(overrides[name])
+    )
