@@ -3,7 +3,7 @@
 Anthropic: "prompt is too long: 210345 tokens > 200000 maximum". OpenAI Chat: "This model's
 maximum context length is 128000 tokens. However, your messages resulted in 130601 tokens";
 the Responses API says "...context window of N tokens". The console learns a session's window
-from it; the client learns the window it bounds its own requests to while the console is away.
+this way; so does the client, which bounds its own requests to it while the console is away.
 """
 
 from __future__ import annotations
