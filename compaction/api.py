@@ -15,7 +15,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from compaction.archives import archive_json, search_archives_counted
 from compaction.cache_report import plan_now, session_misses
-from compaction.models import Archive, CompactionRun, Surface
+from compaction.models import Archive, CompactionRun, Surface, SurfaceVersion
 from compaction.rawjson import array_elements, object_members
 from compaction.schemas import (
     ArchiveDocumentOut,
@@ -44,8 +44,11 @@ from compaction.transcripts import (
     append_messages,
     derive,
     format_of,
+    log_position,
     surface_at,
+    surface_document,
     surface_response_bytes,
+    version_log_position,
 )
 from context_core import ConversionError, canonical_json, surface_fingerprints
 from telemetry.auth import compact_auth, ingest_auth, request_key
@@ -183,9 +186,11 @@ def get_surface(
         past = surface_at(session, version)
         if past is None:
             raise HttpError(404, f"version: the session has no surface version {version}")
-        body = _document(fmt, version, canonical_json(past, format=fmt))  # type: ignore[arg-type]
+        position = _version_position(session, version)
+        body = surface_document(fmt, version, position, canonical_json(past, format=fmt))  # type: ignore[arg-type]
         etag = f'"{session.pk}-{version}-{fmt}"'
     elif fmt == state.format:
+        position = log_position(state)
         body = surface_response_bytes(state)
         etag = f'"{state.etag}"'
     else:
@@ -197,7 +202,8 @@ def get_surface(
                 422,
                 f"format: cannot convert this {state.format} transcript losslessly: {exc.reason}",
             ) from None
-        body = _document(fmt, state.version, converted)
+        position = log_position(state)
+        body = surface_document(fmt, state.version, position, converted)
         etag = f'"{state.etag}-{fmt}"'
     if request.headers.get("If-None-Match") == etag:
         response = HttpResponse(status=304)
@@ -207,7 +213,19 @@ def get_surface(
     response["Cache-Control"] = "no-cache"
     # The log's length is the next free seq: a client resuming a session appends from there.
     response["X-Log-Messages"] = str(state.log_messages)
+    _position_headers(response, position)
     return response
+
+
+def _version_position(session: AgentSession, version: int) -> tuple[int, str]:
+    record = get_object_or_404(SurfaceVersion, session=session, version=version)
+    return version_log_position(session, record.log_messages)
+
+
+def _position_headers(response: HttpResponse, position: tuple[int, str]) -> None:
+    """The log position the surface follows, also on a 304 (the body's `log_seq`/`log_hash`)."""
+    response["X-Log-Seq"] = str(position[0])
+    response["X-Log-Hash"] = position[1]
 
 
 def _surface_with_prefix(
@@ -224,16 +242,16 @@ def _surface_with_prefix(
             422, f"format: cannot convert this {state.format} transcript losslessly: {exc.reason}"
         ) from None
     prints = [p.to_dict() for p in surface_fingerprints(surface, format=format_of(fmt))]
-    body = _document(fmt, wanted, canonical)
+    position = (
+        log_position(state) if wanted == state.version else _version_position(session, wanted)
+    )
+    body = surface_document(fmt, wanted, position, canonical)
     body = body[:-1] + b',"prefix":' + json.dumps(prints, separators=(",", ":")).encode() + b"}"
     response = HttpResponse(body, content_type="application/json")
     response["ETag"] = f'"{session.pk}-{wanted}-{fmt}-prefix"'
     response["Cache-Control"] = "no-cache"
+    _position_headers(response, position)
     return response
-
-
-def _document(fmt: str, version: int, canonical: bytes) -> bytes:
-    return f'{{"format":"{fmt}","surface_version":{version},'.encode() + canonical[1:]
 
 
 @router.get(

@@ -62,6 +62,9 @@ class Surface(models.Model):
     # Each surface message's seq (the body has none): with it the console reads the stored
     # surface instead of re-deriving it. Empty on rows stored before it was recorded.
     seqs = models.JSONField(default=list)
+    # The log this surface follows (`context_core.log_position`): the hash chain of the log's
+    # first `log_messages` messages, extended per append. Empty on rows stored before it was.
+    log_hash = models.CharField(max_length=64, default="", blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

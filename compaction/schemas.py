@@ -111,6 +111,13 @@ class SurfaceOut(Schema):
 
     format: Literal["anthropic", "openai"]
     surface_version: int
+    log_seq: int = Field(
+        description="the seq of the last log message this surface follows (also `X-Log-Seq`)"
+    )
+    log_hash: str = Field(
+        description="the hash of the log up to `log_seq` (`context_core.log_position`; also "
+        "`X-Log-Hash`): a client uses the surface only if it matches what it appended"
+    )
     messages: list[Verbatim]
     system: Any = Field(None, description="Anthropic only, and only when there is one")
 

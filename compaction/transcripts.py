@@ -24,6 +24,7 @@ from compaction.calibration import session_token_rates
 from compaction.models import CompactionOperation, LogMessage, Surface, SurfaceVersion
 from compaction.rawjson import Span
 from context_core import (
+    LOG_HASH_START,
     AgentCompactionOperation,
     BoundSpec,
     Format,
@@ -33,6 +34,7 @@ from context_core import (
     canonical_json,
     derive_surface,
     derive_surface_at,
+    log_hash,
     operation_from_dict,
     parse_anthropic,
     parse_message,
@@ -286,9 +288,11 @@ def store_surface(
     state.tokens_estimate = surface.tokens
     state.messages = len(surface.messages)
     state.seqs = [message.seq for message in surface.messages]
-    state.log_messages = (
+    count = (
         LogMessage.objects.filter(session=session).count() if log_messages is None else log_messages
     )
+    state.log_hash = _log_hash_through(session, state, count)
+    state.log_messages = count
     state.save()
     SurfaceVersion.objects.get_or_create(
         session=session,
@@ -301,6 +305,41 @@ def store_surface(
     )
     set_surface_version(session.pk, state.version)
     return state
+
+
+def _log_hash_through(session: AgentSession, state: Surface, count: int) -> str:
+    """The hash of the log's first `count` messages: the stored chain extended by the rows
+    appended since (an append reads only its own rows), from scratch when none is stored."""
+    if state.log_hash and state.log_messages <= count:
+        return _chain(session, state.log_hash, state.log_messages, count)
+    return _chain(session, LOG_HASH_START, 0, count)
+
+
+def _chain(session: AgentSession, start: str, first: int, count: int) -> str:
+    """`start` (the hash of the log's first `first` messages) extended through `count`."""
+    if first == count:
+        return start
+    digests = (
+        LogMessage.objects.filter(session=session, seq__gte=first, seq__lt=count)
+        .order_by("seq")
+        .values_list("raw_hash", flat=True)
+    )
+    return log_hash(digests, start)
+
+
+def log_position(state: Surface) -> tuple[int, str]:
+    """(seq of the last log message the surface covers, hash of the log up to it): what a
+    client compares with what it appended before it uses the surface. A row stored before the
+    hash was kept has it computed here (one read of the log's hashes)."""
+    digest = state.log_hash
+    if not digest and state.log_messages:
+        digest = _chain(state.session, LOG_HASH_START, 0, state.log_messages)
+    return state.log_messages - 1, digest
+
+
+def version_log_position(session: AgentSession, log_messages: int) -> tuple[int, str]:
+    """The log position of an earlier surface version (its log's first `log_messages`)."""
+    return log_messages - 1, _chain(session, LOG_HASH_START, 0, log_messages)
 
 
 def stored_surface_messages(state: Surface) -> list[Message] | None:
@@ -544,7 +583,17 @@ def _parse(
         raise FieldError(name, str(exc)) from None
 
 
+def surface_document(fmt: str, version: int, position: tuple[int, str], canonical: bytes) -> bytes:
+    """A surface as served: its format, version and the log position it follows, then the
+    canonical messages (and system). A version fixes its log position, so the same version
+    gives the same bytes (D1)."""
+    seq, digest = position
+    head = f'{{"format":"{fmt}","surface_version":{version},"log_seq":{seq},"log_hash":"{digest}",'
+    return head.encode("ascii") + canonical[1:]
+
+
 def surface_response_bytes(state: Surface) -> bytes:
     """The stored surface as served: byte-identical until the version changes (D1)."""
-    head = f'{{"format":"{state.format}","surface_version":{state.version},'
-    return (head + state.body[1:]).encode("ascii")
+    return surface_document(
+        state.format, state.version, log_position(state), state.body.encode("ascii")
+    )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from context_core.overflow_limit import OverflowLimit
 from telemetry.models import AgentSession
 from telemetry.session_state import record_learned_window
-from telemetry.windows import OverflowLimit, parse_overflow_limit
+from telemetry.windows import parse_overflow_limit
 
 
 def learn_window_from_overflow(session: AgentSession, text: str) -> OverflowLimit | None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
+from context_core.overflow_limit import MAX_WINDOW
 from telemetry.errors import FieldError
 from telemetry.models import AgentProfile
-from telemetry.windows import MAX_WINDOW
 
 
 def get_or_create_profile(*, name: str, description: str = "") -> AgentProfile:

@@ -17,11 +17,18 @@ shown as unknown, never guessed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+# The overflow rule lives in the core (the client reads provider errors too); the names the
+# API's callers and tests use are re-exported here.
+from context_core.overflow_limit import MAX_DIGITS as MAX_DIGITS
+from context_core.overflow_limit import MAX_WINDOW as MAX_WINDOW
+from context_core.overflow_limit import OVERFLOW_PATTERNS as OVERFLOW_PATTERNS
+from context_core.overflow_limit import OverflowLimit as OverflowLimit
+from context_core.overflow_limit import OverflowNumberError, valid_window
+from context_core.overflow_limit import parse_overflow_limit as core_parse_overflow_limit
 from telemetry.errors import FieldError
 
 WindowSource = Literal["record", "overflow", "profile_model", "profile_default", "catalogue"]
@@ -30,8 +37,6 @@ WindowSource = Literal["record", "overflow", "profile_model", "profile_default",
 # a catalogue family.
 DEFAULT_KEY: Final = "*"
 
-# No provider offers more than this; anything larger is a typo (an extra zero), not a window.
-MAX_WINDOW: Final = 2**31 - 1
 
 SOURCE_LABELS: Final[Mapping[WindowSource, str]] = {
     "record": "reported by the agent with the call",
@@ -80,17 +85,13 @@ def window_in_force(
     if learned is not None and learned.model == model:
         return WindowInForce(learned.tokens, "overflow")
     for name in (model, family):
-        if name is not None and _valid(overrides.get(name)):
+        if name is not None and valid_window(overrides.get(name)):
             return WindowInForce(int(overrides[name]), "profile_model")  # type: ignore[call-overload]
-    if _valid(overrides.get(DEFAULT_KEY)):
+    if valid_window(overrides.get(DEFAULT_KEY)):
         return WindowInForce(int(overrides[DEFAULT_KEY]), "profile_default")  # type: ignore[call-overload]
     if catalogue_window is not None:
         return WindowInForce(catalogue_window, "catalogue")
     return None
-
-
-def _valid(value: object) -> bool:
-    return type(value) is int and 0 < value <= MAX_WINDOW
 
 
 def parse_window_overrides(text: str) -> dict[str, int]:
@@ -121,62 +122,15 @@ def parse_window_overrides(text: str) -> dict[str, int]:
 def format_window_overrides(overrides: Mapping[str, object]) -> str:
     """The stored JSON as the editable text `parse_window_overrides` reads back (default first)."""
     names = sorted(overrides, key=lambda name: (name != DEFAULT_KEY, name))
-    return "\n".join(f"{name} = {overrides[name]}" for name in names if _valid(overrides[name]))
-
-
-# A number as providers write it ("210,345", "1_000_000"), at most this many digits: a larger one
-# is no token count, and `int` of thousands of digits is refused (or slow) anyway.
-MAX_DIGITS: Final = 18
-# The lookbehind lets a number start only where its run of digits starts. Without it a search
-# retried from every digit of a long run and rescanned the rest of it: quadratic in the run.
-_NUMBER: Final = r"(?<![\d,_])(\d[\d,_]*)"
-# Anthropic: "prompt is too long: 210345 tokens > 200000 maximum".
-_ANTHROPIC_LIMIT: Final = re.compile(_NUMBER + r"\s*tokens?\s*>\s*(\d[\d,_]*)\s*maximum", re.I)
-# OpenAI: "This model's maximum context length is 128000 tokens. However, your messages
-# resulted in 130601 tokens" (Chat); the Responses API says "...context window of N tokens".
-_OPENAI_LIMIT: Final = re.compile(
-    r"maximum context (?:length|window) (?:is|of)\s*(\d[\d,_]*)\s*tokens?", re.I
-)
-_CONTEXT_WINDOW_OF: Final = re.compile(r"context window of\s*(\d[\d,_]*)\s*tokens?", re.I)
-_RESULTED_IN: Final = re.compile(r"resulted in\s*(\d[\d,_]*)\s*tokens?", re.I)
-# Every pattern that reads an overflow text (tests/unit/test_client_text_patterns.py runs each
-# against adversarial input of a megabyte).
-OVERFLOW_PATTERNS: Final = (_ANTHROPIC_LIMIT, _OPENAI_LIMIT, _CONTEXT_WINDOW_OF, _RESULTED_IN)
-
-
-@dataclass(frozen=True, slots=True)
-class OverflowLimit:
-    """What a provider's context-length error says: the limit and, when stated, the size sent."""
-
-    limit: int
-    requested: int | None
+    return "\n".join(
+        f"{name} = {overrides[name]}" for name in names if valid_window(overrides[name])
+    )
 
 
 def parse_overflow_limit(text: str, *, field: str = "detail") -> OverflowLimit | None:
-    """The window a provider's overflow error states, or None when the text names none.
-
-    Reads Anthropic's "N tokens > M maximum" and OpenAI's "maximum context length is M tokens"
-    (and "context window of M tokens"). Limits outside (0, MAX_WINDOW] are ignored. Linear in
-    `text`; a stated number of more than MAX_DIGITS digits is a FieldError on `field`.
-    """
-    found = _ANTHROPIC_LIMIT.search(text)
-    if found is not None:
-        limit, requested = _number(found[2], field), _number(found[1], field)
-        return OverflowLimit(limit, requested) if _valid(limit) else None
-    found = _OPENAI_LIMIT.search(text) or _CONTEXT_WINDOW_OF.search(text)
-    if found is not None:
-        limit = _number(found[1], field)
-        stated = _RESULTED_IN.search(text)
-        size = _number(stated[1], field) if stated else None
-        return OverflowLimit(limit, size) if _valid(limit) else None
-    return None
-
-
-def _number(text: str, field: str) -> int:
-    digits = text.replace(",", "").replace("_", "")
-    if len(digits) > MAX_DIGITS:
-        raise FieldError(
-            field,
-            f"states a number of {len(digits)} digits; a token count has at most {MAX_DIGITS}",
-        )
-    return int(digits)
+    """`context_core.overflow_limit.parse_overflow_limit` for the API: a stated number of more
+    than MAX_DIGITS digits is a FieldError on `field` (a 4xx naming it), never a 500."""
+    try:
+        return core_parse_overflow_limit(text)
+    except OverflowNumberError as exc:
+        raise FieldError(field, str(exc)) from exc

@@ -48,7 +48,10 @@ def environment(live_server, agent_key, provider) -> dict[str, str]:
         ANTHROPIC_API_URL=provider.url,
         OPENAI_API_KEY="offline",
         OPENAI_BASE_URL=provider.url + "/v1",
-        PYTHONPATH=str(CLIENT / "src"),
+        # this checkout's client and the core it depends on (not the venv's editable install)
+        PYTHONPATH=os.pathsep.join(
+            (str(CLIENT / "src"), str(CLIENT.parent.parent / "core" / "src"))
+        ),
     )
     return env
 

@@ -12,13 +12,18 @@ from datetime import UTC
 from hypothesis import given
 from hypothesis import strategies as st
 
+from context_core import content_digest
 from telemetry.idempotency import canonical_hash
 
 
 def _oracle(value: object) -> str:
-    """`canonical_hash` as it was first written: a fresh `json.dumps` per call."""
+    """`canonical_hash` as it was first written: a fresh `json.dumps` per call. It is also the
+    core's `content_digest`, the digest a client chains over the messages it appended to check
+    that a surface follows them (the log's `raw_hash` must be the same value)."""
     canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+    digest = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+    assert content_digest(value) == digest
+    return digest
 
 
 # Text with what JSON escapes, what it keeps verbatim (non-ASCII, astral) and lone surrogates.

@@ -25,7 +25,7 @@ from compaction.models import (
     Surface,
 )
 from compaction.transcripts import derive, format_of
-from context_core import canonical_json
+from context_core import canonical_json, content_digest, log_hash
 from telemetry.models import AgentSession
 from telemetry.policy_store import update_policy
 from tests.support import append_body, tool_transcript
@@ -659,3 +659,62 @@ def test_the_compact_api_answers_502_when_the_summarizer_is_down(compactor, tran
     response = compactor.post("/api/v1/sessions/run-1/compact")
     assert response.status_code == 502
     assert "nothing changed" in response.json()["detail"]
+
+
+# --- the log position a surface follows -----------------------------------------------------
+
+
+def client_log_hash(body: dict[str, Any]) -> str:
+    """The hash a client computes over what it appended (the system prompt is seq 0)."""
+    digests = []
+    if body.get("system") is not None:
+        digests.append(content_digest({"role": "system", "content": body["system"]}))
+    digests += [
+        content_digest({k: v for k, v in m.items() if k != "seq"}) for m in body["messages"]
+    ]
+    return log_hash(digests)
+
+
+def test_the_surface_names_the_log_position_it_follows_in_its_body_and_headers(
+    compactor, transcript
+):
+    body = append_body(12)
+    response = compactor.get("/api/v1/sessions/run-1/surface")
+    document = response.json()
+    assert document["log_seq"] == len(body["messages"]) == 25
+    assert document["log_hash"] == client_log_hash(body)
+    assert response["X-Log-Seq"] == "25" and response["X-Log-Hash"] == document["log_hash"]
+    # the existing fields and the byte-stable body are unchanged by it
+    assert list(document)[:2] == ["format", "surface_version"]
+    assert compactor.get("/api/v1/sessions/run-1/surface").content == response.content
+    cached = compactor.get("/api/v1/sessions/run-1/surface", HTTP_IF_NONE_MATCH=response["ETag"])
+    assert cached.status_code == 304 and cached["X-Log-Hash"] == document["log_hash"]
+
+    nxt = {"seq": 26, "role": "user", "content": "next"}
+    compactor.post("/api/v1/sessions/run-1/messages", {"format": "anthropic", "messages": [nxt]})
+    grown = compactor.get("/api/v1/sessions/run-1/surface").json()
+    longer = {**body, "messages": [*body["messages"], nxt]}
+    assert (grown["log_seq"], grown["log_hash"]) == (26, client_log_hash(longer))
+    # an earlier version keeps the position it followed, and so does a compaction (no append)
+    past = compactor.get(f"/api/v1/sessions/run-1/surface?version={document['surface_version']}")
+    assert (past.json()["log_seq"], past.json()["log_hash"]) == (25, document["log_hash"])
+    prefixed = compactor.get("/api/v1/sessions/run-1/surface?prefix=true").json()
+    assert prefixed["log_hash"] == grown["log_hash"]
+    overflow = compactor.post("/api/v1/sessions/run-1/overflow", {"detail": "prompt is too long"})
+    relieved = overflow.json()["surface"]
+    assert relieved["surface_version"] > grown["surface_version"]
+    assert (relieved["log_seq"], relieved["log_hash"]) == (26, grown["log_hash"])
+    assert_surface_is_derived_from_the_log(transcript)
+
+
+def test_a_surface_stored_without_a_log_hash_has_it_computed_from_the_log(compactor, transcript):
+    expected = compactor.get("/api/v1/sessions/run-1/surface").json()["log_hash"]
+    Surface.objects.filter(session=transcript).update(log_hash="")
+    assert compactor.get("/api/v1/sessions/run-1/surface").json()["log_hash"] == expected
+    compactor.post(
+        "/api/v1/sessions/run-1/messages",
+        {"format": "anthropic", "messages": [{"seq": 26, "role": "user", "content": "next"}]},
+    )
+    stored = Surface.objects.get(session=transcript).log_hash
+    assert stored == compactor.get("/api/v1/sessions/run-1/surface").json()["log_hash"]
+    assert stored != expected

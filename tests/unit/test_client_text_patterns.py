@@ -76,7 +76,6 @@ REGEX_USES: Final = {
     "telemetry/otlp/wire.py": 1,
     "telemetry/pricing.py": 3,
     "telemetry/safejson.py": 1,
-    "telemetry/windows.py": 4,
 }
 _REGEX_USE: Final = re.compile(
     r"\bre\.(?:compile|search|match|fullmatch|sub|subn|findall|finditer|split)\("

@@ -218,7 +218,7 @@ def test_history_positions_map_onto_log_seqs_with_the_system_at_zero():
     conv.appended(plan, 1)
     conv.end_call()
     assert conv.reply_seq(len(history)) == 2
-    conv.reply_appended(2)
+    conv.reply_appended({"role": "assistant", "content": "a"}, 2)
     history += [
         {"role": "assistant", "content": "a"},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}]},

@@ -98,6 +98,17 @@ Economics (`economics.py`)
     remaining_calls, min_free_tokens) -> PassEconomics` (re-write cost and premium, saving per
     later call, break-even calls, worth_it), `net_saving(...)` for the measured outcome.
 
+Log positions (`log_position.py`)
+    `LogPosition(seq, hash)`: the log a surface follows. `content_digest(value)` (SHA-256 of a
+    message's canonical JSON, its seq left out), `extend_log_hash(previous, digest)` and
+    `log_hash(digests, start=LOG_HASH_START)`: a hash chain the console extends per append and
+    the client keeps per seq, so a client uses a surface only if it follows what it appended.
+
+Overflow limits (`overflow_limit.py`)
+    `parse_overflow_limit(text) -> OverflowLimit(limit, requested) | None`: the window a
+    provider's context-length error states (Anthropic's "N tokens > M maximum", OpenAI's
+    "maximum context length is M tokens"); `valid_window`, `MAX_WINDOW`.
+
 Fingerprints (`fingerprints.py`, D1/D2)
     `surface_fingerprints(surface, format=None, with_text=False) -> (SegmentPrint(name, hash,
     tokens, text), ...)`: `system`, then `message k`; the same shape agents report as `prefix`.
@@ -113,6 +124,13 @@ from context_core.bounding import (
 )
 from context_core.economics import CacheRates, PassEconomics, net_saving, pass_economics
 from context_core.fingerprints import SegmentPrint, readable_text, surface_fingerprints
+from context_core.log_position import (
+    LOG_HASH_START,
+    LogPosition,
+    content_digest,
+    extend_log_hash,
+    log_hash,
+)
 from context_core.messages import (
     Block,
     ContentBlock,
@@ -146,6 +164,7 @@ from context_core.operations import (
     SummarizeOperation,
     operation_from_dict,
 )
+from context_core.overflow_limit import OverflowLimit, parse_overflow_limit
 from context_core.pruning import STUB_HEADER, PrunePlan, make_stub, plan_prune
 from context_core.relief_planning import (
     CachePricing,
@@ -182,6 +201,13 @@ from context_core.surface import (
 from context_core.tokens import CHARS_PER_TOKEN, Calibration, estimate_tokens
 
 __all__ = [
+    "parse_overflow_limit",
+    "OverflowLimit",
+    "log_hash",
+    "extend_log_hash",
+    "content_digest",
+    "LogPosition",
+    "LOG_HASH_START",
     "AgentCompactionOperation",
     "CHARS_PER_TOKEN",
     "MIN_BOUND_CAP",

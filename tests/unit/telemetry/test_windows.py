@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from context_core.overflow_limit import parse_overflow_limit
 from telemetry.errors import FieldError
 from telemetry.pricing import SEED_CATALOGUE, find_price
 from telemetry.windows import (
     LearnedWindow,
     format_window_overrides,
-    parse_overflow_limit,
     parse_window_overrides,
     window_in_force,
 )

@@ -9,7 +9,10 @@ history, what is sent, the reply, the stream) and get the rest from here: `Endpo
 `WrappedClient` for the client itself, `checked_session` for `wrap`'s session argument.
 
 Nothing here raises into the agent for the console's sake: a console error opens a breaker and
-the call goes on with the caller's own messages.
+the call goes on without the console. A surface reaches the model only when it follows the
+agent's whole history (its log position, checked by `Conversation.follows`); when the console's
+does not, or the console is away, the link composes one from the last good surface and the
+messages since (`context_console.local`), relieved locally past the provider's window.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from context_console.client import (
@@ -45,6 +48,7 @@ from context_console.conversation import (
     prefix_segments,
     round_signal,
 )
+from context_console.local import LocalSurfaces, request_tokens
 
 logger = logging.getLogger("context_console")
 _T = TypeVar("_T")
@@ -79,12 +83,15 @@ def session_from_env(session_id: str | None, *, asynchronous: bool) -> Session |
 
 @dataclass
 class Prepared:
-    """What `before` decided for one call."""
+    """What `before` decided for one call: the history (and system prompt) it carries, and the
+    surface to send instead (None: the caller's own messages)."""
 
     plan: AppendPlan | None
     history_length: int
     surface: Surface | None
     logged: bool
+    history: list[Any] = field(default_factory=list)
+    system: Any = None
 
 
 class LinkBase:
@@ -102,8 +109,16 @@ class LinkBase:
         self.conversation = conversation
         self.breaker = Breaker(cooldown=options.console_cooldown_seconds)
         self.signal = RoundSignal(0, 0, "none")
+        self.local = LocalSurfaces(conversation.format)
+        # Overflows retried successfully on a surface that follows the whole history (the
+        # console's, or composed here: `local_recoveries` of them); retries that failed.
         self.overflows_recovered = 0
+        self.local_recoveries = 0
         self.overflows_failed = 0
+        # Console surfaces not used because they did not follow the history; calls sent on a
+        # surface composed here.
+        self.stale_surfaces = 0
+        self.local_surfaces = 0
         self.last_request: dict[str, Any] | None = None
         self.last_surface_version: int | None = None
         self._policy: dict[str, Any] | None = None
@@ -133,7 +148,9 @@ class LinkBase:
         return {
             "turn": max(conv.turn, 0),
             "call": conv.rounds - 1,
-            "surface_version": surface.version if surface is not None else None,
+            "surface_version": (
+                surface.version if surface is not None and not surface.local else None
+            ),
             "window_tokens": self.options.window_tokens,
             # D1/D2: what was sent, segment by segment, so the console can name a cache break
             "prefix": (
@@ -183,9 +200,13 @@ class LinkBase:
             return conv.reply_seq(prepared.history_length)
         return None
 
-    def _overflow_version(self, surface: Surface | None) -> int | None:
-        """The surface version the overflow happened on: the one sent, else the log's."""
-        return surface.version if surface is not None else self.conversation.surface_version
+    def _overflow_version(self, surface: Surface | None, plan: AppendPlan) -> int | None:
+        """The surface version the overflow happened on: the console's one sent, else (or when
+        the log just grew by what it was missing) the log's latest."""
+        grew = bool(plan.messages) or plan.system is not None
+        if surface is not None and not surface.local and not grew:
+            return surface.version
+        return self.conversation.surface_version
 
     def _overflow_refused(self, exc: ConsoleError) -> None:
         """The console could not relieve the overflow: the caller's error will stand."""
@@ -196,8 +217,90 @@ class LinkBase:
 
     def _recovered(self, prepared: Prepared, surface: Surface | None) -> Prepared:
         """What was actually sent, after an overflow's retry or not (its surface is reported)."""
-        self.last_surface_version = surface.version if surface is not None else None
+        self.last_surface_version = (
+            surface.version if surface is not None and not surface.local else None
+        )
+        if surface is not None and surface.local:
+            self.local_surfaces += 1
         return replace(prepared, surface=surface)
+
+    def _last_seq(self, prepared: Prepared) -> int:
+        return self.conversation.first_seq(prepared.system) + prepared.history_length - 1
+
+    def _follows(self, surface: Surface | None, prepared: Prepared) -> bool:
+        """Whether the console's `surface` follows the whole history (then it is the base of
+        any later local composition); a console surface that does not is counted."""
+        if surface is None:
+            return False
+        if self.conversation.follows(surface, self._last_seq(prepared)):
+            self.local.adopt(surface)
+            return True
+        self.stale_surfaces += 1
+        logger.info(
+            "context console: surface v%s follows log seq %s, the history ends at %s: not used",
+            surface.version,
+            surface.log_seq,
+            self._last_seq(prepared),
+        )
+        return False
+
+    def _behind(self, surface: Surface | None, prepared: Prepared) -> bool:
+        """The console's log holds a part of the history, not all of it: what is missing can
+        be appended (idempotent by seq) and the surface asked again."""
+        return (
+            surface is not None
+            and surface.log_seq is not None
+            and surface.log_seq < self._last_seq(prepared)
+            and self.conversation.follows_part(surface, self._last_seq(prepared))
+        )
+
+    def _rewind_to(self, surface: Surface, prepared: Prepared) -> AppendPlan | None:
+        """The plan that appends what the log is missing after `surface`'s position."""
+        conv = self.conversation
+        assert surface.log_seq is not None
+        conv.rewind(surface.log_seq + 1 - conv.first_seq(prepared.system))
+        return conv.plan(prepared.history, prepared.system)
+
+    def _composed(self, prepared: Prepared, *, force: bool = False) -> Surface | None:
+        """The surface composed here: the last good console surface plus the messages since
+        (the whole history when there is none or it no longer follows), relieved past the
+        window. None (the caller's own messages) when there is nothing to add to them."""
+        conv, local = self.conversation, self.local
+        base = local.base
+        if base is not None and not conv.follows_part(base, self._last_seq(prepared)):
+            base = None
+        window = local.window(self.options.window_tokens)
+        if base is None and window is None and not force:
+            return None
+        return local.compose(
+            prepared.history,
+            prepared.system,
+            conv.first_seq(prepared.system),
+            base=base,
+            policy=self._policy,
+            window=window,
+            force=force,
+        )
+
+    def _usable(self, surface: Surface | None, prepared: Prepared) -> Surface | None:
+        """`surface` (the console's) if it follows the whole history, else one composed here."""
+        if self._follows(surface, prepared):
+            return surface
+        return self._composed(prepared)
+
+    def _learn(self, error: BaseException, sent: Surface | None, prepared: Prepared) -> None:
+        """An overflow: learn the window it states, against our estimate of what was sent."""
+        if sent is not None:
+            tokens = request_tokens(sent.messages, sent.system)
+        else:
+            tokens = request_tokens(prepared.history, prepared.system)
+        self.local.learn(error_text(error), tokens)
+
+    def _counted(self, surface: Surface) -> None:
+        """A retry after an overflow succeeded on `surface` (it follows the whole history)."""
+        self.overflows_recovered += 1
+        if surface.local:
+            self.local_recoveries += 1
 
 
 class Link(LinkBase):
@@ -230,10 +333,16 @@ class Link(LinkBase):
         self._keep_policy(self._guarded(self.session.policy))
         self._check_stop()
         logged = plan is not None and bool(self._guarded(lambda: self._log(plan)))
-        surface = None
-        if self.options.use_surface and logged:
-            surface = self._guarded(self.session.surface)
-        return Prepared(plan, len(history), surface, logged)
+        prepared = Prepared(plan, len(history), None, logged, history, system)
+        if not self.options.use_surface:
+            return prepared
+        surface = self._guarded(self.session.surface) if logged else None
+        if surface is not None and self._behind(surface, prepared):
+            # The log lacks messages the agent has: append them (idempotent by seq), ask again.
+            catch_up = self._rewind_to(surface, prepared)
+            if catch_up is not None and self._guarded(lambda: self._log(catch_up)):
+                surface = self._guarded(self.session.surface)
+        return replace(prepared, surface=self._usable(surface, prepared))
 
     def call(
         self,
@@ -242,14 +351,15 @@ class Link(LinkBase):
         errors: type[BaseException] = Exception,
     ) -> tuple[_T, Prepared]:
         """`attempt(surface)`; on a context-length error (one of `errors`) report it (D4) and
-        attempt once more on the new surface. Returns the result and what was sent."""
+        attempt once more on a surface that follows the whole history: the console's relieved
+        one, else one relieved here. Returns the result and what was sent."""
         surface = prepared.surface
         try:
             result = attempt(surface)
         except errors as exc:
             if not is_overflow(exc):
                 raise
-            surface = self.overflow(exc, surface)
+            surface = self.overflow(exc, prepared, surface)
             if surface is None:
                 raise
             try:
@@ -258,7 +368,7 @@ class Link(LinkBase):
                 if is_overflow(again):
                     self.overflow_again(again, surface)
                 raise
-            self.overflows_recovered += 1
+            self._counted(surface)
         return result, self._recovered(prepared, surface)
 
     def after(
@@ -269,13 +379,28 @@ class Link(LinkBase):
         if reply is not None and seq is not None:
             result = self._guarded(lambda: self.session.append([reply], seq=seq))
             if result is not None:
-                self.conversation.reply_appended(result.surface_version)
+                self.conversation.reply_appended(reply, result.surface_version)
         self._signal_now()
 
-    def overflow(self, error: BaseException, surface: Surface | None) -> Surface | None:
-        """D4: report the overflow; the surface to retry with, or None (then the caller's error
-        stands). While another compaction runs (409) it asks again, `busy_retries` times."""
-        text, version = error_text(error), self._overflow_version(surface)
+    def overflow(
+        self, error: BaseException, prepared: Prepared, sent: Surface | None
+    ) -> Surface | None:
+        """D4: the surface to retry with after the provider refused `sent`, or None (then the
+        caller's error stands). The console's forced relief when it is reachable and its log
+        holds the whole history (appended first when it does not); else, or when its surface
+        does not follow the history, a surface relieved here. While another compaction runs
+        (409) it asks again, `busy_retries` times."""
+        self._learn(error, sent, prepared)
+        conv = self.conversation
+        plan = conv.plan(prepared.history, prepared.system)
+        if plan is not None and self._guarded(lambda: self._log(plan)):
+            relieved = self._console_overflow(error, self._overflow_version(sent, plan))
+            if self._follows(relieved, prepared):
+                return relieved
+        return self._composed(prepared, force=True)
+
+    def _console_overflow(self, error: BaseException, version: int | None) -> Surface | None:
+        text = error_text(error)
         try:
             for _ in range(self.options.busy_retries):
                 try:
@@ -290,9 +415,10 @@ class Link(LinkBase):
     def overflow_again(self, error: BaseException, surface: Surface | None) -> None:
         """The retry overflowed too: tell the console (it counts it), then the error stands."""
         self.overflows_failed += 1
+        if surface is None or surface.local or not self.breaker.allows():
+            return
         try:
-            version = surface.version if surface is not None else None
-            self.session.overflow(error_text(error), surface_version=version)
+            self.session.overflow(error_text(error), surface_version=surface.version)
         except ConsoleError as exc:
             logger.warning("context console: second overflow: %s", exc)
 
@@ -326,10 +452,15 @@ class AsyncLink(LinkBase):
         self._keep_policy(await self._guarded(self.session.policy))
         self._check_stop()
         logged = plan is not None and bool(await self._guarded(lambda: self._log(plan)))
-        surface = None
-        if self.options.use_surface and logged:
-            surface = await self._guarded(self.session.surface)
-        return Prepared(plan, len(history), surface, logged)
+        prepared = Prepared(plan, len(history), None, logged, history, system)
+        if not self.options.use_surface:
+            return prepared
+        surface = await self._guarded(self.session.surface) if logged else None
+        if surface is not None and self._behind(surface, prepared):
+            catch_up = self._rewind_to(surface, prepared)
+            if catch_up is not None and await self._guarded(lambda: self._log(catch_up)):
+                surface = await self._guarded(self.session.surface)
+        return replace(prepared, surface=self._usable(surface, prepared))
 
     async def call(
         self,
@@ -349,11 +480,22 @@ class AsyncLink(LinkBase):
         if reply is not None and seq is not None:
             result = await self._guarded(lambda: self.session.append([reply], seq=seq))
             if result is not None:
-                self.conversation.reply_appended(result.surface_version)
+                self.conversation.reply_appended(reply, result.surface_version)
         self._signal_now()
 
-    async def overflow(self, error: BaseException, surface: Surface | None) -> Surface | None:
-        text, version = error_text(error), self._overflow_version(surface)
+    async def overflow(
+        self, error: BaseException, prepared: Prepared, sent: Surface | None
+    ) -> Surface | None:
+        self._learn(error, sent, prepared)
+        plan = self.conversation.plan(prepared.history, prepared.system)
+        if plan is not None and await self._guarded(lambda: self._log(plan)):
+            relieved = await self._console_overflow(error, self._overflow_version(sent, plan))
+            if self._follows(relieved, prepared):
+                return relieved
+        return self._composed(prepared, force=True)
+
+    async def _console_overflow(self, error: BaseException, version: int | None) -> Surface | None:
+        text = error_text(error)
         try:
             for _ in range(self.options.busy_retries):
                 try:
@@ -367,9 +509,10 @@ class AsyncLink(LinkBase):
 
     async def overflow_again(self, error: BaseException, surface: Surface | None) -> None:
         self.overflows_failed += 1
+        if surface is None or surface.local or not self.breaker.allows():
+            return
         try:
-            version = surface.version if surface is not None else None
-            await self.session.overflow(error_text(error), surface_version=version)
+            await self.session.overflow(error_text(error), surface_version=surface.version)
         except ConsoleError as exc:
             logger.warning("context console: second overflow: %s", exc)
 
@@ -379,7 +522,7 @@ async def recover_async(
     prepared: Prepared,
     attempt: Callable[[Surface | None], Awaitable[_T]],
     errors: type[BaseException],
-    overflow: Callable[[BaseException, Surface | None], Awaitable[Surface | None]],
+    overflow: Callable[[BaseException, Prepared, Surface | None], Awaitable[Surface | None]],
     overflow_again: Callable[[BaseException, Surface | None], Awaitable[None]],
 ) -> tuple[_T, Prepared]:
     """`Link.call` for an awaited `attempt`. The console calls are passed in, so an async
@@ -390,7 +533,7 @@ async def recover_async(
     except errors as exc:
         if not is_overflow(exc):
             raise
-        surface = await overflow(exc, surface)
+        surface = await overflow(exc, prepared, surface)
         if surface is None:
             raise
         try:
@@ -399,7 +542,7 @@ async def recover_async(
             if is_overflow(again):
                 await overflow_again(again, surface)
             raise
-        link.overflows_recovered += 1
+        link._counted(surface)
     return result, link._recovered(prepared, surface)
 
 

@@ -58,13 +58,20 @@ class CompactionBusy(ConsoleError):
 
 @dataclass(frozen=True)
 class Surface:
-    """What the model should see next (D1): byte-stable until `version` changes."""
+    """What the model should see next (D1): byte-stable until `version` changes.
+
+    `log_seq` / `log_hash`: the log it follows (its last message's seq and the hash of the log
+    up to it, `context_core.log_position`); None from a console that does not say. `local`: the
+    client composed it itself (the console away or behind); `version` is then its base's."""
 
     version: int
     format: str
     messages: list[dict[str, Any]]
     system: Any = None
     etag: str | None = None
+    log_seq: int | None = None
+    log_hash: str | None = None
+    local: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,12 +92,15 @@ class OverflowResult:
 
 
 def surface_from_document(document: Mapping[str, Any], etag: str | None = None) -> Surface:
+    log_seq, log_hash = document.get("log_seq"), document.get("log_hash")
     return Surface(
         version=int(document.get("surface_version") or 0),
         format=str(document.get("format") or "anthropic"),
         messages=list(document.get("messages") or []),
         system=document.get("system"),
         etag=etag,
+        log_seq=log_seq if isinstance(log_seq, int) and not isinstance(log_seq, bool) else None,
+        log_hash=log_hash if isinstance(log_hash, str) else None,
     )
 
 

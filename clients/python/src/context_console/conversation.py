@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from context_console.client import ConsoleError, ConsoleUnavailable
+from context_console.client import ConsoleError, ConsoleUnavailable, Surface
 from context_console.records import jsonable
+from context_core import LOG_HASH_START, content_digest, extend_log_hash
 
 logger = logging.getLogger("context_console")
 
@@ -113,11 +114,22 @@ def _is_user_input(message: Any) -> bool:
     return True
 
 
+def message_digest(message: Any) -> str:
+    """The digest the console's log keeps of `message` as this client sends it (its JSON
+    round trip: what the console parses), for the log hash (`context_core.log_position`)."""
+    return content_digest(json.loads(json.dumps(jsonable(message))))
+
+
 @dataclass
 class Conversation:
     """Maps a caller's growing history onto the log: caller position i is seq `offset + i`
     (offset 1 when an Anthropic system prompt holds seq 0). The adapter appends the reply
-    itself, so the caller's echo of it in the next history is already logged."""
+    itself, so the caller's echo of it in the next history is already logged.
+
+    It also knows what the log holds, or will once appended, at each seq (`digests`, and the
+    hash chain over them), so a surface is used only when it follows the whole history: the
+    console's log position (`Surface.log_seq`, `Surface.log_hash`) must be the history's last
+    seq and the hash of what this client appended up to it."""
 
     format: Literal["anthropic", "openai"]
     logged: int = 0
@@ -127,6 +139,14 @@ class Conversation:
     turn: int = -1
     rounds: int = 0
     surface_version: int | None = None
+    digests: list[str] = field(default_factory=list)
+    chain: list[str] = field(default_factory=list)
+
+    def first_seq(self, system: Any) -> int:
+        """The seq of the history's first message (1 when an Anthropic system prompt is 0)."""
+        if self.started:
+            return self.offset
+        return 1 if self.format == "anthropic" and system is not None else 0
 
     def plan(self, history: Sequence[Any], system: Any = None) -> AppendPlan | None:
         """What to append before a call with `history`; None when nothing can be appended
@@ -146,8 +166,46 @@ class Conversation:
         offset = self.offset
         if not self.started and self.format == "anthropic" and system is not None:
             send_system, offset = system, 1
+            self._hold(0, [{"role": "system", "content": system}])
+        self._hold(offset + self.logged, fresh)
         new_turn = not self.started or any(_is_user_input(m) for m in fresh)
         return AppendPlan(fresh, send_system, offset + self.logged, len(history), new_turn)
+
+    def _hold(self, seq: int, messages: Sequence[Any]) -> None:
+        """What the log will hold from `seq` on (a seq not yet confirmed may be re-planned: a
+        reply whose append failed is appended next time as the caller's echo of it)."""
+        if not messages:
+            return
+        del self.digests[seq:]
+        del self.chain[seq:]
+        if len(self.digests) < seq:  # a gap: nothing is known from here on
+            return
+        self.digests += [message_digest(m) for m in messages]
+
+    def log_hash(self, seq: int) -> str | None:
+        """The hash of the log up to `seq` as this client appended it; None when unknown."""
+        if not 0 <= seq < len(self.digests):
+            return None
+        while len(self.chain) <= seq:
+            previous = self.chain[-1] if self.chain else LOG_HASH_START
+            self.chain.append(extend_log_hash(previous, self.digests[len(self.chain)]))
+        return self.chain[seq]
+
+    def follows(self, surface: Surface, last_seq: int) -> bool:
+        """Whether `surface` follows the log up to `last_seq` (the history's last message) and
+        that log is what this client appended: no round missing, nothing else in it."""
+        return (
+            not self.diverged
+            and surface.log_seq == last_seq
+            and surface.log_hash is not None
+            and surface.log_hash == self.log_hash(last_seq)
+        )
+
+    def follows_part(self, surface: Surface, last_seq: int) -> bool:
+        """Whether `surface` follows a part of the history (up to its `log_seq` <= `last_seq`):
+        a base the messages after it can be added to."""
+        seq = surface.log_seq
+        return seq is not None and seq <= last_seq and self.follows(surface, seq)
 
     def begin_call(self, plan: AppendPlan | None) -> None:
         """Open a turn on new user input (D8 counts rounds per turn), append or not."""
@@ -165,9 +223,15 @@ class Conversation:
         self.logged = plan.history_length
         self.surface_version = surface_version
 
-    def reply_appended(self, surface_version: int) -> None:
+    def reply_appended(self, reply: Any, surface_version: int) -> None:
+        self._hold(self.reply_seq(self.logged), [reply])
         self.logged += 1
         self.surface_version = surface_version
+
+    def rewind(self, logged: int) -> None:
+        """The console's log holds only the history's first `logged` messages (it said so):
+        the next plan appends from there (idempotent by seq)."""
+        self.logged = min(self.logged, max(logged, 0))
 
     def reply_seq(self, history_length: int) -> int:
         return self.offset + history_length

@@ -253,8 +253,10 @@ class _InThread:
     ) -> tuple[_R, Prepared]:
         link = self.link
 
-        async def overflow(error: BaseException, surface: Surface | None) -> Surface | None:
-            return await asyncio.to_thread(link.overflow, error, surface)
+        async def overflow(
+            error: BaseException, prepared: Prepared, sent: Surface | None
+        ) -> Surface | None:
+            return await asyncio.to_thread(link.overflow, error, prepared, sent)
 
         async def overflow_again(error: BaseException, surface: Surface | None) -> None:
             await asyncio.to_thread(link.overflow_again, error, surface)
