@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from django.utils import timezone
 
-from compaction.calibration import compaction_estimate, session_calibration
+from compaction.calibration import compaction_estimate, next_round_tokens, session_calibration
 from compaction.models import CompactionRun, Surface
 from compaction.transcripts import derive, format_of, surface_at
 from context_core import (
@@ -497,14 +497,16 @@ def plan_now(
     log, operations, surface = derive(session)
     tokens = session.projected_tokens
     pricing = session_pricing(session, policy, tokens or surface.tokens)
+    calibration = session_calibration(session)
     plan = plan_relief(
         surface,
         policy=relief_policy(policy, session.window_tokens),
         mode="forced" if mode == "manual" else "normal",
         summarizer=summarizer or ExtractiveSummarizer(),
-        calibration=session_calibration(session),
+        calibration=calibration,
         context_tokens=tokens,
         pricing=pricing.pricing,
+        growth_tokens=next_round_tokens(calibration, surface),
     )
     method = None
     if plan.operations:

@@ -10,7 +10,7 @@ from itertools import pairwise
 from django.db.models import Min, Q, Sum
 
 from compaction.models import LogMessage, SurfaceVersion
-from context_core import Calibration, Message
+from context_core import Calibration, Message, round_growth_chars
 from context_core import Surface as CoreSurface
 from context_core.estimates import (
     KindChars,
@@ -243,3 +243,10 @@ def _residuals_after_head_drops(session: AgentSession, rates: TokenRates) -> lis
         if old is not None and new is not None and drops_head(old.messages, new.messages):
             residuals.append(context - rates.tokens(kind_chars(new.messages)))
     return residuals
+
+
+def next_round_tokens(calibration: Calibration, surface: CoreSurface) -> int:
+    """D6: what the agent's next round is expected to add (the largest of its latest rounds,
+    `round_growth_chars`), in tokens: the growth a plan allows for, so a relief the next round
+    would undo is made now (proactive relief). The run and `GET …/compact/plan` both use it."""
+    return calibration.delta(round_growth_chars(surface.messages))

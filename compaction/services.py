@@ -23,7 +23,12 @@ from django.utils import timezone
 
 from compaction.archives import ArchiveBackend, ArchiveRequest, LogEntry, archive_backend
 from compaction.cache_report import session_pricing
-from compaction.calibration import compaction_estimate, estimate_appended, session_calibration
+from compaction.calibration import (
+    compaction_estimate,
+    estimate_appended,
+    next_round_tokens,
+    session_calibration,
+)
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
 from compaction.summarizers import LLMSummarizer, SummarizerError
 from compaction.transcripts import derive, load_log, load_operations, store_surface
@@ -37,7 +42,6 @@ from context_core import (
     Summarizer,
     derive_surface,
     plan_relief,
-    round_growth_chars,
 )
 from context_core import Surface as CoreSurface
 from telemetry.errors import FieldError
@@ -284,7 +288,7 @@ def _plan(session: AgentSession, run: CompactionRun, mode: Mode, state: Surface)
         context_tokens=_measured_tokens(session),
         pricing=pricing.pricing,
         # The agent's next round lands before this job's next chance (proactive relief).
-        growth_tokens=calibration.delta(round_growth_chars(surface.messages)),
+        growth_tokens=next_round_tokens(calibration, surface),
     )
     run.action = plan.action
     run.reason = plan.reason
