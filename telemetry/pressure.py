@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Literal, Protocol
 
 from context_core.tokens import CHARS_PER_TOKEN, estimate_tokens
-from telemetry.usage import context_size
+from telemetry.usage import InputCounts, context_size
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -78,19 +78,11 @@ def pressure(
     return projected / usable
 
 
-class CacheCounts(Protocol):
+class CacheCounts(InputCounts, Protocol):
     """What `cache_hit_ratio` reads from a call: a `NormalizedUsage` or a stored call row."""
 
     @property
     def reported_cache(self) -> bool: ...
-    @property
-    def uncached_input(self) -> int: ...
-    @property
-    def cache_read(self) -> int: ...
-    @property
-    def cache_write_5m(self) -> int: ...
-    @property
-    def cache_write_1h(self) -> int: ...
 
 
 def cache_hit_ratio(calls: Iterable[CacheCounts]) -> float | None:

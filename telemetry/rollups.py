@@ -25,7 +25,7 @@ from django.db.models.functions import Coalesce, TruncHour
 
 from telemetry.bulk_sql import Statement, few, prepare, run, vendor
 from telemetry.models import HourlyUsage, LLMCall
-from telemetry.usage import INPUT_BUCKETS
+from telemetry.usage import INPUT_BUCKETS, InputCounts
 
 KEY_FIELDS: Final = ("profile_id", "model", "hour")
 
@@ -64,7 +64,7 @@ def hour_of(at: datetime) -> datetime:
     return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
-class CallSums(Protocol):
+class CallSums(InputCounts, Protocol):
     """What `sum_by_hour` reads of a call: an `LLMCall`, or its COPY row
     (`telemetry.costing.CallRow`)."""
 
@@ -72,14 +72,6 @@ class CallSums(Protocol):
     def model(self) -> str: ...
     @property
     def at(self) -> datetime: ...
-    @property
-    def uncached_input(self) -> int: ...
-    @property
-    def cache_read(self) -> int: ...
-    @property
-    def cache_write_5m(self) -> int: ...
-    @property
-    def cache_write_1h(self) -> int: ...
     @property
     def output(self) -> int: ...
     @property
