@@ -236,6 +236,11 @@ def test_the_live_loop_survives_a_console_outage_with_no_failed_call_and_no_stal
         after_known = sum(r.status != 200 for r in provider.requests) - 1
         assert after_known <= 1, f"{after_known} overflows once the window was known"
     assert console.flush(30)
+    # flush waits for the queue; the spool of the outage's reports replays in the background
+    deadline = time.monotonic() + 60
+    while console.spooled and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert console.spooled == 0
     reported = LLMCall.objects.filter(
         session__external_id__in=("live-anthropic", "live-openai")
     ).count()
