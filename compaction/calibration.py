@@ -47,10 +47,10 @@ def session_calibration(session: AgentSession) -> Calibration:
     return by_surface if by_surface.fitted else by_request
 
 
-def surface_points(session: AgentSession) -> list[tuple[int, int]]:
-    """(surface chars, measured context tokens) of the session's latest calls that named their
-    surface version. Versions stored before their size was recorded are rebuilt once."""
-    rows = [
+def latest_surface_calls(session: AgentSession) -> list[tuple[int, int]]:
+    """(surface version, measured context tokens) of the session's latest calls that named their
+    surface version, newest first: what calibration and the overhead estimate read."""
+    return [
         (version, tokens)
         for version, tokens in LLMCall.objects.filter(
             session=session, surface_version__isnull=False
@@ -59,6 +59,12 @@ def surface_points(session: AgentSession) -> list[tuple[int, int]]:
         .values_list("surface_version", "context_tokens")[:CALIBRATION_POINTS]
         if version is not None
     ]
+
+
+def surface_points(session: AgentSession) -> list[tuple[int, int]]:
+    """(surface chars, measured context tokens) of the session's latest calls that named their
+    surface version. Versions stored before their size was recorded are rebuilt once."""
+    rows = latest_surface_calls(session)
     if not rows:
         return []
     sizes = dict(
@@ -220,15 +226,7 @@ def _residuals_after_head_drops(session: AgentSession, rates: TokenRates) -> lis
     session's latest earlier compactions that dropped the surface's first messages."""
     from compaction.transcripts import surface_at  # transcripts imports this module
 
-    calls = [
-        (version, context)
-        for version, context in LLMCall.objects.filter(
-            session=session, surface_version__isnull=False
-        )
-        .order_by("-turn", "-call")
-        .values_list("surface_version", "context_tokens")[:CALIBRATION_POINTS]
-        if version is not None
-    ][::-1]
+    calls = latest_surface_calls(session)[::-1]
     operations = dict(
         SurfaceVersion.objects.filter(
             session=session, version__in={version for version, _ in calls}
