@@ -32,10 +32,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Context, Decimal, localcontext
+from decimal import Decimal, localcontext
 from operator import attrgetter
 from typing import Final, Literal
 
+from context_core.economics import MONEY, PER_MILLION
 from telemetry.pricing import ModelPrice, Rates
 from telemetry.usage import context_size
 
@@ -80,9 +81,6 @@ D2_CHURN_SHARE: Final = 0.5
 D2_MIN_PAIRS: Final = 3
 DIFF_LINES: Final = 12
 D2_HINT: Final = "volatile context: move it into the message stream (D2)"
-
-_MONEY: Final = Context(prec=50)
-_PER_MILLION: Final = Decimal(1_000_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,13 +243,13 @@ def premium_at(current: CallObs, missed: int, rates: Rates | None) -> Decimal | 
     rest = missed - from_writes
     write_1h = rates.cache_write_1h if rates.cache_write_1h is not None else rates.input
     write_5m = rates.cache_write_5m if rates.cache_write_5m is not None else rates.input
-    with localcontext(_MONEY):
+    with localcontext(MONEY):
         total = (
             Decimal(from_1h) * (write_1h - rates.cache_read)
             + Decimal(from_5m) * (write_5m - rates.cache_read)
             + Decimal(rest) * (rates.input - rates.cache_read)
         )
-        return max(total, Decimal(0)) / _PER_MILLION
+        return max(total, Decimal(0)) / PER_MILLION
 
 
 def prefix_tier(history: Sequence[CallObs]) -> Tier:
@@ -560,7 +558,7 @@ def _system_hash(call: CallObs) -> str | None:
 def premiums_by_cause(misses: Iterable[Miss]) -> dict[Cause, Decimal]:
     """Σ premium per cause (every cause present, zero when none); unpriced misses add nothing."""
     totals: dict[Cause, Decimal] = dict.fromkeys(CAUSES, Decimal(0))
-    with localcontext(_MONEY):
+    with localcontext(MONEY):
         for miss in misses:
             if miss.premium_usd is not None:
                 totals[miss.cause] += miss.premium_usd

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Context, Decimal, localcontext
+from decimal import Decimal, localcontext
 from typing import Final, Literal
+
+from context_core.economics import MONEY, PER_MILLION
 
 FIVE_MINUTES: Final = timedelta(minutes=5)
 ONE_HOUR: Final = timedelta(hours=1)
@@ -23,9 +25,6 @@ WRITE_5M: Final = Decimal("1.25")
 WRITE_1H: Final = Decimal("2")
 
 PERCENTILES: Final = (50, 90, 99)
-
-_MONEY: Final = Context(prec=50)  # exact whatever the thread's context; see pricing._MONEY
-_PER_MILLION: Final = Decimal(1_000_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +81,12 @@ class TierComparison:
 
     @property
     def cost_5m(self) -> Decimal:
-        with localcontext(_MONEY):
+        with localcontext(MONEY):
             return self.opening_cost_5m + self.pairs_cost_5m
 
     @property
     def cost_1h(self) -> Decimal:
-        with localcontext(_MONEY):
+        with localcontext(MONEY):
             return self.opening_cost_1h + self.pairs_cost_1h
 
     @property
@@ -111,7 +110,7 @@ def compare_ttl_tiers(sessions: Iterable[Sequence[CachedCall]]) -> TierCompariso
     count = pairs = 0
     pairs_5m = pairs_1h = opening_5m = opening_1h = Decimal(0)
     gaps: list[timedelta] = []
-    with localcontext(_MONEY):
+    with localcontext(MONEY):
         for session in sessions:
             calls = sorted(session, key=lambda c: c.at)
             if not calls:
@@ -157,4 +156,4 @@ def nearest_rank(values: Sequence[timedelta], percentile: int) -> timedelta | No
 
 
 def _dollars(call: CachedCall, multiplier: Decimal) -> Decimal:
-    return Decimal(call.cached_prefix_tokens) * call.input_price * multiplier / _PER_MILLION
+    return Decimal(call.cached_prefix_tokens) * call.input_price * multiplier / PER_MILLION

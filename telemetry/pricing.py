@@ -12,16 +12,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from decimal import Context, Decimal, localcontext
+from decimal import Decimal, localcontext
 from typing import Any, Final, Literal, NamedTuple
 
+from context_core.economics import MONEY
 from telemetry.usage import BUCKETS, INPUT_BUCKETS, MAX_TOKENS, NormalizedUsage, context_size
 
 Vendor = Literal["anthropic", "openai"]
 
-# Exact money arithmetic: tokens (≤ 2**53, 16 digits) × a rate with a few digits never needs
-# more than ~25 significant digits, so 50 never rounds, whatever the thread's default context.
-_MONEY: Final = Context(prec=50)
+# Money is computed in `MONEY` (the core's): tokens (≤ 2**53, 16 digits) × a rate with a few
+# digits never needs more than ~25 significant digits, so its 50 never round, whatever the
+# thread's default context.
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +157,7 @@ class CostBreakdown:
 
     @property
     def total(self) -> Decimal:
-        with localcontext(_MONEY):
+        with localcontext(MONEY):
             return (
                 self.uncached_input
                 + self.cache_read
@@ -200,7 +201,7 @@ def cache_savings(usage: NormalizedUsage, price: ModelPrice) -> Decimal:
     Negative when writes cost more than later reads recovered (a prefix written and never read).
     """
     cost, total, no_cache = IntegerPricer(price).billed([usage])
-    with localcontext(_MONEY):
+    with localcontext(MONEY):
         return no_cache - total
 
 
@@ -434,7 +435,7 @@ class IntegerPricer:
         rows = [{bucket: tier.billed(bucket) for bucket in BUCKETS} for tier in tiers]
         places = max(0, *(-int(rate.as_tuple().exponent) for row in rows for rate in row.values()))
         unit = Decimal(10) ** places
-        with localcontext(_MONEY):
+        with localcontext(MONEY):
             scaled = [_Scaled(**{b: int(rate * unit) for b, rate in row.items()}) for row in rows]
         self._base, self._long = scaled[0], scaled[-1]  # the premium, if any
         self._long_from = _long_context_from(price)  # None: no premium tier
@@ -475,7 +476,7 @@ class IntegerPricer:
             output += o * output_rate
             no_cache += context * input_rate + o * output_rate
         # each sum scaled to dollars, exact: 50 digits never round here
-        exponent, money = self._exponent, _MONEY
+        exponent, money = self._exponent, MONEY
         return (
             Decimal(uncached).scaleb(exponent, money),
             Decimal(read).scaleb(exponent, money),

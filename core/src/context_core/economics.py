@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Context, Decimal, localcontext
 from typing import Final
 
-_MONEY: Final = Context(prec=50)
-_PER_MILLION: Final = Decimal(1_000_000)
+# Money arithmetic: 50 digits, exact whatever the thread's decimal context (the console prices
+# with these too); prices are per million tokens.
+MONEY: Final = Context(prec=50)
+PER_MILLION: Final = Decimal(1_000_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +96,10 @@ def pass_economics(
     freed = max(freed_tokens, 0)
     rewrite = max(rewrite_tokens, 0)
     remaining = max(remaining_calls, 0)
-    with localcontext(_MONEY):
-        cost = Decimal(rewrite) * rates.write / _PER_MILLION
-        premium = max(Decimal(rewrite) * (rates.write - rates.read) / _PER_MILLION, Decimal(0))
-        saving = Decimal(freed) * rates.read / _PER_MILLION
+    with localcontext(MONEY):
+        cost = Decimal(rewrite) * rates.write / PER_MILLION
+        premium = max(Decimal(rewrite) * (rates.write - rates.read) / PER_MILLION, Decimal(0))
+        saving = Decimal(freed) * rates.read / PER_MILLION
         if premium == 0:
             calls: int | None = 0
         elif saving == 0:
@@ -130,5 +132,5 @@ def net_saving(
     figures = pass_economics(
         freed_tokens=freed_tokens, rewrite_tokens=rewrite_tokens, rates=rates, remaining_calls=0
     )
-    with localcontext(_MONEY):
+    with localcontext(MONEY):
         return figures.saving_per_call_usd * max(later_calls, 0) - figures.rewrite_premium_usd
