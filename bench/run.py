@@ -238,7 +238,7 @@ class Bench:
         self.results["measurements"][name] = figures
 
     def ingest(self, records: list[dict[str, Any]]) -> None:
-        from telemetry.ingest import ingest_records
+        from telemetry.ingest.pipeline import ingest_records
 
         for start in range(0, len(records), 1_000):
             result = ingest_records(
@@ -911,7 +911,7 @@ class Bench:
         from bench.data import MODEL
         from compaction.rawjson import Span
         from compaction.transcripts import append_messages
-        from telemetry.ingest import ingest_records
+        from telemetry.ingest.pipeline import ingest_records
         from telemetry.models import AgentSession
 
         s = self.sizes

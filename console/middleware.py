@@ -127,7 +127,7 @@ def _json_problem(request: HttpRequest) -> tuple[str, str] | None:
     # The view reads the same body: it takes this decoded value instead of parsing it again.
     request.decoded_json = value  # type: ignore[attr-defined]
     if request.path.startswith(("/api/v1/telemetry", "/api/v1/otlp/")):
-        return None  # judged per record by telemetry.ingest (OTLP: per span / log record)
+        return None  # judged per record by telemetry.ingest.pipeline (OTLP: per span / log record)
     return safejson.problem(value)
 
 

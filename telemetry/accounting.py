@@ -179,7 +179,7 @@ def as_stored(call: CallFigures) -> CallFigures | None:
     when the time has no UTC form in Python (a year-1 time east of Greenwich): the caller then
     lets the database derive the turn. What a turn's figures computed here from stored-equal
     calls give is what the database's derivation gives from the stored rows
-    (`telemetry.known_sessions`)."""
+    (`telemetry.ingest.known_sessions`)."""
     try:
         at = call.at.astimezone(UTC)
     except OverflowError:

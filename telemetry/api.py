@@ -14,7 +14,7 @@ from ninja.responses import NinjaJSONEncoder
 from telemetry import safejson
 from telemetry.auth import ingest_auth, request_key
 from telemetry.errors import FieldError
-from telemetry.ingest import IngestResult, ingest_records
+from telemetry.ingest.pipeline import IngestResult, ingest_records
 from telemetry.models import AgentSession, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy, key_policy

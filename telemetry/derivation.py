@@ -4,7 +4,7 @@ A turn's figures come from all its calls (`telemetry.accounting.summarize_turn`)
 from all its turns, so a retry or a concurrent batch cannot leave them off by one. Each costs a
 constant number of statements whatever the batch size: turns in two, sessions in two reads.
 On PostgreSQL the ingest derives new calls' turns in the database instead
-(`telemetry.bulk_sql.derive_turns`, the same figures as `summarize_turn`); `rederive_turns` is
+(`telemetry.ingest.bulk_sql.derive_turns`, the same figures as `summarize_turn`); `rederive_turns` is
 the other backends' path.
 
 On PostgreSQL a session's totals are then brought forward rather than re-read
@@ -26,8 +26,8 @@ from typing import Any
 from django.db.models import Aggregate, Count, F, Max, Sum, Window
 
 from telemetry.accounting import CallFigures, TurnFigures, summarize_turn
-from telemetry.bulk_sql import latest_with_totals, upsert_rows
 from telemetry.costing import CallRow
+from telemetry.ingest.bulk_sql import latest_with_totals, upsert_rows
 from telemetry.models import AgentSession, LLMCall, Turn
 from telemetry.session_totals import Change, Totals, advance
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import msgspec
 from django.db.models import Q
 
-from telemetry.bulk_sql import stored_call_keys
+from telemetry.ingest.bulk_sql import stored_call_keys
 from telemetry.models import LLMCall
 from telemetry.schemas import RecordIn
 

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.core.cache.backends.base import BaseCache
 
 from telemetry import shared_cache
-from telemetry.bulk_sql import count_request
+from telemetry.ingest.bulk_sql import count_request
 from telemetry.models import RateCount
 
 # A lease is this fraction of the budget (at least one request).

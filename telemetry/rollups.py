@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Count, DecimalField, F, Q, Sum, Value
 from django.db.models.functions import Coalesce, TruncHour
 
-from telemetry.bulk_sql import Statement, few, prepare, run, vendor
+from telemetry.ingest.bulk_sql import Statement, few, prepare, run, vendor
 from telemetry.models import HourlyUsage, LLMCall
 from telemetry.usage import INPUT_BUCKETS, InputCounts
 
@@ -195,7 +195,7 @@ def add_calls_statement(
 ) -> Statement | None:
     """`add_calls`' statement on PostgreSQL, not yet run (for `bulk_sql.run_together`); None
     for no calls. Elsewhere than on PostgreSQL call `add_calls`. `only_if`: an SQL condition
-    the rows go in under (a statement's own `WITH` query, `telemetry.known_sessions`), for a
+    the rows go in under (a statement's own `WITH` query, `telemetry.ingest.known_sessions`), for a
     request's few hour rows only."""
     assert vendor() == "postgresql"
     return _add_statement(profile_id, calls, only_if)

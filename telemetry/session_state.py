@@ -22,7 +22,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from context_core import next_call_crosses
-from telemetry.bulk_sql import (
+from telemetry.ingest.bulk_sql import (
     Statement,
     lock_keys,
     lock_keys_statement,

@@ -81,7 +81,7 @@ class Totals:
 @dataclass(frozen=True, slots=True)
 class Change:
     """What one ingest did to the touched turns of one session, summed over them (the database
-    computes it in the statement that re-derives the turns, `telemetry.bulk_sql.derive_turns`):
+    computes it in the statement that re-derives the turns, `telemetry.ingest.bulk_sql.derive_turns`):
     differences for the sums, the touched turns' new values for the maxima."""
 
     new_turns: int
@@ -132,7 +132,7 @@ def advance(totals: Totals, change: Change) -> Totals:
 def change_of(touched: Iterable[tuple[Summed | None, Summed]]) -> Change:
     """The `Change` of (before, after) pairs of touched turns, before None for a new turn: what
     `derive_turns`'s statement sums in SQL, in Python (the tests hold the two equal;
-    `telemetry.known_sessions` sends a single record's figures computed with it)."""
+    `telemetry.ingest.known_sessions` sends a single record's figures computed with it)."""
     pairs = list(touched)
     assert pairs, "a change touches at least one turn"
 

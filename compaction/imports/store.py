@@ -57,7 +57,7 @@ from compaction.transcripts import (
 from context_core import AgentCompactionOperation, derive_surface
 from telemetry.errors import FieldError
 from telemetry.events import record_context_event
-from telemetry.ingest import ingest_records
+from telemetry.ingest.pipeline import ingest_records
 from telemetry.models import AgentKey, AgentProfile, AgentSession, ContextEvent
 from telemetry.session_state import (
     get_or_create_session,

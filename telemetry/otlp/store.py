@@ -22,7 +22,7 @@ from django.db.models import Max, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from telemetry.events import record_context_event
-from telemetry.ingest import ingest_records
+from telemetry.ingest.pipeline import ingest_records
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
 from telemetry.session_state import discard_unused_sessions, lock_sessions

@@ -23,7 +23,7 @@ from compaction.rawjson import Span
 from compaction.services import compact_session
 from compaction.transcripts import append_messages
 from telemetry.catalogue import seed_catalogue
-from telemetry.ingest import ingest_records
+from telemetry.ingest.pipeline import ingest_records
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey, AgentSession
 from telemetry.policy_store import update_policy

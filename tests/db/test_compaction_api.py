@@ -530,7 +530,7 @@ def test_the_log_supplies_the_appended_size_when_the_record_does_not(agent):
 
 
 def test_a_surface_that_cannot_shrink_is_tried_once_per_version(agent):
-    from telemetry.ingest import ingest_records
+    from telemetry.ingest.pipeline import ingest_records
 
     agent.post(
         "/api/v1/sessions/tiny/messages",

@@ -28,7 +28,7 @@ from compaction.transcripts import append_messages
 from console.queries import safe_snippet
 from console.roles import Role, role_of
 from telemetry.catalogue import seed_catalogue
-from telemetry.ingest import ingest_records
+from telemetry.ingest.pipeline import ingest_records
 from telemetry.keys import create_agent_key, find_active_key
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel
 from telemetry.policy_store import effective_policy, update_policy

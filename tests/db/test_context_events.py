@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from telemetry.catalogue import seed_catalogue
 from telemetry.events import record_context_event, session_context_events
-from telemetry.ingest import ingest_records
+from telemetry.ingest.pipeline import ingest_records
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentSession, ContextEvent
 

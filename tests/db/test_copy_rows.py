@@ -1,4 +1,4 @@
-"""COPY (`telemetry.bulk_sql.insert_rows`, PostgreSQL) stores a new call exactly as the ORM's
+"""COPY (`telemetry.ingest.bulk_sql.insert_rows`, PostgreSQL) stores a new call exactly as the ORM's
 bulk_create does: every column, the JSON ones included (non-ASCII text, empty and null values);
 and `copy_rows`, which names each column's type to COPY, stores what the untyped COPY stored;
 and `json_text` is the text `json.dumps` gives."""
@@ -15,8 +15,8 @@ from django.db import connection
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telemetry.bulk_sql import _copy_sql, copy_rows, insert_rows, json_text, numbered, run
 from telemetry.costing import CALL_COLUMNS, CallRow
+from telemetry.ingest.bulk_sql import _copy_sql, copy_rows, insert_rows, json_text, numbered, run
 from telemetry.models import AgentSession, HourlyUsage, LLMCall
 
 pytestmark = pytest.mark.django_db
@@ -238,7 +238,7 @@ def test_prepare_gives_what_djangos_get_db_prep_save_gives(model: Any) -> None:
     PostgreSQL and on SQLite (where the hour rollups prepare their values too)."""
     from django.test.utils import override_settings
 
-    from telemetry.bulk_sql import prepare
+    from telemetry.ingest.bulk_sql import prepare
 
     checked = 0
     for field in model._meta.concrete_fields:
@@ -278,7 +278,7 @@ def test_lock_keys_creates_what_the_orm_creates_and_returns_existing_rows_as_sto
     from django.db import transaction
     from django.forms.models import model_to_dict
 
-    from telemetry.bulk_sql import lock_keys
+    from telemetry.ingest.bulk_sql import lock_keys
 
     agent = make_agent()
     profile = agent.key.profile
@@ -318,7 +318,7 @@ def test_run_together_sends_the_writes_as_one_statement_and_applies_each(make_ag
     from django.db import IntegrityError, transaction
     from django.test.utils import CaptureQueriesContext
 
-    from telemetry.bulk_sql import run_together, update_statement
+    from telemetry.ingest.bulk_sql import run_together, update_statement
 
     profile = make_agent().key.profile
     a, b = (AgentSession.objects.create(profile=profile, external_id=n) for n in ("rt-a", "rt-b"))

@@ -1,5 +1,5 @@
 """A session's next single record goes in one round trip when this process wrote the session
-last (`telemetry.known_sessions`, PostgreSQL): what it stores and answers is what the two-trip
+last (`telemetry.ingest.known_sessions`, PostgreSQL): what it stores and answers is what the two-trip
 path stores and answers, over odd but valid records, duplicates, conflicts, late and
 out-of-order calls; and a session someone else changed meanwhile is never written from the
 remembered state."""
@@ -15,9 +15,9 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from telemetry import known_sessions, pg_prepared
 from telemetry.catalogue import OnceCatalogue
-from telemetry.ingest import store_records
+from telemetry.ingest import known_sessions, pg_prepared
+from telemetry.ingest.pipeline import store_records
 from telemetry.models import AgentSession, CatalogueModel, HourlyUsage, LLMCall
 from telemetry.policy_store import effective_policy, update_policy
 from telemetry.profiles import get_or_create_profile

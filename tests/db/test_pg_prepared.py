@@ -1,4 +1,4 @@
-"""`telemetry.pg_prepared`, through `telemetry.bulk_sql.run` (PostgreSQL): the rows a psycopg
+"""`telemetry.ingest.pg_prepared`, through `telemetry.ingest.bulk_sql.run` (PostgreSQL): the rows a psycopg
 cursor gives, the transaction started in the statement's round trip (a rollback undoes it),
 the commit folded into the last statement only where `commit_with_last` allows it, errors as
 Django's, and statements the server lost prepared again."""
@@ -15,7 +15,7 @@ from django.db import DatabaseError, IntegrityError, connection, connections, tr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from telemetry.bulk_sql import commit_with_last, run
+from telemetry.ingest.bulk_sql import commit_with_last, run
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared path"),
@@ -207,7 +207,7 @@ def test_the_time_comes_back_in_utc(db: None) -> None:
 
 
 def test_a_connection_keeps_its_latest_statements_only(db: None, monkeypatch: Any) -> None:
-    from telemetry import pg_prepared
+    from telemetry.ingest import pg_prepared
 
     monkeypatch.setattr(pg_prepared, "_KEPT", 3)
     connection.ensure_connection()

@@ -1,5 +1,5 @@
 """A single record of a session its process has locked before goes in with the session's lock,
-in one round trip (`telemetry.ingest._lock_and_insert`, PostgreSQL): what it stores and answers
+in one round trip (`telemetry.ingest.pipeline._lock_and_insert`, PostgreSQL): what it stores and answers
 is what the separate statements store and answer, its duplicates and conflicts included, and a
 remembered session id that proves wrong leaves nothing behind."""
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from telemetry import bulk_sql, ingest, known_sessions
-from telemetry.ingest import store_records
+from telemetry.ingest import bulk_sql, known_sessions, pipeline
+from telemetry.ingest.pipeline import store_records
 from telemetry.models import AgentSession, HourlyUsage, LLMCall, Turn
 from telemetry.profiles import get_or_create_profile
 from tests.db.stored import session_record, session_rows
@@ -25,7 +25,7 @@ pytestmark = [
 @pytest.fixture(autouse=True)
 def _two_trips(monkeypatch: pytest.MonkeyPatch) -> None:
     """The two-trip path itself: a session's next record would otherwise go in one trip
-    (`telemetry.known_sessions`, tests/db/test_known_sessions.py)."""
+    (`telemetry.ingest.known_sessions`, tests/db/test_known_sessions.py)."""
     monkeypatch.setattr(known_sessions, "applies", lambda: False)
 
 
@@ -72,7 +72,7 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_a_records_lock_and_insert_in_one_round_trip_store_what_apart_stores(
     monkeypatch: pytest.MonkeyPatch, settings: Any
 ) -> None:
-    ingest._SESSION_IDS.clear()
+    pipeline._SESSION_IDS.clear()
     spy = _spy(monkeypatch)
     piped_items, piped = _ingest("piped", spy)
     assert spy == [2] * (len(_RECORDS) - 1)  # all but the session's first record
@@ -104,18 +104,18 @@ def test_a_records_lock_and_insert_in_one_round_trip_store_what_apart_stores(
 def test_a_remembered_session_id_that_proves_wrong_leaves_nothing_behind(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ingest._SESSION_IDS.clear()
+    pipeline._SESSION_IDS.clear()
     profile = get_or_create_profile(name="stale")
     assert store_records(profile=profile, raw_items=[_record(0)], batch=False).items[0].status == (
         "created"
     )
     session = AgentSession.objects.get(profile=profile, external_id="piped")
     stale = session.pk + 1_000_000  # as a session whose creation was rolled back
-    ingest._SESSION_IDS[(profile.pk, "piped")] = stale
+    pipeline._SESSION_IDS[(profile.pk, "piped")] = stale
     spy = _spy(monkeypatch)
     result = store_records(profile=profile, raw_items=[_record(1)], batch=False)
     assert result.items[0].status == "created" and spy == [2]
-    assert ingest._SESSION_IDS[(profile.pk, "piped")] == session.pk  # corrected
+    assert pipeline._SESSION_IDS[(profile.pk, "piped")] == session.pk  # corrected
     assert not LLMCall.objects.filter(session_id=stale).exists()
     assert not Turn.objects.filter(session_id=stale).exists()
     assert list(LLMCall.objects.filter(session=session).values_list("turn", flat=True)) == [0, 1]
@@ -138,7 +138,7 @@ def test_the_pipelined_record_waits_for_a_writer_holding_its_session(
 
     from django.db import OperationalError, transaction
 
-    ingest._SESSION_IDS.clear()
+    pipeline._SESSION_IDS.clear()
     profile = get_or_create_profile(name="held")
     store_records(profile=profile, raw_items=[_record(0)], batch=False)
     session = AgentSession.objects.get(profile=profile, external_id="piped")

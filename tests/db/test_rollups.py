@@ -104,7 +104,7 @@ def test_a_concurrent_writer_of_the_same_hour_adds_to_another_stripe_without_wai
 
     from django.db import connection, transaction
 
-    from telemetry.ingest import store_records
+    from telemetry.ingest.pipeline import store_records
 
     if connection.vendor != "postgresql":
         pytest.skip("SQLite serialises writers: one stripe")
@@ -171,7 +171,7 @@ def test_a_batch_over_many_hours_takes_no_advisory_lock_a_request_takes_one(agen
     of a long import spanning many hours must not take one per hour."""
     from django.db import connection, transaction
 
-    from telemetry.ingest import store_records
+    from telemetry.ingest.pipeline import store_records
 
     if connection.vendor != "postgresql":
         pytest.skip("advisory locks are PostgreSQL's")

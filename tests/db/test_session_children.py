@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from telemetry.ingest import store_records
+from telemetry.ingest.pipeline import store_records
 from telemetry.models import AgentSession, LLMCall, Turn
 from telemetry.profiles import get_or_create_profile
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from compaction.transcripts import tokens_appended_after_reply
-from telemetry.ingest import store_records
+from telemetry.ingest.pipeline import store_records
 from telemetry.models import AgentProfile, AgentSession
 from telemetry.policy_store import effective_policy
 from telemetry.session_state import (

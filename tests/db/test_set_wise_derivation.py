@@ -1,4 +1,4 @@
-"""Turns derived by the database from the copied calls (PostgreSQL, `telemetry.bulk_sql.derive_turns`)
+"""Turns derived by the database from the copied calls (PostgreSQL, `telemetry.ingest.bulk_sql.derive_turns`)
 and hour rollups summed from the COPY rows equal what the Python path derives
 (`telemetry.accounting.summarize_turn` over the stored calls, `telemetry.rollups.rebuild_rollups`),
 for mixed batches: priced and unpriced models, calls with and without cache figures or reasoning,
@@ -16,11 +16,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from telemetry import pg_prepared
 from telemetry.accounting import summarize_turn
 from telemetry.costing import CALL_COLUMNS
 from telemetry.derivation import _CALL_FIELDS, _figures_of, _turn_values
-from telemetry.ingest import store_records
+from telemetry.ingest import pg_prepared
+from telemetry.ingest.pipeline import store_records
 from telemetry.models import AgentSession, HourlyUsage, LLMCall, Turn
 from telemetry.rollups import rebuild_rollups
 from telemetry.session_state import FIGURE_FIELDS
@@ -329,7 +329,7 @@ def test_a_batchs_turn_derivation_probes_the_calls_by_key_whatever_the_statistic
     index (LATERAL), and the row estimates stay the key count."""
     if connection.vendor != "postgresql":
         pytest.skip("the set-wise derivation is PostgreSQL's")
-    from telemetry.bulk_sql import _derive_turns_sql, _pairs_arrays
+    from telemetry.ingest.bulk_sql import _derive_turns_sql, _pairs_arrays
 
     profile = make_agent().key.profile
     rng = random.Random(7)
@@ -350,8 +350,8 @@ def test_a_batchs_stored_keys_are_read_by_their_pairs_not_by_whole_sessions(make
     read every call the session held (and could be planned as a scan of the whole table)."""
     if connection.vendor != "postgresql":
         pytest.skip("the raw idempotency read is PostgreSQL's")
-    from telemetry.bulk_sql import _stored_call_keys_sql
     from telemetry.idempotency import StoredKeys
+    from telemetry.ingest.bulk_sql import _stored_call_keys_sql
 
     profile = make_agent().key.profile
     rng = random.Random(9)
@@ -373,8 +373,8 @@ def test_a_single_record_goes_in_exactly_when_its_stored_keys_find_it_new(make_a
     by them (`bulk_sql.insert_and_derive`, one statement). Records drawn to collide by
     position and by request id, in two sessions: each one's status is what `StoredKeys`, read
     apart just before, decides, and a call is added exactly when it is created."""
-    from telemetry.bulk_sql import _stored_call_keys_sql
     from telemetry.idempotency import StoredKeys, payload_hash
+    from telemetry.ingest.bulk_sql import _stored_call_keys_sql
     from telemetry.schemas import RecordIn
 
     profile = make_agent().key.profile

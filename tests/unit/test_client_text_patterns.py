@@ -70,7 +70,7 @@ REGEX_USES: Final = {
     "console/docs_site.py": 4,
     "console/templatetags/console_format.py": 1,
     "console/views.py": 1,
-    "telemetry/bulk_sql.py": 1,
+    "telemetry/ingest/bulk_sql.py": 1,
     "telemetry/cache_misses.py": 1,
     "telemetry/otlp/mapping.py": 1,
     "telemetry/otlp/wire.py": 1,

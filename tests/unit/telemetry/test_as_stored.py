@@ -1,6 +1,6 @@
 """`telemetry.accounting.as_stored` and `calls_before`: a call's figures as PostgreSQL hands them back (costs at
 the column's 9 places, rounded half away from zero; the time in UTC), which is what
-`telemetry.known_sessions` derives a turn from. The database side of the claim is
+`telemetry.ingest.known_sessions` derives a turn from. The database side of the claim is
 tests/db/test_known_sessions.py (odd rates stored and summed alike)."""
 
 from __future__ import annotations

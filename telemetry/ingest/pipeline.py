@@ -9,7 +9,7 @@ This module is orchestration only; each step has its own module, reusable by eve
 4. `telemetry.derivation`   re-derive the touched turns and sessions from their rows
 5. `telemetry.window_resolution` the window in force for each session (rule: `telemetry.windows`)
 6. `telemetry.session_state` projection, pressure, needs-relief, and the session write
-   (`telemetry.bulk_sql` holds the raw SQL of the bulk writes, and why it is raw)
+   (`telemetry.ingest.bulk_sql` holds the raw SQL of the bulk writes, and why it is raw)
 
 A batch costs a constant number of SQL statements whatever its size: sessions are upserted and
 locked in one (two elsewhere), existing calls read in one, new calls inserted in one, their hour
@@ -20,13 +20,13 @@ writes, session figures and hour rollups, travel together as one statement
 (`bulk_sql.run_together`). A single record there reads its stored keys, goes in unless they
 hold it, and has its turn re-derived in one statement (`bulk_sql.insert_and_derive`, under the
 session lock): 5 statements with the lock, the figures, BEGIN and COMMIT, in 3 round trips
-(BEGIN travels with the lock, COMMIT with the figures: `telemetry.pg_prepared`), 2 once the
+(BEGIN travels with the lock, COMMIT with the figures: `telemetry.ingest.pg_prepared`), 2 once the
 process has locked the session before (the insert travels with the lock: `_lock_and_insert`),
 and 1 once this process wrote the session last and knows what the record adds to: its call,
 turn, figures and hour rows are computed here and sent as one statement that writes only if
-the session row is still the version written (`telemetry.known_sessions`).
+the session row is still the version written (`telemetry.ingest.known_sessions`).
 
-On PostgreSQL (`telemetry.bulk_sql.set_wise`) new calls go to COPY as tuples (a few rows: one
+On PostgreSQL (`telemetry.ingest.bulk_sql.set_wise`) new calls go to COPY as tuples (a few rows: one
 prepared INSERT) and the database derives their turns from the stored rows; elsewhere the calls are model instances and the same
 figures are derived in Python (`telemetry.accounting`). Hour rollups are summed in Python on
 both (`telemetry.rollups`): a handful of rows, cheaper than a second read of the calls.
@@ -48,7 +48,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from telemetry import bulk_sql, known_sessions, session_state
+from telemetry import session_state
 from telemetry.accounting import CallFigures
 from telemetry.catalogue import OnceCatalogue, key_prices
 from telemetry.costing import CallRow, call_row, call_values
@@ -59,6 +59,7 @@ from telemetry.derivation import (
     rederive_turns,
 )
 from telemetry.idempotency import StoredKeys, payload_hash
+from telemetry.ingest import bulk_sql, known_sessions
 from telemetry.models import AgentKey, AgentProfile, AgentSession, LLMCall, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy, key_policy

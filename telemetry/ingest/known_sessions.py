@@ -14,7 +14,7 @@ under a call number not among those calls, is then derived here, before anything
 call's row, its turn's figures (`telemetry.accounting.summarize_turn` over the calls as stored,
 `as_stored`), what that changed (`telemetry.session_totals.change_of`) and the session's
 figures and projection, exactly as the two-trip path computes them from the database's answer.
-One statement sends it all (BEGIN and COMMIT in the same round trip, `telemetry.pg_prepared`):
+One statement sends it all (BEGIN and COMMIT in the same round trip, `telemetry.ingest.pg_prepared`):
 
 - `guard` locks the session row if, and only if, it is still the version remembered. Every
   write of a session's calls writes its figures in the same transaction, and every other change
@@ -44,7 +44,7 @@ from typing import Any, Final
 from django.conf import settings
 from django.db import connection
 
-from telemetry import bulk_sql, session_state
+from telemetry import session_state
 from telemetry.accounting import (
     CallFigures,
     TurnFigures,
@@ -59,6 +59,7 @@ from telemetry.derivation import (
     advance_session_figures,
     call_figures,
 )
+from telemetry.ingest import bulk_sql
 from telemetry.models import AgentProfile, AgentSession, LLMCall, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.recent import Recent

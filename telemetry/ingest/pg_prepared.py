@@ -1,6 +1,6 @@
 """Run a prepared statement on a psycopg connection with less driver work than `Cursor.execute`.
 
-Why: on a single-record ingest each of `telemetry.bulk_sql.run`'s statements cost more Python
+Why: on a single-record ingest each of `telemetry.ingest.bulk_sql.run`'s statements cost more Python
 through psycopg's cursor (its query conversion, prepare bookkeeping, result set-up and row
 maker) than the exchange itself (make bench P2; `python -m bench.inprocess --split`;
 docs/performance.md). `execute` dumps the values as text, sends them to a statement this module
@@ -9,7 +9,7 @@ values as a cursor's). When the connection is to start a transaction (not autoco
 its `BEGIN` goes in the same round trip as the statement (libpq's pipeline mode), and so does a
 `COMMIT` when the caller asks for one: one exchange where the cursor took two or three.
 
-Plain psycopg, no Django: `telemetry.bulk_sql.run` wraps it (errors, statement log).
+Plain psycopg, no Django: `telemetry.ingest.bulk_sql.run` wraps it (errors, statement log).
 
 The prepared names (`_prepared_<n>`) are this module's, never psycopg's (`_pg3_<n>`). psycopg
 sends `DEALLOCATE ALL` after a rollback only when it has prepared statements of its own, which
@@ -105,7 +105,7 @@ def execute_all(
 def rollback(conn: psycopg.Connection[Any]) -> None:
     """Roll back `conn`'s open transaction behind its owner's back: the next statement of
     `execute` starts a new one. For a caller whose transaction so far holds only statements it
-    has just sent and means to send again otherwise (`telemetry.ingest`'s guess of a session
+    has just sent and means to send again otherwise (`telemetry.ingest.pipeline`'s guess of a session
     id that proved wrong)."""
     with conn.lock:
         result = conn.pgconn.exec_(b"ROLLBACK")

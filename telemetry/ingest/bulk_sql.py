@@ -15,7 +15,7 @@ Prepared: on PostgreSQL these statements (but COPY) run through `run`, which bin
 server-side and prepares them once per connection (`DB_PREPARED_STATEMENTS`, on by default), so
 PostgreSQL skips parsing and planning texts it has seen, a third of their backend CPU on a
 single-record ingest (docs/performance.md). They go through libpq directly
-(`telemetry.pg_prepared`, `DB_PIPELINE`), with the transaction's BEGIN, and a single record's
+(`telemetry.ingest.pg_prepared`, `DB_PIPELINE`), with the transaction's BEGIN, and a single record's
 COMMIT, in their own round trip. Only these statements: their values travel
 as one array per column or a bounded number of rows, never near the protocol's 65,535
 parameters, which Django's own statements can exceed (hence `DB_SERVER_SIDE_BINDING` stays off).
@@ -42,7 +42,7 @@ from django.db.models.signals import post_init, pre_init
 from django.utils import timezone
 from psycopg import pq
 
-from telemetry import pg_prepared
+from telemetry.ingest import pg_prepared
 from telemetry.usage import context_sql
 
 # Only statements of a few rows or keys are prepared (a single record's, an agent's step). A
@@ -77,7 +77,7 @@ def run(
     (`numbered`): psycopg re-parses a text of over 4,096 bytes or 50 values on every run. Errors
     come out as Django's, and the statement is counted like Django counts its own.
 
-    A prepared statement runs through `telemetry.pg_prepared` (less driver work, its `BEGIN`
+    A prepared statement runs through `telemetry.ingest.pg_prepared` (less driver work, its `BEGIN`
     in the same round trip; `DB_PIPELINE`); psycopg itself prepares nothing then, so it never
     deallocates them.
     `commit`: commit the transaction in the same round trip; for the last statement of the
@@ -155,7 +155,7 @@ def restart_transaction() -> None:
     """Roll back the open transaction of the default connection at the driver, under Django's
     `atomic` block, which goes on: the next statement of `run` starts a new transaction. Only
     for a caller whose transaction so far holds nothing but statements it is about to send
-    again (`telemetry.ingest`'s pipelined single record, when its guess of the session id was
+    again (`telemetry.ingest.pipeline`'s pipelined single record, when its guess of the session id was
     wrong)."""
     pg_prepared.rollback(connections[DEFAULT_DB_ALIAS].connection)
 
@@ -342,7 +342,7 @@ def run_together(
     statement is most of a single record's Python). None entries are skipped. `commit`: as
     `run`'s (`commit_with_last`). `version`: the first statement is an UPDATE of one row; its
     new row version's `xmin` comes back, as text (None when it updated nothing), for
-    `telemetry.known_sessions`."""
+    `telemetry.ingest.known_sessions`."""
     todo = [s for s in statements if s is not None]
     if not todo:
         return None
@@ -1093,7 +1093,7 @@ def derive_turns(
     Returns, per session, its highest touched turn as stored now and what the statement changed
     in its touched turns, summed (`telemetry.session_totals.Change`'s fields): the same
     statement reads the touched turns as they were before it (its snapshot), so a session's
-    totals move forward without reading its other turns (`telemetry.ingest`).
+    totals move forward without reading its other turns (`telemetry.ingest.pipeline`).
     """
     if not pairs:
         return {}
