@@ -151,12 +151,13 @@ else:
     if env_bool("DB_SERVER_SIDE_BINDING", False):
         _db["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
 DATABASES = {"default": _db}
-# PostgreSQL: ingest's own statements (`telemetry.ingest.bulk_sql.run`) are prepared once per connection
-# whatever DB_SERVER_SIDE_BINDING says (their values never near the 65,535-parameter limit).
+# PostgreSQL: ingest's own statements (`telemetry.ingest.statements.run`) are prepared once per
+# connection whatever DB_SERVER_SIDE_BINDING says (their values never near the 65,535-parameter limit).
 # Off for a pooler without prepared-statement support (PgBouncer < 1.21 in transaction mode).
 DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", True)
 # PostgreSQL: those prepared statements go through libpq directly, the transaction's BEGIN (and
-# a single record's COMMIT) in the same round trip (libpq's pipeline mode, `telemetry.ingest.pg_prepared`).
+# a single record's COMMIT) in the same round trip (libpq's pipeline mode,
+# `telemetry.ingest.pg_prepared`).
 # Off for a pooler that does not pass pipelined messages through; psycopg's cursor then runs them.
 DB_PIPELINE = env_bool("DB_PIPELINE", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from django.db.models.base import ModelState
 
-from telemetry.ingest.bulk_sql import json_text
+from telemetry.ingest.values import json_text
 from telemetry.models import AgentSession, LLMCall
 from telemetry.pricing import BILLED_FIGURES, IntegerPricer
 from telemetry.schemas import RecordIn
@@ -77,7 +77,7 @@ _CALL_ATTNAMES = frozenset(_CALL_BY_ATTNAME)
 
 
 # A new call's row for COPY: every concrete field of a call but its primary key, in the model's
-# order, which is the order COPY names them in (`telemetry.ingest.bulk_sql.copy_rows`). A tuple that
+# order, which is the order COPY names them in (`telemetry.ingest.new_rows.copy_rows`). A tuple that
 # also reads by field name, so `telemetry.rollups.sum_by_hour` takes it as it takes an `LLMCall`.
 CallRow = namedtuple(
     "CallRow",

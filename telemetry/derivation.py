@@ -4,8 +4,8 @@ A turn's figures come from all its calls (`telemetry.accounting.summarize_turn`)
 from all its turns, so a retry or a concurrent batch cannot leave them off by one. Each costs a
 constant number of statements whatever the batch size: turns in two, sessions in two reads.
 On PostgreSQL the ingest derives new calls' turns in the database instead
-(`telemetry.ingest.bulk_sql.derive_turns`, the same figures as `summarize_turn`); `rederive_turns` is
-the other backends' path.
+(`telemetry.ingest.turn_derivation.derive_turns`, the same figures as `summarize_turn`);
+`rederive_turns` is the other backends' path.
 
 On PostgreSQL a session's totals are then brought forward rather than re-read
 (`advance_session_figures`, `telemetry.session_totals`): the statement that re-derives the
@@ -27,7 +27,8 @@ from django.db.models import Aggregate, Count, F, Max, Sum, Window
 
 from telemetry.accounting import CallFigures, TurnFigures, summarize_turn
 from telemetry.costing import CallRow
-from telemetry.ingest.bulk_sql import latest_with_totals, upsert_rows
+from telemetry.ingest.latest_rows import latest_with_totals
+from telemetry.ingest.upserts import upsert_rows
 from telemetry.models import AgentSession, LLMCall, Turn
 from telemetry.session_totals import Change, Totals, advance
 
@@ -147,14 +148,14 @@ def rederive_turns(
     pairs = sorted(write)
     upsert_rows(
         Turn,
-        ["session_id", "turn", *_TURN_UPDATE_FIELDS],
-        [_turn_values(sid, turn, figures[(sid, turn)]) for sid, turn in pairs],
+        ["session_id", "turn", *TURN_UPDATE_FIELDS],
+        [turn_values(sid, turn, figures[(sid, turn)]) for sid, turn in pairs],
         unique=["session_id", "turn"],
     )
     return {pair: sorted(c.call for c in calls) for pair, calls in grouped.items() if calls}
 
 
-_TURN_UPDATE_FIELDS = [
+TURN_UPDATE_FIELDS = [
     "calls",
     "context_tokens",
     "uncached_input",
@@ -187,8 +188,8 @@ _TURN_UPDATE_FIELDS = [
 ]
 
 
-def _turn_values(session_id: int, turn: int, f: TurnFigures) -> tuple[Any, ...]:
-    """A turn's row, in the order of `["session_id", "turn", *_TURN_UPDATE_FIELDS]`."""
+def turn_values(session_id: int, turn: int, f: TurnFigures) -> tuple[Any, ...]:
+    """A turn's row, in the order of `["session_id", "turn", *TURN_UPDATE_FIELDS]`."""
     buckets: tuple[Decimal | None, ...] = f.cost_buckets or (None,) * 5
     return (
         session_id,
@@ -300,7 +301,7 @@ def derive_session_figures(sessions: list[AgentSession]) -> dict[int, Turn]:
 def advance_session_figures(
     sessions: list[AgentSession], changed: dict[int, tuple[Turn, dict[str, Any]]]
 ) -> tuple[dict[int, Turn], list[AgentSession]]:
-    """Set the figures of the `sessions` whose turns `changed` (`bulk_sql.derive_turns`) from
+    """Set the figures of the `sessions` whose turns `changed` (`turn_derivation.derive_turns`) from
     their stored figures and that change alone (`telemetry.session_totals`), when the highest
     touched turn is the session's last; returns their last turns, and the sessions left for
     `derive_session_figures` (no new calls, or a late call to an earlier turn)."""

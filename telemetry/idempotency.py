@@ -16,7 +16,7 @@ from typing import Any, Literal
 import msgspec
 from django.db.models import Q
 
-from telemetry.ingest.bulk_sql import stored_call_keys
+from telemetry.ingest.call_keys import stored_call_keys
 from telemetry.models import LLMCall
 from telemetry.schemas import RecordIn
 
@@ -135,7 +135,7 @@ class StoredKeys:
     def of_rows(cls, existing: Iterable[tuple[int, int, int, str | None, str]]) -> StoredKeys:
         """The stored keys `existing` as already read, (session_id, turn, call, request_id,
         payload_hash) each: every stored call of the submission's turns and under its request
-        ids (`bulk_sql.insert_and_derive` reads them beside a single record's insert)."""
+        ids (`call_keys.insert_and_derive` reads them beside a single record's insert)."""
         keys = cls.__new__(cls)
         keys._empty()
         keys._load(existing)

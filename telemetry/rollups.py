@@ -23,7 +23,8 @@ from django.db import connection, transaction
 from django.db.models import Count, DecimalField, F, Q, Sum, Value
 from django.db.models.functions import Coalesce, TruncHour
 
-from telemetry.ingest.bulk_sql import Statement, few, prepare, run, vendor
+from telemetry.ingest.statements import Statement, few, run, vendor
+from telemetry.ingest.values import prepare
 from telemetry.models import HourlyUsage, LLMCall
 from telemetry.usage import INPUT_BUCKETS, InputCounts
 
@@ -171,7 +172,7 @@ def add_calls(profile_id: int, calls: Sequence[CallSums]) -> None:
     Rows are written in key order, so two batches touching the same hours lock them in the same
     order and cannot deadlock.
 
-    On PostgreSQL, when the calls fall in a few hour rows (`bulk_sql.few`), each goes to the
+    On PostgreSQL, when the calls fall in a few hour rows (`statements.few`), each goes to the
     first of its stripes no concurrent transaction is writing: the writer of a stripe holds a
     transaction-level advisory lock on it (taken with `pg_try_advisory_xact_lock`, which never
     waits), so a single-record ingest no longer queues behind another request's commit on the
@@ -193,7 +194,7 @@ def add_calls(profile_id: int, calls: Sequence[CallSums]) -> None:
 def add_calls_statement(
     profile_id: int, calls: Sequence[CallSums], *, only_if: str = ""
 ) -> Statement | None:
-    """`add_calls`' statement on PostgreSQL, not yet run (for `bulk_sql.run_together`); None
+    """`add_calls`' statement on PostgreSQL, not yet run (for `statements.run_together`); None
     for no calls. Elsewhere than on PostgreSQL call `add_calls`. `only_if`: an SQL condition
     the rows go in under (a statement's own `WITH` query, `telemetry.ingest.known_sessions`), for a
     request's few hour rows only."""

@@ -22,8 +22,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from context_core import next_call_crosses
-from telemetry.ingest.bulk_sql import (
-    Statement,
+from telemetry.ingest.statements import Statement
+from telemetry.ingest.upserts import (
     lock_keys,
     lock_keys_statement,
     lock_pk_statement,
@@ -102,8 +102,8 @@ _SESSION_KEY = ("profile_id", "external_id")
 def lock_sessions(profile: AgentProfile, external_ids: set[str]) -> dict[str, AgentSession]:
     """Create the sessions that do not exist yet and lock all of them, by external id.
 
-    Locks are taken in one order (external id on PostgreSQL's one-statement upsert, `bulk_sql`;
-    id elsewhere), so concurrent batches on the same sessions serialise without deadlock.
+    Locks are taken in one order (external id on PostgreSQL's one-statement upsert,
+    `upserts.lock_keys`; id elsewhere), so concurrent batches on the same sessions serialise without deadlock.
     """
     ordered = sorted(external_ids)
     rows = lock_keys(AgentSession, [(profile.pk, eid) for eid in ordered], _SESSION_KEY)
@@ -124,13 +124,13 @@ def lock_sessions(profile: AgentProfile, external_ids: set[str]) -> dict[str, Ag
 
 
 def lock_statement(profile: AgentProfile, external_id: str) -> tuple[str, list[Any]]:
-    """`lock_sessions`' statement for one session, not yet run (PostgreSQL: `bulk_sql.run_all`;
+    """`lock_sessions`' statement for one session, not yet run (PostgreSQL: `statements.run_all`;
     `locked_sessions` reads its rows)."""
     return lock_keys_statement(AgentSession, [(profile.pk, external_id)], _SESSION_KEY)
 
 
 def lock_id_statement(session_id: int) -> tuple[str, list[Any]]:
-    """The lock of a session known by its id, not yet run (PostgreSQL: `bulk_sql.run_all`;
+    """The lock of a session known by its id, not yet run (PostgreSQL: `statements.run_all`;
     `locked_sessions` reads its rows, none when no such session exists): for a session known to
     exist, what `lock_statement` locks, without a new row version."""
     return lock_pk_statement(AgentSession, session_id, _SESSION_KEY)
@@ -177,7 +177,7 @@ def write_figures(sessions: list[AgentSession]) -> None:
 
 
 def figures_statement(sessions: list[AgentSession]) -> Statement | None:
-    """`write_figures`' statement on PostgreSQL, not yet run (`bulk_sql.run_together`); None
+    """`write_figures`' statement on PostgreSQL, not yet run (`statements.run_together`); None
     elsewhere (call `write_figures`) or for no sessions."""
     return update_statement(AgentSession, sessions, list(FIGURE_FIELDS))
 

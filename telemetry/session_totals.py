@@ -81,7 +81,7 @@ class Totals:
 @dataclass(frozen=True, slots=True)
 class Change:
     """What one ingest did to the touched turns of one session, summed over them (the database
-    computes it in the statement that re-derives the turns, `telemetry.ingest.bulk_sql.derive_turns`):
+    computes it in the statement that re-derives the turns, `telemetry.ingest.turn_derivation.derive_turns`):
     differences for the sums, the touched turns' new values for the maxima."""
 
     new_turns: int

@@ -1,8 +1,15 @@
 """Ingest: the one write path of usage records, and the raw SQL it stores them with.
 
-`pipeline` is the entry point (`ingest_records`, `store_records`); the other modules are its
-storage: the PostgreSQL statements and how they run, and the single-record shortcut of a
-session this process wrote last (`known_sessions`).
+- `pipeline`        the entry points (`ingest_records`, `store_records`): orchestration only
+- `known_sessions`  a single record in one statement, for a session this process wrote last
+- `statements`      how ingest's statements run on PostgreSQL (prepared, pipelined, together)
+- `pg_prepared`     the libpq-level runner of those prepared statements
+- `values`          values on their way into a statement, rows back into model instances
+- `new_rows`        new rows in one statement (COPY, a few-row INSERT)
+- `upserts`         rows written or locked by key in one statement
+- `latest_rows`     a partition's latest row with totals over all its rows
+- `call_keys`       the stored calls' idempotency keys; a single record's read-insert-derive
+- `turn_derivation` turns derived by the database from their stored calls
 
 Nothing is re-exported here: the storage modules are also used by `telemetry.session_state`,
 `telemetry.rollups`, `telemetry.derivation` and others that the pipeline itself imports, so

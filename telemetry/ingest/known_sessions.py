@@ -1,4 +1,4 @@
-"""A single record in one round trip, for a session this process wrote last (make bench P2).
+"""A single record in one round trip, for a session this process wrote last (docs/performance.md, P2).
 
 Why: a single record took two round trips (the session's lock with the insert and the turn's
 derivation; then the session's figures with the hour rows and the COMMIT), because the figures
@@ -14,7 +14,8 @@ under a call number not among those calls, is then derived here, before anything
 call's row, its turn's figures (`telemetry.accounting.summarize_turn` over the calls as stored,
 `as_stored`), what that changed (`telemetry.session_totals.change_of`) and the session's
 figures and projection, exactly as the two-trip path computes them from the database's answer.
-One statement sends it all (BEGIN and COMMIT in the same round trip, `telemetry.ingest.pg_prepared`):
+One statement sends it all (BEGIN and COMMIT in the same round trip,
+`telemetry.ingest.pg_prepared`):
 
 - `guard` locks the session row if, and only if, it is still the version remembered. Every
   write of a session's calls writes its figures in the same transaction, and every other change
@@ -54,12 +55,13 @@ from telemetry.accounting import (
 )
 from telemetry.costing import CallRow, call_values
 from telemetry.derivation import (
-    _TURN_UPDATE_FIELDS,
-    _turn_values,
+    TURN_UPDATE_FIELDS,
     advance_session_figures,
     call_figures,
+    turn_values,
 )
-from telemetry.ingest import bulk_sql
+from telemetry.ingest import new_rows, statements
+from telemetry.ingest.values import from_row
 from telemetry.models import AgentProfile, AgentSession, LLMCall, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.recent import Recent
@@ -118,10 +120,10 @@ def applies() -> bool:
     """Whether the one-trip path can run here: PostgreSQL's pipeline, prepared statements, and
     the caller's `atomic` block the outermost (its COMMIT goes with the statement)."""
     return (
-        bulk_sql.set_wise()
+        statements.set_wise()
         and settings.DB_PIPELINE
         and settings.DB_PREPARED_STATEMENTS
-        and bulk_sql.own_transaction()
+        and statements.own_transaction()
     )
 
 
@@ -161,9 +163,7 @@ def store_one(
     old: TurnFigures | None = summarize_turn(before) if before else None
     session = copy_row(stored)
     session.profile = profile  # as the caller has it now (its name, its windows)
-    turn = bulk_sql.from_row(
-        Turn, _TURN_NAMES, (None, *_turn_values(session.pk, record.turn, after))
-    )
+    turn = from_row(Turn, _TURN_NAMES, (None, *turn_values(session.pk, record.turn, after)))
     found, rest = advance_session_figures(
         [session], {session.pk: (turn, asdict(change_of([(old, after)])))}
     )
@@ -176,7 +176,7 @@ def store_one(
         policy=policy,
     )
     sql, params = _statement(profile, session, known.xmin, row, turn)
-    answer = bulk_sql.run(sql, params, commit=True)
+    answer = statements.run(sql, params, commit=True)
     xmin = answer[0][0] if answer else None
     if xmin is None:
         _KNOWN.discard((profile.pk, record.session_id))
@@ -214,7 +214,7 @@ def copy_row(session: AgentSession) -> AgentSession:
     return copy
 
 
-_TURN_NAMES: Final = ("id", "session_id", "turn", *_TURN_UPDATE_FIELDS)
+_TURN_NAMES: Final = ("id", "session_id", "turn", *TURN_UPDATE_FIELDS)
 
 
 def _statement(
@@ -238,7 +238,7 @@ def _head_sql() -> str:
     quote = connection.ops.quote_name
     sessions = quote(AgentSession._meta.db_table)
     turns = quote(Turn._meta.db_table)
-    into, values = bulk_sql._insert_parts(LLMCall)  # noqa: SLF001
+    into, values = new_rows.insert_parts(LLMCall)
     by_name = {f.attname: f for f in Turn._meta.concrete_fields}
     names = _TURN_NAMES[1:]
     columns = ", ".join(quote(by_name[n].column) for n in names)

@@ -1,19 +1,19 @@
 """Run a prepared statement on a psycopg connection with less driver work than `Cursor.execute`.
 
-Why: on a single-record ingest each of `telemetry.ingest.bulk_sql.run`'s statements cost more Python
-through psycopg's cursor (its query conversion, prepare bookkeeping, result set-up and row
-maker) than the exchange itself (make bench P2; `python -m bench.inprocess --split`;
+Why: on a single-record ingest each of `telemetry.ingest.statements.run`'s statements cost
+more Python through psycopg's cursor (its query conversion, prepare bookkeeping, result set-up
+and row maker) than the exchange itself (make bench P2; `python -m bench.inprocess --split`;
 docs/performance.md). `execute` dumps the values as text, sends them to a statement this module
 has prepared on the connection, and loads the rows with the connection's own loaders (the same
 values as a cursor's). When the connection is to start a transaction (not autocommit, idle),
 its `BEGIN` goes in the same round trip as the statement (libpq's pipeline mode), and so does a
 `COMMIT` when the caller asks for one: one exchange where the cursor took two or three.
 
-Plain psycopg, no Django: `telemetry.ingest.bulk_sql.run` wraps it (errors, statement log).
+Plain psycopg, no Django: `telemetry.ingest.statements.run` wraps it (errors, statement log).
 
 The prepared names (`_prepared_<n>`) are this module's, never psycopg's (`_pg3_<n>`). psycopg
 sends `DEALLOCATE ALL` after a rollback only when it has prepared statements of its own, which
-it has not while every prepared statement goes through here (`bulk_sql.run` asks psycopg to
+it has not while every prepared statement goes through here (`statements.run` asks psycopg to
 prepare nothing). Should a statement be missing all the same (a `DISCARD ALL` sent by someone
 else, a pooler that changed server connections), `execute` forgets every name of that
 connection; when the statement was the first of its transaction it rolls back, prepares it
@@ -105,8 +105,8 @@ def execute_all(
 def rollback(conn: psycopg.Connection[Any]) -> None:
     """Roll back `conn`'s open transaction behind its owner's back: the next statement of
     `execute` starts a new one. For a caller whose transaction so far holds only statements it
-    has just sent and means to send again otherwise (`telemetry.ingest.pipeline`'s guess of a session
-    id that proved wrong)."""
+    has just sent and means to send again otherwise (`telemetry.ingest.pipeline`'s guess of a
+    session id that proved wrong)."""
     with conn.lock:
         result = conn.pgconn.exec_(b"ROLLBACK")
     _check(conn.pgconn, result)

@@ -9,7 +9,7 @@ This module is orchestration only; each step has its own module, reusable by eve
 4. `telemetry.derivation`   re-derive the touched turns and sessions from their rows
 5. `telemetry.window_resolution` the window in force for each session (rule: `telemetry.windows`)
 6. `telemetry.session_state` projection, pressure, needs-relief, and the session write
-   (`telemetry.ingest.bulk_sql` holds the raw SQL of the bulk writes, and why it is raw)
+   (the other modules of `telemetry.ingest` hold the raw SQL of the writes, and why it is raw)
 
 A batch costs a constant number of SQL statements whatever its size: sessions are upserted and
 locked in one (two elsewhere), existing calls read in one, new calls inserted in one, their hour
@@ -17,8 +17,8 @@ rollups added in one, affected turns re-derived and upserted in one (two elsewhe
 figures brought forward from that upsert's answer and written in one (re-derived from all their
 turns in one more read where they cannot be, and always elsewhere). On PostgreSQL the last two
 writes, session figures and hour rollups, travel together as one statement
-(`bulk_sql.run_together`). A single record there reads its stored keys, goes in unless they
-hold it, and has its turn re-derived in one statement (`bulk_sql.insert_and_derive`, under the
+(`statements.run_together`). A single record there reads its stored keys, goes in unless they
+hold it, and has its turn re-derived in one statement (`call_keys.insert_and_derive`, under the
 session lock): 5 statements with the lock, the figures, BEGIN and COMMIT, in 3 round trips
 (BEGIN travels with the lock, COMMIT with the figures: `telemetry.ingest.pg_prepared`), 2 once the
 process has locked the session before (the insert travels with the lock: `_lock_and_insert`),
@@ -26,9 +26,10 @@ and 1 once this process wrote the session last and knows what the record adds to
 turn, figures and hour rows are computed here and sent as one statement that writes only if
 the session row is still the version written (`telemetry.ingest.known_sessions`).
 
-On PostgreSQL (`telemetry.ingest.bulk_sql.set_wise`) new calls go to COPY as tuples (a few rows: one
-prepared INSERT) and the database derives their turns from the stored rows; elsewhere the calls are model instances and the same
-figures are derived in Python (`telemetry.accounting`). Hour rollups are summed in Python on
+On PostgreSQL (`telemetry.ingest.statements.set_wise`) new calls go to COPY as tuples (a few
+rows: one prepared INSERT) and the database derives their turns from the stored rows; elsewhere
+the calls are model instances and the same figures are derived in Python
+(`telemetry.accounting`). Hour rollups are summed in Python on
 both (`telemetry.rollups`): a handful of rows, cheaper than a second read of the calls.
 
 `store_records` is the entry point for code that already knows the profile (OTLP, imports);
@@ -59,7 +60,7 @@ from telemetry.derivation import (
     rederive_turns,
 )
 from telemetry.idempotency import StoredKeys, payload_hash
-from telemetry.ingest import bulk_sql, known_sessions
+from telemetry.ingest import call_keys, known_sessions, new_rows, statements, turn_derivation
 from telemetry.models import AgentKey, AgentProfile, AgentSession, LLMCall, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy, key_policy
@@ -213,9 +214,10 @@ def store_records(
             if figures is None:
                 session_state.write_figures(result.sessions)
             # the transaction's last write: on PostgreSQL its COMMIT goes in the same round trip
-            # when this is the outermost block (`bulk_sql.commit_with_last`; make bench P2)
-            version = bulk_sql.run_together(
-                [figures, add_hours()], commit=bulk_sql.commit_with_last(), version=one_trip
+            # when this is the outermost block (`statements.commit_with_last`;
+            # docs/performance.md, P2)
+            version = statements.run_together(
+                [figures, add_hours()], commit=statements.commit_with_last(), version=one_trip
             )
             if one_trip and len(result.sessions) == 1:
                 # the row as written, for the session's next record (`known_sessions`), with
@@ -297,7 +299,7 @@ def _lock_and_insert(
     it; if the lock finds no such session (it was rolled back, or deleted), the transaction,
     which holds nothing else, is rolled back and the caller locks and inserts apart. None when
     this does not apply or the pipeline is off."""
-    if len(valid) != 1 or not bulk_sql.set_wise() or not bulk_sql.own_transaction():
+    if len(valid) != 1 or not statements.set_wise() or not statements.own_transaction():
         return None
     v = valid[0]
     record = v.record
@@ -306,19 +308,19 @@ def _lock_and_insert(
         return None
     now = timezone.now()
     row = call_values(remembered, v, catalogue.pricer(record.model), now)
-    insert = bulk_sql.insert_and_derive_statement(
+    insert = call_keys.insert_and_derive_statement(
         LLMCall, Turn, row, turn=record.turn, call=record.call, request_id=record.request_id
     )
-    answers = bulk_sql.run_all([session_state.lock_id_statement(remembered), insert])
+    answers = statements.run_all([session_state.lock_id_statement(remembered), insert])
     if answers is None:
         return None
     sessions = session_state.locked_sessions(profile, answers[0])
     session = sessions.get(record.session_id)
     if session is None or session.profile_id != profile.pk or len(sessions) != 1:
         _SESSION_IDS.pop((profile.pk, record.session_id), None)  # another thread may have too
-        bulk_sql.restart_transaction()
+        statements.restart_transaction()
         return None
-    return _Sent(sessions, row, now, bulk_sql.inserted_and_derived(LLMCall, Turn, answers[1]))
+    return _Sent(sessions, row, now, call_keys.inserted_and_derived(LLMCall, Turn, answers[1]))
 
 
 def _store_calls(
@@ -331,7 +333,7 @@ def _store_calls(
     set[int],
     list[ItemResult],
     dict[tuple[int, int], list[int]],
-    Callable[[], bulk_sql.Statement | None],
+    Callable[[], statements.Statement | None],
     dict[int, tuple[Turn, dict[str, Any]]] | None,
     list[CallRow],
 ]:
@@ -340,14 +342,14 @@ def _store_calls(
     caller to run last (on PostgreSQL it returns the statement, which the caller sends with the
     session figures; elsewhere it writes), and on PostgreSQL what the turn derivation changed
     per session."""
-    # each session's id once: `.pk` is a property call, asked ~8 times per record it was 5% of
-    # a 1,000-record batch's CPU under the profiler
+    # each session's id once: `.pk` is a property call, asked several times per record of a
+    # batch otherwise (docs/performance.md, P1)
     pk_of = {external_id: session.pk for external_id, session in sessions.items()}
-    set_wise = bulk_sql.set_wise()
+    set_wise = statements.set_wise()
     now = timezone.now() if sent is None else sent.now
     # PostgreSQL, one record: its row is priced first and goes in with the read of the stored
     # keys, unless they hold it, and its turn is re-derived, in one statement
-    # (`bulk_sql.insert_and_derive`).
+    # (`call_keys.insert_and_derive`).
     inserted: CallRow | None = None
     speculative = set_wise and len(valid) == 1
     derived: dict[int, tuple[Turn, dict[str, Any]]] = {}
@@ -360,7 +362,7 @@ def _store_calls(
             inserted = call_values(
                 pk_of[one.session_id], valid[0], catalogue.pricer(one.model), now
             )
-            stored, went_in, derived = bulk_sql.insert_and_derive(
+            stored, went_in, derived = call_keys.insert_and_derive(
                 LLMCall, Turn, inserted, turn=one.turn, call=one.call, request_id=one.request_id
             )
         keys = StoredKeys.of_rows(stored)
@@ -421,15 +423,15 @@ def _store_calls(
             if (inserted is not None) != (decided[0].status == "created"):
                 # the statement and `decide` judge a record new by the same keys: never apart
                 raise AssertionError(f"a {decided[0].status} record, inserted: {inserted}")
-        elif bulk_sql.few(rows):
-            bulk_sql.insert_few(LLMCall, rows)
+        elif statements.few(rows):
+            new_rows.insert_few(LLMCall, rows)
         else:
-            bulk_sql.copy_rows(LLMCall, rows)
+            new_rows.copy_rows(LLMCall, rows)
         record_provider_events(events)
         changed = (
             derived
             if speculative
-            else bulk_sql.derive_turns(
+            else turn_derivation.derive_turns(
                 Turn, LLMCall, sorted({(sid, turn) for sid, turn, _ in new_keys})
             )
         )
@@ -442,7 +444,7 @@ def _store_calls(
             changed,
             rows,
         )
-    bulk_sql.insert_rows(LLMCall, new_calls)
+    new_rows.insert_rows(LLMCall, new_calls)
     record_provider_events(events)
     new_figures: dict[tuple[int, int], list[CallFigures]] = defaultdict(list)
     for c in new_calls:

@@ -18,7 +18,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from telemetry.costing import CALL_COLUMNS, CallRow, call_row, call_values, stored_prefix
-from telemetry.ingest.bulk_sql import copy_rows, json_text, set_wise
+from telemetry.ingest.new_rows import copy_rows
+from telemetry.ingest.statements import set_wise
+from telemetry.ingest.values import json_text
 from telemetry.models import AgentSession, LLMCall
 from telemetry.policy_rules import PolicyValues
 from telemetry.pricing import BILLED_FIGURES, SEED_CATALOGUE, IntegerPricer, find_price

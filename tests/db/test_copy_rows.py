@@ -1,4 +1,4 @@
-"""COPY (`telemetry.ingest.bulk_sql.insert_rows`, PostgreSQL) stores a new call exactly as the ORM's
+"""COPY (`telemetry.ingest.new_rows.insert_rows`, PostgreSQL) stores a new call exactly as the ORM's
 bulk_create does: every column, the JSON ones included (non-ASCII text, empty and null values);
 and `copy_rows`, which names each column's type to COPY, stores what the untyped COPY stored;
 and `json_text` is the text `json.dumps` gives."""
@@ -16,7 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from telemetry.costing import CALL_COLUMNS, CallRow
-from telemetry.ingest.bulk_sql import _copy_sql, copy_rows, insert_rows, json_text, numbered, run
+from telemetry.ingest.new_rows import _copy_sql, copy_rows, insert_rows
+from telemetry.ingest.statements import numbered, run
+from telemetry.ingest.values import json_text
 from telemetry.models import AgentSession, HourlyUsage, LLMCall
 
 pytestmark = pytest.mark.django_db
@@ -232,13 +234,13 @@ _VALUES: dict[str, list[Any]] = {
 
 @pytest.mark.parametrize("model", [AgentSession, LLMCall, HourlyUsage])
 def test_prepare_gives_what_djangos_get_db_prep_save_gives(model: Any) -> None:
-    """`bulk_sql.prepare` skips Django's preparation only where it returns the value unchanged:
+    """`values.prepare` skips Django's preparation only where it returns the value unchanged:
     every concrete field of the bulk-written models, with the value types the ingest hands it and
     others (strings, ints of a decimal field, a naive datetime), agrees with Django's, on
     PostgreSQL and on SQLite (where the hour rollups prepare their values too)."""
     from django.test.utils import override_settings
 
-    from telemetry.ingest.bulk_sql import prepare
+    from telemetry.ingest.values import prepare
 
     checked = 0
     for field in model._meta.concrete_fields:
@@ -273,12 +275,12 @@ def test_prepare_gives_what_djangos_get_db_prep_save_gives(model: Any) -> None:
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the one-statement upsert")
 def test_lock_keys_creates_what_the_orm_creates_and_returns_existing_rows_as_stored(make_agent):
-    """`bulk_sql.lock_keys` (the session lock of every ingest) gives a new session every default
+    """`upserts.lock_keys` (the session lock of every ingest) gives a new session every default
     the ORM gives it, and an existing one back as stored, its figures untouched."""
     from django.db import transaction
     from django.forms.models import model_to_dict
 
-    from telemetry.ingest.bulk_sql import lock_keys
+    from telemetry.ingest.upserts import lock_keys
 
     agent = make_agent()
     profile = agent.key.profile
@@ -313,12 +315,13 @@ _SESSION_KEY = ("profile_id", "external_id")
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="data-modifying WITH")
 def test_run_together_sends_the_writes_as_one_statement_and_applies_each(make_agent):
-    """`bulk_sql.run_together` (the ingest's last two writes): every write applied, one
+    """`statements.run_together` (the ingest's last two writes): every write applied, one
     statement counted, and a failing write leaves none of them behind."""
     from django.db import IntegrityError, transaction
     from django.test.utils import CaptureQueriesContext
 
-    from telemetry.ingest.bulk_sql import run_together, update_statement
+    from telemetry.ingest.statements import run_together
+    from telemetry.ingest.upserts import update_statement
 
     profile = make_agent().key.profile
     a, b = (AgentSession.objects.create(profile=profile, external_id=n) for n in ("rt-a", "rt-b"))
@@ -375,7 +378,7 @@ def test_numbered_leaves_any_other_percent_form_to_psycopg(sql):
 def test_run_binds_many_values_and_keeps_a_literal_percent(make_agent):
     """Over 50 values and with `%%`: the texts psycopg re-parsed on every run."""
     if connection.vendor != "postgresql":
-        pytest.skip("bulk_sql.run is PostgreSQL's")
+        pytest.skip("statements.run is PostgreSQL's")
     values = list(range(60))
     sql = "SELECT " + ", ".join(["%s::int"] * len(values)) + ", 'a%%b'"
     for prepare in (False, True, True):

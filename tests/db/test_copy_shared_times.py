@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from telemetry.costing import CALL_COLUMNS, CallRow
-from telemetry.ingest.bulk_sql import _copy_types, _shared_times, copy_rows
+from telemetry.ingest.new_rows import _copy_types, _shared_times, copy_rows
 from telemetry.models import AgentSession, LLMCall
 
 from .test_copy_rows import _odd_rows, _stored_text, _untyped_copy

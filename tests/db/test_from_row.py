@@ -1,4 +1,4 @@
-"""`telemetry.ingest.bulk_sql.from_row` builds the same stored instance as `Model.from_db`, without
+"""`telemetry.ingest.values.from_row` builds the same stored instance as `Model.from_db`, without
 `Model.__init__`, and leaves rows it cannot take (a partial row, a model someone listens to
 the construction of) to `from_db`."""
 
@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 from django.db.models.signals import post_init
 
-from telemetry.ingest.bulk_sql import from_row
 from telemetry.ingest.pipeline import store_records
+from telemetry.ingest.values import from_row
 from telemetry.models import AgentSession, Turn
 from telemetry.profiles import get_or_create_profile
 

@@ -1,4 +1,4 @@
-"""`telemetry.ingest.pg_prepared`, through `telemetry.ingest.bulk_sql.run` (PostgreSQL): the rows a psycopg
+"""`telemetry.ingest.pg_prepared`, through `telemetry.ingest.statements.run` (PostgreSQL): the rows a psycopg
 cursor gives, the transaction started in the statement's round trip (a rollback undoes it),
 the commit folded into the last statement only where `commit_with_last` allows it, errors as
 Django's, and statements the server lost prepared again."""
@@ -15,7 +15,7 @@ from django.db import DatabaseError, IntegrityError, connection, connections, tr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from telemetry.ingest.bulk_sql import commit_with_last, run
+from telemetry.ingest.statements import commit_with_last, run
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared path"),

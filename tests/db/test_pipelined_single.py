@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from telemetry.ingest import bulk_sql, known_sessions, pipeline
+from telemetry.ingest import known_sessions, pipeline, statements
 from telemetry.ingest.pipeline import store_records
 from telemetry.models import AgentSession, HourlyUsage, LLMCall, Turn
 from telemetry.profiles import get_or_create_profile
@@ -57,7 +57,7 @@ def _ingest(profile_name: str, spy: list[int]) -> tuple[list[Any], Any]:
 
 def _spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = bulk_sql.run_all
+    real = statements.run_all
 
     def spy(statements: Any) -> Any:
         answers = real(statements)
@@ -65,7 +65,7 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             calls.append(len(statements))
         return answers
 
-    monkeypatch.setattr(bulk_sql, "run_all", spy)
+    monkeypatch.setattr(statements, "run_all", spy)
     return calls
 
 

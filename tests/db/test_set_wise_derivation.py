@@ -1,4 +1,4 @@
-"""Turns derived by the database from the copied calls (PostgreSQL, `telemetry.ingest.bulk_sql.derive_turns`)
+"""Turns derived by the database from the copied calls (PostgreSQL, `telemetry.ingest.turn_derivation.derive_turns`)
 and hour rollups summed from the COPY rows equal what the Python path derives
 (`telemetry.accounting.summarize_turn` over the stored calls, `telemetry.rollups.rebuild_rollups`),
 for mixed batches: priced and unpriced models, calls with and without cache figures or reasoning,
@@ -18,7 +18,7 @@ from django.test.utils import CaptureQueriesContext
 
 from telemetry.accounting import summarize_turn
 from telemetry.costing import CALL_COLUMNS
-from telemetry.derivation import _CALL_FIELDS, _figures_of, _turn_values
+from telemetry.derivation import _CALL_FIELDS, _figures_of, turn_values
 from telemetry.ingest import pg_prepared
 from telemetry.ingest.pipeline import store_records
 from telemetry.models import AgentSession, HourlyUsage, LLMCall, Turn
@@ -88,7 +88,7 @@ def _expected_turns() -> dict[tuple[int, int], tuple[Any, ...]]:
         calls.setdefault((row[0], row[1]), []).append(
             _figures_of(dict(zip(_CALL_FIELDS, row, strict=True)))
         )
-    return {pair: _turn_values(*pair, summarize_turn(found)) for pair, found in calls.items()}
+    return {pair: turn_values(*pair, summarize_turn(found)) for pair, found in calls.items()}
 
 
 def _same(stored: tuple[Any, ...], expected: tuple[Any, ...]) -> bool:
@@ -157,7 +157,7 @@ def test_a_batch_counts_each_write_statement_once(make_agent):
 
 @pytest.mark.parametrize("seed", range(2))
 def test_calls_stored_one_by_one_equal_the_same_calls_copied_in_a_batch(make_agent, seed):
-    """A few rows go in as one prepared INSERT (`bulk_sql.insert_few`), a batch by COPY: the
+    """A few rows go in as one prepared INSERT (`new_rows.insert_few`), a batch by COPY: the
     same records give the same call, turn and session rows either way."""
     rng = random.Random(seed)
     one_by_one, batched = make_agent("solo-a").key.profile, make_agent("solo-b").key.profile
@@ -251,7 +251,7 @@ def _prepared() -> dict[str, int]:
 
 
 def test_a_single_records_statements_are_prepared_a_batchs_are_not(make_agent, settings):
-    """`bulk_sql.run`: a request's few-row statements are prepared once per connection; a batch's
+    """`statements.run`: a request's few-row statements are prepared once per connection; a batch's
     many keys are planned for their values each time (generic plans of 1,000-key arrays cost
     more); with DB_PREPARED_STATEMENTS off nothing is prepared."""
     if connection.vendor != "postgresql":
@@ -272,7 +272,7 @@ def test_a_single_records_statements_are_prepared_a_batchs_are_not(make_agent, s
     prepared = _prepared()
     derive = [text for text in prepared if f"INSERT INTO {turns}" in text]
     assert len(derive) == 1 and prepared[derive[0]] == before.get(derive[0], 0) + 1, prepared
-    # the call goes in with the read of its stored keys (`bulk_sql.insert_and_derive`)
+    # the call goes in with the read of its stored keys (`call_keys.insert_and_derive`)
     assert any(f"INSERT INTO {calls}" in text and "UNION" in text for text in prepared)
 
     batch = _records(rng, [("many", t, 0) for t in range(20)])  # 20 turns: more than a few
@@ -329,14 +329,15 @@ def test_a_batchs_turn_derivation_probes_the_calls_by_key_whatever_the_statistic
     index (LATERAL), and the row estimates stay the key count."""
     if connection.vendor != "postgresql":
         pytest.skip("the set-wise derivation is PostgreSQL's")
-    from telemetry.ingest.bulk_sql import _derive_turns_sql, _pairs_arrays
+    from telemetry.ingest.turn_derivation import _derive_turns_sql
+    from telemetry.ingest.values import pairs_arrays
 
     profile = make_agent().key.profile
     rng = random.Random(7)
     store_records(profile=profile, raw_items=_records(rng, [("big", t, 0) for t in range(300)]))
     session = AgentSession.objects.get(external_id="big")
     sql, _, _ = _derive_turns_sql(Turn, LLMCall, single=False)
-    arrays = _pairs_arrays([(session.pk, t) for t in range(300)])
+    arrays = pairs_arrays([(session.pk, t) for t in range(300)])
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN {sql}", [*arrays, *arrays])
         plan = "\n".join(row[0] for row in cursor.fetchall())
@@ -351,7 +352,7 @@ def test_a_batchs_stored_keys_are_read_by_their_pairs_not_by_whole_sessions(make
     if connection.vendor != "postgresql":
         pytest.skip("the raw idempotency read is PostgreSQL's")
     from telemetry.idempotency import StoredKeys
-    from telemetry.ingest.bulk_sql import _stored_call_keys_sql
+    from telemetry.ingest.call_keys import _stored_call_keys_sql
 
     profile = make_agent().key.profile
     rng = random.Random(9)
@@ -370,11 +371,11 @@ def test_a_batchs_stored_keys_are_read_by_their_pairs_not_by_whole_sessions(make
 @pytest.mark.parametrize("seed", range(3))
 def test_a_single_record_goes_in_exactly_when_its_stored_keys_find_it_new(make_agent, seed):
     """On PostgreSQL a single record's row goes in with the read of its stored keys, guarded
-    by them (`bulk_sql.insert_and_derive`, one statement). Records drawn to collide by
+    by them (`call_keys.insert_and_derive`, one statement). Records drawn to collide by
     position and by request id, in two sessions: each one's status is what `StoredKeys`, read
     apart just before, decides, and a call is added exactly when it is created."""
     from telemetry.idempotency import StoredKeys, payload_hash
-    from telemetry.ingest.bulk_sql import _stored_call_keys_sql
+    from telemetry.ingest.call_keys import _stored_call_keys_sql
     from telemetry.schemas import RecordIn
 
     profile = make_agent().key.profile

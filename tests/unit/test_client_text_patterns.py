@@ -60,7 +60,7 @@ CLIENT_TEXT_PATTERNS: Final = {
 # console/queries.py: the summary header's seq span (digits bounded), the omission marker (a
 # literal prefix), the <mark> tags of our own snippets; console/views.py: a file name from a
 # session id of at most 200 characters; console_format.py: escaped query words, literal only;
-# bulk_sql.py: SQL we wrote; mapping.py: `as_count`'s anchored digits; wire.py: the pieces of
+# ingest/statements.py: SQL we wrote; mapping.py: `as_count`'s anchored digits; wire.py: the pieces of
 # JSON nested too deep (`test_cutting_json_nested_too_deep_is_linear`); console/docs_site.py:
 # the built documentation site and mkdocs.yml of this repository, never a client's text.
 REGEX_USES: Final = {
@@ -70,7 +70,7 @@ REGEX_USES: Final = {
     "console/docs_site.py": 4,
     "console/templatetags/console_format.py": 1,
     "console/views.py": 1,
-    "telemetry/ingest/bulk_sql.py": 1,
+    "telemetry/ingest/statements.py": 1,
     "telemetry/cache_misses.py": 1,
     "telemetry/otlp/mapping.py": 1,
     "telemetry/otlp/wire.py": 1,

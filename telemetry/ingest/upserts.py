@@ -1,0 +1,267 @@
+"""Writes of rows by key in one statement: `update_rows` (UPDATE … FROM VALUES), `upsert_rows`
+(INSERT … ON CONFLICT DO UPDATE from one array per column), and `lock_keys` (insert the missing
+keys and lock every row, existing or new, in one upsert), with their not-yet-run statements.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection, models
+from django.utils import timezone
+
+from telemetry.ingest.statements import Statement, few, run, vendor
+from telemetry.ingest.values import column_array, from_row, prepare
+
+# The statements below are built once per model (and shape) and process: building them asked
+# every field for its column type on every request, a visible share of a single ingest's CPU
+# (docs/performance.md, P2). Those whose text grows with the row count keep the most recent
+# shapes only (a 1,000-row text is about half a megabyte).
+_SHAPES = 32
+
+
+def update_rows(model: type[models.Model], rows: Sequence[models.Model], names: list[str]) -> None:
+    """Write the fields `names` of `rows` (already saved) in one statement.
+
+    On PostgreSQL an `UPDATE … FROM (VALUES …)` (`update_statement`): Django's bulk_update builds
+    a CASE per field and row, costly even for a single session (docs/performance.md, P2). Elsewhere
+    bulk_update.
+    """
+    statement = update_statement(model, rows, names)
+    if statement is None:
+        model._default_manager.bulk_update(rows, names)
+        return
+    run(statement.sql, statement.params, prepare=statement.prepare)
+
+
+def update_statement(
+    model: type[models.Model], rows: Sequence[models.Model], names: list[str]
+) -> Statement | None:
+    """`update_rows`' statement on PostgreSQL, not yet run; None elsewhere or for no rows."""
+    if vendor() != "postgresql" or not rows:
+        return None
+    sql, fields = _update_sql(model, tuple(names), len(rows))
+    params: list[Any] = []
+    for instance in rows:
+        params.append(instance.pk)
+        params.extend(prepare(f, getattr(instance, f.attname)) for f in fields)
+    return Statement(sql, params, few(rows))
+
+
+@functools.lru_cache(maxsize=_SHAPES)
+def _update_sql(
+    model: type[models.Model], names: tuple[str, ...], count: int
+) -> tuple[str, list[models.Field[Any, Any]]]:
+    meta = model._meta
+    by_name = {f.name: f for f in meta.concrete_fields}
+    fields = [by_name[name] for name in names]
+    quote = connection.ops.quote_name
+    pk = meta.pk
+    assert pk is not None
+    casts = [f"%s::{pk.db_type(connection)}"] + [f"%s::{f.db_type(connection)}" for f in fields]
+    row = f"({', '.join(casts)})"
+    columns = [quote(pk.column)] + [quote(f.column) for f in fields]
+    sql = (
+        f"UPDATE {quote(meta.db_table)} AS t SET "
+        + ", ".join(f"{c} = v.{c}" for c in columns[1:])
+        + f" FROM (VALUES {', '.join([row] * count)}) AS v ({', '.join(columns)})"
+        + f" WHERE t.{columns[0]} = v.{columns[0]}"
+    )
+    return sql, fields
+
+
+def upsert_rows(
+    model: type[models.Model],
+    names: list[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    unique: list[str],
+) -> None:
+    """Insert `rows` (plain tuples of the attributes `names`), or update the row holding the same
+    `unique` values, in one statement.
+
+    On PostgreSQL an `INSERT … SELECT FROM unnest(<one array per column>) ON CONFLICT DO
+    UPDATE`: bulk_create(update_conflicts=True) prepared every value of every row through its
+    field, per value in Python (docs/performance.md, P1); one typed array per column is
+    adapted by the driver in one go. Elsewhere bulk_create.
+    """
+    if not rows:
+        return
+    if vendor() != "postgresql":
+        meta = model._meta
+        by_attname = {f.attname: f for f in meta.concrete_fields}
+        model._default_manager.bulk_create(
+            [model(**dict(zip(names, row, strict=True))) for row in rows],
+            update_conflicts=True,
+            unique_fields=[by_attname[name].name for name in unique],
+            update_fields=[by_attname[name].name for name in names if name not in unique],
+        )
+        return
+    sql = _upsert_sql(model, tuple(names), tuple(unique))
+    run(sql, [column_array(column) for column in zip(*rows, strict=True)], prepare=few(rows))
+
+
+@functools.cache
+def _upsert_sql(model: type[models.Model], names: tuple[str, ...], unique: tuple[str, ...]) -> str:
+    meta = model._meta
+    by_attname = {f.attname: f for f in meta.concrete_fields}
+    fields = [by_attname[name] for name in names]
+    updates = [f for f in fields if f.attname not in unique]
+    quote = connection.ops.quote_name
+    columns = [quote(f.column) for f in fields]
+    arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in fields)
+    return (
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "
+        f"SELECT * FROM unnest({arrays}) "
+        f"ON CONFLICT ({', '.join(quote(by_attname[name].column) for name in unique)}) "
+        f"DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in map(quote, (f.column for f in updates)))}"
+    )
+
+
+def lock_keys(
+    model: type[models.Model], keys: Sequence[tuple[Any, ...]], unique: tuple[str, ...]
+) -> list[Any] | None:
+    """Insert the rows of `keys` that do not exist yet and lock all of them, existing or new,
+    until the end of the transaction; returns every row as stored (None elsewhere than on
+    PostgreSQL: the caller inserts and locks with the ORM). `keys` holds each row's `unique`
+    values in that order; a new row gets every other field's default (`auto_now(_add)`: now).
+
+    One `INSERT … ON CONFLICT DO UPDATE SET <a unique column> = itself RETURNING *`: the no-op
+    update takes a row lock that excludes every other writer and `SELECT … FOR UPDATE`, in the
+    order of `keys` (the caller sorts them, so concurrent callers cannot deadlock), and returns
+    the stored row: one round trip instead of an insert and a locking read
+    (docs/performance.md, P2).
+
+    The defaults are prepared once per model and process: building an instance per key and
+    preparing its values for an upsert that almost always finds the row would cost a
+    single-record ingest Python on every request (docs/performance.md, P2).
+    """
+    if vendor() != "postgresql":
+        return None
+    if not keys:
+        return []
+    sql, params = lock_keys_statement(model, keys, unique)
+    return locked_rows(model, len(keys), unique, run(sql, params, prepare=few(keys)))
+
+
+def lock_keys_statement(
+    model: type[models.Model], keys: Sequence[tuple[Any, ...]], unique: tuple[str, ...]
+) -> tuple[str, list[Any]]:
+    """`lock_keys`' statement and values, not yet run (PostgreSQL; `locked_rows` reads them)."""
+    sql, fields, _, _, _ = _upsert_locked_sql(model, unique, len(keys))
+    base, key_slots, now_slots, default_slots = _blank_row(model, unique)
+    now = timezone.now()
+    params: list[Any] = []
+    for key in keys:
+        row = base.copy()
+        for slot, value in zip(key_slots, key, strict=True):
+            row[slot] = prepare(fields[slot], value)
+        for slot in now_slots:
+            row[slot] = now
+        for slot in default_slots:
+            row[slot] = prepare(fields[slot], fields[slot].get_default())
+        params.extend(row)
+    return sql, params
+
+
+def lock_pk_statement(
+    model: type[models.Model], pk: Any, unique: tuple[str, ...]
+) -> tuple[str, list[Any]]:
+    """The row `pk` of `model`, locked `FOR UPDATE` until the end of the transaction, with the
+    columns of `lock_keys_statement` for one key (`locked_rows(model, 1, unique, rows)` reads
+    it; no row when there is none). For a row the caller knows exists: the lock excludes every
+    writer the upsert's no-op update excludes, without the upsert's new row version (a single
+    record's lock, docs/performance.md P2). PostgreSQL."""
+    return _lock_pk_sql(model, unique), [pk]
+
+
+@functools.cache
+def _lock_pk_sql(model: type[models.Model], unique: tuple[str, ...]) -> str:
+    meta = model._meta
+    assert meta.pk is not None
+    quote = connection.ops.quote_name
+    returned = _upsert_locked_sql(model, unique, 1)[1]
+    return (
+        f"SELECT {quote(meta.pk.column)}, {', '.join(quote(f.column) for f in returned)} "
+        f"FROM {quote(meta.db_table)} WHERE {quote(meta.pk.column)} = "
+        f"%s::{meta.pk.db_type(connection)} FOR UPDATE"
+    )
+
+
+def locked_rows(
+    model: type[models.Model], count: int, unique: tuple[str, ...], rows: list[tuple[Any, ...]]
+) -> list[Any]:
+    """The instances of what `lock_keys_statement` for `count` keys returned."""
+    _, _, names, columns, converters = _upsert_locked_sql(model, unique, count)
+    return _instances(model, rows, names, columns, converters)
+
+
+@functools.cache
+def _blank_row(
+    model: type[models.Model], unique: tuple[str, ...]
+) -> tuple[list[Any], list[int], list[int], list[int]]:
+    """A new row's prepared values in `_upsert_locked_sql`'s field order (constant defaults), and
+    the positions filled per row: the key's fields, the `auto_now(_add)` ones (the time) and
+    those whose default is made by a callable (made again per row)."""
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    base: list[Any] = []
+    now_slots, default_slots = [], []
+    for i, f in enumerate(fields):
+        if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False):
+            now_slots.append(i)
+            base.append(None)
+        elif f.has_default() and callable(f.default):
+            default_slots.append(i)
+            base.append(None)
+        else:
+            base.append(None if f.attname in unique else prepare(f, f.get_default()))
+    by_attname = {f.attname: i for i, f in enumerate(fields)}
+    return base, [by_attname[name] for name in unique], now_slots, default_slots
+
+
+def _instances(
+    model: type[models.Model],
+    rows: list[tuple[Any, ...]],
+    names: list[str],
+    columns: list[Any],
+    converters: list[list[Any]],
+) -> list[Any]:
+    out = []
+    for values in rows:
+        converted = []
+        for value, col, funcs in zip(values, columns, converters, strict=True):
+            for convert in funcs:
+                value = convert(value, col, connection)
+            converted.append(value)
+        out.append(from_row(model, names, converted))
+    return out
+
+
+@functools.lru_cache(maxsize=_SHAPES)
+def _upsert_locked_sql(
+    model: type[models.Model], unique: tuple[str, ...], count: int
+) -> tuple[str, list[Any], list[str], list[Any], list[list[Any]]]:
+    meta = model._meta
+    pk = meta.pk
+    assert pk is not None
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    by_attname = {f.attname: f for f in meta.concrete_fields}
+    quote = connection.ops.quote_name
+    placeholders = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    touch = quote(by_attname[unique[-1]].column)
+    returned = [pk, *fields]
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+        f"VALUES {', '.join([placeholders] * count)} "
+        f"ON CONFLICT ({', '.join(quote(by_attname[name].column) for name in unique)}) "
+        f"DO UPDATE SET {touch} = excluded.{touch} "
+        f"RETURNING {', '.join(quote(f.column) for f in returned)}"
+    )
+    columns = [f.get_col(meta.db_table) for f in returned]
+    converters = [
+        [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]
+        for col in columns
+    ]
+    return sql, fields, [f.attname for f in returned], columns, converters
