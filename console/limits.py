@@ -132,28 +132,30 @@ class SignInBackend(AxesStandaloneBackend):  # type: ignore[misc]  # axes ships 
 
 
 # SQLite: `transaction.atomic()` takes the database's write lock up front (IMMEDIATE), which
-# already serialises sign-ins across processes; this lock only keeps threads of one process from
-# queueing on SQLite's busy timeout.
+# serialises sign-ins across processes already; this lock, taken before the transaction and let
+# go after its commit, only keeps one process's threads from queueing on SQLite's busy timeout.
 _local_lock = threading.Lock()
 
 
 @contextmanager
 def _guess_lock(address: str | None) -> Iterator[None]:
-    """Hold the sign-in lock of one client address for a check-evaluate-count step.
+    """Hold the sign-in lock of one client address for a check-evaluate-count step, until the
+    count is committed.
 
     Without it, 24 parallel guesses all read "4 failures so far" before any of them counted
     its own, and all 24 reach the password check.
     """
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            digest = hashlib.sha256(("sign-in:" + (address or "")).encode()).digest()
-            key = int.from_bytes(digest[:8], "big", signed=True)
+    if connection.vendor == "postgresql":
+        digest = hashlib.sha256(("sign-in:" + (address or "")).encode()).digest()
+        key = int.from_bytes(digest[:8], "big", signed=True)
+        with transaction.atomic():
             with connection.cursor() as cursor:
+                # held until this transaction ends, i.e. after axes' count is committed
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
             yield
-        else:
-            with _local_lock:
-                yield
+    else:
+        with _local_lock, transaction.atomic():
+            yield
 
 
 def _message() -> str:
