@@ -6,7 +6,9 @@ external service. `DATABASE_URL=postgres://â€¦` and `CELERY_BROKER_URL=amqp://â€
 production services. docs/configuration.md lists every variable.
 """
 
+import ipaddress
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,8 @@ INSTALLED_APPS = [
     "telemetry",
     "compaction",
     "console",
+    # sign-in throttling (console.limits)
+    "axes",
     # the demo scenario and `manage.py simulate` (what `make run` seeds)
     "demo",
 ]
@@ -92,6 +96,8 @@ MIDDLEWARE.append("console.middleware.DatabaseUnavailable")
 # issue 16: Content-Security-Policy and Permissions-Policy on every response
 MIDDLEWARE.insert(2, "console.middleware.security_headers")
 MIDDLEWARE.append("console.errors.friendly_405")
+# axes: a refused sign-in answers 429 (console.limits.lockout_response); last, as axes asks
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"
@@ -172,10 +178,30 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-# Sign-in throttling (console.limits): failures per account / per address within the window.
+# Sign-in throttling by django-axes (console.limits): failed sign-ins for one account from one
+# client address, and from one address over all accounts, within the cool-off window. Counted
+# per address and account together, so nobody elsewhere can lock an account's owner out.
 LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 5, minimum=1)
 LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 20, minimum=1)
 LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+AUTHENTICATION_BACKENDS = [
+    "console.limits.SignInBackend",  # axes' gate first: a locked sign-in never checks a password
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = "console.limits.SignInHandler"
+AXES_LOCKOUT_PARAMETERS = [["ip_address", "username"]]
+AXES_FAILURE_LIMIT = LOGIN_FAILURES_PER_ACCOUNT
+AXES_COOLOFF_TIME = timedelta(seconds=LOGIN_LOCKOUT_SECONDS)
+AXES_CLIENT_IP_CALLABLE = "console.limits.client_address"
+AXES_USERNAME_CALLABLE = "console.limits.account_name"
+AXES_LOCKOUT_CALLABLE = "console.limits.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+# A refused attempt is not counted again: the cool-off runs from the lockout, and a locked
+# client's guesses cost no write.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# Only failures are kept (and only for the cool-off window); no row for every sign-in forever.
+AXES_DISABLE_ACCESS_LOG = True
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
@@ -218,8 +244,21 @@ SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", _secure)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
-if env_bool("DJANGO_BEHIND_PROXY", False):
+BEHIND_PROXY = env_bool("DJANGO_BEHIND_PROXY", False)
+if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The proxies whose X-Forwarded-Proto gunicorn believes (console.gunicorn_conf) are the ones whose
+# X-Forwarded-For sign-in throttling believes (console.limits.client_address); nobody's without
+# DJANGO_BEHIND_PROXY.
+FORWARDED_ALLOW_IPS = env_list("FORWARDED_ALLOW_IPS", ["127.0.0.1", "::1"])
+for _proxy in FORWARDED_ALLOW_IPS:
+    if _proxy != "*":
+        try:
+            ipaddress.ip_network(_proxy, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"FORWARDED_ALLOW_IPS must list addresses or networks (or *), got {_proxy!r}"
+            ) from None
 # The API must take large transcript appends (at least 32 MB, D3). `console.middleware` answers
 # 413 per route before a body is read; Django's own cap stays as the backstop for the rest.
 MAX_REQUEST_BYTES = env_int("CONSOLE_MAX_REQUEST_BYTES", 32 * 1024 * 1024, minimum=1024 * 1024)
@@ -334,7 +373,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # axes: a warning for each failed sign-in, not its info lines around it
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
 
 # The cache holds rate-limit counters and nothing that must survive: in-process by default,

@@ -8,7 +8,7 @@ from console.api import api
 from console.limits import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
 from telemetry.otlp.views import export as otlp_export
 
-# Sign-in throttling by account and address for the admin too (console.limits).
+# Sign-in throttling for the admin too (console.limits).
 admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [

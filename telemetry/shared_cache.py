@@ -1,11 +1,12 @@
 """The shared cache (`CACHE_URL=redis://…`) and what its counters do while it is unreachable.
 
-Rate-limit counts (`telemetry.ratelimit`) and sign-in failure counts (`console.limits`) live in
-the shared cache so that every web process sees one count. When it cannot be reached they must
-not fail the request (a 500): each operation falls back to this process's own in-memory cache,
-the outage is logged once as an error when it starts and once when it ends, and while it lasts
-the shared cache is tried again at most every `RETRY_SECONDS`, so only that one request waits
-for the connect/socket timeout set in `console.settings` (CACHES OPTIONS), never every request.
+Rate-limit counts (`telemetry.ratelimit`) live in the shared cache so that every web process sees
+one count (sign-in failures are counted in the database, `console.limits`). When it cannot be
+reached they must not fail the request (a 500): each operation falls back to this process's own
+in-memory cache, the outage is logged once as an error when it starts and once when it ends,
+and while it lasts the shared cache is tried again at most every `RETRY_SECONDS`, so only that
+one request waits for the connect/socket timeout set in `console.settings` (CACHES OPTIONS),
+never every request.
 With no shared cache configured (the in-process default) nothing here changes anything.
 """
 
@@ -54,8 +55,8 @@ def with_fallback(operation: Callable[[BaseCache], T], fallback: Callable[[BaseC
                 if _down_since is None:
                     _down_since = now
                     log.error(
-                        "the shared cache (CACHE_URL) is unreachable: %s; rate limits and sign-in "
-                        "throttling count per process until it is back",
+                        "the shared cache (CACHE_URL) is unreachable: %s; rate limits count per "
+                        "process until it is back",
                         exc,
                     )
                 _retry_at = now + RETRY_SECONDS
