@@ -44,7 +44,9 @@ def transcript_paths(paths: Iterable[str]) -> Found:
                 found.refused.append((path, reason))
             else:
                 files.append(path)
-    found.files = sorted(dict.fromkeys(files), key=lambda p: (p.parent.name == "subagents", str(p)))
+    # one file reached twice (as itself and through a symlink inside the folder) is read once
+    unique = {p.resolve(): p for p in reversed(files)}
+    found.files = sorted(unique.values(), key=lambda p: (p.parent.name == "subagents", str(p)))
     return found
 
 
