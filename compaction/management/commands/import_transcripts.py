@@ -171,6 +171,8 @@ class Follower:
                 report = FileReport(path=str(path), status="refused", detail=reason)
                 self.command._print(report, self.options)
         names = [str(p) for p in found.files if str(p) not in self.refused]
+        # a file gone from the listing has nothing left to read (no pass without work)
+        self.watch.backlog &= set(names)
         for name in pass_order(names, self.turn):
             path = Path(name)
             due = self.watch.due(path, now)
