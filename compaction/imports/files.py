@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import islice
 from pathlib import PurePath
 from typing import Any, BinaryIO, Literal, Protocol
 
 from compaction.imports import claude_code, codex
-from compaction.imports.reader import read_lines
+from compaction.imports.reader import as_line, read_frames
 from compaction.imports.records import Record
+from context_core.line_framing import (
+    DEFAULT_MAX_LINE_BYTES,
+    Frame,
+    FramerState,
+    LineFramer,
+    Overlong,
+)
 
 Format = Literal["claude-code", "codex"]
 FORMATS: tuple[Format, ...] = ("claude-code", "codex")
@@ -27,15 +35,32 @@ class Parser(Protocol):
     def state(self) -> dict[str, Any]: ...
 
 
-def detect_format(handle: BinaryIO) -> Format | None:
+def detect_format(
+    handle: BinaryIO, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, end: int | None = None
+) -> Format | None:
     """The format of the file from its first lines; None for an empty file (nothing yet).
 
-    Raises NotATranscript naming the first line when no line looks like either format.
+    Reads at most `_SNIFF_LINES` lines of at most `max_line_bytes` each, and no further than
+    that many bytes (a file of one endless line is refused, not read to its end). Raises
+    NotATranscript naming the first line that is not a known one by its number only: a refused
+    file may be anything (a password file, a secret), so its content is never echoed.
     """
+    if end is None:
+        end = handle.seek(0, 2)
+    limit = min(end, max_line_bytes + _SNIFF_LINES * 4096)
+    framer = LineFramer(max_bytes=max_line_bytes, state=FramerState())
+    frames: list[Frame | Overlong] = list(
+        islice(read_frames(handle, framer, end=limit), _SNIFF_LINES)
+    )
+    tail = framer.tail() if limit == end else None
+    if tail is not None and len(frames) < _SNIFF_LINES:
+        frames.append(tail)
     first: str | None = None
-    for index, line in enumerate(read_lines(handle)):
-        if index >= _SNIFF_LINES:
-            break
+    for frame in frames:
+        if isinstance(frame, Overlong):
+            first = first or f"line {frame.number} is longer than {max_line_bytes} bytes"
+            continue
+        line = as_line(frame)
         if not line.text.strip():
             continue
         try:
@@ -46,8 +71,9 @@ def detect_format(handle: BinaryIO) -> Format | None:
             return "codex"
         if claude_code.looks_like(obj):
             return "claude-code"
-        if first is None:
-            first = f"line {line.number}: {line.text[:80]!r}"
+        first = first or f"line {line.number} is neither"
+    if first is None and framer.discarding:
+        first = f"line {framer.number} is longer than {max_line_bytes} bytes"
     if first is None:
         return None
     raise NotATranscript(

@@ -1,8 +1,9 @@
 """Read a JSONL file line by line from a byte offset, in bounded memory.
 
-A file being written may end in a partial line: a last line without its newline is returned
-only when it is complete JSON (a writer that never ends the file with a newline), otherwise it is
-left for the next read, so an interrupted write is never imported half.
+The framing (a cap on a line's length, the byte order mark, the unterminated last line) is
+`context_core.line_framing`; this module feeds it from a file. A file being written may end in
+a partial line: `read_frames` leaves it as the framer's tail, and its caller decides whether
+the writer is done with it (an import that is `final`) or it waits for its newline.
 """
 
 from __future__ import annotations
@@ -14,6 +15,13 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from compaction.imports.records import Skipped
+from context_core.line_framing import (
+    DEFAULT_MAX_LINE_BYTES,
+    Frame,
+    FramerState,
+    LineFramer,
+    Overlong,
+)
 from telemetry import safejson
 from telemetry.errors import FieldError
 
@@ -39,44 +47,58 @@ class Partial:
     size: int
 
 
-def read_lines(
-    handle: BinaryIO, *, offset: int = 0, first_line: int = 1, partial: list[Partial] | None = None
-) -> Iterator[Line]:
-    """Yield the complete lines after `offset`. Memory: one chunk plus the longest line.
+def as_line(frame: Frame) -> Line:
+    """Invalid UTF-8 is decoded with replacement characters (the parser then reports the line
+    if it is not JSON)."""
+    return Line(frame.number, frame.start, frame.end, frame.data.decode("utf-8", "replace"))
 
-    Invalid UTF-8 is decoded with replacement characters (the parser then reports the line if it
-    is not JSON). A trailing partial line is appended to `partial` when a list is given.
-    """
-    handle.seek(offset)
-    number = first_line
-    position = offset
-    pending = b""
+
+def read_frames(
+    handle: BinaryIO, framer: LineFramer, *, end: int | None = None, budget: int | None = None
+) -> Iterator[Frame | Overlong]:
+    """Feed `framer` from `handle` at its position up to byte `end` (None: the end of the file)
+    and yield what it frames; stop early once `budget` bytes were read. Memory: one chunk plus
+    the framer's cap. The handle's position may move between yields (a caller digesting the
+    prefix); each read seeks first."""
+    began = framer.read_to
     while True:
-        chunk = handle.read(CHUNK)
+        at = framer.read_to
+        size = CHUNK if end is None else min(CHUNK, end - at)
+        if size <= 0 or (budget is not None and at - began >= budget):
+            return
+        handle.seek(at)
+        chunk = handle.read(size)
         if not chunk:
-            break
-        pending += chunk
-        start = 0
-        while True:
-            newline = pending.find(b"\n", start)
-            if newline < 0:
-                break
-            raw = pending[start:newline]
-            end = position + newline + 1
-            yield Line(number, position + start, end, raw.decode("utf-8", "replace").rstrip("\r"))
-            number += 1
-            start = newline + 1
-        position += start
-        pending = pending[start:]
-    if pending.strip():
-        text = pending.decode("utf-8", "replace")
-        if _complete_json(text):
-            yield Line(number, position, position + len(pending), text)
-        elif partial is not None:
-            partial.append(Partial(number, position, len(pending)))
+            return
+        yield from framer.feed(chunk)
 
 
-def _complete_json(text: str) -> bool:
+def read_lines(
+    handle: BinaryIO,
+    *,
+    offset: int = 0,
+    first_line: int = 1,
+    partial: list[Partial] | None = None,
+    max_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Iterator[Line]:
+    """Yield the complete lines after `offset` (over-long ones left out), then an unterminated
+    last line when it is complete JSON; otherwise it is appended to `partial` when a list is
+    given."""
+    framer = LineFramer(max_bytes=max_bytes, state=FramerState(offset, first_line))
+    for frame in read_frames(handle, framer):
+        if isinstance(frame, Frame):
+            yield as_line(frame)
+    tail = framer.tail()
+    if tail is None or not tail.data.strip():
+        return
+    line = as_line(tail)
+    if complete_json(line.text):
+        yield line
+    elif partial is not None:
+        partial.append(Partial(tail.number, tail.start, tail.end - tail.start))
+
+
+def complete_json(text: str) -> bool:
     try:
         json.loads(text)
     except ValueError:

@@ -27,7 +27,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from compaction.imports.files import Format, NotATranscript, detect_format, make_parser
-from compaction.imports.reader import Partial, prefix_digest, read_lines
+from compaction.imports.reader import as_line, complete_json, prefix_digest, read_frames
 from compaction.imports.records import (
     CallSeen,
     CompactionSeen,
@@ -55,6 +55,13 @@ from compaction.transcripts import (
     store_surface,
 )
 from context_core import AgentCompactionOperation, derive_surface
+from context_core.line_framing import (
+    DEFAULT_MAX_LINE_BYTES,
+    Frame,
+    FramerState,
+    LineFramer,
+    Overlong,
+)
 from telemetry.errors import FieldError
 from telemetry.events import record_context_event
 from telemetry.ingest.pipeline import ingest_records
@@ -93,6 +100,7 @@ class FileReport:
     bytes: int = 0
     skipped: list[tuple[int, str]] = field(default_factory=list)
     notes: list[tuple[int, str]] = field(default_factory=list)
+    more: bool = False  # stopped at its budget with bytes left to read (not in `as_dict`)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -119,11 +127,17 @@ def import_file(
     handle: BinaryIO,
     fmt: Format | None = None,
     final: bool = True,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    budget: int | None = None,
 ) -> FileReport:
     """Import what is new in `handle` (the file at `path`, read in binary).
 
-    `final`: the file is not being written, so a response still open at its end is complete
-    (a plain import); `--follow` passes False until the file has been quiet for a while.
+    `final`: the file is not being written, so a response still open at its end is complete and
+    a last line without its newline is the file's last line (a plain import); `--follow` passes
+    False until the file has been quiet for a while, and such a line waits for its newline.
+    Reads up to the file's size when called (a file that keeps growing is read on the next
+    call), at most `budget` bytes when given (`report.more` then says there is more), and
+    refuses a line longer than `max_line_bytes` by its number, without holding it.
     Raises NotATranscript for another format (nothing stored).
     """
     report = FileReport(path=path)
@@ -154,7 +168,7 @@ def import_file(
         state.totals = {}
         state.session = None
         state.save()
-    detected = detect_format(handle)
+    detected = detect_format(handle, max_line_bytes=max_line_bytes, end=size)
     if detected is None:
         report.status = "empty"
         return report
@@ -173,36 +187,71 @@ def import_file(
     # saw none, whatever another file of the same session stored (a copy at another path).
     passed = state.totals.get("operations") if state.offset > 0 else {}
     sink = _Sink(profile, report, final=final, passed=passed)
-    partial: list[Partial] = []
+    framer = LineFramer(
+        max_bytes=max_line_bytes,
+        state=FramerState(
+            state.offset,
+            state.next_line,
+            discarding=bool(state.totals.get("discarding")),
+            open_tail=bool(state.totals.get("open_tail")),
+        ),
+    )
     chunk: list[Record] = []
-    offset, next_line, lines, chunk_bytes = state.offset, state.next_line, 0, 0
-    for line in read_lines(
-        handle, offset=state.offset, first_line=state.next_line, partial=partial
-    ):
-        chunk.extend(parser.feed(line.number, line.text))
+    lines, chunk_bytes = 0, 0
+    for frame in read_frames(handle, framer, end=size, budget=budget):
+        if isinstance(frame, Overlong):
+            report.skipped.append(
+                (
+                    frame.number,
+                    f"longer than {max_line_bytes} bytes: refused, not read into memory",
+                )
+            )
+            continue
+        chunk.extend(parser.feed(frame.number, as_line(frame).text))
         report.lines += 1
-        report.bytes += line.end - line.start
-        chunk_bytes += line.end - line.start
-        offset, next_line, lines = line.end, line.number + 1, lines + 1
+        report.bytes += frame.end - frame.start
+        chunk_bytes += frame.end - frame.start
+        lines += 1
         if lines >= CHUNK_LINES or chunk_bytes >= CHUNK_BYTES:
-            if not _commit(sink, state, handle, chunk, parser.state(), offset, next_line):
+            if not _commit(sink, state, handle, chunk, parser.state(), framer_at(frame)):
                 return report
             chunk, lines, chunk_bytes = [], 0, 0
-    chunk.extend(parser.flush(final=final, number=next_line))
-    if not _commit(sink, state, handle, chunk, parser.state(), offset, next_line):
-        return report
-    if partial:
-        part = partial[0]
-        report.skipped.append(
-            (
-                part.number,
-                f"truncated last line ({part.size} bytes without a newline, not complete JSON): "
-                "read again when the file grows",
+    report.more = framer.read_to < size
+    tail = framer.tail() if not report.more else None
+    if tail is not None and tail.data.strip():
+        line = as_line(tail)
+        if final and complete_json(line.text):
+            framer.take_tail()
+            chunk.extend(parser.feed(line.number, line.text))
+            report.lines += 1
+            report.bytes += tail.end - tail.start
+        elif final:
+            report.skipped.append(
+                (
+                    tail.number,
+                    f"truncated last line ({tail.end - tail.start} bytes without a newline, not "
+                    "complete JSON): read again when the file grows",
+                )
             )
-        )
+        else:
+            report.skipped.append(
+                (
+                    tail.number,
+                    f"truncated last line ({tail.end - tail.start} bytes without a newline): "
+                    "imported once complete or when the file stops growing",
+                )
+            )
+    chunk.extend(parser.flush(final=final and not report.more, number=framer.number))
+    if not _commit(sink, state, handle, chunk, parser.state(), framer.state()):
+        return report
     if report.lines == 0 and not chunk:
         report.status = "unchanged"
     return report
+
+
+def framer_at(frame: Frame) -> FramerState:
+    """Where the framer stands right after the complete line `frame`."""
+    return FramerState(frame.end, frame.number + 1)
 
 
 def _commit(
@@ -211,18 +260,17 @@ def _commit(
     handle: BinaryIO,
     records: list[Record],
     parser_state: dict[str, Any],
-    offset: int,
-    next_line: int,
+    at: FramerState,
 ) -> bool:
     """Store one chunk and the import state after it, atomically. False when the log refused a
     message (the chunk is rolled back and the file reported failed at that point)."""
-    head, tail = prefix_digest(handle, offset)
+    head, tail = prefix_digest(handle, at.position)
     try:
         with transaction.atomic():
             sink.apply(records)
             sink.finish()
-            state.offset = offset
-            state.next_line = next_line
+            state.offset = at.position
+            state.next_line = at.number
             state.head_hash, state.tail_hash = head, tail
             state.parser_state = json.loads(json.dumps(parser_state))
             if state.session_id is None and sink.first_session is not None:
@@ -231,6 +279,8 @@ def _commit(
                 **state.totals,
                 "sessions": sink.report.sessions,
                 "operations": sink.ops,
+                "discarding": at.discarding,
+                "open_tail": at.open_tail,
             }
             state.save()
     except FieldError as exc:
@@ -241,8 +291,9 @@ def _commit(
 
 
 def first_line_digest(handle: BinaryIO) -> str:
+    """SHA-256 of the first line, read no further than the longest line an import accepts."""
     handle.seek(0)
-    return hashlib.sha256(handle.readline()).hexdigest()
+    return hashlib.sha256(handle.readline(DEFAULT_MAX_LINE_BYTES + 1)).hexdigest()
 
 
 def _at(value: str | None) -> datetime:
