@@ -14,8 +14,9 @@ from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from compaction.archives import archive_json, search_archives_counted
-from compaction.cache_report import plan_now, session_misses
+from compaction.cache_report import session_misses
 from compaction.models import Archive, CompactionRun, Surface, SurfaceVersion
+from compaction.plans import plan_now
 from compaction.rawjson import array_elements, object_members
 from compaction.schemas import (
     ArchiveDocumentOut,

@@ -30,6 +30,7 @@ from compaction.calibration import (
     session_calibration,
 )
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
+from compaction.plans import relief_policy
 from compaction.summarizers import LLMSummarizer, SummarizerError
 from compaction.transcripts import derive, load_log, load_operations, store_surface
 from context_core import (
@@ -38,7 +39,6 @@ from context_core import (
     Message,
     Operation,
     ReliefPlan,
-    ReliefPolicy,
     Summarizer,
     derive_surface,
     plan_relief,
@@ -67,8 +67,6 @@ logger = logging.getLogger("compaction")
 Mode = Literal["manual", "auto", "overflow"]
 # A forced plan ignores the thresholds and the worth-it rule (manual and overflow, D4).
 _PLAN_MODE = {"manual": "forced", "overflow": "forced", "auto": "normal"}
-# When the window is unknown, forced compaction still needs a budget to report pressure against.
-FALLBACK_WINDOW = 200_000
 _LOCK_CLASS = 0x636F6D70  # "comp": the advisory-lock namespace of compaction
 
 
@@ -128,27 +126,6 @@ def configured_summarizer() -> Summarizer:
             api_key=settings.COMPACTION_SUMMARIZER_KEY,
         )
     return ExtractiveSummarizer()
-
-
-def relief_policy(policy: PolicyValues, window_tokens: int | None) -> ReliefPolicy:
-    window = (
-        window_tokens if window_tokens and window_tokens > policy.reserved_output_tokens else None
-    )
-    return ReliefPolicy(
-        prune_threshold=policy.prune_threshold,
-        summarize_threshold=policy.summarize_threshold,
-        keep_rounds=policy.keep_rounds,
-        keep_rounds_verbatim=policy.keep_rounds_verbatim,
-        stub_head_chars=policy.stub_head_chars,
-        stub_tail_chars=policy.stub_tail_chars,
-        max_result_chars=policy.max_result_chars,
-        prune_min_free_tokens=policy.prune_min_free_tokens,
-        prune_exclude_tools=frozenset(policy.prune_exclude_tools),
-        summary_max_tokens=policy.summary_max_tokens,
-        relief_hysteresis=policy.relief_hysteresis,
-        window_tokens=window or max(FALLBACK_WINDOW, policy.reserved_output_tokens + 1),
-        reserved_output_tokens=policy.reserved_output_tokens,
-    )
 
 
 def _ms(start: float) -> int:

@@ -20,9 +20,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max, Q
 
-from compaction.calibration import session_token_rates
 from compaction.models import CompactionOperation, LogMessage, Surface, SurfaceVersion
 from compaction.rawjson import Span
+from compaction.token_rates import session_token_rates
 from context_core import (
     LOG_HASH_START,
     AgentCompactionOperation,
@@ -394,7 +394,7 @@ def chars_appended_after_reply(session_id: int, surface_version: int) -> KindCha
 
 def tokens_appended_after_reply(session_id: int, surface_version: int) -> int | None:
     """D6, the projection's port: the tokens of `chars_appended_after_reply`, at the session's
-    learned rates (`compaction.calibration.session_token_rates`)."""
+    learned rates (`compaction.token_rates.session_token_rates`)."""
     appended = chars_appended_after_reply(session_id, surface_version)
     if appended is None:
         return None
