@@ -29,6 +29,7 @@ from compaction.calibration import (
     next_round_tokens,
     session_calibration,
 )
+from compaction.errors import CompactionBusy, CompactionRefused, OverflowBusy, OverflowUnrecoverable
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
 from compaction.plans import relief_policy
 from compaction.summarizers import LLMSummarizer, SummarizerError
@@ -68,24 +69,6 @@ Mode = Literal["manual", "auto", "overflow"]
 # A forced plan ignores the thresholds and the worth-it rule (manual and overflow, D4).
 _PLAN_MODE = {"manual": "forced", "overflow": "forced", "auto": "normal"}
 _LOCK_CLASS = 0x636F6D70  # "comp": the advisory-lock namespace of compaction
-
-
-class CompactionRefused(Exception):
-    """The manual path refused (D5: never lossy); `run` records why."""
-
-    def __init__(self, run: CompactionRun, message: str) -> None:
-        super().__init__(message)
-        self.run = run
-
-
-class CompactionBusy(Exception):
-    def __init__(self, run: CompactionRun) -> None:
-        super().__init__(run.reason)
-        self.run = run
-
-
-class OverflowUnrecoverable(Exception):
-    """A second overflow on a surface version that was already relieved once (D4)."""
 
 
 @dataclass(frozen=True)
@@ -504,7 +487,7 @@ def report_overflow(
 ) -> RunOutcome:
     """D4: the provider rejected a request as too long. Forced compaction now, counted once per
     surface version; a second report on a version already relieved raises OverflowUnrecoverable
-    and applies nothing, a version ahead of the session's a FieldError on `surface_version`. A
+    and applies nothing (OverflowBusy while another compaction runs), a version ahead of the session's a FieldError on `surface_version`. A
     limit stated in `detail` (the provider's error text) becomes the session's window before
     planning, so the compaction aims at the real wall."""
     state = Surface.objects.filter(session=session).first()
@@ -527,12 +510,15 @@ def report_overflow(
         raise OverflowUnrecoverable(
             f"the surface at version {reported} was already compacted after an overflow; it cannot shrink further safely"
         )
-    outcome = compact_session(
-        session_id=session.pk,
-        mode="overflow",
-        trigger="context_length_exceeded",
-        requested_by="agent",
-    )
+    try:
+        outcome = compact_session(
+            session_id=session.pk,
+            mode="overflow",
+            trigger="context_length_exceeded",
+            requested_by="agent",
+        )
+    except CompactionBusy as exc:
+        raise OverflowBusy(str(exc)) from exc
     try:
         OverflowEvent.objects.create(
             session=session,
