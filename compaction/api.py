@@ -173,7 +173,11 @@ def get_surface(
     `surface_version` and an ETag. The same version always gives the same bytes (D1); the log's
     `cache_control` markers are never replayed. `version` rebuilds an earlier surface exactly.
     `prefix=true` adds `prefix`: the surface's fingerprints (`system`, then `message k`, each
-    with hash and token estimate), what the console compares when a call names this version."""
+    with hash and token estimate), what the console compares when a call names this version.
+
+    Answers an `HttpResponse`, not `PrefixedSurfaceOut` (which documents it): the body is the
+    stored surface bytes (D1: byte-stable, each message as appended) with its ETag, a 304 when
+    it matches and the log-position headers, none of which a serialised schema can give."""
     key = request_key(request)
     session = _session(key, session_id)
     state = get_object_or_404(Surface, session=session)
