@@ -9,7 +9,7 @@ from itertools import pairwise
 
 from compaction.models import SurfaceVersion
 from compaction.token_rates import session_token_rates
-from compaction.transcripts import surface_at
+from compaction.transcripts import record_version_chars, surface_at
 from context_core import Calibration, Message, round_growth_chars
 from context_core import Surface as CoreSurface
 from context_core.estimates import (
@@ -70,14 +70,7 @@ def surface_points(session: AgentSession) -> list[tuple[int, int]]:
         ).values_list("version", "chars")
     )
     missing = [version for version, chars in sizes.items() if chars is None]
-    if missing:
-        for version in missing[:REBUILT_PER_CALL]:
-            surface = surface_at(session, version)
-            if surface is not None:
-                sizes[version] = surface.chars
-                SurfaceVersion.objects.filter(session=session, version=version).update(
-                    chars=surface.chars
-                )
+    sizes.update(record_version_chars(session, missing[:REBUILT_PER_CALL]))
     return [
         (chars, tokens) for version, tokens in rows if (chars := sizes.get(version)) is not None
     ]

@@ -285,6 +285,21 @@ def surface_at(session: AgentSession, version: int) -> CoreSurface | None:
     return derive_surface([m for m in log if m.seq < record.log_messages], operations)
 
 
+def record_version_chars(session: AgentSession, versions: Sequence[int]) -> dict[int, int]:
+    """The size of each of `versions` stored before sizes were recorded, rebuilt from the log
+    (`surface_at`) and recorded on its row: the one write of a stored version's size. A version
+    the log cannot rebuild is left out."""
+    found: dict[int, int] = {}
+    for version in versions:
+        surface = surface_at(session, version)
+        if surface is not None:
+            found[version] = surface.chars
+            SurfaceVersion.objects.filter(session=session, version=version).update(
+                chars=surface.chars
+            )
+    return found
+
+
 def chars_appended_after_reply(session_id: int, surface_version: int) -> KindChars | None:
     """D6: what the log holds after the reply to a call whose request used `surface_version`,
     by kind.
