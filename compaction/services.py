@@ -29,7 +29,12 @@ from compaction.calibration import (
     next_round_tokens,
     session_calibration,
 )
-from compaction.errors import CompactionBusy, CompactionRefused, OverflowBusy, OverflowUnrecoverable
+from compaction.errors import (
+    CompactionBusy,
+    CompactionRefused,
+    OverflowBusy,
+    OverflowUnrecoverable,
+)
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
 from compaction.plans import relief_policy
 from compaction.summarizers import LLMSummarizer, SummarizerError
@@ -487,9 +492,10 @@ def report_overflow(
 ) -> RunOutcome:
     """D4: the provider rejected a request as too long. Forced compaction now, counted once per
     surface version; a second report on a version already relieved raises OverflowUnrecoverable
-    and applies nothing (OverflowBusy while another compaction runs), a version ahead of the session's a FieldError on `surface_version`. A
-    limit stated in `detail` (the provider's error text) becomes the session's window before
-    planning, so the compaction aims at the real wall."""
+    and applies nothing (OverflowBusy while another compaction runs), a version ahead of the
+    session's a FieldError on `surface_version`. A limit stated in `detail` (the provider's
+    error text) becomes the session's window before planning, so the compaction aims at the real
+    wall."""
     state = Surface.objects.filter(session=session).first()
     version = state.version if state is not None else 0
     if surface_version is not None and surface_version > version:
