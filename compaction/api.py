@@ -14,18 +14,22 @@ from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from compaction.archives import archive_json, search_archives_counted
-from compaction.cache_report import plan_now, session_misses
+from compaction.cache_report import session_misses
+from compaction.errors import CompactionConflict
 from compaction.models import Archive, CompactionRun, Surface, SurfaceVersion
+from compaction.plans import plan_now
 from compaction.rawjson import array_elements, object_members
 from compaction.schemas import (
     ArchiveDocumentOut,
     ArchiveOut,
     CacheMissesOut,
+    ChurnOut,
     CompactConflictOut,
     CompactIn,
     ConflictOut,
     MessagesIn,
     MessagesOut,
+    MissOut,
     OverflowIn,
     OverflowOut,
     PlanOut,
@@ -33,13 +37,7 @@ from compaction.schemas import (
     RunOut,
     SearchHitOut,
 )
-from compaction.services import (
-    CompactionBusy,
-    CompactionRefused,
-    OverflowUnrecoverable,
-    compact_session,
-    report_overflow,
-)
+from compaction.services import compact_session, report_overflow
 from compaction.transcripts import (
     append_messages,
     derive,
@@ -175,7 +173,11 @@ def get_surface(
     `surface_version` and an ETag. The same version always gives the same bytes (D1); the log's
     `cache_control` markers are never replayed. `version` rebuilds an earlier surface exactly.
     `prefix=true` adds `prefix`: the surface's fingerprints (`system`, then `message k`, each
-    with hash and token estimate), what the console compares when a call names this version."""
+    with hash and token estimate), what the console compares when a call names this version.
+
+    Answers an `HttpResponse`, not `PrefixedSurfaceOut` (which documents it): the body is the
+    stored surface bytes (D1: byte-stable, each message as appended) with its ETag, a 304 when
+    it matches and the log-position headers, none of which a serialised schema can give."""
     key = request_key(request)
     session = _session(key, session_id)
     state = get_object_or_404(Surface, session=session)
@@ -283,7 +285,7 @@ def search(
     session_id: str | None = None,
     limit: Annotated[int, Field(ge=1, le=200)] = 50,
     offset: Annotated[int, Field(ge=0, le=1_000_000)] = 0,
-) -> list[dict[str, Any]]:
+) -> list[SearchHitOut]:
     """Full-text search of the key's profile's archives, best match first, paged with `limit`
     and `offset`; hits are marked with <mark>. Identifiers match by their parts (`Registry`
     finds `Acme.Billing.InvoiceRegistry`), `word*` by prefix; `X-Total-Count` says how many
@@ -294,7 +296,7 @@ def search(
         q, profile=key.profile, session=session, limit=limit, offset=offset
     )
     response["X-Total-Count"] = str(found.total)
-    return [hit.__dict__ for hit in found.hits]
+    return [SearchHitOut(**hit.__dict__) for hit in found.hits]
 
 
 @router.get(
@@ -314,23 +316,32 @@ def get_archive(request: HttpRequest, archive_id: int) -> HttpResponse:
     return HttpResponse(archive_json(archive).encode("utf-8"), content_type="application/json")
 
 
-def run_payload(run: CompactionRun, state: Surface | None) -> dict[str, Any]:
-    return {
-        "run_id": run.pk,
-        "mode": run.mode,
-        "status": run.status,
-        "action": run.action,
-        "reason": run.reason,
-        "tokens_before": run.tokens_before,
-        "tokens_after": run.tokens_after,
+def run_out(run: CompactionRun, state: Surface | None) -> RunOut:
+    """A run as the API reports it, with the surface version it left (`state`)."""
+    return RunOut(
+        run_id=run.pk,
+        mode=run.mode,
+        status=run.status,
+        action=run.action,
+        reason=run.reason,
+        tokens_before=run.tokens_before,
+        tokens_after=run.tokens_after,
         # D6: the next request's estimated size and how ("fit" or "rule")
-        "estimate_tokens": run.estimate_tokens,
-        "estimate_method": run.estimate_method or None,
-        "archived": run.archived,
-        "archive_id": run.archive_id,
-        "archive_error": run.archive_error or None,
-        "surface_version": state.version if state else None,
-    }
+        estimate_tokens=run.estimate_tokens,
+        estimate_method=run.estimate_method or None,  # type: ignore[arg-type]
+        archived=run.archived,
+        archive_id=run.archive_id,
+        archive_error=run.archive_error or None,
+        surface_version=state.version if state else None,
+    )
+
+
+def conflict_payload(exc: CompactionConflict) -> dict[str, Any]:
+    """The 409 body of a refusal (`compaction.errors`), which `console.api` answers in its one
+    handler: `error` and `detail` first, then the run that refused when there is one
+    (`CompactConflictOut`, else `ConflictOut`)."""
+    run = run_out(exc.run, None).model_dump() if exc.run is not None else {}
+    return {"error": exc.error, "detail": str(exc), **run}
 
 
 def _optional_body(request: HttpRequest, schema: type[In]) -> In:
@@ -354,29 +365,21 @@ def _optional_body(request: HttpRequest, schema: type[In]) -> In:
     openapi_extra={"requestBody": json_body(CompactIn, required=False)},
     summary="Manual, never-lossy compaction (key with the `compact` scope)",
 )
-def post_compact(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
+def post_compact(request: HttpRequest, session_id: str) -> RunOut:
     """Plan (forced), archive, apply (D5). If the archive fails: 409 and nothing changes.
-    Optional body `{"expected_surface_version": n}` refuses (409) when the surface moved."""
+    Optional body `{"expected_surface_version": n}` refuses (409) when the surface moved.
+    (The 409s are `compaction.errors` refusals, answered by `console.api`'s one handler.)"""
     key = request_key(request)
     session = _session(key, session_id)
     body = _optional_body(request, CompactIn)
-    try:
-        outcome = compact_session(
-            session_id=session.pk,
-            mode="manual",
-            trigger="api",
-            requested_by=f"key:{key.prefix}",
-            expected_version=body.expected_surface_version,
-        )
-    except CompactionRefused as exc:
-        return Status(
-            409, {"error": "archive_failed", "detail": str(exc), **run_payload(exc.run, None)}
-        )
-    except CompactionBusy as exc:
-        return Status(
-            409, {"error": "compaction_busy", "detail": str(exc), **run_payload(exc.run, None)}
-        )
-    return Status(200, run_payload(outcome.run, outcome.surface))
+    outcome = compact_session(
+        session_id=session.pk,
+        mode="manual",
+        trigger="api",
+        requested_by=f"key:{key.prefix}",
+        expected_version=body.expected_surface_version,
+    )
+    return run_out(outcome.run, outcome.surface)
 
 
 @router.post(
@@ -386,25 +389,21 @@ def post_compact(request: HttpRequest, session_id: str) -> Status[dict[str, Any]
     openapi_extra={"requestBody": json_body(OverflowIn, required=False)},
     summary="Report a context-length error: forced compaction now, the new surface returned",
 )
-def post_overflow(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
+def post_overflow(request: HttpRequest, session_id: str) -> OverflowOut:
     """D4: compacts (forced) and returns the new surface; counted. A second overflow on the same
     surface version answers 409 `overflow_unrecoverable` and applies nothing; a version ahead of
-    the session's is a 422 on `surface_version`."""
+    the session's is a 422 on `surface_version`. (The 409s are `compaction.errors` refusals,
+    answered by `console.api`'s one handler.)"""
     key = request_key(request)
     session = _session(key, session_id)
     body = _optional_body(request, OverflowIn)
-    try:
-        outcome = report_overflow(
-            session=session, surface_version=body.surface_version, detail=body.detail or ""
-        )
-    except OverflowUnrecoverable as exc:
-        return Status(409, {"error": "overflow_unrecoverable", "detail": str(exc)})
-    except CompactionBusy as exc:
-        return Status(409, {"error": "compaction_busy", "detail": str(exc)})
+    outcome = report_overflow(
+        session=session, surface_version=body.surface_version, detail=body.detail or ""
+    )
     state = outcome.surface
     # the surface object as `GET /surface` serves it, passed through verbatim (OverflowOut)
     surface = json.loads(surface_response_bytes(state)) if state is not None else None
-    return Status(200, {**run_payload(outcome.run, state), "surface": surface})
+    return OverflowOut(**run_out(outcome.run, state).model_dump(), surface=surface)
 
 
 @router.get(
@@ -415,7 +414,7 @@ def post_overflow(request: HttpRequest, session_id: str) -> Status[dict[str, Any
 )
 def get_compact_plan(
     request: HttpRequest, session_id: str, mode: Literal["manual", "auto"] = "manual"
-) -> dict[str, Any]:
+) -> PlanOut:
     """D1/D4, before: the plan of a compaction now without applying it: tokens freed, where the
     surface first changes, the tokens the next call will re-write and their cost and premium over
     reading them, the saving per later call, the calls to break even and the session's typical
@@ -425,7 +424,7 @@ def get_compact_plan(
     plan = plan_now(session, effective_policy(session.profile), mode=mode)
     if plan is None:
         raise HttpError(404, "session_id: the session has no transcript log to compact")
-    return plan
+    return PlanOut(**plan)
 
 
 @router.get(
@@ -434,37 +433,37 @@ def get_compact_plan(
     response={200: CacheMissesOut, 404: ErrorOut},
     summary="Every prompt-cache miss of the session with its cause, evidence and premium",
 )
-def get_cache_misses(request: HttpRequest, session_id: str) -> dict[str, Any]:
+def get_cache_misses(request: HttpRequest, session_id: str) -> CacheMissesOut:
     """D1/D2: each call that read less of the cache than the previous one left, above the floor
     (1,024 tokens and 5 %), with its cause (model_switch, expiry, our_compaction,
     agent_compaction, prefix_break, unexplained), the evidence and the premium paid in dollars;
     totals by cause, and whether the system segment churns (D2)."""
     session = _session(request_key(request), session_id)
     report = session_misses(session)
-    return {
-        "session_id": session.external_id,
-        "calls": report.calls,
-        "premium_usd": f"{report.premium_usd:.6f}",
-        "premium_by_cause_usd": {k: f"{v:.6f}" for k, v in report.by_cause.items()},
-        "system_churn": {
-            "pairs": report.churn.pairs,
-            "changed": report.churn.changed,
-            "violates_d2": report.churn.violates_d2,
-        },
-        "misses": [
-            {
-                "turn": m.turn,
-                "call": m.call,
-                "at": m.at.isoformat(),
-                "model": m.model,
-                "expected_tokens": m.expected_tokens,
-                "read_tokens": m.read_tokens,
-                "missed_tokens": m.missed_tokens,
-                "premium_usd": None if m.premium_usd is None else f"{m.premium_usd:.6f}",
-                "cause": m.cause,
-                "evidence": m.evidence,
-                "detail": dict(m.detail),
-            }
+    return CacheMissesOut(
+        session_id=session.external_id,
+        calls=report.calls,
+        premium_usd=f"{report.premium_usd:.6f}",
+        premium_by_cause_usd={k: f"{v:.6f}" for k, v in report.by_cause.items()},
+        system_churn=ChurnOut(
+            pairs=report.churn.pairs,
+            changed=report.churn.changed,
+            violates_d2=report.churn.violates_d2,
+        ),
+        misses=[
+            MissOut(
+                turn=m.turn,
+                call=m.call,
+                at=m.at.isoformat(),
+                model=m.model,
+                expected_tokens=m.expected_tokens,
+                read_tokens=m.read_tokens,
+                missed_tokens=m.missed_tokens,
+                premium_usd=None if m.premium_usd is None else f"{m.premium_usd:.6f}",
+                cause=m.cause,
+                evidence=m.evidence,
+                detail=dict(m.detail),
+            )
             for m in report.misses
         ],
-    }
+    )

@@ -31,6 +31,7 @@ from compaction.search_terms import (
     sqlite_match,
 )
 from telemetry.models import AgentProfile, AgentSession
+from telemetry.policy_store import effective_policy
 
 CHUNK_CHARS = 64 * 1024 // 4  # ≤ 64 KB even when every character takes four bytes in UTF-8
 
@@ -374,8 +375,6 @@ def purge_expired_archives(*, batch_size: int = 500) -> tuple[int, bool]:
 
     Returns (deleted, has_more) so the periodic job can re-enqueue itself while work remains.
     """
-    from telemetry.policy_store import effective_policy
-
     now = timezone.now()
     newest = Archive.objects.filter(session=OuterRef("session")).order_by("-created_at", "-pk")
     candidates = Archive.objects.exclude(pk=Subquery(newest.values("pk")[:1]))

@@ -1,5 +1,5 @@
-"""Cache economics of sessions, read from the database (D1, D2): misses with causes, the plan of
-a compaction before it runs, and its measured outcome after.
+"""Cache economics of sessions, read from the database (D1, D2): misses with causes, the pricing a
+compaction is judged with, and its measured outcome after (its plan: `compaction.plans`).
 
 Reads only (the one write is `compaction.services` storing a run's planned figures). The logic
 is pure (`telemetry.cache_misses`, `context_core.economics`); this module gathers its inputs:
@@ -19,18 +19,12 @@ from typing import Any, Literal
 
 from django.utils import timezone
 
-from compaction.calibration import compaction_estimate, next_round_tokens, session_calibration
 from compaction.models import CompactionRun, Surface
-from compaction.transcripts import derive, format_of, surface_at
+from compaction.transcripts import format_of, surface_at
 from context_core import (
     CachePricing,
     CacheRates,
-    ExtractiveSummarizer,
-    ReliefPlan,
-    Summarizer,
-    derive_surface,
     net_saving,
-    plan_relief,
     surface_fingerprints,
 )
 from telemetry.cache_misses import (
@@ -420,110 +414,6 @@ def session_pricing(session: AgentSession, policy: PolicyValues, tokens: int) ->
         tier,
         session.model,
     )
-
-
-def plan_payload(
-    session: AgentSession,
-    plan: ReliefPlan,
-    pricing: Pricing,
-    *,
-    surface_messages: Sequence[Any] = (),
-) -> dict[str, Any]:
-    """A plan as the API and the console show it (dollars as strings, exact)."""
-    economics = plan.economics
-    first: dict[str, Any] | None = None
-    if plan.first_changed_index is not None:
-        index = plan.first_changed_index
-        message = surface_messages[index] if index < len(surface_messages) else None
-        leading_system = bool(surface_messages) and surface_messages[0].role == "system"
-        first = {
-            "index": index,
-            "segment": f"message {index - 1 if leading_system else index}",
-            "seq": getattr(message, "seq", None),
-            "role": getattr(message, "role", None),
-            "unchanged_tokens": max(plan.tokens_after - plan.cache_write_tokens, 0),
-        }
-
-    def money(value: Decimal | None) -> str | None:
-        return None if value is None or not pricing.priced else f"{value:.6f}"
-
-    return {
-        "session_id": session.external_id,
-        "mode": "manual" if plan.mode == "forced" else "auto",
-        "action": plan.action,
-        "reason": plan.reason,
-        "tokens_before": plan.tokens_before,
-        "tokens_after": plan.tokens_after,
-        "freed_tokens": plan.freed_tokens,
-        "first_change": first,
-        "rewrite_tokens": plan.cache_write_tokens,
-        "rewrite_cost_usd": money(economics.rewrite_cost_usd if economics else None),
-        "rewrite_premium_usd": money(economics.rewrite_premium_usd if economics else None),
-        "saving_per_call_usd": money(economics.saving_per_call_usd if economics else None),
-        "break_even_calls": economics.break_even_calls if economics else None,
-        "remaining_calls": pricing.pricing.horizon_calls,
-        "worth_it": bool(economics and economics.worth_it and plan.operations),
-        "skipped": list(plan.skipped),
-        "model": pricing.model,
-        "priced": pricing.priced,
-        "write_tier": pricing.tier,
-        "rates_per_mtok": {
-            "input": str(pricing.pricing.rates.input),
-            "read": str(pricing.pricing.rates.read),
-            "write": str(pricing.pricing.rates.write),
-        }
-        if pricing.priced
-        else None,
-    }
-
-
-def plan_now(
-    session: AgentSession,
-    policy: PolicyValues,
-    *,
-    mode: Literal["manual", "auto"],
-    summarizer: Summarizer | None = None,
-) -> dict[str, Any] | None:
-    """What compacting now would do and cost, without doing it; None without a transcript log.
-
-    Summaries are estimated with the offline extractive summarizer unless one is given (a GET
-    must never call a model).
-    """
-    # services imports this module for the worth-it figures; import its policy mapping late
-    from compaction.services import relief_policy
-
-    if not Surface.objects.filter(session=session).exists():
-        return None
-    log, operations, surface = derive(session)
-    tokens = session.projected_tokens
-    pricing = session_pricing(session, policy, tokens or surface.tokens)
-    calibration = session_calibration(session)
-    plan = plan_relief(
-        surface,
-        policy=relief_policy(policy, session.window_tokens),
-        mode="forced" if mode == "manual" else "normal",
-        summarizer=summarizer or ExtractiveSummarizer(),
-        calibration=calibration,
-        context_tokens=tokens,
-        pricing=pricing.pricing,
-        growth_tokens=next_round_tokens(calibration, surface),
-    )
-    method = None
-    if plan.operations:
-        # D6: the estimate the run records, not the planner's freed characters
-        after = derive_surface(log, [*operations, *plan.operations])
-        estimate = compaction_estimate(
-            session, before=surface, after=after, tokens_before=plan.tokens_before
-        )
-        freed = max(plan.tokens_before - estimate.tokens, 0)
-        plan, method = (
-            replace(plan, tokens_after=estimate.tokens, freed_tokens=freed),
-            estimate.method,
-        )
-    return {
-        **plan_payload(session, plan, pricing, surface_messages=surface.messages),
-        "estimate_method": method,
-    }
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,14 @@ from compaction.calibration import (
     next_round_tokens,
     session_calibration,
 )
+from compaction.errors import (
+    CompactionBusy,
+    CompactionRefused,
+    OverflowBusy,
+    OverflowUnrecoverable,
+)
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
+from compaction.plans import relief_policy
 from compaction.summarizers import LLMSummarizer, SummarizerError
 from compaction.transcripts import derive, load_log, load_operations, store_surface
 from context_core import (
@@ -38,7 +45,6 @@ from context_core import (
     Message,
     Operation,
     ReliefPlan,
-    ReliefPolicy,
     Summarizer,
     derive_surface,
     plan_relief,
@@ -67,27 +73,7 @@ logger = logging.getLogger("compaction")
 Mode = Literal["manual", "auto", "overflow"]
 # A forced plan ignores the thresholds and the worth-it rule (manual and overflow, D4).
 _PLAN_MODE = {"manual": "forced", "overflow": "forced", "auto": "normal"}
-# When the window is unknown, forced compaction still needs a budget to report pressure against.
-FALLBACK_WINDOW = 200_000
 _LOCK_CLASS = 0x636F6D70  # "comp": the advisory-lock namespace of compaction
-
-
-class CompactionRefused(Exception):
-    """The manual path refused (D5: never lossy); `run` records why."""
-
-    def __init__(self, run: CompactionRun, message: str) -> None:
-        super().__init__(message)
-        self.run = run
-
-
-class CompactionBusy(Exception):
-    def __init__(self, run: CompactionRun) -> None:
-        super().__init__(run.reason)
-        self.run = run
-
-
-class OverflowUnrecoverable(Exception):
-    """A second overflow on a surface version that was already relieved once (D4)."""
 
 
 @dataclass(frozen=True)
@@ -128,27 +114,6 @@ def configured_summarizer() -> Summarizer:
             api_key=settings.COMPACTION_SUMMARIZER_KEY,
         )
     return ExtractiveSummarizer()
-
-
-def relief_policy(policy: PolicyValues, window_tokens: int | None) -> ReliefPolicy:
-    window = (
-        window_tokens if window_tokens and window_tokens > policy.reserved_output_tokens else None
-    )
-    return ReliefPolicy(
-        prune_threshold=policy.prune_threshold,
-        summarize_threshold=policy.summarize_threshold,
-        keep_rounds=policy.keep_rounds,
-        keep_rounds_verbatim=policy.keep_rounds_verbatim,
-        stub_head_chars=policy.stub_head_chars,
-        stub_tail_chars=policy.stub_tail_chars,
-        max_result_chars=policy.max_result_chars,
-        prune_min_free_tokens=policy.prune_min_free_tokens,
-        prune_exclude_tools=frozenset(policy.prune_exclude_tools),
-        summary_max_tokens=policy.summary_max_tokens,
-        relief_hysteresis=policy.relief_hysteresis,
-        window_tokens=window or max(FALLBACK_WINDOW, policy.reserved_output_tokens + 1),
-        reserved_output_tokens=policy.reserved_output_tokens,
-    )
 
 
 def _ms(start: float) -> int:
@@ -527,9 +492,10 @@ def report_overflow(
 ) -> RunOutcome:
     """D4: the provider rejected a request as too long. Forced compaction now, counted once per
     surface version; a second report on a version already relieved raises OverflowUnrecoverable
-    and applies nothing, a version ahead of the session's a FieldError on `surface_version`. A
-    limit stated in `detail` (the provider's error text) becomes the session's window before
-    planning, so the compaction aims at the real wall."""
+    and applies nothing (OverflowBusy while another compaction runs), a version ahead of the
+    session's a FieldError on `surface_version`. A limit stated in `detail` (the provider's
+    error text) becomes the session's window before planning, so the compaction aims at the real
+    wall."""
     state = Surface.objects.filter(session=session).first()
     version = state.version if state is not None else 0
     if surface_version is not None and surface_version > version:
@@ -550,12 +516,15 @@ def report_overflow(
         raise OverflowUnrecoverable(
             f"the surface at version {reported} was already compacted after an overflow; it cannot shrink further safely"
         )
-    outcome = compact_session(
-        session_id=session.pk,
-        mode="overflow",
-        trigger="context_length_exceeded",
-        requested_by="agent",
-    )
+    try:
+        outcome = compact_session(
+            session_id=session.pk,
+            mode="overflow",
+            trigger="context_length_exceeded",
+            requested_by="agent",
+        )
+    except CompactionBusy as exc:
+        raise OverflowBusy(str(exc)) from exc
     try:
         OverflowEvent.objects.create(
             session=session,

@@ -9,20 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Max, Q
 
-from compaction.calibration import session_token_rates
+from compaction.log_cache import LOG_CACHE, HeldLogs, LogCache, ParsedLog, cache_key
 from compaction.models import CompactionOperation, LogMessage, Surface, SurfaceVersion
 from compaction.rawjson import Span
+from compaction.token_rates import session_token_rates
 from context_core import (
     LOG_HASH_START,
     AgentCompactionOperation,
@@ -78,92 +75,6 @@ def _without_seq(value: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in value.items() if k != "seq"}
 
 
-@dataclass
-class _ParsedLog:
-    messages: list[Message]
-    last_row: tuple[str, str, int | None]  # (raw_hash, format, bound_cap) of the last message
-    chars: int
-
-
-# A session is known by its id and creation time: an id reused after a rollback is another session.
-_Key = tuple[int, str]
-
-
-class _LogCache:
-    """Parsed log prefixes per session, in this process.
-
-    The log is append-only and its rows never change, so a parsed prefix stays valid; a load
-    parses only the rows after it (an append to a long session, a relief job) instead of
-    re-parsing the whole log. The prefix is trusted only while the stored hash of its last row
-    still matches (a rolled-back append or a reused session id starts over).
-
-    Memory bound: at most `budget_chars` message characters (`COMPACTION_LOG_CACHE_CHARS`, default
-    8,000,000) per process, least recently used first out; a log larger than the whole budget is
-    not kept. Parsed messages take about 2.6 bytes per ASCII character (measured on tool-result
-    transcripts; up to ~4 for non-ASCII text), so the default holds ~21 MB (at most ~40 MB) per
-    process: with gunicorn's default of two workers per core (`console.gunicorn_conf`) plus one
-    per Celery worker process, multiply by the process count. 0 turns the cache off (every load
-    parses the whole log from the database; nothing is lost, only CPU).
-    """
-
-    def __init__(self, budget_chars: int) -> None:
-        self.budget = budget_chars
-        self.entries: OrderedDict[_Key, _ParsedLog] = OrderedDict()
-        self.total = 0
-        self.lock = threading.Lock()
-
-    def get(self, session_id: _Key) -> _ParsedLog | None:
-        with self.lock:
-            entry = self.entries.get(session_id)
-            if entry is not None:
-                self.entries.move_to_end(session_id)
-            return entry
-
-    def put(self, session_id: _Key, entry: _ParsedLog) -> None:
-        with self.lock:
-            replaced = self.entries.pop(session_id, None)
-            if replaced is not None:
-                self.total -= replaced.chars
-            if entry.chars > self.budget:
-                return
-            self.entries[session_id] = entry
-            self.total += entry.chars
-            while self.total > self.budget:
-                _, evicted = self.entries.popitem(last=False)
-                self.total -= evicted.chars
-
-
-_LOG_CACHE = _LogCache(budget_chars=settings.COMPACTION_LOG_CACHE_CHARS)
-
-
-class HeldLogs(_LogCache):
-    """A caller's own parse of its sessions' logs, held across appends: a transcript import.
-
-    Appends that pass it read and parse only what they do not hold (nothing, when the holder
-    made every append), and extend it with what they stored, whatever the process cache's
-    budget: an import appends chunk after chunk to a log that can outgrow any budget, and
-    re-reading it per chunk made the import quadratic. Validated like the process cache (the
-    stored hash of the last held row), and one entry per session: a new agent cut replaces the
-    parse from the old one, so it holds at most each session's log from its latest cut, which
-    every append derives the surface from anyway. Drop it with the transaction it served: it
-    may hold rows that a rollback removed.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(budget_chars=sys.maxsize)
-
-    def put(self, session_id: _Key, entry: _ParsedLog) -> None:
-        with self.lock:
-            for other in [key for key in self.entries if key[0] == session_id[0]]:
-                self.total -= self.entries.pop(other).chars
-        super().put(session_id, entry)
-
-
-def _key(session: AgentSession, from_seq: int) -> _Key:
-    created = session.created_at.isoformat() if session.created_at else ""
-    return (session.pk, f"{created}@{from_seq}" if from_seq else created)
-
-
 def _parse_rows(rows: Sequence[tuple[int, str, str, int | None, str]]) -> list[Message]:
     return [
         parse_message(
@@ -181,19 +92,19 @@ def load_log(
     *,
     use_cache: bool = True,
     from_seq: int = 0,
-    cache: _LogCache | None = None,
+    cache: LogCache | None = None,
 ) -> list[Message]:
     """The session's log as core messages, rehydrated from the stored original text.
 
-    Parses only what this process has not parsed before (see `_LogCache`), unless `use_cache`
+    Parses only what this process has not parsed before (see `LogCache`), unless `use_cache`
     is False (a from-scratch check); `cache` is a caller's own (`HeldLogs`) instead of the
     process's. `from_seq` > 0 loads only the messages from that seq on and the system prompts
     before it: all the surface can show after an agent compaction that cut there (`agent_cut`),
     so a long imported session is appended to in bounded memory.
     """
     columns = ("seq", "format", "raw", "bound_cap", "raw_hash")
-    key = _key(session, from_seq)
-    store = _LOG_CACHE if cache is None else cache
+    key = cache_key(session, from_seq)
+    store = LOG_CACHE if cache is None else cache
     rows_of = LogMessage.objects.filter(session=session)
     if from_seq:
         rows_of = rows_of.filter(Q(seq__gte=from_seq) | Q(role="system"))
@@ -214,7 +125,7 @@ def load_log(
     if messages:
         store.put(
             key,
-            _ParsedLog(
+            ParsedLog(
                 messages=messages,
                 last_row=(tail[4], tail[1], tail[3]),
                 chars=sum(m.chars for m in messages),
@@ -374,6 +285,21 @@ def surface_at(session: AgentSession, version: int) -> CoreSurface | None:
     return derive_surface([m for m in log if m.seq < record.log_messages], operations)
 
 
+def record_version_chars(session: AgentSession, versions: Sequence[int]) -> dict[int, int]:
+    """The size of each of `versions` stored before sizes were recorded, rebuilt from the log
+    (`surface_at`) and recorded on its row: the one write of a stored version's size. A version
+    the log cannot rebuild is left out."""
+    found: dict[int, int] = {}
+    for version in versions:
+        surface = surface_at(session, version)
+        if surface is not None:
+            found[version] = surface.chars
+            SurfaceVersion.objects.filter(session=session, version=version).update(
+                chars=surface.chars
+            )
+    return found
+
+
 def chars_appended_after_reply(session_id: int, surface_version: int) -> KindChars | None:
     """D6: what the log holds after the reply to a call whose request used `surface_version`,
     by kind.
@@ -394,7 +320,7 @@ def chars_appended_after_reply(session_id: int, surface_version: int) -> KindCha
 
 def tokens_appended_after_reply(session_id: int, surface_version: int) -> int | None:
     """D6, the projection's port: the tokens of `chars_appended_after_reply`, at the session's
-    learned rates (`compaction.calibration.session_token_rates`)."""
+    learned rates (`compaction.token_rates.session_token_rates`)."""
     appended = chars_appended_after_reply(session_id, surface_version)
     if appended is None:
         return None
@@ -431,7 +357,6 @@ def append_messages(
         )
     items = _checked_items(messages)
     policy = effective_policy(session.profile)
-    result = AppendResult()
     with transaction.atomic():
         lock_session(session.pk)
         state = Surface.objects.filter(session=session).first()
@@ -439,81 +364,15 @@ def append_messages(
             raise FieldError(
                 "format", f"this session's transcript is in the {state.format} format", status=409
             )
-        # The log is seqs 0..n-1 without gaps (every append continues it), so its length is
-        # its last seq + 1: one index probe, where reading every stored seq grew with the log.
-        last = LogMessage.objects.filter(session=session).aggregate(last=Max("seq"))["last"]
-        next_seq = 0 if last is None else last + 1
-        sent = Q(seq__gte=items[0][0], seq__lte=items[-1][0])
-        if system is not None:
-            sent |= Q(seq=0)
-        existing = dict(
-            LogMessage.objects.filter(sent, session=session).values_list("seq", "raw_hash")
-        )
-        new_items: list[tuple[int, int, Span]] = []
-        if system is not None:
-            items = [
-                (0, -1, Span({"role": "system", "content": system.value}, _system_raw(system))),
-                *items,
-            ]
-            if items[1][0] != 1 and 0 not in existing:
-                raise FieldError(
-                    "messages.0.seq",
-                    "with a top-level system prompt (seq 0) the messages start at seq 1",
-                )
-        for seq, index, span in items:
-            name = "system" if index < 0 else f"messages.{index}"
-            digest = content_hash(_without_seq(span.value))
-            if seq in existing:
-                if existing[seq] != digest:
-                    raise FieldError(
-                        f"{name}.seq",
-                        f"seq {seq} is already stored with different content",
-                        status=409,
-                    )
-                result.duplicates.append(seq)
-                continue
-            expected = next_seq + len(new_items)
-            if seq != expected:
-                raise FieldError(
-                    f"{name}.seq", f"expected seq {expected} (the log holds {next_seq}), got {seq}"
-                )
-            new_items.append((seq, index, span))
+        next_seq, new_items, duplicates = _sort_sent(session, system, items)
         if not new_items:
-            result.surface = state
-            return result
-        operations = load_operations(session)
-        cut = agent_cut(operations)
-        preceding = load_log(session, from_seq=cut, cache=held)
-        bound = BoundSpec(policy.max_result_chars)
-        parsed = _parse(fmt, preceding, new_items, bound)
-        rows = [
-            LogMessage(
-                session=session,
-                seq=message.seq,
-                format=fmt,
-                role=message.role,
-                raw=span.text,
-                raw_hash=content_hash(_without_seq(span.value)),
-                chars=message.chars,
-                tool_chars=message_kind_chars(message).tool,
-                bound_cap=policy.max_result_chars,
-            )
-            for message, (_, _, span) in zip(parsed, new_items, strict=True)
-        ]
-        LogMessage.objects.bulk_create(rows)
-        log = [*preceding, *parsed]
-        if held is not None:
-            held.put(
-                _key(session, cut),
-                _ParsedLog(
-                    messages=log,
-                    last_row=(rows[-1].raw_hash, fmt, policy.max_result_chars),
-                    chars=sum(m.chars for m in log),
-                ),
-            )
+            return AppendResult(duplicates=duplicates, surface=state)
+        log, parsed, operations = _store_messages(
+            session, fmt, new_items, policy.max_result_chars, held
+        )
         counts = sorted({c for c in checkpoints if next_seq < c < next_seq + len(new_items)})
         surface, chars_at = derive_surface_at(log, operations, counts)
-        result.surface = store_surface(
+        state = store_surface(
             session,
             fmt,
             surface,
@@ -521,15 +380,112 @@ def append_messages(
             log_messages=next_seq + len(new_items),
             checkpoints=list(zip(counts, chars_at, strict=True)),
         )
-        result.created = [seq for seq, _, _ in new_items]
-        # D6: the projection now counts what was appended (or the grown post-compaction surface).
-        appended = kind_chars(parsed)
-        over = refresh_projection(
-            session.pk, appended_tokens=session_token_rates(session.pk).tokens(appended)
+        _record_appended(session, parsed)
+    return AppendResult(
+        created=[seq for seq, _, _ in new_items], duplicates=duplicates, surface=state
+    )
+
+
+def _sort_sent(
+    session: AgentSession, system: Span | None, items: list[tuple[int, int, Span]]
+) -> tuple[int, list[tuple[int, int, Span]], list[int]]:
+    """The plan of an append: (the log's length, the new messages, the duplicate seqs).
+
+    A taken seq with the same content is a duplicate, with other content a 409; the new
+    messages continue the log from its length without a gap (else a 422 naming the message).
+    Reads only the stored rows at the seqs sent; the caller holds the session lock."""
+    # The log is seqs 0..n-1 without gaps (every append continues it), so its length is
+    # its last seq + 1: one index probe, where reading every stored seq grew with the log.
+    last = LogMessage.objects.filter(session=session).aggregate(last=Max("seq"))["last"]
+    next_seq = 0 if last is None else last + 1
+    sent = Q(seq__gte=items[0][0], seq__lte=items[-1][0])
+    if system is not None:
+        sent |= Q(seq=0)
+    existing = dict(LogMessage.objects.filter(sent, session=session).values_list("seq", "raw_hash"))
+    if system is not None:
+        items = [
+            (0, -1, Span({"role": "system", "content": system.value}, _system_raw(system))),
+            *items,
+        ]
+        if items[1][0] != 1 and 0 not in existing:
+            raise FieldError(
+                "messages.0.seq",
+                "with a top-level system prompt (seq 0) the messages start at seq 1",
+            )
+    new_items: list[tuple[int, int, Span]] = []
+    duplicates: list[int] = []
+    for seq, index, span in items:
+        name = "system" if index < 0 else f"messages.{index}"
+        digest = content_hash(_without_seq(span.value))
+        if seq in existing:
+            if existing[seq] != digest:
+                raise FieldError(
+                    f"{name}.seq", f"seq {seq} is already stored with different content", status=409
+                )
+            duplicates.append(seq)
+            continue
+        expected = next_seq + len(new_items)
+        if seq != expected:
+            raise FieldError(
+                f"{name}.seq", f"expected seq {expected} (the log holds {next_seq}), got {seq}"
+            )
+        new_items.append((seq, index, span))
+    return next_seq, new_items, duplicates
+
+
+def _store_messages(
+    session: AgentSession,
+    fmt: str,
+    new_items: list[tuple[int, int, Span]],
+    cap: int,
+    held: HeldLogs | None,
+) -> tuple[list[Message], list[Message], list[Operation]]:
+    """The apply of an append: parse the new messages after the log from the agent's cut and
+    store them, each row with its original text. Returns (the log from the cut, the parsed new
+    messages, the operations in force). `held` is extended with what was stored, so the log it
+    holds is always the stored log from the cut."""
+    operations = load_operations(session)
+    cut = agent_cut(operations)
+    preceding = load_log(session, from_seq=cut, cache=held)
+    parsed = _parse(fmt, preceding, new_items, BoundSpec(cap))
+    rows = [
+        LogMessage(
+            session=session,
+            seq=message.seq,
+            format=fmt,
+            role=message.role,
+            raw=span.text,
+            raw_hash=content_hash(_without_seq(span.value)),
+            chars=message.chars,
+            tool_chars=message_kind_chars(message).tool,
+            bound_cap=cap,
         )
-        if over is not None:
-            transaction.on_commit(lambda: request_relief([session.pk]))
-    return result
+        for message, (_, _, span) in zip(parsed, new_items, strict=True)
+    ]
+    LogMessage.objects.bulk_create(rows)
+    log = [*preceding, *parsed]
+    if held is not None:
+        held.put(
+            cache_key(session, cut),
+            ParsedLog(
+                messages=log,
+                last_row=(rows[-1].raw_hash, fmt, cap),
+                chars=sum(m.chars for m in log),
+            ),
+        )
+    return log, parsed, operations
+
+
+def _record_appended(session: AgentSession, parsed: Sequence[Message]) -> None:
+    """The record of an append (D6): the projection counts what was appended (or the grown
+    post-compaction surface), at the session's learned rates; relief is requested after the
+    commit when that crosses the threshold, never for a rolled-back append."""
+    appended = kind_chars(parsed)
+    over = refresh_projection(
+        session.pk, appended_tokens=session_token_rates(session.pk).tokens(appended)
+    )
+    if over is not None:
+        transaction.on_commit(lambda: request_relief([session.pk]))
 
 
 def _system_raw(system: Span) -> str:

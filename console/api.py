@@ -5,7 +5,9 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from compaction.api import conflict_payload
 from compaction.api import router as compaction_router
+from compaction.errors import CompactionConflict
 from compaction.imports.api import router as imports_router
 from compaction.log_api import router as log_router
 from compaction.summarizers import SummarizerError
@@ -86,6 +88,12 @@ def on_rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
     response = api.create_response(request, {"detail": str(exc)}, status=429)
     response["Retry-After"] = str(exc.retry_after)
     return response
+
+
+@api.exception_handler(CompactionConflict)
+def on_compaction_conflict(request: HttpRequest, exc: CompactionConflict) -> HttpResponse:
+    """A compaction that applied nothing (`compaction.errors`), mapped once: 409 naming why."""
+    return api.create_response(request, conflict_payload(exc), status=409)
 
 
 @api.exception_handler(SummarizerError)

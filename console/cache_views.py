@@ -2,7 +2,7 @@
 fragments the session page loads after it renders, each with a real page at the same URL), and
 the fleet's miss premiums by cause, top offending sessions and D2 flags.
 
-Look up, call the read functions of `compaction.cache_report`, render.
+Look up, call the read functions of `compaction.cache_report` and `compaction.plans`, render.
 """
 
 from __future__ import annotations
@@ -15,12 +15,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from compaction.cache_report import (
-    compaction_outcomes,
-    fleet_cache,
-    plan_now,
-    session_misses,
-)
+from compaction.cache_report import compaction_outcomes, fleet_cache, session_misses
+from compaction.plans import plan_now
 from console.cache_charts import MissPoint, miss_markers, misses_figure, premiums_figure
 from console.roles import Role, require_role
 from telemetry.cache_misses import CAUSE_LABELS, CAUSES, ttl_advice

@@ -343,7 +343,7 @@ COMPACTION_AUTO_ENQUEUE = env_bool("COMPACTION_AUTO_ENQUEUE", True)
 COMPACTION_ARCHIVE_BACKEND = env_str(
     "COMPACTION_ARCHIVE_BACKEND", "compaction.archives.DatabaseArchive"
 )
-# Characters of parsed transcript logs each process keeps (`compaction.transcripts._LogCache`:
+# Characters of parsed transcript logs each process keeps (`compaction.log_cache.LogCache`:
 # ~2.6 bytes a character, so 8M is ~21 MB per gunicorn worker or Celery process); 0: none.
 COMPACTION_LOG_CACHE_CHARS = env_int("COMPACTION_LOG_CACHE_CHARS", 8_000_000, minimum=0)
 # Summaries are extractive and offline unless an LLM endpoint is configured.

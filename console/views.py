@@ -24,9 +24,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.middleware import HtmxDetails
 
 from compaction.archives import archive_json, archive_jsonl
+from compaction.errors import CompactionBusy, CompactionRefused
 from compaction.imports.queries import imported_view
 from compaction.models import Archive, CompactionRun
-from compaction.services import CompactionBusy, CompactionRefused, compact_session
+from compaction.services import compact_session
 from compaction.summarizers import SummarizerError
 from console import charts
 from console.advisor import ProposalForm, round_advice

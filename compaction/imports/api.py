@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from typing import Annotated, Any
+from typing import Annotated
 
 from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
@@ -45,9 +45,7 @@ class ImportQuery(Schema):
     openapi_extra={"requestBody": IMPORT_BODY},
     summary="Import a Claude Code or Codex transcript",
 )
-def post_import(
-    request: HttpRequest, query: Query[ImportQuery]
-) -> Status[dict[str, Any]] | dict[str, Any]:
+def post_import(request: HttpRequest, query: Query[ImportQuery]) -> Status[ImportOut] | ImportOut:
     """Import the body (JSONL) into the key's profile and report per file: sessions, messages,
     calls, compactions and the lines skipped with their reason and number.
 
@@ -69,10 +67,9 @@ def post_import(
         )
     except NotATranscript as exc:
         raise FieldError("body", str(exc), status=422) from None
-    payload = report.as_dict()
-    payload["path"] = query.name
+    out = ImportOut(**{**report.as_dict(), "path": query.name})
     if report.status == "rewritten":
-        return Status(409, payload)
+        return Status(409, out)
     if report.status == "failed":
         raise FieldError("body", report.detail, status=422)
-    return payload
+    return out

@@ -38,6 +38,7 @@ from compaction.imports.records import (
     Skipped,
     TokensAfter,
 )
+from compaction.log_cache import HeldLogs
 from compaction.models import (
     CompactionOperation,
     SessionLink,
@@ -47,7 +48,6 @@ from compaction.models import (
 )
 from compaction.rawjson import Span
 from compaction.transcripts import (
-    HeldLogs,
     agent_cut,
     append_messages,
     load_log,

@@ -16,6 +16,7 @@ from django.utils import timezone
 from compaction import services
 from compaction.archives import purge_expired_archives
 from compaction.calibration import session_calibration
+from compaction.errors import CompactionBusy
 from compaction.models import (
     Archive,
     ArchiveChunk,
@@ -390,7 +391,7 @@ def test_ten_concurrent_compactions_of_one_session_apply_exactly_one_operation(m
                     session_id=session.pk, mode="manual", expected_version=version
                 )
                 outcomes.append(result.run.status)
-            except services.CompactionBusy as exc:
+            except CompactionBusy as exc:
                 outcomes.append(exc.run.status)
         finally:
             connection.close()

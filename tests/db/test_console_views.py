@@ -21,9 +21,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from compaction.archives import archive_document
+from compaction.errors import CompactionRefused
 from compaction.models import Archive, CompactionOperation, CompactionRun, LogMessage, Surface
 from compaction.rawjson import Span
-from compaction.services import CompactionRefused, compact_session, report_overflow
+from compaction.services import compact_session, report_overflow
 from compaction.transcripts import append_messages
 from console.queries import safe_snippet
 from console.roles import Role, role_of

@@ -19,8 +19,9 @@ from django.db.models.query import QuerySet
 import compaction.imports.store as store
 from bench.transcripts import write_transcript
 from compaction.imports.store import import_file
+from compaction.log_cache import LOG_CACHE
 from compaction.models import LogMessage, SurfaceVersion
-from compaction.transcripts import _LOG_CACHE, derive, load_log, load_operations
+from compaction.transcripts import derive, load_log, load_operations
 from context_core import canonical_json, derive_surface
 from telemetry.models import AgentProfile, AgentSession
 
@@ -63,7 +64,7 @@ def per_chunk_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     monkeypatch.setattr(QuerySet, "_fetch_all", counted_fetch_all)
     monkeypatch.setattr(store, "_commit", counted_commit)
     monkeypatch.setattr(store, "CHUNK_LINES", CHUNK_LINES)
-    monkeypatch.setattr(_LOG_CACHE, "budget", BUDGET_CHARS)
+    monkeypatch.setattr(LOG_CACHE, "budget", BUDGET_CHARS)
     return reads
 
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from compaction.transcripts import _LOG_CACHE, HeldLogs, _LogCache, _ParsedLog
+from compaction.log_cache import LOG_CACHE, HeldLogs, LogCache, ParsedLog
 
 
-def entry(chars: int) -> _ParsedLog:
-    return _ParsedLog(messages=[], last_row=("", "anthropic", None), chars=chars)
+def entry(chars: int) -> ParsedLog:
+    return ParsedLog(messages=[], last_row=("", "anthropic", None), chars=chars)
 
 
 def test_the_cache_never_holds_more_characters_than_its_budget():
-    cache = _LogCache(budget_chars=100)
+    cache = LogCache(budget_chars=100)
     for session, chars in enumerate([40, 30, 50, 10, 100, 20]):
         cache.put((session, ""), entry(chars))
         assert cache.total == sum(e.chars for e in cache.entries.values()) <= 100
@@ -22,7 +22,7 @@ def test_the_cache_never_holds_more_characters_than_its_budget():
 
 
 def test_a_log_larger_than_the_whole_budget_is_not_kept():
-    cache = _LogCache(budget_chars=100)
+    cache = LogCache(budget_chars=100)
     cache.put((1, ""), entry(60))
     cache.put((2, ""), entry(101))
     assert cache.get((2, "")) is None
@@ -30,20 +30,20 @@ def test_a_log_larger_than_the_whole_budget_is_not_kept():
 
 
 def test_a_session_parsed_again_replaces_its_entry_and_its_count():
-    cache = _LogCache(budget_chars=100)
+    cache = LogCache(budget_chars=100)
     cache.put((1, ""), entry(30))
     cache.put((1, ""), entry(70))
     assert cache.total == 70 and len(cache.entries) == 1
 
 
 def test_a_zero_budget_keeps_nothing():
-    cache = _LogCache(budget_chars=0)
+    cache = LogCache(budget_chars=0)
     cache.put((1, ""), entry(1))
     assert cache.entries == {} and cache.total == 0
 
 
 def test_the_process_cache_takes_its_budget_from_the_settings():
-    assert _LOG_CACHE.budget == settings.COMPACTION_LOG_CACHE_CHARS == 8_000_000
+    assert LOG_CACHE.budget == settings.COMPACTION_LOG_CACHE_CHARS == 8_000_000
 
 
 def test_an_import_holds_each_session_from_its_latest_cut_whatever_the_budget():
@@ -52,4 +52,4 @@ def test_an_import_holds_each_session_from_its_latest_cut_whatever_the_budget():
     held.put((2, "t"), entry(10))
     held.put((1, "t@700"), entry(30))  # session 1 compacted at seq 700: its old parse goes
     assert list(held.entries) == [(2, "t"), (1, "t@700")] and held.total == 40
-    assert _LOG_CACHE.budget == 8_000_000  # the process cache keeps its own bound
+    assert LOG_CACHE.budget == 8_000_000  # the process cache keeps its own bound

@@ -11,8 +11,8 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
-from compaction.calibration import appended_between
 from compaction.models import CompactionRun, LogMessage, Surface
+from compaction.token_rates import appended_between
 from context_core.estimates import KindChars, appended_after_reply
 from telemetry.models import AgentSession
 from tests.support import tool_transcript

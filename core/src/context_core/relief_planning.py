@@ -195,132 +195,201 @@ def plan_relief(
     calibration = calibration or Calibration()
     items = messages.messages if isinstance(messages, Surface) else tuple(messages)
     forced = mode == "forced"
-    total_chars = sum(m.chars for m in items)
     tokens_before = (
-        context_tokens if context_tokens is not None else calibration.estimate(total_chars)
+        context_tokens
+        if context_tokens is not None
+        else calibration.estimate(sum(m.chars for m in items))
     )
-    budget = policy.budget_tokens
-    target_tokens = int(policy.target_pressure * budget)
+    frame = _Frame(mode, tokens_before, policy.budget_tokens, pricing, policy.prune_min_free_tokens)
+    target_tokens = int(policy.target_pressure * frame.budget)
+    p_before = frame.pressure(tokens_before)
+    crossing = next_call_crosses(
+        tokens_before, growth_tokens=growth_tokens, budget_tokens=frame.budget
+    )
+    if not forced and p_before < policy.prune_threshold and not crossing:
+        return frame.plan(
+            "nothing",
+            f"pressure {p_before:.2f} is below prune_threshold {policy.prune_threshold:.2f}",
+        )
+    passes = _prune_pass(items, policy, calibration)
+    if forced or tokens_before - passes.freed_tokens > target_tokens:
+        _summarize_pass(passes, items, policy, calibration, summarizer or ExtractiveSummarizer())
+    if not forced and passes.ops:
+        p_after = frame.pressure(max(tokens_before - passes.freed_tokens, 0))
+        passes.reasons.append(
+            f"still at {p_after:.2f}, above the target {policy.target_pressure:.2f}:"
+            " the verbatim rounds are too large"
+            if tokens_before - passes.freed_tokens > target_tokens
+            else f"down to {p_after:.2f}, target {policy.target_pressure:.2f}"
+        )
+    if not passes.ops:
+        return frame.plan("nothing", "; ".join(passes.reasons))
+    needed = p_before >= policy.summarize_threshold or crossing
+    return _judged_plan(
+        frame,
+        items,
+        passes,
+        calibration,
+        forced=forced,
+        needed=needed,
+        crossing=crossing,
+        below_summarize=p_before < policy.summarize_threshold,
+    )
 
-    def pressure(tokens: int) -> float:
-        return tokens / budget
 
-    def result(
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    """What every outcome of one plan shares: the mode, the tokens planned on and the budget
+    they are measured against, and the pricing that judges the freed tokens and the re-write."""
+
+    mode: Mode
+    tokens_before: int
+    budget: int
+    pricing: CachePricing
+    min_free: int
+
+    def pressure(self, tokens: int) -> float:
+        return tokens / self.budget
+
+    def plan(
+        self,
         action: Action,
         reason: str,
-        ops: tuple[Operation, ...],
-        freed: int,
-        first: int | None,
-        write: int,
+        ops: tuple[Operation, ...] = (),
+        freed: int = 0,
+        first: int | None = None,
+        write: int = 0,
         skipped: tuple[str, ...] = (),
     ) -> ReliefPlan:
-        after = max(tokens_before - freed, 0)
+        """The plan with these figures; its tokens after are never below zero."""
+        after = max(self.tokens_before - freed, 0)
         return ReliefPlan(
             action,
-            mode,
+            self.mode,
             reason,
-            tokens_before,
+            self.tokens_before,
             after,
-            pressure(tokens_before),
-            pressure(after),
+            self.pressure(self.tokens_before),
+            self.pressure(after),
             first,
             write,
             freed,
             ops,
             skipped,
-            pricing.assess(
-                freed_tokens=freed, rewrite_tokens=write, min_free=policy.prune_min_free_tokens
-            ),
+            self.pricing.assess(freed_tokens=freed, rewrite_tokens=write, min_free=self.min_free),
         )
 
-    p_before = pressure(tokens_before)
-    crossing = next_call_crosses(tokens_before, growth_tokens=growth_tokens, budget_tokens=budget)
-    if not forced and p_before < policy.prune_threshold and not crossing:
-        return result(
-            "nothing",
-            f"pressure {p_before:.2f} is below prune_threshold {policy.prune_threshold:.2f}",
-            (),
-            0,
-            None,
-            0,
-        )
 
-    ops: list[Operation] = []
-    reasons: list[str] = []
-    freed_tokens = 0
-    first: int | None = None
-    current: Sequence[Message] = items
+@dataclass(slots=True)
+class _Passes:
+    """The passes planned so far: their operations in order, the tokens they free, the first
+    index of the planned-on messages they change, and the surface they leave (`current`)."""
+
+    ops: list[Operation]
+    reasons: list[str]
+    freed_tokens: int
+    first: int | None
+    current: Sequence[Message]
+    summarized: bool = False
+
+
+def _prune_pass(
+    items: Sequence[Message], policy: ReliefPolicy, calibration: Calibration
+) -> _Passes:
+    """The prune batch (`plan_prune` with keep_rounds, the stub spec and prune_exclude_tools).
+
+    Never splits a call from its result and never touches the last `keep_rounds` rounds
+    (`plan_prune`'s invariant); `current` is `items` with the batch applied."""
     prune = plan_prune(
         items,
         keep_rounds=policy.keep_rounds,
         stub=policy.stub_spec,
         exclude_tools=policy.prune_exclude_tools,
     )
-    if prune.operation is not None and prune.first_changed_index is not None:
-        ops.append(prune.operation)
-        freed_tokens = calibration.delta(prune.freed_chars)
-        first = prune.first_changed_index
-        current = derive_surface(items, [prune.operation]).messages
-        reasons.append(
-            f"prune {len(prune.operation.results)} results freeing ~{freed_tokens} tokens"
-        )
-    else:
-        reasons.append("no prunable tool results")
+    if prune.operation is None or prune.first_changed_index is None:
+        return _Passes([], ["no prunable tool results"], 0, None, items)
+    freed = calibration.delta(prune.freed_chars)
+    return _Passes(
+        [prune.operation],
+        [f"prune {len(prune.operation.results)} results freeing ~{freed} tokens"],
+        freed,
+        prune.first_changed_index,
+        derive_surface(items, [prune.operation]).messages,
+    )
 
-    summarized = False
-    if forced or tokens_before - freed_tokens > target_tokens:
-        plan = plan_summarize(
-            current,
-            keep_rounds_verbatim=policy.keep_rounds_verbatim,
-            summary_max_tokens=policy.summary_max_tokens,
-            summarizer=summarizer or ExtractiveSummarizer(),
-        )
-        if plan.operation is not None:
-            summarized = True
-            ops.append(plan.operation)
-            summary_freed = calibration.delta(plan.freed_chars)
-            freed_tokens += summary_freed
-            # The span starts at or before any pruned message that survives, so on the
-            # original indices the first change is the earlier of the two.
-            span_first = _index_of_seq(items, plan.operation.first_seq)
-            first = span_first if first is None else min(first, span_first)
-            reasons.append(
-                f"summarize {plan.operation.message_count} messages freeing ~{summary_freed} tokens"
-            )
-        else:
-            reasons.append(f"no summary: {plan.reason}")
-    p_after = pressure(max(tokens_before - freed_tokens, 0))
-    if not forced and ops:
-        if tokens_before - freed_tokens > target_tokens:
-            reasons.append(
-                f"still at {p_after:.2f}, above the target {policy.target_pressure:.2f}:"
-                " the verbatim rounds are too large"
-            )
-        else:
-            reasons.append(f"down to {p_after:.2f}, target {policy.target_pressure:.2f}")
 
-    if not ops:
-        return result("nothing", "; ".join(reasons), (), 0, None, 0)
-    final = derive_surface(items, ops)
+def _summarize_pass(
+    passes: _Passes,
+    items: Sequence[Message],
+    policy: ReliefPolicy,
+    calibration: Calibration,
+    summarizer: Summarizer,
+) -> None:
+    """Add a summary of the largest older span of `passes.current` outside the last
+    `keep_rounds_verbatim` rounds, when one exists and shrinks (`plan_summarize`).
+
+    The span starts at or before any pruned message that survives, so on the planned-on
+    indices the first change is the earlier of the two."""
+    plan = plan_summarize(
+        passes.current,
+        keep_rounds_verbatim=policy.keep_rounds_verbatim,
+        summary_max_tokens=policy.summary_max_tokens,
+        summarizer=summarizer,
+    )
+    if plan.operation is None:
+        passes.reasons.append(f"no summary: {plan.reason}")
+        return
+    passes.summarized = True
+    passes.ops.append(plan.operation)
+    summary_freed = calibration.delta(plan.freed_chars)
+    passes.freed_tokens += summary_freed
+    span_first = _index_of_seq(items, plan.operation.first_seq)
+    passes.first = span_first if passes.first is None else min(passes.first, span_first)
+    passes.reasons.append(
+        f"summarize {plan.operation.message_count} messages freeing ~{summary_freed} tokens"
+    )
+
+
+def _judged_plan(
+    frame: _Frame,
+    items: Sequence[Message],
+    passes: _Passes,
+    calibration: Calibration,
+    *,
+    forced: bool,
+    needed: bool,
+    crossing: bool,
+    below_summarize: bool,
+) -> ReliefPlan:
+    """The worth-it rule (D1) on the passes as a whole, which cost one cache re-write (all from
+    the first changed message on): skipped (`nothing`, its passes named) when not worth it and
+    relief is not needed; forced plans are never judged."""
+    final = derive_surface(items, passes.ops)
     write = calibration.delta(
-        sum(m.chars for m in final.messages[_surface_index(final.messages, items, first) :])
+        sum(m.chars for m in final.messages[_surface_index(final.messages, items, passes.first) :])
     )
-    passes = tuple(op.kind for op in ops)
-    figures = pricing.assess(
-        freed_tokens=freed_tokens, rewrite_tokens=write, min_free=policy.prune_min_free_tokens
+    figures = frame.pricing.assess(
+        freed_tokens=passes.freed_tokens, rewrite_tokens=write, min_free=frame.min_free
     )
-    needed = p_before >= policy.summarize_threshold or crossing
     if not forced and not figures.worth_it and not needed:
-        reasons.append(f"not worth it yet: {figures.why}")
-        return result("nothing", "; ".join(reasons), (), 0, None, 0, passes)
+        passes.reasons.append(f"not worth it yet: {figures.why}")
+        skipped = tuple(op.kind for op in passes.ops)
+        return frame.plan("nothing", "; ".join(passes.reasons), skipped=skipped)
     if not forced and not figures.worth_it:
-        reasons.append(
+        passes.reasons.append(
             "the next call would cross the window"
-            if crossing and p_before < policy.summarize_threshold
+            if crossing and below_summarize
             else "pressure at summarize_threshold"
         )
-    action: Action = "prune+summarize" if summarized else "prune"
-    return result(action, "; ".join(reasons), tuple(ops), freed_tokens, first, write)
+    action: Action = "prune+summarize" if passes.summarized else "prune"
+    return frame.plan(
+        action,
+        "; ".join(passes.reasons),
+        tuple(passes.ops),
+        passes.freed_tokens,
+        passes.first,
+        write,
+    )
 
 
 def _index_of_seq(messages: Sequence[Message], seq: int) -> int:
