@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Literal
 
 from django.conf import settings
@@ -73,7 +72,7 @@ logger = logging.getLogger("compaction")
 Mode = Literal["manual", "auto", "overflow"]
 # A forced plan ignores the thresholds and the worth-it rule (manual and overflow, D4).
 _PLAN_MODE = {"manual": "forced", "overflow": "forced", "auto": "normal"}
-_LOCK_CLASS = 0x636F6D70  # "comp": the advisory-lock namespace of compaction
+LOCK_CLASS = 0x636F6D70  # "comp": the advisory-lock namespace of compaction (and recovery)
 
 
 @dataclass(frozen=True)
@@ -94,14 +93,14 @@ def compaction_lock(session_id: int) -> Iterator[bool]:
         yield True
         return
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_CLASS, session_id])
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_CLASS, session_id])
         acquired = bool(cursor.fetchone()[0])
     try:
         yield acquired
     finally:
         if acquired:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, session_id])
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_CLASS, session_id])
 
 
 def configured_summarizer() -> Summarizer:
@@ -149,15 +148,17 @@ def compact_session(
     the session lock before the apply, and the unique operation key backs it).
     """
     session = AgentSession.objects.select_related("profile").get(pk=session_id)
-    run = _retried_run(session, task_id, attempts) or CompactionRun.objects.create(
-        session=session,
-        mode=mode,
-        trigger=trigger,
-        requested_by=requested_by,
-        task_id=task_id,
-        attempts=attempts,
-    )
     with compaction_lock(session.pk) as acquired:
+        # Created (or resumed) under the lock: a `running` run whose session lock no connection
+        # holds has lost its process (compaction.recovery).
+        run = _retried_run(session, task_id, attempts) or CompactionRun.objects.create(
+            session=session,
+            mode=mode,
+            trigger=trigger,
+            requested_by=requested_by,
+            task_id=task_id,
+            attempts=attempts,
+        )
         if not acquired:
             _finish(run, Status.SUPERSEDED, reason="another compaction of this session is running")
             raise CompactionBusy(run)
@@ -472,19 +473,6 @@ def record_failed_run(
         CompactionRun.objects.filter(pk=run.pk).update(error=error, attempts=attempts)
     give_up_relief(session_id)
     return run
-
-
-def fail_orphaned_runs() -> int:
-    """Runs still `running` past the job time limit lost their worker (Celery would have killed
-    the job by then): record them failed so operators and the sweeper see the truth."""
-    limit = timedelta(seconds=int(settings.COMPACTION_JOB_TIME_LIMIT) + 60)
-    return CompactionRun.objects.filter(
-        status=Status.RUNNING, started_at__lt=timezone.now() - limit
-    ).update(
-        status=Status.FAILED,
-        error="orphaned: its worker stopped before the run finished",
-        finished_at=timezone.now(),
-    )
 
 
 def report_overflow(

@@ -16,7 +16,6 @@ from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from compaction.models import CompactionRun
-from compaction.services import fail_orphaned_runs
 from telemetry.models import AgentProfile, AgentSession
 from telemetry.policy_store import effective_policy
 from telemetry.relief_dispatch import request_relief
@@ -27,7 +26,9 @@ from telemetry.session_state import needing_relief, release_relief
 STALE_CLAIM = timedelta(seconds=settings.COMPACTION_JOB_TIME_LIMIT + 300)
 
 
-def sessions_needing_relief(limit: int = 500) -> list[int]:
+def sessions_needing_relief(limit: int = 500, *, only: list[int] | None = None) -> list[int]:
+    """Sessions over their prune threshold with no live claim and no run at their version
+    (of `only`, when given), highest pressure first."""
     now = timezone.now()
     tried = CompactionRun.objects.filter(
         session=OuterRef("pk"), surface_version_before=OuterRef("surface_version")
@@ -35,8 +36,11 @@ def sessions_needing_relief(limit: int = 500) -> list[int]:
     ids: list[int] = []
     for profile in AgentProfile.objects.all():
         threshold = effective_policy(profile).prune_threshold
+        sessions = AgentSession.objects.filter(needing_relief(threshold), profile=profile)
+        if only is not None:
+            sessions = sessions.filter(pk__in=only)
         rows = (
-            AgentSession.objects.filter(needing_relief(threshold), profile=profile)
+            sessions
             # ...and, for the sweeper, no live claim and no run already at this version.
             .exclude(relief_requested_at__gt=now - STALE_CLAIM)
             .annotate(tried=Exists(tried))
@@ -51,9 +55,8 @@ def sessions_needing_relief(limit: int = 500) -> list[int]:
 
 
 def sweep_sessions_over_threshold() -> list[int]:
-    # Runs whose worker died (a Redis broker redelivers only after its visibility timeout) are
-    # failed first, so they do not count as a try at their surface version.
-    fail_orphaned_runs()
+    # Runs whose process died are failed by `compaction.recovery` (every few seconds and at
+    # worker start), which also asks relief for their sessions again.
     ids = sessions_needing_relief()
     # A stale claim is released first so request_relief can claim it again.
     release_relief(ids)

@@ -7,7 +7,8 @@ blip or a poison session that fails every time — is retried by Celery's own re
 record; when the retries are spent, `on_failure` records that run as `failed` once and marks
 the surface version tried, so the sweeper does not pick the poison session up again until its
 transcript changes. `time_limit` bounds the longest job; the broker's visibility timeout is set
-above it (settings).
+above it (settings). A run whose process died is failed and its relief asked again by
+`recover_runs` (beat, and each worker as it starts: `compaction.recovery`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery import Task, shared_task
+from celery import Task, current_app, shared_task
+from celery.signals import worker_ready
 from django.conf import settings
 
 from compaction import services
 from compaction.archives import purge_expired_archives
+from compaction.recovery import recover_stale_runs
 from compaction.sweeper import sweep_sessions_over_threshold
 
 logger = logging.getLogger("compaction")
@@ -82,3 +85,19 @@ def purge_archives(self: Task) -> None:  # type: ignore[type-arg]
     _, has_more = purge_expired_archives()
     if has_more:
         self.apply_async(countdown=1)
+
+
+@shared_task(name="compaction.recover_runs", ignore_result=True)
+def recover_runs() -> None:
+    """Fail runs whose process died and enqueue relief for their sessions again."""
+    recover_stale_runs()
+
+
+@worker_ready.connect
+def recover_runs_on_start(**_: Any) -> None:
+    """A worker that starts (often: restarted after one was killed) recovers at once rather
+    than at beat's next turn."""
+    try:
+        current_app.send_task("compaction.recover_runs")
+    except Exception as exc:  # beat sends it again; a worker must start whatever the broker does
+        logger.warning("could not enqueue run recovery at worker start: %s", exc)

@@ -330,9 +330,17 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 1, minimum=1, maximum=64)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# How often beat looks for runs left `running` by a process that died (compaction.recovery).
+COMPACTION_RECOVERY_INTERVAL_SECONDS = env_int(
+    "COMPACTION_RECOVERY_INTERVAL_SECONDS", 20, minimum=1, maximum=3600
+)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "worker-heartbeat": {"task": "telemetry.record_heartbeat", "schedule": 30.0},
     "compaction-sweep": {"task": "compaction.sweep", "schedule": 60.0},
+    "compaction-recover-runs": {
+        "task": "compaction.recover_runs",
+        "schedule": float(COMPACTION_RECOVERY_INTERVAL_SECONDS),
+    },
     "archive-retention": {"task": "compaction.purge_archives", "schedule": 3600.0},
 }
 CELERY_TIMEZONE = "UTC"

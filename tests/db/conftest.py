@@ -143,8 +143,11 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace")
 
 
-def start_worker(log_path: Path, *, extra_env: dict[str, str] | None = None) -> WorkerProcess:
-    """Start `celery worker` on the test database and broker; wait until it says it is ready."""
+def start_worker(
+    log_path: Path, *, extra_env: dict[str, str] | None = None, extra_args: tuple[str, ...] = ()
+) -> WorkerProcess:
+    """Start `celery worker` on the test database and broker; wait until it says it is ready.
+    `extra_args` go to `celery worker` (`-B` runs beat inside it)."""
     env = os.environ.copy()
     env["DATABASE_URL"] = _database_url_for_worker()
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
@@ -170,6 +173,7 @@ def start_worker(log_path: Path, *, extra_env: dict[str, str] | None = None) -> 
             f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
             "--without-gossip",
             "--without-mingle",
+            *extra_args,
         ],
         cwd=ROOT,
         env=env,
