@@ -20,9 +20,10 @@ from django.views.decorators.csrf import csrf_exempt
 
 from telemetry.api import enqueue_relief
 from telemetry.errors import FieldError
+from telemetry.ingest import latest_accepted_at
 from telemetry.keys import find_active_key
 from telemetry.models import AgentKey
-from telemetry.otlp import mapping, wire
+from telemetry.otlp import claude_code, mapping, wire
 from telemetry.otlp.store import store_mapped
 from telemetry.ratelimit import RateLimited, check_rate
 
@@ -115,10 +116,12 @@ def _export(
             "events) instead, e.g. OTEL_METRICS_EXPORTER=none"
         )
         return _answer(200, wire.encode_response("metrics", points, message, encoding), encoding)
+    latest = latest_accepted_at()  # the JSON API's bound on `at`, for every OTLP time
     if signal == "traces":
-        mapped, noun = mapping.map_spans(wire.spans_of(decoded)), "spans"
+        mapped, noun = mapping.map_spans(wire.spans_of(decoded), latest=latest), "spans"
     else:
-        mapped, noun = mapping.map_log_records(wire.log_records_of(decoded)), "log records"
+        records = wire.log_records_of(decoded)
+        mapped, noun = claude_code.map_log_records(records, latest=latest), "log records"
     stored = store_mapped(key, mapped, on_commit=enqueue_relief)
     body = wire.encode_response(signal, len(stored.rejected), stored.message(noun), encoding)
     return _answer(200, body, encoding)

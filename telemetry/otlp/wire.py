@@ -14,7 +14,7 @@ import binascii
 import json
 import re
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -170,9 +170,11 @@ def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
     raise _Malformed
 
 
-def _submessages(data: bytes, pos: int, end: int, number: int) -> Iterator[tuple[int, int]]:
-    """(start, end) of each length-delimited field `number` between `pos` and `end`."""
+def _fields(data: bytes, pos: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """(number, field start, payload start, field end) of each field between `pos` and `end`;
+    the payload is a length-delimited field's bytes (number -1 for any other wire type)."""
     while pos < end:
+        begin = pos
         tag, pos = _varint(data, pos, end)
         kind = tag & 7
         if kind == 0:
@@ -185,13 +187,21 @@ def _submessages(data: bytes, pos: int, end: int, number: int) -> Iterator[tuple
             length, pos = _varint(data, pos, end)
             if pos + length > end:
                 raise _Malformed
-            if tag >> 3 == number:
-                yield pos, pos + length
+            yield tag >> 3, begin, pos, pos + length
             pos += length
+            continue
         else:
             raise _Malformed
-    if pos > end:
-        raise _Malformed
+        if pos > end:
+            raise _Malformed
+        yield -1, begin, pos, pos
+
+
+def _submessages(data: bytes, pos: int, end: int, number: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each length-delimited field `number` between `pos` and `end`."""
+    for found, _, start, stop in _fields(data, pos, end):
+        if found == number:
+            yield start, stop
 
 
 _REQUESTS: Final[dict[Signal, type[Message]]] = {
@@ -218,8 +228,10 @@ class Decoded:
 def decode_request(signal: Signal, data: bytes, encoding: Encoding, *, max_items: int) -> Decoded:
     """The Export*ServiceRequest in `data`; a `FieldError` (400) naming where it broke.
 
-    A JSON span or log record that protobuf refuses (a bad id, a wrong type, values nested too
-    deep) is refused alone, in `refused`; the rest of the export decodes. An export of more than
+    In either encoding a span or log record that protobuf refuses (JSON: a bad id, a wrong type;
+    binary: a string that is not UTF-8, a truncated field; both: values nested too deep) is
+    refused alone, in `refused`; the rest of the export decodes (`_parse_items`, one rule for
+    both). Only a broken envelope (resource, scope, the request itself) refuses the export. An export of more than
     `max_items` spans or log records is refused whole (413) before any of them is decoded into
     a message: the cost of an export is bounded by the cap, not by how small its items are.
     """
@@ -228,16 +240,23 @@ def decode_request(signal: Signal, data: bytes, encoding: Encoding, *, max_items
         if signal != "metrics":
             refuse_too_many(signal, count_protobuf_items(data, cap=max_items), cap=max_items)
         try:
-            request.ParseFromString(data)
-        except DecodeError as exc:
+            if signal == "metrics":
+                request.ParseFromString(data)
+                pieces = None
+            else:
+                pieces = _take_protobuf_items(data, request, signal)
+        except (DecodeError, _Malformed) as exc:
+            why = str(exc) or "a field runs past its end"
             raise FieldError(
-                "body", f"is not an OTLP protobuf {_name(signal)}: {exc}", status=400
+                "body", f"is not an OTLP protobuf {_name(signal)}: {why}", status=400
             ) from None
         if len(UnknownFieldSet(request)):
             raise FieldError(
                 "body", f"is not an OTLP protobuf {_name(signal)} (unknown fields)", status=400
             )
-        return Decoded(request)
+        if pieces is None:
+            return Decoded(request)
+        return Decoded(request, _parse_items(request, signal, pieces, _parse_protobuf_item))
     obj = _json_object(data)
     if not isinstance(obj, dict):
         raise FieldError("body", f"must be a JSON object (an OTLP {_name(signal)})", status=400)
@@ -252,7 +271,7 @@ def decode_request(signal: Signal, data: bytes, encoding: Encoding, *, max_items
         total = envelopes + sum(len(scope) for per_scope in items for scope in per_scope)
         refuse_too_many(signal, total, cap=max_items)
     _parse(obj, request)
-    return Decoded(request, _parse_items(request, signal, items))
+    return Decoded(request, _parse_items(request, signal, items, _parse_json_item))
 
 
 def _name(signal: Signal) -> str:
@@ -370,11 +389,14 @@ def _take_items(obj: dict[str, Any], signal: Signal) -> list[list[list[Any]]]:
     return taken
 
 
+ItemParser = Callable[[Any, Any], "tuple[str, str] | None"]
+
+
 def _parse_items(
-    request: Message, signal: Signal, taken: list[list[list[Any]]]
+    request: Message, signal: Signal, taken: list[list[list[Any]]], parse_one: ItemParser
 ) -> dict[int, Rejection]:
-    """Parse each taken span or log record into its scope of `request`; the ones protobuf
-    refuses are left out and returned by their position among all items."""
+    """Parse each taken span or log record into its scope of `request` with `parse_one`; the
+    ones it refuses are left out and returned by their position among all items."""
     refused: dict[int, Rejection] = {}
     index = 0
     resources = getattr(request, _TOP[signal][1])
@@ -382,14 +404,14 @@ def _parse_items(
         for scope, items in zip(getattr(resource, _SCOPES[signal][1]), per_scope, strict=True):
             target = getattr(scope, "spans" if signal == "traces" else "log_records")
             for item in items:
-                problem = _parse_item(item, target)
+                problem = parse_one(item, target)
                 if problem is not None:
                     refused[index] = Rejection(index, *problem)
                 index += 1
     return refused
 
 
-def _parse_item(item: Any, target: Any) -> tuple[str, str] | None:
+def _parse_json_item(item: Any, target: Any) -> tuple[str, str] | None:
     """Add `item` (one OTLP JSON span or log record) to `target`; (field, why) when refused."""
     if not isinstance(item, dict):
         return "record", "must be a JSON object"
@@ -406,6 +428,57 @@ def _parse_item(item: Any, target: Any) -> tuple[str, str] | None:
         del target[-1]
         return "record", f"is not OTLP JSON: {str(exc)[:300]}"
     return None
+
+
+def _parse_protobuf_item(item: memoryview, target: Any) -> tuple[str, str] | None:
+    """Add `item` (one span or log record, protobuf binary) to `target`; (field, why) when
+    refused."""
+    added = target.add()
+    try:
+        added.ParseFromString(item)
+    except DecodeError as exc:
+        del target[-1]
+        return "record", f"is not an OTLP protobuf {added.DESCRIPTOR.name}: {str(exc)[:300]}"
+    return None
+
+
+def _take_protobuf_items(data: bytes, request: Message, signal: Signal) -> list[list[list[Any]]]:
+    """Parse the envelope of a protobuf traces or logs export into `request` (resources and
+    scopes, without their items) and return each scope's items, unparsed, for `_parse_items`.
+
+    Both requests nest alike (see `count_protobuf_items`): the request's field 1 holds the
+    resources, a resource's field 2 its scopes, a scope's field 2 its items. Items are views of
+    `data`, not copies. A broken envelope raises DecodeError or _Malformed.
+    """
+    view = memoryview(data)
+    taken: list[list[list[Any]]] = []
+    rest: list[memoryview] = []
+    resources = getattr(request, _TOP[signal][1])
+    for number, begin, start, stop in _fields(data, 0, len(data)):
+        if number != 1:
+            rest.append(view[begin:stop])
+            continue
+        resource = resources.add()
+        resource_rest: list[memoryview] = []
+        per_scope: list[list[Any]] = []
+        for r_number, r_begin, r_start, r_stop in _fields(data, start, stop):
+            if r_number != 2:
+                resource_rest.append(view[r_begin:r_stop])
+                continue
+            scope = getattr(resource, _SCOPES[signal][1]).add()
+            scope_rest: list[memoryview] = []
+            items: list[Any] = []
+            for s_number, s_begin, s_start, s_stop in _fields(data, r_start, r_stop):
+                if s_number == 2:
+                    items.append(view[s_start:s_stop])
+                else:
+                    scope_rest.append(view[s_begin:s_stop])
+            scope.MergeFromString(b"".join(scope_rest))
+            per_scope.append(items)
+        resource.MergeFromString(b"".join(resource_rest))
+        taken.append(per_scope)
+    request.MergeFromString(b"".join(rest))
+    return taken
 
 
 _ID_KEYS: Final = ("traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id")
