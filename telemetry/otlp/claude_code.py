@@ -19,7 +19,7 @@ Also here: Claude Code's own cost beside ours (`cost_difference`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final, Protocol
@@ -146,7 +146,7 @@ def _cost(value: Any) -> str | None:
 
 
 def map_log_records(
-    records: Sequence[LogLike | Rejection], *, latest: datetime | None = None
+    records: Iterable[LogLike | Rejection], *, latest: datetime | None = None
 ) -> Mapped:
     """Map one log export of Claude Code events (deterministic, like `map_spans`). A record
     the wire refused stays rejected; so does an event we map dated past `latest` (`_late`)."""

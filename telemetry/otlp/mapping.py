@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, Protocol
@@ -271,7 +271,7 @@ def span_session(span: SpanLike) -> str:
     return span.trace_id or span.span_id
 
 
-def map_spans(spans: Sequence[SpanLike | Rejection], *, latest: datetime | None = None) -> Mapped:
+def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None = None) -> Mapped:
     """Map one trace export. Deterministic: the same spans give equal drafts, whatever else
     the export holds (so a replay, or the same span in another batch, is a duplicate). A span
     the wire refused (a `Rejection` in its place) stays rejected, and so does a call or

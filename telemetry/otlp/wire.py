@@ -532,58 +532,75 @@ def _hex(raw: bytes) -> str:
     return binascii.hexlify(raw).decode()
 
 
-def _in_place(items: list[Any], refused: Mapping[int, Rejection]) -> list[Any]:
+def _in_place(items: Iterator[Any], refused: Mapping[int, Rejection]) -> Iterator[Any]:
     """`items` with each refused item back at its position in the export."""
-    if not refused:
-        return items
-    decoded = iter(items)
-    return [refused[i] if i in refused else next(decoded) for i in range(len(items) + len(refused))]
+    index = 0
+    for item in items:
+        while index in refused:
+            yield refused[index]
+            index += 1
+        yield item
+        index += 1
+    while index in refused:
+        yield refused[index]
+        index += 1
 
 
 def spans_of(decoded: Decoded) -> list[Span | Rejection]:
     """The export's spans in order, a refused one as its Rejection."""
+    return list(iter_spans(decoded))
+
+
+def iter_spans(decoded: Decoded) -> Iterator[Span | Rejection]:
+    """`spans_of`, one at a time: a span's attributes (up to OTLP_MAX_DECODED_BYTES of them
+    in all) live in Python only while it is mapped."""
     request: trace_service_pb2.ExportTraceServiceRequest = decoded.request  # type: ignore[assignment]
-    spans: list[Span] = []
+    return _in_place(_spans(request), decoded.refused)
+
+
+def _spans(request: trace_service_pb2.ExportTraceServiceRequest) -> Iterator[Span]:
     for resource_spans in request.resource_spans:
         resource = attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                spans.append(
-                    Span(
-                        trace_id=_hex(span.trace_id),
-                        span_id=_hex(span.span_id),
-                        parent_span_id=_hex(span.parent_span_id),
-                        name=span.name,
-                        start_ns=span.start_time_unix_nano,
-                        end_ns=span.end_time_unix_nano,
-                        attributes=attributes(span.attributes),
-                        resource=resource,
-                    )
+                yield Span(
+                    trace_id=_hex(span.trace_id),
+                    span_id=_hex(span.span_id),
+                    parent_span_id=_hex(span.parent_span_id),
+                    name=span.name,
+                    start_ns=span.start_time_unix_nano,
+                    end_ns=span.end_time_unix_nano,
+                    attributes=attributes(span.attributes),
+                    resource=resource,
                 )
-    return _in_place(spans, decoded.refused)
 
 
 def log_records_of(decoded: Decoded) -> list[LogRecord | Rejection]:
     """The export's log records in order, a refused one as its Rejection."""
+    return list(iter_log_records(decoded))
+
+
+def iter_log_records(decoded: Decoded) -> Iterator[LogRecord | Rejection]:
+    """`log_records_of`, one at a time (see `iter_spans`)."""
     request: logs_service_pb2.ExportLogsServiceRequest = decoded.request  # type: ignore[assignment]
-    records: list[LogRecord] = []
+    return _in_place(_log_records(request), decoded.refused)
+
+
+def _log_records(request: logs_service_pb2.ExportLogsServiceRequest) -> Iterator[LogRecord]:
     for resource_logs in request.resource_logs:
         resource = attributes(resource_logs.resource.attributes)
         for scope_logs in resource_logs.scope_logs:
             for record in scope_logs.log_records:
-                records.append(
-                    LogRecord(
-                        time_ns=record.time_unix_nano,
-                        observed_ns=record.observed_time_unix_nano,
-                        body=any_value(record.body) if record.HasField("body") else None,
-                        event_name=record.event_name,
-                        attributes=attributes(record.attributes),
-                        resource=resource,
-                        trace_id=_hex(record.trace_id),
-                        span_id=_hex(record.span_id),
-                    )
+                yield LogRecord(
+                    time_ns=record.time_unix_nano,
+                    observed_ns=record.observed_time_unix_nano,
+                    body=any_value(record.body) if record.HasField("body") else None,
+                    event_name=record.event_name,
+                    attributes=attributes(record.attributes),
+                    resource=resource,
+                    trace_id=_hex(record.trace_id),
+                    span_id=_hex(record.span_id),
                 )
-    return _in_place(records, decoded.refused)
 
 
 def data_points_of(decoded: Decoded) -> int:
