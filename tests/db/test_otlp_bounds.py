@@ -94,7 +94,7 @@ def test_a_protobuf_log_record_protobuf_refuses_is_rejected_alone_and_the_rest_s
     assert rejected == 2
     assert "item 1: record: is not an OTLP protobuf LogRecord" in message
     assert "item 3: record: is not an OTLP protobuf LogRecord" in message
-    stored = sorted(LLMCall.objects.values_list("request_id", flat=True))
+    stored = sorted(str(r) for r in LLMCall.objects.values_list("request_id", flat=True))
     assert stored == ["cc:req_1", "cc:req_3"]
 
 
