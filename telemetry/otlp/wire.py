@@ -28,6 +28,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from telemetry.errors import FieldError
+from telemetry.otlp.framing import Malformed, count_protobuf_items, fields
 from telemetry.otlp.mapping import Rejection
 
 Signal = Literal["traces", "logs", "metrics"]
@@ -124,86 +125,6 @@ def refuse_too_many(signal: Signal, count: int, *, cap: int) -> None:
         )
 
 
-def count_protobuf_items(data: bytes, *, cap: int) -> int:
-    """The spans or log records (and their resource and scope envelopes) of a protobuf traces or
-    logs export, counted from the wire format before it is decoded, stopping past `cap`.
-
-    Both requests nest alike: field 1 holds the resources, a resource's field 2 its scopes, a
-    scope's field 2 its items. Only those length-delimited fields are walked; everything else
-    is skipped by its length, so the count costs O(cap) steps, whatever the body's size. A body
-    that is not well-formed protobuf stops the count where it breaks (the decoder refuses it).
-    """
-    count = 0
-    try:
-        for _ in _units(data):
-            count += 1
-            if count > cap:
-                break
-    except _Malformed:
-        pass
-    return count
-
-
-def _units(data: bytes) -> Iterator[None]:
-    """One step per resource, per scope and per item of the export, in wire order."""
-    for start, end in _submessages(data, 0, len(data), 1):
-        yield None
-        for scope_start, scope_end in _submessages(data, start, end, 2):
-            yield None
-            for _ in _submessages(data, scope_start, scope_end, 2):
-                yield None
-
-
-class _Malformed(Exception):
-    pass
-
-
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    while pos < end and shift < 64:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-    raise _Malformed
-
-
-def _fields(data: bytes, pos: int, end: int) -> Iterator[tuple[int, int, int, int]]:
-    """(number, field start, payload start, field end) of each field between `pos` and `end`;
-    the payload is a length-delimited field's bytes (number -1 for any other wire type)."""
-    while pos < end:
-        begin = pos
-        tag, pos = _varint(data, pos, end)
-        kind = tag & 7
-        if kind == 0:
-            _, pos = _varint(data, pos, end)
-        elif kind == 1:
-            pos += 8
-        elif kind == 5:
-            pos += 4
-        elif kind == 2:
-            length, pos = _varint(data, pos, end)
-            if pos + length > end:
-                raise _Malformed
-            yield tag >> 3, begin, pos, pos + length
-            pos += length
-            continue
-        else:
-            raise _Malformed
-        if pos > end:
-            raise _Malformed
-        yield -1, begin, pos, pos
-
-
-def _submessages(data: bytes, pos: int, end: int, number: int) -> Iterator[tuple[int, int]]:
-    """(start, end) of each length-delimited field `number` between `pos` and `end`."""
-    for found, _, start, stop in _fields(data, pos, end):
-        if found == number:
-            yield start, stop
-
-
 _REQUESTS: Final[dict[Signal, type[Message]]] = {
     "traces": trace_service_pb2.ExportTraceServiceRequest,
     "logs": logs_service_pb2.ExportLogsServiceRequest,
@@ -245,7 +166,7 @@ def decode_request(signal: Signal, data: bytes, encoding: Encoding, *, max_items
                 pieces = None
             else:
                 pieces = _take_protobuf_items(data, request, signal)
-        except (DecodeError, _Malformed) as exc:
+        except (DecodeError, Malformed) as exc:
             why = str(exc) or "a field runs past its end"
             raise FieldError(
                 "body", f"is not an OTLP protobuf {_name(signal)}: {why}", status=400
@@ -446,29 +367,29 @@ def _take_protobuf_items(data: bytes, request: Message, signal: Signal) -> list[
     """Parse the envelope of a protobuf traces or logs export into `request` (resources and
     scopes, without their items) and return each scope's items, unparsed, for `_parse_items`.
 
-    Both requests nest alike (see `count_protobuf_items`): the request's field 1 holds the
+    Both requests nest alike (see `telemetry.otlp.framing`): the request's field 1 holds the
     resources, a resource's field 2 its scopes, a scope's field 2 its items. Items are views of
-    `data`, not copies. A broken envelope raises DecodeError or _Malformed.
+    `data`, not copies. A broken envelope raises DecodeError or Malformed.
     """
     view = memoryview(data)
     taken: list[list[list[Any]]] = []
     rest: list[memoryview] = []
     resources = getattr(request, _TOP[signal][1])
-    for number, begin, start, stop in _fields(data, 0, len(data)):
+    for number, begin, start, stop in fields(data, 0, len(data)):
         if number != 1:
             rest.append(view[begin:stop])
             continue
         resource = resources.add()
         resource_rest: list[memoryview] = []
         per_scope: list[list[Any]] = []
-        for r_number, r_begin, r_start, r_stop in _fields(data, start, stop):
+        for r_number, r_begin, r_start, r_stop in fields(data, start, stop):
             if r_number != 2:
                 resource_rest.append(view[r_begin:r_stop])
                 continue
             scope = getattr(resource, _SCOPES[signal][1]).add()
             scope_rest: list[memoryview] = []
             items: list[Any] = []
-            for s_number, s_begin, s_start, s_stop in _fields(data, r_start, r_stop):
+            for s_number, s_begin, s_start, s_stop in fields(data, r_start, r_stop):
                 if s_number == 2:
                     items.append(view[s_start:s_stop])
                 else:
