@@ -34,6 +34,7 @@ from bench import bulk
 from bench.cache import measure_p12
 from bench.imports import measure_p11
 from bench.load import LoadResult, Request, latency_summary, median, run_load, sequential
+from bench.memory import measure_p13
 from bench.otlp import measure_p10
 from bench.overview import measure_overview
 from bench.services import (
@@ -78,6 +79,9 @@ class Sizes:
     transcript_messages: int
     result_chars: int
     p8_samples: int
+    p13_requests: int  # maximal OTLP exports
+    p13_items: int  # per export (0: OTLP_MAX_ITEMS_PER_EXPORT)
+    p13_bytes: int  # inflated per export (0: 95 % of OTLP_MAX_DECODED_BYTES)
 
     @classmethod
     def full(cls, runs: int) -> Sizes:
@@ -98,6 +102,9 @@ class Sizes:
             transcript_messages=10_000,
             result_chars=1_000,
             p8_samples=20,
+            p13_requests=100,
+            p13_items=0,
+            p13_bytes=0,
         )
 
     @classmethod
@@ -119,6 +126,9 @@ class Sizes:
             transcript_messages=41,
             result_chars=400,
             p8_samples=2,
+            p13_requests=4,
+            p13_items=60,
+            p13_bytes=256 * 1024,
         )
 
 
@@ -1224,6 +1234,11 @@ class Bench:
         if self.args.only == "compaction":
             self.run_compaction()
             return
+        if self.args.only == "memory":
+            with step("P13: worker memory after maximal OTLP exports"):
+                measure_p13(self)
+            self.report()
+            return
         if self.args.only == "overview":
             with step("gunicorn"):
                 self.serve()
@@ -1264,6 +1279,8 @@ class Bench:
             measure_p10(self)
         with step("P11: transcript import"):
             measure_p11(self)
+        with step("P13: worker memory after maximal OTLP exports"):
+            measure_p13(self)
         self.report()
 
     def run_ingest(self) -> None:
@@ -1341,10 +1358,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         default="all",
-        choices=("all", "ingest", "import", "overview", "compaction", "list"),
+        choices=("all", "ingest", "import", "overview", "compaction", "list", "memory"),
         help="ingest: only B_copy, B_row, B_noop, P1, P2 and P10 (the ingest doors); "
         "import: only P11; overview: only POV; compaction: only B_io and P6; "
-        "list: only B_page, B_django and P5",
+        "list: only B_page, B_django and P5; memory: only P13",
     )
     parser.add_argument(
         "--scale",

@@ -178,28 +178,24 @@ def start_gunicorn(
     workers: int,
     worker_class: str,
     threads: int,
+    config: str = "",
+    name: str = "gunicorn",
 ) -> tuple[Started, int]:
+    """gunicorn on a free port, answering. With `config` (e.g. `python:console.gunicorn_conf`)
+    the workers, threads and timeouts are the config's, as in production (WEB_CONCURRENCY in
+    `env` sets the workers); without it, the flags below."""
     port = free_port()
-    argv = [
-        str(Path(sys.executable).parent / "gunicorn"),
-        "console.wsgi",
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        str(workers),
-        "--worker-class",
-        worker_class,
-        "--keep-alive",
-        "30",
-        "--timeout",
-        "300",
-        "--log-level",
-        "warning",
-    ]
-    if worker_class == "gthread":
-        argv += ["--threads", str(threads)]
-    started = _spawn("gunicorn", argv, env, log_dir)
-    cleanup.push("stop gunicorn", started.stop)
+    argv = [str(Path(sys.executable).parent / "gunicorn"), "console.wsgi"]
+    argv += ["--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
+    if config:
+        argv += ["--config", config]
+    else:
+        argv += ["--workers", str(workers), "--worker-class", worker_class]
+        argv += ["--keep-alive", "30", "--timeout", "300"]
+        if worker_class == "gthread":
+            argv += ["--threads", str(threads)]
+    started = _spawn(name, argv, env, log_dir)
+    cleanup.push(f"stop {name}", started.stop)
     deadline = time.monotonic() + 60
     import http.client
 

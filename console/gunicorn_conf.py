@@ -5,6 +5,10 @@
 - A stalled request body cannot hold a thread: every read of the request (headers and body)
   times out after `CONSOLE_BODY_TIMEOUT_SECONDS` (default 10) without a byte, and the API
   answers 408. A client that is slow but sending keeps its request.
+- A worker is replaced after `WEB_MAX_REQUESTS` requests (default 1000, 0: never), plus up to
+  `WEB_MAX_REQUESTS_JITTER` (default 100) so the workers do not restart together: a safety
+  net for memory a worker keeps, not the bound itself (OTLP exports are capped, and `make
+  bench`'s P13 holds worker RSS after maximal exports to 1.5 × its warm-up figure).
 - `X-Forwarded-Proto` is trusted only when `DJANGO_BEHIND_PROXY=true`, from the addresses in
   `FORWARDED_ALLOW_IPS` (default loopback); otherwise from nobody, so a process on the same
   host cannot make a plain-HTTP request look secure.
@@ -15,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from console.env import web_concurrency
+from console.env import env_int, web_concurrency
 
 
 def _flag(name: str) -> bool:
@@ -28,6 +32,8 @@ threads = 2
 keepalive = 30
 timeout = 60
 graceful_timeout = 30
+max_requests = env_int("WEB_MAX_REQUESTS", 1000, minimum=0)
+max_requests_jitter = env_int("WEB_MAX_REQUESTS_JITTER", 100, minimum=0)
 
 body_timeout = float(os.environ.get("CONSOLE_BODY_TIMEOUT_SECONDS", "10"))
 

@@ -2,7 +2,7 @@
 
 Its figure is kept verbatim in the call's raw usage (`raw_usage.cost_usd`); ours is priced from
 the catalogue like every call. This read puts the two side by side and lists the calls where
-they really differ (`telemetry.otlp.mapping.cost_difference`): a catalogue price that is off, a
+they really differ (`telemetry.otlp.claude_code.cost_difference`): a catalogue price that is off, a
 cache tier priced differently, or a model we cannot price.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
 from telemetry.models import AgentSession, LLMCall, TurnKey
-from telemetry.otlp.mapping import cost_difference
+from telemetry.otlp.claude_code import cost_difference
 
 
 @dataclass(frozen=True)

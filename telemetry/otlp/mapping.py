@@ -1,8 +1,8 @@
 """OTLP spans and log records -> the console's call records and context events. Pure.
 
 Standard library only (the unit suite runs it with `-p no:django`); the input is the plain
-`Span` / `LogRecord` shapes of `telemetry.otlp.wire`, duck-typed here through `SpanLike` and
-`LogLike` so this module imports nothing but the standard library.
+`Span` / `LogRecord` shapes of `telemetry.otlp.wire`, duck-typed through `SpanLike` (here) and
+`LogLike` (`telemetry.otlp.claude_code`) so this module imports nothing but the standard library.
 
 What comes out is *drafts*: a call draft carries everything of a `telemetry.schemas.RecordIn`
 except the turn and call numbers, which only the database can give (a turn key such as a trace id
@@ -21,26 +21,18 @@ GenAI spans (OpenTelemetry GenAI semantic conventions, and OpenInference's `llm.
   calls of a turn are numbered by start time; time = the span's end;
 - `gen_ai.conversation.compacted = true` -> an agent-side compaction event on that call.
 
-Claude Code log events (`event.name`, or the body `claude_code.<name>`):
-- `api_request` -> a call (Anthropic-style exclusive counts; Claude Code's `cost_usd` kept in the
-  raw usage beside our own price); turn = `prompt.id`;
-- `compaction` -> an agent-side compaction event with pre/post tokens;
-- `api_error` saying the prompt is too long -> a provider-side overflow event;
-- other documented events are ignored; unknown ones are ignored and counted by name.
+Claude Code log events are mapped in `telemetry.otlp.claude_code`, with these shapes and
+helpers.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
 from typing import Any, Final, Literal, Protocol
-
-from telemetry.errors import FieldError
-from telemetry.windows import parse_overflow_limit
 
 # --- inputs (structurally the wire dataclasses) -------------------------------------------------
 
@@ -56,21 +48,6 @@ class SpanLike(Protocol):
     def start_ns(self) -> int: ...
     @property
     def end_ns(self) -> int: ...
-    @property
-    def attributes(self) -> Mapping[str, Any]: ...
-    @property
-    def resource(self) -> Mapping[str, Any]: ...
-
-
-class LogLike(Protocol):
-    @property
-    def time_ns(self) -> int: ...
-    @property
-    def observed_ns(self) -> int: ...
-    @property
-    def body(self) -> Any: ...
-    @property
-    def event_name(self) -> str: ...
     @property
     def attributes(self) -> Mapping[str, Any]: ...
     @property
@@ -204,6 +181,36 @@ def _session_problem(value: str) -> str | None:
     return None
 
 
+def too_late(
+    index: int, latest: datetime | None, *stamps: tuple[str, datetime | None]
+) -> Rejection | None:
+    """A Rejection naming the first of `stamps` (field, time) past `latest`, else None.
+
+    `latest` is the console's clock plus TELEMETRY_CLOCK_SKEW_SECONDS
+    (`telemetry.ingest.latest_accepted_at`, the JSON API's bound on `at`; None bounds nothing):
+    a record dated further ahead would sit at the top of "last seen" for good.
+    """
+    if latest is None:
+        return None
+    for name, at in stamps:
+        if at is not None and at > latest:
+            return Rejection(
+                index,
+                name,
+                f"is after {latest.isoformat(timespec='seconds')}, the console's clock plus the"
+                " skew it allows (TELEMETRY_CLOCK_SKEW_SECONDS)",
+            )
+    return None
+
+
+def span_times(span: SpanLike) -> tuple[tuple[str, datetime | None], ...]:
+    """A span's times by their OTLP field names, for `too_late`."""
+    return (
+        ("endTimeUnixNano", time_of(span.end_ns)),
+        ("startTimeUnixNano", time_of(span.start_ns)),
+    )
+
+
 # --- GenAI spans --------------------------------------------------------------------------------
 
 # OpenInference token counts, and the GenAI attribute each one means.
@@ -264,10 +271,11 @@ def span_session(span: SpanLike) -> str:
     return span.trace_id or span.span_id
 
 
-def map_spans(spans: Sequence[SpanLike | Rejection]) -> Mapped:
+def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None = None) -> Mapped:
     """Map one trace export. Deterministic: the same spans give equal drafts, whatever else
     the export holds (so a replay, or the same span in another batch, is a duplicate). A span
-    the wire refused (a `Rejection` in its place) stays rejected."""
+    the wire refused (a `Rejection` in its place) stays rejected, and so does a call or
+    compaction span that starts or ends past `latest` (see `too_late`)."""
     out = Mapped()
     for index, span in enumerate(spans):
         if isinstance(span, Rejection):
@@ -275,6 +283,12 @@ def map_spans(spans: Sequence[SpanLike | Rejection]) -> Mapped:
             continue
         attrs = span.attributes
         compacted = _flag(attrs.get(COMPACTED))
+        late = None
+        if compacted or is_llm_call(attrs):
+            late = too_late(index, latest, *span_times(span))
+        if late is not None:
+            out.rejected.append(late)
+            continue
         if not is_llm_call(attrs):
             if compacted:
                 event = _span_compaction(span, call_request_id=None)
@@ -341,267 +355,3 @@ def _span_compaction(span: SpanLike, *, call_request_id: str | None) -> EventDra
         call_request_id=call_request_id,
         detail={"attribute": COMPACTED, "span": span.name},
     )
-
-
-# --- Claude Code log events ---------------------------------------------------------------------
-
-CLAUDE_CODE_PREFIX: Final = "claude_code."
-# Documented Claude Code events we read nothing from (they are ignored, not "unknown").
-_KNOWN_IGNORED: Final = frozenset(
-    {
-        "user_prompt",
-        "tool_result",
-        "tool_decision",
-        "api_error",  # unless it is an overflow, see below
-        "api_request_body",
-        "api_response_body",
-        "mcp_server_connection",
-        "skill_activated",
-        "plugin_installed",
-        "hook_execution",
-    }
-)
-_TOO_LONG: Final = "prompt is too long"
-
-
-def event_name(record: LogLike) -> str:
-    """The Claude Code event name without its prefix ("" when the record is not an event)."""
-    for candidate in (
-        _text(record.attributes.get("event.name")),
-        record.event_name,
-        _text(record.body) if isinstance(record.body, str) else "",
-    ):
-        if candidate:
-            return candidate.removeprefix(CLAUDE_CODE_PREFIX)
-    return ""
-
-
-def event_time(record: LogLike) -> datetime | None:
-    """The record's `event.timestamp` in UTC (else its OTLP times); a FieldError when that
-    timestamp has no UTC time (`0001-01-01T00:00:00+01:00` is before year 1 in UTC)."""
-    stamp = _text(record.attributes.get("event.timestamp"))
-    if stamp:
-        try:
-            parsed = datetime.fromisoformat(stamp)
-        except ValueError:
-            parsed = None
-        if parsed is not None and parsed.tzinfo is not None:
-            try:
-                return parsed.astimezone(UTC)
-            except OverflowError:
-                raise FieldError(
-                    "event.timestamp", f"{stamp[:40]!r} is outside years 1-9999 in UTC"
-                ) from None
-    return time_of(record.time_ns) or time_of(record.observed_ns)
-
-
-def _sequence(record: LogLike) -> int:
-    value = as_count(record.attributes.get("event.sequence"))
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _order(record: LogLike, at: datetime | None) -> tuple[int, str]:
-    micros = 0 if at is None else (at - _EPOCH) // timedelta(microseconds=1)
-    return (micros * 1000, f"{_sequence(record):020d}")
-
-
-def _cost(value: Any) -> str | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        amount = Decimal(str(value).strip())
-    except InvalidOperation:
-        return None
-    return str(amount) if amount.is_finite() and amount >= 0 else None
-
-
-def map_log_records(records: Sequence[LogLike | Rejection]) -> Mapped:
-    """Map one log export of Claude Code events (deterministic, like `map_spans`)."""
-    out = Mapped()
-    for index, record in enumerate(records):
-        if isinstance(record, Rejection):
-            out.rejected.append(record)
-            continue
-        try:
-            _map_log_record(index, record, out)
-        except FieldError as exc:
-            # one bad record is rejected naming its field; the rest of the export is kept
-            out.rejected.append(Rejection(index, exc.field, exc.message))
-    return out
-
-
-def _map_log_record(index: int, record: LogLike, out: Mapped) -> None:
-    name = event_name(record)
-    if name == "api_request":
-        call = _cc_call(index, record)
-        if isinstance(call, Rejection):
-            out.rejected.append(call)
-        else:
-            out.calls.append(call)
-    elif name == "compaction":
-        event = _cc_compaction(index, record)
-        if isinstance(event, Rejection):
-            out.rejected.append(event)
-        else:
-            out.events.append(event)
-    elif name == "api_error" and _TOO_LONG in _error_text(record).lower():
-        overflow = _cc_overflow(index, record)
-        if isinstance(overflow, Rejection):
-            out.rejected.append(overflow)
-        else:
-            out.events.append(overflow)
-    elif name in _KNOWN_IGNORED:
-        out.ignored += 1
-    else:
-        out.ignored += 1
-        out.unknown_events[name or "(no event name)"] += 1
-
-
-def _cc_session(index: int, record: LogLike) -> str | Rejection:
-    found = _first(("session.id",), record.attributes, record.resource)
-    if found is None:
-        return Rejection(index, "session.id", "is required")
-    problem = _session_problem(found[1])
-    if problem is not None:
-        return Rejection(index, "session.id", problem)
-    return found[1]
-
-
-def _prompt_key(record: LogLike) -> str:
-    return f"prompt:{_text(record.attributes.get('prompt.id'))[:180]}"
-
-
-def _cc_identity(record: LogLike, at: datetime | None) -> str:
-    """A Claude Code event's identity: the API request id when it has one, else its sequence
-    number and timestamp (unique within a session's run)."""
-    request_id = _text(record.attributes.get("request_id"))
-    if request_id:
-        return f"cc:{request_id}"[:MAX_ID]
-    stamp = "" if at is None else at.isoformat()
-    return f"cc:seq:{_sequence(record)}@{stamp}"
-
-
-_CC_TOKENS: Final = (
-    ("input_tokens", "input_tokens"),
-    ("output_tokens", "output_tokens"),
-    ("cache_read_tokens", "cache_read_input_tokens"),
-    ("cache_creation_tokens", "cache_creation_input_tokens"),
-)
-
-
-def _cc_call(index: int, record: LogLike) -> CallDraft | Rejection:
-    attrs = record.attributes
-    session = _cc_session(index, record)
-    if isinstance(session, Rejection):
-        return session
-    model = _text(attrs.get("model"))
-    if not model:
-        return Rejection(index, "model", "is required")
-    if len(model) > MAX_ID:
-        return Rejection(index, "model", f"must be at most {MAX_ID} characters")
-    # Anthropic's usage shape: input_tokens excludes cache reads and writes.
-    usage: dict[str, Any] = {
-        target: as_count(attrs[source]) for source, target in _CC_TOKENS if source in attrs
-    }
-    cost = _cost(attrs.get("cost_usd"))
-    if cost is not None:
-        usage["cost_usd"] = cost  # Claude Code's own figure, kept beside ours
-    for extra in ("query_source", "duration_ms"):
-        if extra in attrs:
-            value = attrs[extra]
-            usage[extra] = as_count(value) if extra == "duration_ms" else _text(value)
-    at = event_time(record)
-    return CallDraft(
-        index=index,
-        session_id=session,
-        turn_key=_prompt_key(record),
-        order=_order(record, at),
-        request_id=_cc_identity(record, at),
-        model=model,
-        provider="anthropic",
-        usage=usage,
-        at=at,
-        source="claude-code",
-    )
-
-
-def _optional_tokens(value: Any) -> int | None:
-    count = as_count(value)
-    return count if isinstance(count, int) and not isinstance(count, bool) else None
-
-
-def _cc_compaction(index: int, record: LogLike) -> EventDraft | Rejection:
-    attrs = record.attributes
-    session = _cc_session(index, record)
-    if isinstance(session, Rejection):
-        return session
-    at = event_time(record)
-    detail: dict[str, Any] = {}
-    if "success" in attrs:
-        detail["success"] = _flag(attrs["success"])
-    duration = _optional_tokens(attrs.get("duration_ms"))
-    if duration is not None:
-        detail["duration_ms"] = duration
-    return EventDraft(
-        session_id=session,
-        kind="compaction",
-        origin="agent",
-        source="claude-code",
-        source_key=f"compaction:{_cc_identity(record, at)}",
-        at=at,
-        turn_key=_prompt_key(record) if _text(attrs.get("prompt.id")) else None,
-        trigger=_text(attrs.get("trigger"))[:40],
-        tokens_before=_optional_tokens(attrs.get("pre_tokens")),
-        tokens_after=_optional_tokens(attrs.get("post_tokens")),
-        detail=detail,
-    )
-
-
-def _error_text(record: LogLike) -> str:
-    return _text(record.attributes.get("error"))
-
-
-def _cc_overflow(index: int, record: LogLike) -> EventDraft | Rejection:
-    attrs = record.attributes
-    session = _cc_session(index, record)
-    if isinstance(session, Rejection):
-        return session
-    at = event_time(record)
-    error = _error_text(record)
-    detail: dict[str, Any] = {"error": error[:2000]}
-    stated = parse_overflow_limit(error, field="error")
-    tokens: int | None = None
-    if stated is not None:
-        tokens = stated.requested
-        detail["window_tokens"] = stated.limit
-    for extra in ("model", "status_code"):
-        if extra in attrs:
-            detail[extra] = _text(attrs[extra])
-    return EventDraft(
-        session_id=session,
-        kind="overflow",
-        origin="provider",
-        source="claude-code",
-        source_key=f"overflow:{_cc_identity(record, at)}",
-        at=at,
-        turn_key=_prompt_key(record) if _text(attrs.get("prompt.id")) else None,
-        tokens_before=tokens,
-        detail=detail,
-    )
-
-
-# --- the agent's own cost beside ours -----------------------------------------------------------
-
-COST_TOLERANCE: Final = Decimal("0.01")  # 1 %: float rounding in the agent is not a difference
-COST_FLOOR: Final = Decimal("0.000001")  # below a micro-dollar nothing differs
-
-
-def cost_difference(ours: Decimal | None, theirs: Decimal | None) -> Decimal | None:
-    """Ours minus the agent's figure when the two really differ (beyond 1 % and a micro-dollar);
-    None when they agree or either is unknown (a model we cannot price)."""
-    if ours is None or theirs is None:
-        return None
-    difference = ours - theirs
-    if abs(difference) < COST_FLOOR or abs(difference) <= COST_TOLERANCE * abs(theirs):
-        return None
-    return difference

@@ -20,9 +20,11 @@ from django.views.decorators.csrf import csrf_exempt
 
 from telemetry.api import enqueue_relief
 from telemetry.errors import FieldError
+from telemetry.ingest import latest_accepted_at
 from telemetry.keys import find_active_key
 from telemetry.models import AgentKey
-from telemetry.otlp import mapping, wire
+from telemetry.otlp import claude_code, mapping, wire
+from telemetry.otlp.heap import release_after
 from telemetry.otlp.store import store_mapped
 from telemetry.ratelimit import RateLimited, check_rate
 
@@ -100,25 +102,46 @@ def export(request: HttpRequest, signal: str) -> HttpResponse:
 def _export(
     request: HttpRequest, signal: wire.Signal, encoding: wire.Encoding, key: AgentKey
 ) -> HttpResponse:
+    size, mapped = _decode_and_map(request, signal, encoding)
+    if mapped is None:
+        body = wire.encode_response("metrics", size, _NO_METRICS, encoding)
+        return _answer(200, body, encoding)
+    try:
+        stored = store_mapped(key, mapped, on_commit=enqueue_relief)
+    finally:
+        release_after(size)
+    noun = "spans" if signal == "traces" else "log records"
+    body = wire.encode_response(signal, len(stored.rejected), stored.message(noun), encoding)
+    return _answer(200, body, encoding)
+
+
+_NO_METRICS = (
+    "metrics are not stored here: export traces (GenAI spans) or logs (Claude Code "
+    "events) instead, e.g. OTEL_METRICS_EXPORTER=none"
+)
+
+
+def _decode_and_map(
+    request: HttpRequest, signal: wire.Signal, encoding: wire.Encoding
+) -> tuple[int, mapping.Mapped | None]:
+    """(inflated size, what the export maps to); for metrics (data points, None).
+
+    The inflated body, the decoded message and the items (the bulk of a large export) are
+    this function's locals: they are freed on its return, before the store's queries run.
+    """
     data = wire.inflate(
         request.body,
         request.headers.get("Content-Encoding", ""),
         limit=int(settings.OTLP_MAX_DECODED_BYTES),
     )
+    size = len(data)
     decoded = wire.decode_request(
         signal, data, encoding, max_items=int(settings.OTLP_MAX_ITEMS_PER_EXPORT)
     )
+    del data  # protobuf holds its own copy
     if signal == "metrics":
-        points = wire.data_points_of(decoded)
-        message = (
-            "metrics are not stored here: export traces (GenAI spans) or logs (Claude Code "
-            "events) instead, e.g. OTEL_METRICS_EXPORTER=none"
-        )
-        return _answer(200, wire.encode_response("metrics", points, message, encoding), encoding)
+        return wire.data_points_of(decoded), None
+    latest = latest_accepted_at()  # the JSON API's bound on `at`, for every OTLP time
     if signal == "traces":
-        mapped, noun = mapping.map_spans(wire.spans_of(decoded)), "spans"
-    else:
-        mapped, noun = mapping.map_log_records(wire.log_records_of(decoded)), "log records"
-    stored = store_mapped(key, mapped, on_commit=enqueue_relief)
-    body = wire.encode_response(signal, len(stored.rejected), stored.message(noun), encoding)
-    return _answer(200, body, encoding)
+        return size, mapping.map_spans(wire.iter_spans(decoded), latest=latest)
+    return size, claude_code.map_log_records(wire.iter_log_records(decoded), latest=latest)

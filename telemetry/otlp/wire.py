@@ -14,7 +14,7 @@ import binascii
 import json
 import re
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -28,6 +28,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from telemetry.errors import FieldError
+from telemetry.otlp.framing import Malformed, count_protobuf_items, fields
 from telemetry.otlp.mapping import Rejection
 
 Signal = Literal["traces", "logs", "metrics"]
@@ -124,76 +125,6 @@ def refuse_too_many(signal: Signal, count: int, *, cap: int) -> None:
         )
 
 
-def count_protobuf_items(data: bytes, *, cap: int) -> int:
-    """The spans or log records (and their resource and scope envelopes) of a protobuf traces or
-    logs export, counted from the wire format before it is decoded, stopping past `cap`.
-
-    Both requests nest alike: field 1 holds the resources, a resource's field 2 its scopes, a
-    scope's field 2 its items. Only those length-delimited fields are walked; everything else
-    is skipped by its length, so the count costs O(cap) steps, whatever the body's size. A body
-    that is not well-formed protobuf stops the count where it breaks (the decoder refuses it).
-    """
-    count = 0
-    try:
-        for _ in _units(data):
-            count += 1
-            if count > cap:
-                break
-    except _Malformed:
-        pass
-    return count
-
-
-def _units(data: bytes) -> Iterator[None]:
-    """One step per resource, per scope and per item of the export, in wire order."""
-    for start, end in _submessages(data, 0, len(data), 1):
-        yield None
-        for scope_start, scope_end in _submessages(data, start, end, 2):
-            yield None
-            for _ in _submessages(data, scope_start, scope_end, 2):
-                yield None
-
-
-class _Malformed(Exception):
-    pass
-
-
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    while pos < end and shift < 64:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-    raise _Malformed
-
-
-def _submessages(data: bytes, pos: int, end: int, number: int) -> Iterator[tuple[int, int]]:
-    """(start, end) of each length-delimited field `number` between `pos` and `end`."""
-    while pos < end:
-        tag, pos = _varint(data, pos, end)
-        kind = tag & 7
-        if kind == 0:
-            _, pos = _varint(data, pos, end)
-        elif kind == 1:
-            pos += 8
-        elif kind == 5:
-            pos += 4
-        elif kind == 2:
-            length, pos = _varint(data, pos, end)
-            if pos + length > end:
-                raise _Malformed
-            if tag >> 3 == number:
-                yield pos, pos + length
-            pos += length
-        else:
-            raise _Malformed
-    if pos > end:
-        raise _Malformed
-
-
 _REQUESTS: Final[dict[Signal, type[Message]]] = {
     "traces": trace_service_pb2.ExportTraceServiceRequest,
     "logs": logs_service_pb2.ExportLogsServiceRequest,
@@ -218,8 +149,10 @@ class Decoded:
 def decode_request(signal: Signal, data: bytes, encoding: Encoding, *, max_items: int) -> Decoded:
     """The Export*ServiceRequest in `data`; a `FieldError` (400) naming where it broke.
 
-    A JSON span or log record that protobuf refuses (a bad id, a wrong type, values nested too
-    deep) is refused alone, in `refused`; the rest of the export decodes. An export of more than
+    In either encoding a span or log record that protobuf refuses (JSON: a bad id, a wrong type;
+    binary: a string that is not UTF-8, a truncated field; both: values nested too deep) is
+    refused alone, in `refused`; the rest of the export decodes (`_parse_items`, one rule for
+    both). Only a broken envelope (resource, scope, the request itself) refuses the export. An export of more than
     `max_items` spans or log records is refused whole (413) before any of them is decoded into
     a message: the cost of an export is bounded by the cap, not by how small its items are.
     """
@@ -228,16 +161,23 @@ def decode_request(signal: Signal, data: bytes, encoding: Encoding, *, max_items
         if signal != "metrics":
             refuse_too_many(signal, count_protobuf_items(data, cap=max_items), cap=max_items)
         try:
-            request.ParseFromString(data)
-        except DecodeError as exc:
+            if signal == "metrics":
+                request.ParseFromString(data)
+                pieces = None
+            else:
+                pieces = _take_protobuf_items(data, request, signal)
+        except (DecodeError, Malformed) as exc:
+            why = str(exc) or "a field runs past its end"
             raise FieldError(
-                "body", f"is not an OTLP protobuf {_name(signal)}: {exc}", status=400
+                "body", f"is not an OTLP protobuf {_name(signal)}: {why}", status=400
             ) from None
         if len(UnknownFieldSet(request)):
             raise FieldError(
                 "body", f"is not an OTLP protobuf {_name(signal)} (unknown fields)", status=400
             )
-        return Decoded(request)
+        if pieces is None:
+            return Decoded(request)
+        return Decoded(request, _parse_items(request, signal, pieces, _parse_protobuf_item))
     obj = _json_object(data)
     if not isinstance(obj, dict):
         raise FieldError("body", f"must be a JSON object (an OTLP {_name(signal)})", status=400)
@@ -252,7 +192,7 @@ def decode_request(signal: Signal, data: bytes, encoding: Encoding, *, max_items
         total = envelopes + sum(len(scope) for per_scope in items for scope in per_scope)
         refuse_too_many(signal, total, cap=max_items)
     _parse(obj, request)
-    return Decoded(request, _parse_items(request, signal, items))
+    return Decoded(request, _parse_items(request, signal, items, _parse_json_item))
 
 
 def _name(signal: Signal) -> str:
@@ -370,11 +310,14 @@ def _take_items(obj: dict[str, Any], signal: Signal) -> list[list[list[Any]]]:
     return taken
 
 
+ItemParser = Callable[[Any, Any], "tuple[str, str] | None"]
+
+
 def _parse_items(
-    request: Message, signal: Signal, taken: list[list[list[Any]]]
+    request: Message, signal: Signal, taken: list[list[list[Any]]], parse_one: ItemParser
 ) -> dict[int, Rejection]:
-    """Parse each taken span or log record into its scope of `request`; the ones protobuf
-    refuses are left out and returned by their position among all items."""
+    """Parse each taken span or log record into its scope of `request` with `parse_one`; the
+    ones it refuses are left out and returned by their position among all items."""
     refused: dict[int, Rejection] = {}
     index = 0
     resources = getattr(request, _TOP[signal][1])
@@ -382,14 +325,14 @@ def _parse_items(
         for scope, items in zip(getattr(resource, _SCOPES[signal][1]), per_scope, strict=True):
             target = getattr(scope, "spans" if signal == "traces" else "log_records")
             for item in items:
-                problem = _parse_item(item, target)
+                problem = parse_one(item, target)
                 if problem is not None:
                     refused[index] = Rejection(index, *problem)
                 index += 1
     return refused
 
 
-def _parse_item(item: Any, target: Any) -> tuple[str, str] | None:
+def _parse_json_item(item: Any, target: Any) -> tuple[str, str] | None:
     """Add `item` (one OTLP JSON span or log record) to `target`; (field, why) when refused."""
     if not isinstance(item, dict):
         return "record", "must be a JSON object"
@@ -406,6 +349,57 @@ def _parse_item(item: Any, target: Any) -> tuple[str, str] | None:
         del target[-1]
         return "record", f"is not OTLP JSON: {str(exc)[:300]}"
     return None
+
+
+def _parse_protobuf_item(item: memoryview, target: Any) -> tuple[str, str] | None:
+    """Add `item` (one span or log record, protobuf binary) to `target`; (field, why) when
+    refused."""
+    added = target.add()
+    try:
+        added.ParseFromString(item)
+    except DecodeError as exc:
+        del target[-1]
+        return "record", f"is not an OTLP protobuf {added.DESCRIPTOR.name}: {str(exc)[:300]}"
+    return None
+
+
+def _take_protobuf_items(data: bytes, request: Message, signal: Signal) -> list[list[list[Any]]]:
+    """Parse the envelope of a protobuf traces or logs export into `request` (resources and
+    scopes, without their items) and return each scope's items, unparsed, for `_parse_items`.
+
+    Both requests nest alike (see `telemetry.otlp.framing`): the request's field 1 holds the
+    resources, a resource's field 2 its scopes, a scope's field 2 its items. Items are views of
+    `data`, not copies. A broken envelope raises DecodeError or Malformed.
+    """
+    view = memoryview(data)
+    taken: list[list[list[Any]]] = []
+    rest: list[memoryview] = []
+    resources = getattr(request, _TOP[signal][1])
+    for number, begin, start, stop in fields(data, 0, len(data)):
+        if number != 1:
+            rest.append(view[begin:stop])
+            continue
+        resource = resources.add()
+        resource_rest: list[memoryview] = []
+        per_scope: list[list[Any]] = []
+        for r_number, r_begin, r_start, r_stop in fields(data, start, stop):
+            if r_number != 2:
+                resource_rest.append(view[r_begin:r_stop])
+                continue
+            scope = getattr(resource, _SCOPES[signal][1]).add()
+            scope_rest: list[memoryview] = []
+            items: list[Any] = []
+            for s_number, s_begin, s_start, s_stop in fields(data, r_start, r_stop):
+                if s_number == 2:
+                    items.append(view[s_start:s_stop])
+                else:
+                    scope_rest.append(view[s_begin:s_stop])
+            scope.MergeFromString(b"".join(scope_rest))
+            per_scope.append(items)
+        resource.MergeFromString(b"".join(resource_rest))
+        taken.append(per_scope)
+    request.MergeFromString(b"".join(rest))
+    return taken
 
 
 _ID_KEYS: Final = ("traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id")
@@ -459,58 +453,75 @@ def _hex(raw: bytes) -> str:
     return binascii.hexlify(raw).decode()
 
 
-def _in_place(items: list[Any], refused: Mapping[int, Rejection]) -> list[Any]:
+def _in_place(items: Iterator[Any], refused: Mapping[int, Rejection]) -> Iterator[Any]:
     """`items` with each refused item back at its position in the export."""
-    if not refused:
-        return items
-    decoded = iter(items)
-    return [refused[i] if i in refused else next(decoded) for i in range(len(items) + len(refused))]
+    index = 0
+    for item in items:
+        while index in refused:
+            yield refused[index]
+            index += 1
+        yield item
+        index += 1
+    while index in refused:
+        yield refused[index]
+        index += 1
 
 
 def spans_of(decoded: Decoded) -> list[Span | Rejection]:
     """The export's spans in order, a refused one as its Rejection."""
+    return list(iter_spans(decoded))
+
+
+def iter_spans(decoded: Decoded) -> Iterator[Span | Rejection]:
+    """`spans_of`, one at a time: a span's attributes (up to OTLP_MAX_DECODED_BYTES of them
+    in all) live in Python only while it is mapped."""
     request: trace_service_pb2.ExportTraceServiceRequest = decoded.request  # type: ignore[assignment]
-    spans: list[Span] = []
+    return _in_place(_spans(request), decoded.refused)
+
+
+def _spans(request: trace_service_pb2.ExportTraceServiceRequest) -> Iterator[Span]:
     for resource_spans in request.resource_spans:
         resource = attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                spans.append(
-                    Span(
-                        trace_id=_hex(span.trace_id),
-                        span_id=_hex(span.span_id),
-                        parent_span_id=_hex(span.parent_span_id),
-                        name=span.name,
-                        start_ns=span.start_time_unix_nano,
-                        end_ns=span.end_time_unix_nano,
-                        attributes=attributes(span.attributes),
-                        resource=resource,
-                    )
+                yield Span(
+                    trace_id=_hex(span.trace_id),
+                    span_id=_hex(span.span_id),
+                    parent_span_id=_hex(span.parent_span_id),
+                    name=span.name,
+                    start_ns=span.start_time_unix_nano,
+                    end_ns=span.end_time_unix_nano,
+                    attributes=attributes(span.attributes),
+                    resource=resource,
                 )
-    return _in_place(spans, decoded.refused)
 
 
 def log_records_of(decoded: Decoded) -> list[LogRecord | Rejection]:
     """The export's log records in order, a refused one as its Rejection."""
+    return list(iter_log_records(decoded))
+
+
+def iter_log_records(decoded: Decoded) -> Iterator[LogRecord | Rejection]:
+    """`log_records_of`, one at a time (see `iter_spans`)."""
     request: logs_service_pb2.ExportLogsServiceRequest = decoded.request  # type: ignore[assignment]
-    records: list[LogRecord] = []
+    return _in_place(_log_records(request), decoded.refused)
+
+
+def _log_records(request: logs_service_pb2.ExportLogsServiceRequest) -> Iterator[LogRecord]:
     for resource_logs in request.resource_logs:
         resource = attributes(resource_logs.resource.attributes)
         for scope_logs in resource_logs.scope_logs:
             for record in scope_logs.log_records:
-                records.append(
-                    LogRecord(
-                        time_ns=record.time_unix_nano,
-                        observed_ns=record.observed_time_unix_nano,
-                        body=any_value(record.body) if record.HasField("body") else None,
-                        event_name=record.event_name,
-                        attributes=attributes(record.attributes),
-                        resource=resource,
-                        trace_id=_hex(record.trace_id),
-                        span_id=_hex(record.span_id),
-                    )
+                yield LogRecord(
+                    time_ns=record.time_unix_nano,
+                    observed_ns=record.observed_time_unix_nano,
+                    body=any_value(record.body) if record.HasField("body") else None,
+                    event_name=record.event_name,
+                    attributes=attributes(record.attributes),
+                    resource=resource,
+                    trace_id=_hex(record.trace_id),
+                    span_id=_hex(record.span_id),
                 )
-    return _in_place(records, decoded.refused)
 
 
 def data_points_of(decoded: Decoded) -> int:

@@ -95,7 +95,7 @@ def test_the_bench_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None
         if os.environ.get("CI") == "true":
             pytest.fail(f"the bench smoke run needs its services and CI=true: {why}")
         pytest.skip(f"the bench smoke run needs PostgreSQL and RabbitMQ: {why}")
-    results, stdout = _run_harness(tmp_path, "bench_smoke", timeout=150)
+    results, stdout = _run_harness(tmp_path, "bench_smoke", timeout=180)
     assert set(results["baselines"]) >= {
         "B_copy",
         "B_row",
@@ -107,7 +107,7 @@ def test_the_bench_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None
         "B_json_roundtrip",
         "B_noop_task",
     }
-    assert {bar["id"] for bar in results["bars"]} >= {f"P{i}" for i in range(1, 12)}
+    assert {bar["id"] for bar in results["bars"]} >= {f"P{i}" for i in (*range(1, 12), 13)}
     for bar in results["bars"]:
         assert bar["result"] in {"PASS", "MISS", "REPORT"}, bar
         assert bar["id"] in stdout
@@ -116,6 +116,12 @@ def test_the_bench_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None
         assert (run["lost"], run["duplicated"], run["other"]) == (0, 0, 0), run
     for run in results["measurements"]["P10"]["integrity"]:
         assert (run["lost"], run["duplicated"], run["failed_exports"]) == (0, 0, 0), run
+    # Worker memory after maximal OTLP exports: every export answered 200 by the same workers,
+    # their memory measured before and after (the bar itself is the full run's).
+    memory = results["measurements"]["P13"]
+    assert memory["requests"] > 0 and memory["non_200"] == [] and memory["workers_replaced"] == []
+    assert set(memory["after_rss_mb"]) == set(memory["baseline_rss_mb"]) != set()
+    assert 0 < memory["rss_ratio"] <= 1.5, memory
     # Each baseline run is paired with its measurement's run (B_copy with P1, B_noop with P2).
     baselines, measurements = results["baselines"], results["measurements"]
     for measured, baseline in (("P1", "B_copy"), ("P2", "B_noop")):

@@ -177,5 +177,5 @@ def test_an_otlp_span_ending_past_the_clock_skew_is_counted_in_partial_success(a
     response = post(agent, TRACES, json_traces(*spans), json_body=True)
     assert response.status_code == 200, response.content
     rejected, message = partial(response)
-    assert rejected == 1 and "item 1: at: is after" in message
+    assert rejected == 1 and "item 1: endTimeUnixNano: is after" in message
     assert LLMCall.objects.count() == 1

@@ -672,7 +672,7 @@ def _cc_export(*requests: tuple[str, str]) -> bytes:
 
 
 def test_claude_codes_own_cost_sits_beside_ours_and_differences_are_listed(make_agent):
-    from telemetry.otlp.mapping import cost_difference
+    from telemetry.otlp.claude_code import cost_difference
 
     agent = make_agent()
     assert post(agent, LOGS, b"").status_code == 200  # an empty export is fine

@@ -20,7 +20,7 @@ import pytest
 from compaction import search_terms
 from compaction.imports import files
 from telemetry import cache_misses, pricing, safejson, windows
-from telemetry.otlp.mapping import map_log_records
+from telemetry.otlp.claude_code import map_log_records
 from telemetry.otlp.wire import LogRecord, cut_too_deep
 from tests.linearity import MEGABYTE, RATIO, ratio_to_linear
 

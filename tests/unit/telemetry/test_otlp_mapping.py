@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from telemetry.otlp.mapping import as_count, is_llm_call, map_log_records, map_spans
+from telemetry.otlp.claude_code import map_log_records
+from telemetry.otlp.mapping import as_count, is_llm_call, map_spans
 from telemetry.otlp.wire import LogRecord, Span
 from telemetry.usage import FLAG_OTEL_INPUT_EXCLUSIVE, normalize_usage
 
@@ -67,7 +68,7 @@ def log(attrs, *, body=None, resource=None, time_ns=T0):
 
 def test_the_mapping_modules_import_no_django():
     code = (
-        "import sys, telemetry.otlp.mapping, telemetry.otlp.wire; "
+        "import sys, telemetry.otlp.mapping, telemetry.otlp.claude_code, telemetry.otlp.wire; "
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'compaction')); "
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -381,7 +382,7 @@ def test_claude_code_string_values_are_counts(value):
 def test_cost_difference_ignores_rounding_and_names_real_gaps():
     from decimal import Decimal
 
-    from telemetry.otlp.mapping import cost_difference
+    from telemetry.otlp.claude_code import cost_difference
 
     assert cost_difference(Decimal("0.041200"), Decimal("0.0412")) is None
     assert cost_difference(Decimal("0.0413"), Decimal("0.0412")) is None  # within 1 %

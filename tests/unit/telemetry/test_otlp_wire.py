@@ -27,13 +27,13 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
 from telemetry.errors import FieldError
+from telemetry.otlp.framing import count_protobuf_items
 from telemetry.otlp.mapping import Rejection
 from telemetry.otlp.wire import (
     MAX_JSON_DEPTH,
     TOO_DEEP,
     LogRecord,
     Span,
-    count_protobuf_items,
     cut_too_deep,
     data_points_of,
     decode_request,
