@@ -187,7 +187,7 @@ def too_late(
     """A Rejection naming the first of `stamps` (field, time) past `latest`, else None.
 
     `latest` is the console's clock plus TELEMETRY_CLOCK_SKEW_SECONDS
-    (`telemetry.ingest.latest_accepted_at`, the JSON API's bound on `at`; None bounds nothing):
+    (`telemetry.ingest.pipeline.latest_accepted_at`, the JSON API's bound on `at`; None bounds nothing):
     a record dated further ahead would sit at the top of "last seen" for good.
     """
     if latest is None:

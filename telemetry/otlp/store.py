@@ -4,7 +4,7 @@ The mapping (`telemetry.otlp.mapping`) leaves two numbers open that only the dat
 the turn (a trace id or a Claude Code prompt id is numbered the first time its session sees it,
 `TurnKey`) and the call's position in its turn (the next free one, in start-time order; a call
 already stored keeps its own, so a replayed export builds byte-identical records). The records
-then go to `telemetry.ingest.ingest_records` like any JSON API batch: the same validation,
+then go to `telemetry.ingest.pipeline.ingest_records` like any JSON API batch: the same validation,
 normalisation, pricing, idempotency and figures. Context events go to
 `telemetry.events.record_context_event`.
 """

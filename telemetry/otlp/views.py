@@ -20,7 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from telemetry.api import enqueue_relief
 from telemetry.errors import FieldError
-from telemetry.ingest import latest_accepted_at
+from telemetry.ingest.pipeline import latest_accepted_at
 from telemetry.keys import find_active_key
 from telemetry.models import AgentKey
 from telemetry.otlp import claude_code, mapping, wire
