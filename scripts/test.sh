@@ -32,7 +32,8 @@ missing() {
 run_pytest() {
   # pytest exit 5 means it collected no test: a broken selection, so it counts as a failure.
   local label=$1; shift
-  if "$BIN/pytest" "$@"; then record "passed: $label"; else
+  # --durations: the slowest tests are named in every run, so the suite's time budget stays visible.
+  if "$BIN/pytest" --durations=12 "$@"; then record "passed: $label"; else
     record "FAILED: $label"; failures=$((failures + 1)); fi
 }
 
