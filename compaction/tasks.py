@@ -21,6 +21,7 @@ from django.conf import settings
 from compaction import services
 from compaction.archives import purge_expired_archives
 from compaction.sweeper import sweep_sessions_over_threshold
+from telemetry.database_errors import public_text
 
 logger = logging.getLogger("compaction")
 
@@ -40,7 +41,7 @@ class ReliefTask(Task):  # type: ignore[type-arg]
         )
         services.record_failed_run(
             session_id=session_id,
-            error=f"gave up after {self.request.retries + 1} attempts: {type(exc).__name__}: {exc}",
+            error=f"gave up after {self.request.retries + 1} attempts: {public_text(exc)}",
             task_id=task_id or "",
             attempts=self.request.retries + 1,
         )
