@@ -1,5 +1,5 @@
-"""Request guards that answer JSON before any view: body limits (413), unreadable input (411,
-422), an unavailable database (503)."""
+"""Request guards that answer JSON before any view: URL length (414), body limits (413),
+unreadable input (411, 422), an unavailable or full database (503)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,30 @@ from telemetry import database_errors, safejson
 from telemetry.errors import FieldError
 
 logger = logging.getLogger(__name__)
+
+
+def url_limit(
+    get_response: Callable[[HttpRequest], HttpResponse],
+) -> Callable[[HttpRequest], HttpResponse]:
+    """414 for a request target (path and query string, as sent) over `MAX_URL_BYTES`: JSON on
+    the API and machine routes, one plain line for pages. gunicorn lets lines up to its maximum
+    through (`console.gunicorn_conf`), so this cap is what a client meets, in any server."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        limit = int(settings.MAX_URL_BYTES)
+        # RAW_URI: the target as gunicorn read it; other servers give the decoded path
+        target = request.META.get("RAW_URI") or request.get_full_path()
+        size = len(str(target).encode("utf-8", "surrogateescape"))
+        if size <= limit:
+            return get_response(request)
+        detail = f"url: {size} bytes is over the limit of {limit} bytes; send long input in a body"
+        if request.path.startswith(("/api/", "/metrics", "/healthz")):
+            return JsonResponse(
+                {"detail": detail, "field": "url", "limit_bytes": limit}, status=414
+            )
+        return HttpResponse(detail, status=414, content_type="text/plain; charset=utf-8")
+
+    return middleware
 
 
 def _limit_for(path: str) -> int:

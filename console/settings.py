@@ -92,6 +92,8 @@ MIDDLEWARE.append("console.middleware.DatabaseUnavailable")
 # issue 16: Content-Security-Policy and Permissions-Policy on every response
 MIDDLEWARE.insert(2, "console.middleware.security_headers")
 MIDDLEWARE.append("console.errors.friendly_405")
+# issue 41: a request target over MAX_URL_BYTES answers 414 (JSON on the API) before anything
+MIDDLEWARE.insert(0, "console.middleware.url_limit")
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"
@@ -238,7 +240,7 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
 # The longest request target (path and query string) any request may have: longer answers 414
 # (JSON on /api/). gunicorn's own line limit sits above it (console.gunicorn_conf), so this
 # cap, not gunicorn's HTML page, is what a client meets.
-MAX_URL_BYTES = env_int("CONSOLE_MAX_URL_BYTES", 8 * 1024, minimum=1024, maximum=65_536)
+MAX_URL_BYTES = env_int("CONSOLE_MAX_URL_BYTES", 8000, minimum=1024, maximum=65_536)
 # How long `/healthz` answers unhealthy after a write was refused for a full database.
 DATABASE_FULL_HEALTH_SECONDS = env_int("DATABASE_FULL_HEALTH_SECONDS", 60, minimum=0)
 
