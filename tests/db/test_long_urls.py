@@ -10,6 +10,8 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from console.api import api
+
 from tests.db.conftest import _database_url_for_worker
 from tests.live import gunicorn, request, service_env
 
@@ -68,3 +70,11 @@ def test_the_url_cap_holds_in_any_server(agent):
     page = client.get(_padded("/sessions/", 8_001))
     assert page.status_code == 414 and page["Content-Type"].startswith("text/plain")
     assert client.get(_padded("/api/openapi.json", 7_999)).status_code == 200
+
+
+def test_every_operation_documents_414_431_and_503():
+    schema = api.get_openapi_schema(path_prefix="/api")
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            missing = {"414", "431", "503"} - set(operation["responses"])
+            assert not missing, (method, path, missing)
