@@ -11,7 +11,6 @@ from django.conf import settings
 from django.test import Client
 
 from console.api import api
-
 from tests.db.conftest import _database_url_for_worker
 from tests.live import gunicorn, request, service_env
 
