@@ -49,6 +49,7 @@ from context_core import (
     plan_relief,
 )
 from context_core import Surface as CoreSurface
+from telemetry.database_errors import note_fault, public_text
 from telemetry.errors import FieldError
 from telemetry.learned_window import learn_window_from_overflow
 from telemetry.models import AgentSession
@@ -168,7 +169,7 @@ def compact_session(
             raise
         except Exception as exc:
             # Nothing was applied (the apply step is one transaction); the run says why.
-            _finish(run, Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+            _finish(run, Status.FAILED, error=public_text(exc))
             if isinstance(exc, SummarizerError):
                 exc.run_id = run.pk  # the caller shows this run, not the latest failed one
             raise
@@ -302,7 +303,10 @@ def _archive(
         )
     except Exception as exc:  # any backend failure: the branch below decides (D5)
         run.archive_ms = _ms(started)
-        run.archive_error = f"{type(exc).__name__}: {exc}"
+        # public_text: a database error's text names server files; only the log keeps it whole
+        if note_fault(exc, f"archive of session {session.pk}") is None:
+            logger.warning("archive of session %s failed: %r", session.pk, exc)
+        run.archive_error = public_text(exc)
         if mode == "manual":
             # D5: the manual path is never lossy — refuse, change nothing.
             _finish(

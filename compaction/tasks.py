@@ -24,6 +24,7 @@ from compaction import services
 from compaction.archives import purge_expired_archives
 from compaction.recovery import recover_stale_runs
 from compaction.sweeper import sweep_sessions_over_threshold
+from telemetry.database_errors import public_text
 
 logger = logging.getLogger("compaction")
 
@@ -43,7 +44,7 @@ class ReliefTask(Task):  # type: ignore[type-arg]
         )
         services.record_failed_run(
             session_id=session_id,
-            error=f"gave up after {self.request.retries + 1} attempts: {type(exc).__name__}: {exc}",
+            error=f"gave up after {self.request.retries + 1} attempts: {public_text(exc)}",
             task_id=task_id or "",
             attempts=self.request.retries + 1,
         )

@@ -9,6 +9,11 @@
   `WEB_MAX_REQUESTS_JITTER` (default 100) so the workers do not restart together: a safety
   net for memory a worker keeps, not the bound itself (OTLP exports are capped, and `make
   bench`'s P13 holds worker RSS after maximal exports to 1.5 × its warm-up figure).
+- Long request lines reach Django: gunicorn's line limit is raised to its maximum (8190
+  bytes), below which `CONSOLE_MAX_URL_BYTES` (default 8000) answers 414 in JSON
+  (`console.middleware.url_limit`); what gunicorn itself refuses before Django (a longer line,
+  a header over `limit_request_field_size`, a malformed request) is answered in JSON too
+  (`write_json_error`), never gunicorn's HTML page.
 - `X-Forwarded-Proto` is trusted only when `DJANGO_BEHIND_PROXY=true`, from the addresses in
   `FORWARDED_ALLOW_IPS` (default loopback); otherwise from nobody, so a process on the same
   host cannot make a plain-HTTP request look secure.
@@ -16,8 +21,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 from typing import Any
+
+from gunicorn import util  # type: ignore[import-untyped]  # gunicorn ships no type information
 
 from console.env import env_int, web_concurrency
 
@@ -34,6 +43,11 @@ timeout = 60
 graceful_timeout = 30
 max_requests = env_int("WEB_MAX_REQUESTS", 1000, minimum=0)
 max_requests_jitter = env_int("WEB_MAX_REQUESTS_JITTER", 100, minimum=0)
+
+# gunicorn's maximum: a URL up to CONSOLE_MAX_URL_BYTES reaches Django, which answers 414 in
+# JSON above that cap; 0 (unlimited) would make gunicorn's pure-Python parser buffer any length.
+limit_request_line = 8190
+limit_request_field_size = 8190
 
 body_timeout = float(os.environ.get("CONSOLE_BODY_TIMEOUT_SECONDS", "10"))
 
@@ -59,3 +73,25 @@ def when_ready(server: Any) -> None:
             "METRICS_TOKEN is not set: /metrics answers anyone who can reach it "
             "(manage.py check --deploy reports console.W001)"
         )
+
+
+def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
+    """gunicorn's answer to a request it refuses before the application, as `{"detail": ...}`.
+
+    gunicorn writes an HTML page here (`gunicorn.util.write_error`); API clients read JSON, and
+    the console's people read the one line as well as a page. The message is gunicorn's own
+    (for a long request line: its length and the limit), cut to a bounded length.
+    """
+    detail = f"{reason}: {mesg}" if mesg else reason
+    body = json.dumps({"detail": detail[:500]}).encode()
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\n"
+        "Connection: close\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+# The workers inherit this from the master (they are forked after this file is read).
+util.write_error = write_json_error

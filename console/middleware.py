@@ -1,5 +1,5 @@
-"""Request guards that answer JSON before any view: body limits (413), unreadable input (411,
-422), an unavailable database (503)."""
+"""Request guards that answer JSON before any view: URL length (414), body limits (413),
+unreadable input (411, 422), an unavailable or full database (503)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,38 @@ import sys
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
 from django.template.loader import render_to_string
 from django.views import defaults
 
-from telemetry import safejson
+from telemetry import database_errors, safejson
 from telemetry.errors import FieldError
 
 logger = logging.getLogger(__name__)
+
+
+def url_limit(
+    get_response: Callable[[HttpRequest], HttpResponse],
+) -> Callable[[HttpRequest], HttpResponse]:
+    """414 for a request target (path and query string, as sent) over `MAX_URL_BYTES`: JSON on
+    the API and machine routes, one plain line for pages. gunicorn lets lines up to its maximum
+    through (`console.gunicorn_conf`), so this cap is what a client meets, in any server."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        limit = int(settings.MAX_URL_BYTES)
+        # RAW_URI: the target as gunicorn read it; other servers give the decoded path
+        target = request.META.get("RAW_URI") or request.get_full_path()
+        size = len(str(target).encode("utf-8", "surrogateescape"))
+        if size <= limit:
+            return get_response(request)
+        detail = f"url: {size} bytes is over the limit of {limit} bytes; send long input in a body"
+        if request.path.startswith(("/api/", "/metrics", "/healthz")):
+            return JsonResponse(
+                {"detail": detail, "field": "url", "limit_bytes": limit}, status=414
+            )
+        return HttpResponse(detail, status=414, content_type="text/plain; charset=utf-8")
+
+    return middleware
 
 
 def _limit_for(path: str) -> int:
@@ -131,35 +154,39 @@ def _json_problem(request: HttpRequest) -> tuple[str, str] | None:
     return safejson.problem(value)
 
 
-# --- the database is away (issue 16): 503 with Retry-After, never a 500 page ---------------------
-
-DATABASE_RETRY_AFTER_SECONDS = 5
+# --- the database is away or full: 503 with Retry-After, never a 500 page ------------------------
 
 
-def is_database_unavailable(exc: BaseException) -> bool:
-    """A connection that failed or broke (server down, restarting, refusing): transient."""
-    return isinstance(exc, OperationalError | InterfaceError)
-
-
-def database_unavailable_response(request: HttpRequest) -> HttpResponse:
+def database_unavailable_response(
+    request: HttpRequest, exc: BaseException | None = None
+) -> HttpResponse:
     """503 JSON for the API and machine routes, a plain page for people; both with Retry-After.
 
-    The page is rendered without a request context: the context processors would query the
-    database that is not answering.
+    A full database (`exc` classified `full`) says so, with a longer Retry-After; the driver's
+    message (which names server files) is never shown. The page is rendered without a request
+    context: the context processors would query the database that is not answering.
     """
-    retry = DATABASE_RETRY_AFTER_SECONDS
+    full = exc is not None and database_errors.database_fault(exc) == "full"
+    if full:
+        retry = database_errors.FULL_RETRY_AFTER_SECONDS
+        detail = f"{database_errors.full_detail(exc)}; nothing was changed, retry in {retry} s"
+        error = "database_full"
+    else:
+        retry = database_errors.UNAVAILABLE_RETRY_AFTER_SECONDS
+        detail = f"the database is not answering; nothing was changed, retry in {retry} s"
+        error = "database_unavailable"
     response: HttpResponse
     if request.path.startswith(("/api/", "/metrics", "/healthz")):
         response = JsonResponse(
-            {
-                "detail": f"the database is not answering; nothing was changed, retry in {retry} s",
-                "retry_after": retry,
-            },
-            status=503,
+            {"detail": detail, "error": error, "retry_after": retry}, status=503
         )
     else:
         response = HttpResponse(
-            render_to_string("database_unavailable.html", {"retry_after": retry}), status=503
+            render_to_string(
+                "database_unavailable.html",
+                {"retry_after": retry, "full": full, "detail": detail},
+            ),
+            status=503,
         )
     response["Retry-After"] = str(retry)
     response["Cache-Control"] = "no-store"
@@ -167,7 +194,8 @@ def database_unavailable_response(request: HttpRequest) -> HttpResponse:
 
 
 class DatabaseUnavailable:
-    """Turns a database outage met by a view into a 503 (see `database_unavailable_response`).
+    """Turns a database outage or a full database met by a view into a 503
+    (see `database_unavailable_response`).
 
     The request's transaction was rolled back by `atomic`, so nothing of it was stored; Django
     drops the broken connection at the end of the request and the next one reconnects, so the
@@ -181,18 +209,17 @@ class DatabaseUnavailable:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not is_database_unavailable(exception):
+        if database_errors.note_fault(exception, f"{request.method} {request.path}") is None:
             return None
-        logger.warning("database unavailable on %s %s: %s", request.method, request.path, exception)
-        return database_unavailable_response(request)
+        return database_unavailable_response(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """handler500: a database outage outside a view (a middleware, a session save) is a 503 too;
     anything else is a 500 in JSON on the API."""
     exc = sys.exc_info()[1]
-    if exc is not None and is_database_unavailable(exc):
-        return database_unavailable_response(request)
+    if exc is not None and database_errors.note_fault(exc, f"{request.method} {request.path}"):
+        return database_unavailable_response(request, exc)
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "internal server error"}, status=500)
     return defaults.server_error(request)

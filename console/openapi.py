@@ -3,7 +3,8 @@ every `$ref` in it resolves.
 
 Routes declare their own successes and domain errors; the answers every route shares come
 from the layers around them — the key check (401), the path lookup (404), the request guards
-(400, 408, 411, 413, 422), the rate limit (429) and the database guard (503) — and are added
+(400, 408, 411, 413, 414, 422), the server's header limit (431), the rate limit (429) and the
+database guard (503, away or full) — and are added
 here to each operation they apply to, with the shared error body.
 """
 
@@ -17,8 +18,13 @@ from ninja import NinjaAPI
 ERROR_REF = {"$ref": "#/components/schemas/ErrorOut"}
 
 _ALL = {
+    "414": "the URL is over `CONSOLE_MAX_URL_BYTES`; send long input in a body",
     "422": "a path or query parameter, or a body field, is invalid (`field` names it)",
-    "503": "the database is not answering; retry after `Retry-After` seconds",
+    "431": "a request header is over the server's limit (8190 bytes)",
+    "503": (
+        "the database is not answering (`error`: `database_unavailable`) or has no space left "
+        "(`database_full`); nothing was changed, retry after `Retry-After` seconds"
+    ),
 }
 _AUTHENTICATED = {
     "401": "missing, unknown or revoked agent key",

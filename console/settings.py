@@ -98,6 +98,8 @@ MIDDLEWARE.insert(2, "console.middleware.security_headers")
 MIDDLEWARE.append("console.errors.friendly_405")
 # axes: a refused sign-in answers 429 (console.limits.lockout_response); last, as axes asks
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")
+# issue 41: a request target over MAX_URL_BYTES answers 414 (JSON on the API) before anything
+MIDDLEWARE.insert(0, "console.middleware.url_limit")
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"
@@ -275,6 +277,12 @@ OTLP_MAX_DECODED_BYTES = env_int("OTLP_MAX_DECODED_BYTES", 16 * 1024 * 1024, min
 # How far into the future a record's `at` may be (agents' clocks drift; a day is generous).
 TELEMETRY_CLOCK_SKEW_SECONDS = env_int("TELEMETRY_CLOCK_SKEW_SECONDS", 24 * 60 * 60, minimum=0)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
+# The longest request target (path and query string) any request may have: longer answers 414
+# (JSON on /api/). gunicorn's own line limit sits above it (console.gunicorn_conf), so this
+# cap, not gunicorn's HTML page, is what a client meets.
+MAX_URL_BYTES = env_int("CONSOLE_MAX_URL_BYTES", 8000, minimum=1024, maximum=65_536)
+# How long `/healthz` answers unhealthy after a write was refused for a full database.
+DATABASE_FULL_HEALTH_SECONDS = env_int("DATABASE_FULL_HEALTH_SECONDS", 60, minimum=0)
 
 # --- Celery ------------------------------------------------------------------------------------
 _BROKER_DIR = VAR_DIR / "broker"

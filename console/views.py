@@ -60,6 +60,7 @@ from console.queries import (
 )
 from console.queries import compaction_markers as load_compaction_markers
 from console.roles import Role, require_role
+from telemetry import database_errors
 from telemetry.errors import FieldError
 from telemetry.keys import create_agent_key, revoke_agent_key
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel, Heartbeat, Policy
@@ -80,12 +81,33 @@ class HtmxHttpRequest(HttpRequest):
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness for load balancers: the database answers; the worker's last heartbeat age."""
+    """Liveness for load balancers: the database answers; the worker's last heartbeat age.
+
+    503 while the database is away (the middleware) or was found full within
+    `DATABASE_FULL_HEALTH_SECONDS` (reads still work then, writes do not: the check remembers
+    the last refused write rather than writing itself on every probe).
+    """
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     beat = Heartbeat.objects.filter(name="worker").first()
     age = (timezone.now() - beat.at).total_seconds() if beat else None
-    return JsonResponse({"database": connection.vendor, "worker_heartbeat_age_s": age})
+    body: dict[str, object] = {"database": connection.vendor, "worker_heartbeat_age_s": age}
+    full_ago = database_errors.full_seconds_ago()
+    if full_ago is None:
+        return JsonResponse(body)
+    retry = database_errors.FULL_RETRY_AFTER_SECONDS
+    response = JsonResponse(
+        {
+            **body,
+            "healthy": False,
+            "error": "database_full",
+            "detail": f"{database_errors.full_detail()}: a write was refused {full_ago:.0f} s ago",
+        },
+        status=503,
+    )
+    response["Retry-After"] = str(retry)
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _versioned(request: HttpRequest, version: str) -> HttpResponse | None:

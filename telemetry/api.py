@@ -73,9 +73,16 @@ def _telemetry_body_schema() -> dict[str, Any]:
                         {
                             "type": "object",
                             "properties": {
-                                "records": {"type": "array", "items": record, "maxItems": MAX_BATCH}
+                                "records": {
+                                    "type": "array",
+                                    "items": record,
+                                    "minItems": 1,
+                                    "maxItems": MAX_BATCH,
+                                }
                             },
                             "required": ["records"],
+                            # the view refuses an empty batch and any field beside `records`
+                            "additionalProperties": False,
                         },
                     ]
                 }

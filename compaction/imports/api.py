@@ -23,6 +23,9 @@ IMPORT_BODY = {
         "application/x-ndjson": {
             "schema": {
                 "type": "string",
+                # an empty or blank body is refused (422): say so in the schema
+                "minLength": 1,
+                "pattern": "\\S",
                 "description": "a Claude Code session (.jsonl) or a Codex rollout, whole; send "
                 "it again as it grows: only the new lines are imported",
             }

@@ -18,6 +18,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from telemetry import database_errors
 from telemetry.api import enqueue_relief
 from telemetry.errors import FieldError
 from telemetry.ingest.pipeline import latest_accepted_at
@@ -32,7 +33,6 @@ log = logging.getLogger(__name__)
 
 # google.rpc.Code values for the Status body of refused requests.
 _RPC_CODE = {400: 3, 401: 16, 403: 7, 405: 12, 413: 8, 415: 3, 429: 8, 503: 14}
-RETRY_AFTER_UNAVAILABLE = 5  # seconds; the database is down or restarting
 
 
 def _answer(status: int, body: bytes, encoding: wire.Encoding) -> HttpResponse:
@@ -90,12 +90,19 @@ def export(request: HttpRequest, signal: str) -> HttpResponse:
     except FieldError as exc:
         return _refuse(exc.status, str(exc), encoding)
     except (OperationalError, InterfaceError) as exc:
-        log.warning("otlp %s export: database unavailable: %s", signal, exc)
+        # 503 either way: the exporter keeps the batch and retries (a 507 would drop it)
+        if database_errors.note_fault(exc, f"otlp {signal} export") == "full":
+            return _refuse(
+                503,
+                f"the console's {database_errors.full_detail(exc)}; retry",
+                encoding,
+                retry_after=database_errors.FULL_RETRY_AFTER_SECONDS,
+            )
         return _refuse(
             503,
             "the console's database is unavailable; retry",
             encoding,
-            retry_after=RETRY_AFTER_UNAVAILABLE,
+            retry_after=database_errors.UNAVAILABLE_RETRY_AFTER_SECONDS,
         )
 
 
