@@ -27,11 +27,18 @@ DEFAULT_INSTRUCTIONS = (
 
 
 class SummarizerError(RuntimeError):
-    """The summarizer endpoint failed: HTTP status (None for a network error) and detail."""
+    """The summarizer endpoint failed: HTTP status (None for a network error) and detail.
 
-    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+    `public` is what an API answer may say: never the endpoint's URL or its reply body (the
+    message, with both, goes to the run's record and the server log, which the operator reads).
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None = None, body: str = "", public: str = ""
+    ) -> None:
         self.status = status
         self.body = body
+        self.public = public or message
         # The id of the failed run that recorded it (set by `compaction.services`).
         self.run_id: int | None = None
         super().__init__(message)
@@ -111,10 +118,16 @@ class LLMSummarizer:
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode("utf-8", "replace")[:500]
             raise SummarizerError(
-                f"{self.name}: HTTP {exc.code} from {url}: {detail}", status=exc.code, body=detail
+                f"{self.name}: HTTP {exc.code} from {url}: {detail}",
+                status=exc.code,
+                body=detail,
+                public=f"{self.name}: the summarizer endpoint answered HTTP {exc.code}",
             ) from exc
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            raise SummarizerError(f"{self.name}: request to {url} failed: {exc}") from exc
+            raise SummarizerError(
+                f"{self.name}: request to {url} failed: {exc}",
+                public=f"{self.name}: the summarizer endpoint did not answer ({type(exc).__name__})",
+            ) from exc
         try:
             return json.loads(payload)
         except json.JSONDecodeError as exc:

@@ -98,7 +98,8 @@ def on_compaction_conflict(request: HttpRequest, exc: CompactionConflict) -> Htt
 
 @api.exception_handler(SummarizerError)
 def on_summarizer_error(request: HttpRequest, exc: SummarizerError) -> HttpResponse:
-    # The configured LLM summarizer failed; the compaction applied nothing (its run says so).
+    # The configured LLM summarizer failed; the compaction applied nothing (its run says so,
+    # with the endpoint's URL and reply; the answer names neither).
     return api.create_response(
-        request, {"detail": f"summarizer unavailable, nothing changed: {exc}"}, status=502
+        request, {"detail": f"summarizer unavailable, nothing changed: {exc.public}"}, status=502
     )

@@ -660,6 +660,9 @@ def test_the_compact_api_answers_502_when_the_summarizer_is_down(compactor, tran
     response = compactor.post("/api/v1/sessions/run-1/compact")
     assert response.status_code == 502
     assert "nothing changed" in response.json()["detail"]
+    # the answer names no internal endpoint; the failed run keeps it for the operator
+    assert "127.0.0.1" not in response.json()["detail"]
+    assert "127.0.0.1:9" in CompactionRun.objects.get().error
 
 
 # --- the log position a surface follows -----------------------------------------------------
