@@ -750,7 +750,7 @@ def session_figures(
     summarize_threshold: float,
 ) -> dict[str, Figure]:
     """The session page's three charts on one turn axis (the same range on each, so stacked
-    charts line up). `series` is a `console.queries.SessionSeries`."""
+    charts line up). `series` is a `console.selectors.session.SessionSeries`."""
     figures = {
         "pressure": pressure_figure(
             turns=series.turns,

@@ -25,7 +25,7 @@ from compaction.models import Archive, CompactionOperation, CompactionRun, LogMe
 from compaction.rawjson import Span
 from compaction.services import CompactionRefused, compact_session, report_overflow
 from compaction.transcripts import append_messages
-from console.queries import safe_snippet
+from console.presenters.search import safe_snippet
 from console.roles import Role, role_of
 from telemetry.catalogue import seed_catalogue
 from telemetry.ingest.pipeline import ingest_records
