@@ -10,8 +10,8 @@ from typing import Any
 from django.core.paginator import Page
 
 from compaction.models import CompactionRun
-from console import charts
 from console.charts import Marker
+from console.gauge_chart import gauge_figure
 from console.selectors.session import AppliedCompaction
 from console.selectors.session_list import SessionsPage
 from telemetry.models import AgentSession
@@ -103,7 +103,7 @@ def live_context(
         and session.projected_tokens is not None
         and session.window_tokens > policy.reserved_output_tokens
     ):
-        gauge = charts.gauge_figure(
+        gauge = gauge_figure(
             projected=session.projected_tokens,
             window=session.window_tokens,
             reserved=policy.reserved_output_tokens,
