@@ -10,7 +10,6 @@ the fragment (a named `{% partialdef %}`). Every view checks the role on the ser
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from django.contrib import messages
 from django.db import connection
@@ -29,7 +28,6 @@ from compaction.imports.queries import imported_view
 from compaction.models import Archive, CompactionRun
 from compaction.services import CompactionBusy, CompactionRefused, compact_session
 from compaction.summarizers import SummarizerError
-from console import charts
 from console.advisor import ProposalForm, round_advice
 from console.forms import (
     CatalogueForm,
@@ -43,8 +41,6 @@ from console.policy_impact import policy_impact
 from console.presenters.search import hits_page
 from console.presenters.sessions import (
     SESSION_COLUMNS,
-    compaction_markers,
-    live_context,
     run_outcome,
     sessions_listing,
 )
@@ -62,18 +58,16 @@ from console.selectors.compaction import (
 )
 from console.selectors.policies import BANDS, load_policies, profiles_overview, stored_overrides
 from console.selectors.session import (
-    applied_compactions,
     session_detail,
-    session_series,
     turn_bounds,
     turns_page,
 )
 from console.selectors.session_list import sessions_page, sessions_version
+from console.session_context import LIVE_PARTS, compaction_parts, live_figures, live_parts
 from telemetry.catalogue import save_price
 from telemetry.errors import FieldError
 from telemetry.keys import create_agent_key, revoke_agent_key
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel, Heartbeat
-from telemetry.otlp.costs import reported_agent_cost
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import update_policy
 from telemetry.profiles import get_or_create_profile, set_window_overrides
@@ -139,10 +133,6 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "console/sessions.html", context)
 
 
-def _live_context(session: AgentSession, policy: PolicyValues, version: str) -> dict[str, Any]:
-    return live_context(session, policy, version, reported_agent_cost(session))
-
-
 def _session_or_404(pk: int) -> tuple[AgentSession, PolicyValues, str]:
     found = session_detail(pk)
     if found is None:
@@ -158,22 +148,6 @@ def _surface_turn(request: HttpRequest) -> int | None:
     """`?surface_turn=N` picks the surface the model saw on turn N; anything else means now."""
     value = request.GET.get("surface_turn", "")
     return int(value) if value.isdigit() and len(value) < 10 else None
-
-
-def _compaction_context(
-    session: AgentSession, *, surface_turn: int | None = None
-) -> dict[str, Any]:
-    """What the surface, runs and archives fragments show."""
-    archives = session_archives(session)
-    return {
-        "surface_archive": archives[0] if archives else None,
-        "session": session,
-        "surface": shown_surface(
-            surface_now(session) if surface_turn is None else surface_on_turn(session, surface_turn)
-        ),
-        "runs": compaction_runs(session),
-        "archives": archives,
-    }
 
 
 @require_GET
@@ -205,7 +179,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if target == "archives":
         context = {"session": session, "archives": session_archives(session)}
         return render(request, "console/session.html#archives", context)
-    context = _session_parts(request, session, policy, version) | {
+    context = live_parts(session, policy, version, request.GET.get("turns_page")) | {
         "nav": "sessions",
         "imported": imported_view(session),
         # the surface (the whole transcript) arrives right after the page, not inside it,
@@ -214,43 +188,8 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "surface_turn": _surface_turn(request),
     }
     if not context["surface_deferred"]:
-        context |= _compaction_context(session, surface_turn=_surface_turn(request))
+        context |= compaction_parts(session, surface_turn=_surface_turn(request))
     return render(request, "console/session.html", context)
-
-
-# The parts of the session page that refresh together when the session's version changes
-# (`session_live`), each a named partial of console/session.html with an id and `oob` support.
-# A new part: add its partial, put its name here, and give `_session_parts` what it needs.
-LIVE_PARTS: tuple[str, ...] = ("live", "charts", "turns", "runs", "archives")
-
-
-def _session_parts(
-    request: HttpRequest, session: AgentSession, policy: PolicyValues, version: str
-) -> dict[str, Any]:
-    """Everything the live parts show: figures and gauge, charts, the turns page the reader is
-    on, runs and archives."""
-    series = session_series(session)
-    markers = compaction_markers(applied_compactions(session))
-    figures = charts.session_figures(
-        series=series,
-        markers=markers,
-        projected=session.projected_tokens,
-        window=session.window_tokens,
-        reserved=policy.reserved_output_tokens,
-        prune_threshold=policy.prune_threshold,
-        summarize_threshold=policy.summarize_threshold,
-    )
-    return (
-        _live_context(session, policy, version)
-        | {"runs": compaction_runs(session), "archives": session_archives(session)}
-        | {
-            "figures": figures,
-            "turns": turns_page(session, request.GET.get("turns_page")),
-            "markers": markers,
-            "has_turns": bool(series.turns),
-            "turn_bounds": (series.turns[0], series.turns[-1]) if series.turns else None,
-        }
-    )
 
 
 @require_POST
@@ -288,11 +227,11 @@ def session_compact(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     # the compaction moved the figures too (D6: the surface estimate replaces the projection)
     session, policy, version = _session_or_404(pk)
     context = (
-        _live_context(session, policy, version)
-        | _compaction_context(session)
+        live_figures(session, policy, version)
+        | compaction_parts(session)
         | {"compact_run": run, "outcome_title": title, "outcome_detail": detail}
     )
-    context |= _session_parts(request, session, policy, version)
+    context |= live_parts(session, policy, version, request.GET.get("turns_page"))
     html = render_to_string("console/session.html#compact", context, request)
     for name in ("poller", *LIVE_PARTS, "surface"):
         html += render_to_string(f"console/session.html#{name}", context | {"oob": True}, request)
@@ -313,7 +252,7 @@ def session_live(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     not_modified = _versioned(request, version)
     if not_modified is not None:
         return not_modified
-    context = _session_parts(request, session, policy, version) | {"oob": True}
+    context = live_parts(session, policy, version, request.GET.get("turns_page")) | {"oob": True}
     html = render_to_string("console/session.html#poller", context, request)
     parts = list(LIVE_PARTS)
     if request.GET.get("surface_now") == "1":
