@@ -20,7 +20,7 @@ from console.urls import urlpatterns as product_urlpatterns
 
 NOOP_PATH = "/bench/noop"
 DJANGO_PATH = "/bench/django"
-DJANGO_ROWS = 25  # console.queries.SESSIONS_PER_PAGE: one page of the sessions list
+DJANGO_ROWS = 25  # console.selectors.session_list.SESSIONS_PER_PAGE: one page of the sessions list
 
 _TEMPLATE = engines["django"].from_string(
     """{% extends "_base.html" %}

@@ -12,7 +12,7 @@ from django import forms
 from django.db.models import Count
 from django.utils import timezone
 
-from console.queries import load_policies
+from console.selectors.policies import load_policies
 from telemetry.models import AgentProfile, Turn
 from telemetry.round_advice import (
     LimitImpact,

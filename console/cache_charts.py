@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
-from console.charts import Figure, _layout
+from console.charts import Figure, chart_layout
 
 CAUSE_COLORS: Final = {
     "model_switch": "#6a1b9a",
@@ -65,7 +65,7 @@ def misses_figure(points: Sequence[MissPoint], *, last_turn: int | None = None) 
                 + "</extra>",
             }
         )
-    layout = _layout("Cache misses by cause", height=300)
+    layout = chart_layout("Cache misses by cause", height=300)
     layout["hovermode"] = "closest"
     layout["yaxis"] = {**layout["yaxis"], "title": {"text": "missed tokens"}, "rangemode": "tozero"}
     if last_turn is not None:
@@ -116,7 +116,7 @@ def premiums_figure(
                 "hovertemplate": "$%{y:.4f}<extra>" + labels.get(cause, cause) + "</extra>",
             }
         )
-    layout = _layout(title, height=320)
+    layout = chart_layout(title, height=320)
     layout["barmode"] = "stack"
     layout["xaxis"] = {**layout["xaxis"], "title": {"text": "day"}, "type": "category"}
     layout["yaxis"] = {

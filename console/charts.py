@@ -9,6 +9,9 @@ of every stretch, the first and last turn, every compaction marker and every cac
 (a prune or a prefix change rewrites the cache; hiding that spike hides the cost it caused).
 `downsample` keeps the minimum and the maximum of each bucket (min/max decimation) plus every
 index it is told to keep.
+
+The session page's gauge is `console.gauge_chart`; the fleet overview's charts (time on the x
+axis) are `console.fleet_charts`; the cache pages' are `console.cache_charts`.
 """
 
 from __future__ import annotations
@@ -186,14 +189,14 @@ def _pick(items: Sequence[Any], indices: Sequence[int]) -> list[Any]:
     return [items[i] for i in indices]
 
 
-def _round(value: float | None, digits: int = 6) -> float | None:
+def rounded(value: float | None, digits: int = 6) -> float | None:
     """Six significant digits: the payload of a long session stays small; nothing drawn changes."""
     if value is None or value == 0 or not math.isfinite(value):
         return value
     return float(f"{value:.{digits}g}")
 
 
-def _layout(title: str, **extra: Any) -> dict[str, Any]:
+def chart_layout(title: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
         "height": 320,
@@ -349,7 +352,7 @@ def pressure_figure(
                 "font": {"color": COLORS["window"]},
             }
         )
-    layout = _layout("Context pressure", shapes=shapes, annotations=notes)
+    layout = chart_layout("Context pressure", shapes=shapes, annotations=notes)
     layout["yaxis"] = {**layout["yaxis"], "title": {"text": "tokens"}, "tickformat": ".3~s"}
     return {"data": data, "layout": _whole_turns(layout, turns)}
 
@@ -375,7 +378,7 @@ def cache_figure(
     hit_idx = downsample(list(hit_ratio), max_points, keep=spikes)
     # Only the drawn turns are converted (a 100,000-turn session draws 2,000 of them).
     percent = {
-        i: None if hit_ratio[i] is None else _round(_num(hit_ratio[i]) * 100.0, 4) for i in hit_idx
+        i: None if hit_ratio[i] is None else rounded(_num(hit_ratio[i]) * 100.0, 4) for i in hit_idx
     }
     # Writes are a stacked step area, not bars: at 1,500 turns a bar is under a pixel wide and
     # a spike would vanish; a step area's edge stays visible at any density. Steps are centred
@@ -412,7 +415,7 @@ def cache_figure(
     )
     # Two stacked panes on one turn axis: the hit ratio above, the writes below, so a rewrite
     # spike and the hit-ratio drop it caused line up without drawing over each other.
-    layout = _layout("Cache health", height=380)
+    layout = chart_layout("Cache health", height=380)
     layout["yaxis"] = {
         **layout["yaxis"],
         "title": {"text": "cache hit %"},
@@ -462,13 +465,13 @@ def cost_figure(
             "type": "bar",
             "name": label,
             "x": _pick(turns, indices),
-            "y": [_round(buckets[key][i]) for i in indices],
+            "y": [rounded(buckets[key][i]) for i in indices],
             "marker": {"color": COLORS[key]},
             "hovertemplate": "$%{y:.4f}<extra>" + label + "</extra>",
         }
         for key, label in COST_BUCKETS
     ]
-    layout = _layout("Cost per turn", barmode="stack", bargap=0.1)
+    layout = chart_layout("Cost per turn", barmode="stack", bargap=0.1)
     layout["yaxis"] = {**layout["yaxis"], "title": {"text": "USD"}, "tickprefix": "$"}
     return {"data": data, "layout": _whole_turns(layout, turns)}
 
@@ -478,265 +481,6 @@ def _whole_turns(layout: dict[str, Any], turns: Sequence[int]) -> dict[str, Any]
     if turns and max(turns) - min(turns) <= 12:
         layout["xaxis"] = {**layout["xaxis"], "tick0": 0, "dtick": 1}
     return layout
-
-
-@dataclass(frozen=True, slots=True)
-class GaugeBand:
-    """One coloured step of the gauge: its band name, its range in words, and its colours."""
-
-    name: str
-    label: str
-    color: str
-    border: str
-
-
-GAUGE_HEIGHT: Final = 280
-GAUGE_LEGEND_SHARE: Final = 0.3  # of the figure's height, under the dial
-GAUGE_LEGEND_TEXT: Final = "#263238"
-
-
-def _percent(fraction: float) -> str:
-    return f"{fraction * 100:.4g}"
-
-
-def gauge_bands(prune_threshold: float, summarize_threshold: float) -> list[GaugeBand]:
-    """The gauge's four steps, low to high, each named with the range of pressure it covers
-    (pressure: the projected request over the usable window, window − reserved output)."""
-    prune, summarize = _percent(prune_threshold), _percent(summarize_threshold)
-    return [
-        GaugeBand("ok", f"below {prune} %", "#e8f5e9", "#a5d6a7"),
-        GaugeBand("prune", f"{prune}–{summarize} %", "#fff3e0", "#ffcc80"),
-        GaugeBand("compact", f"{summarize}–100 %", "#ffe0b2", "#ffb74d"),
-        GaugeBand("over", "above 100 %", "#ffcdd2", "#e57373"),
-    ]
-
-
-def gauge_figure(
-    *,
-    projected: int,
-    window: int,
-    reserved: int,
-    prune_threshold: float,
-    summarize_threshold: float,
-) -> Figure:
-    """The projected next request against the window, with the threshold steps of the policy.
-
-    Steps: below prune (ok), prune to summarize, summarize to the usable window (window −
-    reserved output, the 100 % of pressure), and the reserved output up to the window. The
-    figure carries its own legend: a chip per step, in the step's colour, naming its band and
-    range (`gauge_bands`). Requires `window > reserved`.
-    """
-    if window <= reserved:
-        raise ValueError(f"window ({window}) must exceed reserved ({reserved})")
-    usable = window - reserved
-    top = max(window, projected)
-    bands = gauge_bands(prune_threshold, summarize_threshold)
-    bounds = [0, prune_threshold * usable, summarize_threshold * usable, usable, top]
-    steps = [
-        {"range": [bounds[n], bounds[n + 1]], "color": band.color} for n, band in enumerate(bands)
-    ]
-    pressure = projected / usable
-    bar = (
-        COLORS["over"]
-        if pressure > 1
-        else COLORS["compact"]
-        if pressure >= summarize_threshold
-        else COLORS["prune"]
-        if pressure >= prune_threshold
-        else COLORS["ok"]
-    )
-    data = [
-        {
-            "type": "indicator",
-            "mode": "gauge+number",
-            "value": projected,
-            "number": {"valueformat": ",d", "suffix": " tokens", "font": {"size": 22}},
-            "domain": {"x": [0, 1], "y": [GAUGE_LEGEND_SHARE, 1]},
-            "gauge": {
-                "shape": "angular",
-                "axis": {"range": [0, top], "tickformat": ".3~s"},
-                "bar": {"color": bar, "thickness": 0.35},
-                "steps": steps,
-                "threshold": {
-                    "line": {"color": COLORS["over"], "width": 3},
-                    "thickness": 0.9,
-                    "value": usable,
-                },
-            },
-        }
-    ]
-    # The legend is part of the figure (an indicator trace has no legend entries): one chip per
-    # band in the band's own colour, two to a row (the second flush right, for the widest gap
-    # between them), so it reads the same at 390 px and 1440 px
-    # (the gauge's column is ~360 px wide on both). Dark text on the light band colours keeps
-    # well above WCAG AA.
-    legend = [
-        {
-            "name": f"gauge-band-{band.name}",
-            "xref": "paper",
-            "yref": "paper",
-            "x": 0.0 if n % 2 == 0 else 1.0,
-            "xanchor": "left" if n % 2 == 0 else "right",
-            "y": 0.13 if n < 2 else 0.0,
-            "yanchor": "bottom",
-            "text": f"<b>{band.name}</b> {band.label}",
-            "showarrow": False,
-            "align": "left",
-            "bgcolor": band.color,
-            "bordercolor": band.border,
-            "borderwidth": 1,
-            "borderpad": 3,
-            "font": {"size": 11, "color": GAUGE_LEGEND_TEXT},
-        }
-        for n, band in enumerate(bands)
-    ]
-    layout = {
-        "height": GAUGE_HEIGHT,
-        "margin": {"l": 40, "r": 48, "t": 24, "b": 8},
-        "paper_bgcolor": "#ffffff",
-        "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
-        "annotations": legend,
-    }
-    return {"data": data, "layout": layout}
-
-
-# --- the overview: time on the x axis ------------------------------------------------------------
-
-ORIGIN_COLORS: Final = {
-    "manual": "#1f4e79",
-    "auto": "#00838f",
-    "overflow": "#b71c1c",
-    "agent": "#6a1b9a",
-    "provider": "#ef6c00",
-}
-
-
-def _time_layout(title: str, **extra: Any) -> dict[str, Any]:
-    layout = _layout(title, **extra)
-    layout["xaxis"] = {
-        "type": "date",
-        "gridcolor": "#eceff1",
-        "zeroline": False,
-        "title": {"text": "time (UTC)"},
-    }
-    # a legend above the plot never collides with the axis title on a narrow screen
-    layout["margin"] = {"l": 64, "r": 24, "t": 84, "b": 48}
-    layout["title"] = {**layout["title"], "y": 0.98, "yanchor": "top"}
-    return layout
-
-
-def spend_figure(
-    *, starts: Sequence[str], costs: Mapping[str, Sequence[float]], saved: Sequence[float]
-) -> Figure:
-    """Spend per bucket stacked by token bucket (`COST_BUCKETS`), and what the cache saved
-    (no-cache cost − cost) as a line on the same dollar axis. `starts` are ISO bucket starts."""
-    data: list[dict[str, Any]] = [
-        {
-            "type": "bar",
-            "name": label,
-            "x": list(starts),
-            "y": [_round(v) for v in costs[key]],
-            "marker": {"color": COLORS[key]},
-            "hovertemplate": "$%{y:.4f}<extra>" + label + "</extra>",
-        }
-        for key, label in COST_BUCKETS
-    ]
-    data.append(
-        {
-            "type": "scatter",
-            "mode": "lines+markers",
-            "name": "saved by the cache",
-            "x": list(starts),
-            "y": [_round(v) for v in saved],
-            "line": {"color": COLORS["ok"], "width": 2, "dash": "dot"},
-            "hovertemplate": "$%{y:.4f}<extra>saved by the cache</extra>",
-        }
-    )
-    layout = _time_layout("Spend and what the cache saved", barmode="stack")
-    layout["yaxis"] = {**layout["yaxis"], "title": {"text": "USD"}, "tickprefix": "$"}
-    return {"data": data, "layout": layout}
-
-
-def hit_trend_figure(*, starts: Sequence[str], hit: Sequence[float | None]) -> Figure:
-    """Cache-hit % per bucket (Σread / Σ(uncached + read + writes)); a gap where nothing was
-    reported, never a zero."""
-    data = [
-        {
-            "type": "scatter",
-            "mode": "lines+markers",
-            "name": "cache hit %",
-            "x": list(starts),
-            "y": [None if r is None else _round(r * 100.0, 4) for r in hit],
-            "line": {"color": COLORS["hit"], "width": 2},
-            "connectgaps": False,
-            "hovertemplate": "%{y:.1f} %<extra>cache hit</extra>",
-        }
-    ]
-    layout = _time_layout("Cache-hit trend", height=260, showlegend=False)
-    layout["yaxis"] = {
-        **layout["yaxis"],
-        "title": {"text": "cache hit %"},
-        "range": [0, 102],
-        "rangemode": "normal",
-        "ticksuffix": " %",
-    }
-    layout["margin"] = {**layout["margin"], "t": 48}
-    return {"data": data, "layout": layout}
-
-
-def compactions_figure(
-    *,
-    days: Sequence[str],
-    counts: Mapping[str, Sequence[int]],
-    labels: Mapping[str, str],
-    freed: Sequence[int],
-) -> Figure:
-    """Compactions per day stacked by origin (ours: manual, automatic, overflow; the agent's;
-    the provider's), and the tokens they freed as a line on a second axis."""
-    data: list[dict[str, Any]] = [
-        {
-            "type": "bar",
-            "name": labels[key],
-            "x": list(days),
-            "y": list(values),
-            "marker": {"color": ORIGIN_COLORS.get(key, COLORS["window"])},
-            "hovertemplate": "%{y} compactions<extra>" + labels[key] + "</extra>",
-        }
-        for key, values in counts.items()
-    ]
-    data.append(
-        {
-            "type": "scatter",
-            "mode": "lines+markers",
-            "name": "tokens freed",
-            "x": list(days),
-            "y": list(freed),
-            "yaxis": "y2",
-            "line": {"color": COLORS["context"], "width": 2},
-            "hovertemplate": "%{y:,} tokens<extra>freed</extra>",
-        }
-    )
-    layout = _time_layout("Compactions per day by origin", barmode="stack")
-    layout["xaxis"] = {**layout["xaxis"], "title": {"text": "day (UTC)"}, "dtick": 86_400_000}
-    most = max((sum(day) for day in zip(*counts.values(), strict=True)), default=0)
-    layout["yaxis"] = {
-        **layout["yaxis"],
-        "title": {"text": "compactions"},
-        "rangemode": "tozero",
-        "tickformat": ",d",
-    }
-    if most < 6:
-        layout["yaxis"] |= {"range": [0, max(most, 1) + 0.5], "dtick": 1}
-    layout["yaxis2"] = {
-        "title": {"text": "tokens freed"},
-        "overlaying": "y",
-        "side": "right",
-        "rangemode": "tozero",
-        "tickformat": ".3~s",
-        "showgrid": False,
-    }
-    layout["margin"] = {**layout["margin"], "r": 64}
-    return {"data": data, "layout": layout}
 
 
 def session_figures(
@@ -750,7 +494,7 @@ def session_figures(
     summarize_threshold: float,
 ) -> dict[str, Figure]:
     """The session page's three charts on one turn axis (the same range on each, so stacked
-    charts line up). `series` is a `console.queries.SessionSeries`."""
+    charts line up). `series` is a `console.selectors.session.SessionSeries`."""
     figures = {
         "pressure": pressure_figure(
             turns=series.turns,

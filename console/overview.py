@@ -40,7 +40,7 @@ from django.db.models.functions import Coalesce, TruncDay, TruncHour
 from django.utils import timezone
 
 from compaction.models import CompactionRun
-from console.queries import BAND_OF_RANK, BANDS, Policies, band_ranges, load_policies
+from console.selectors.policies import BAND_OF_RANK, BANDS, Policies, band_ranges, load_policies
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, HourlyUsage
 from telemetry.policy_rules import PolicyValues
 from telemetry.pressure import PressureBand, hit_ratio
@@ -254,7 +254,7 @@ def _by_band_then_pressure(
     sessions: QuerySet[AgentSession], policies: Policies
 ) -> list[tuple[AgentSession, PressureBand]]:
     """`sessions` with their bands, the highest band first, then the highest pressure (then the
-    newest): how the sessions list sorts by pressure (`console.queries.band_rank`)."""
+    newest): how the sessions list sorts by pressure (`console.selectors.policies.band_rank`)."""
     banded = [
         (s, session_band(s, policies.of(s.profile_id))) for s in sessions if s.pressure is not None
     ]

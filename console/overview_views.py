@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from console import charts
+from console import charts, fleet_charts
 from console.overview import ORIGINS, RANGES, load_overview
 from console.roles import Role, require_role
 
@@ -21,13 +21,13 @@ def overview(request: HttpRequest) -> HttpResponse:
     days = [d.day.isoformat() for d in found.days]
     labels = dict(ORIGINS)
     figures = {
-        "spend": charts.spend_figure(
+        "spend": fleet_charts.spend_figure(
             starts=starts,
             costs={key: [b.costs[key] for b in found.buckets] for key in charts.COST_KEYS},
             saved=[b.saved for b in found.buckets],
         ),
-        "hit": charts.hit_trend_figure(starts=starts, hit=[b.hit for b in found.buckets]),
-        "compactions": charts.compactions_figure(
+        "hit": fleet_charts.hit_trend_figure(starts=starts, hit=[b.hit for b in found.buckets]),
+        "compactions": fleet_charts.compactions_figure(
             days=days,
             counts={key: [d.counts[key] for d in found.days] for key in labels},
             labels=labels,

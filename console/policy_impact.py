@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q
 
-from console.queries import load_policies
+from console.selectors.policies import load_policies
 from telemetry.errors import FieldError
 from telemetry.models import AgentProfile, AgentSession, Policy
 from telemetry.policy_rules import DEFAULT_POLICY, POLICY_FIELDS, PolicyValues, merge_policy

@@ -19,7 +19,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 from django.utils.timezone import localtime
 
-from console.queries import SessionRow
+from console.presenters.sessions import SessionRow
 from console.templatetags.console_format import band_badge, money, percent
 
 

@@ -1,15 +1,15 @@
 """Operator-facing views: look up, validate, call, respond.
 
-The same view renders the page or, for an htmx request, just the fragment (a named
-`{% partialdef %}`). Every view checks the role on the server (`console.roles.require_role`);
-writes go through the services (`telemetry.policy_store`, `telemetry.keys`, `telemetry.profiles`,
-`compaction.services`).
+A view reads through `console.selectors`, hands what it read to `console.presenters` (rows,
+labels, chart inputs) and renders. The same view renders the page or, for an htmx request, just
+the fragment (a named `{% partialdef %}`). Every view checks the role on the server
+(`console.roles.require_role`); writes go through the services (`telemetry.policy_store`,
+`telemetry.catalogue`, `telemetry.keys`, `telemetry.profiles`, `compaction.services`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from django.contrib import messages
 from django.db import connection
@@ -29,7 +29,6 @@ from compaction.imports.queries import imported_view
 from compaction.models import Archive, CompactionRun
 from compaction.services import compact_session
 from compaction.summarizers import SummarizerError
-from console import charts
 from console.advisor import ProposalForm, round_advice
 from console.forms import (
     CatalogueForm,
@@ -40,37 +39,41 @@ from console.forms import (
     WindowOverridesForm,
 )
 from console.policy_impact import policy_impact
-from console.queries import (
-    BANDS,
+from console.presenters.search import hits_page
+from console.presenters.sessions import (
+    SESSION_COLUMNS,
+    run_outcome,
+    sessions_listing,
+)
+from console.presenters.transcripts import archive_view, shown_surface
+from console.roles import Role, require_role
+from console.selectors.compaction import (
     archive_hits,
-    archive_view,
+    archived_transcript,
     archives_page,
     compaction_runs,
-    current_surface,
-    load_policies,
-    profiles_overview,
+    latest_archive,
     session_archives,
-    session_detail,
-    session_series,
-    sessions_page,
-    sessions_version,
+    surface_now,
     surface_on_turn,
+)
+from console.selectors.policies import BANDS, load_policies, profiles_overview, stored_overrides
+from console.selectors.session import (
+    session_detail,
     turn_bounds,
     turns_page,
 )
-from console.queries import compaction_markers as load_compaction_markers
-from console.roles import Role, require_role
+from console.selectors.session_list import sessions_page, sessions_version
+from console.session_context import LIVE_PARTS, compaction_parts, live_figures, live_parts
 from telemetry import database_errors
+from telemetry.catalogue import save_price
 from telemetry.errors import FieldError
 from telemetry.keys import create_agent_key, revoke_agent_key
-from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel, Heartbeat, Policy
-from telemetry.otlp.costs import reported_agent_cost
-from telemetry.policy_rules import POLICY_FIELDS, PolicyValues
+from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel, Heartbeat
+from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import update_policy
-from telemetry.pressure import round_signal
 from telemetry.profiles import get_or_create_profile, set_window_overrides
-from telemetry.session_state import cache_savings, session_band
-from telemetry.windows import SOURCE_LABELS, format_window_overrides
+from telemetry.windows import format_window_overrides
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -126,21 +129,6 @@ def _mark_polled(response: HttpResponse, version: str) -> HttpResponse:
 
 # --- sessions ------------------------------------------------------------------------------------
 
-# (sort key, header, numeric column)
-SESSION_COLUMNS = (
-    ("session", "Session", False),
-    # pressure second: on a phone it is in view without scrolling the table
-    ("pressure", "Pressure", False),
-    ("profile", "Profile", False),
-    ("model", "Model", False),
-    ("last_hit", "Cache hit, last turn", True),
-    ("hit", "Cache hit, overall", True),
-    ("cost", "Cost", True),
-    ("turns", "Turns", True),
-    ("rounds", "Rounds, last turn", True),
-    ("last_seen", "Last seen", False),
-)
-
 
 @require_GET
 @require_role(Role.VIEWER)
@@ -149,14 +137,14 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
     filters = SessionFilterForm(request.GET).filters()
     # "active in the last hour" changes with the clock alone: such a list is new every minute
     minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active else ""
-    listing = sessions_page(filters)
-    version = sessions_version(listing, request.GET.urlencode() + minute)
+    found = sessions_page(filters)
+    version = sessions_version(found, request.GET.urlencode() + minute)
     if request.htmx:
         not_modified = _versioned(request, version)
         if not_modified is not None:
             return not_modified
     context = {
-        "listing": listing,
+        "listing": sessions_listing(found),
         "version": version,
         "filters": filters,
         "columns": SESSION_COLUMNS,
@@ -166,41 +154,6 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
     if request.htmx:
         return _mark_polled(render(request, "console/sessions.html#table", context), version)
     return render(request, "console/sessions.html", context)
-
-
-def _live_context(session: AgentSession, policy: PolicyValues, version: str) -> dict[str, Any]:
-    savings = cache_savings(session)
-    gauge = None
-    if (
-        session.window_tokens is not None
-        and session.projected_tokens is not None
-        and session.window_tokens > policy.reserved_output_tokens
-    ):
-        gauge = charts.gauge_figure(
-            projected=session.projected_tokens,
-            window=session.window_tokens,
-            reserved=policy.reserved_output_tokens,
-            prune_threshold=policy.prune_threshold,
-            summarize_threshold=policy.summarize_threshold,
-        )
-    signal = round_signal(session.last_turn_rounds, policy.round_soft_limit, policy.round_hard_cap)
-    return {
-        "session": session,
-        "policy": policy,
-        "band": session_band(session, policy),
-        "usable_window": (
-            session.window_tokens - policy.reserved_output_tokens
-            if session.window_tokens is not None
-            else None
-        ),
-        "savings": savings,
-        "cache_extra_cost": -savings if savings is not None and savings < 0 else None,
-        "gauge": gauge,
-        "round_signal": signal,
-        "version": version,
-        "window_label": SOURCE_LABELS.get(session.window_source),  # type: ignore[call-overload]
-        "agent_cost": reported_agent_cost(session),
-    }
 
 
 def _session_or_404(pk: int) -> tuple[AgentSession, PolicyValues, str]:
@@ -220,29 +173,6 @@ def _surface_turn(request: HttpRequest) -> int | None:
     return int(value) if value.isdigit() and len(value) < 10 else None
 
 
-def _latest_archive(session: AgentSession) -> Archive | None:
-    """The newest archive of `session`: it holds the whole originals of the pruned stubs."""
-    return Archive.objects.filter(session=session).order_by("-created_at", "-pk").first()
-
-
-def _compaction_context(
-    session: AgentSession, *, surface_turn: int | None = None
-) -> dict[str, Any]:
-    """What the surface, runs and archives fragments show."""
-    archives = session_archives(session)
-    return {
-        "surface_archive": archives[0] if archives else None,
-        "session": session,
-        "surface": (
-            current_surface(session)
-            if surface_turn is None
-            else surface_on_turn(session, surface_turn)
-        ),
-        "runs": compaction_runs(session),
-        "archives": archives,
-    }
-
-
 @require_GET
 @require_role(Role.VIEWER)
 def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
@@ -254,8 +184,8 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         turns = turns_page(session, request.GET.get("turns_page"))
         return render(request, "console/session.html#turns", {"session": session, "turns": turns})
     if target == "surface":
-        surface = (
-            current_surface(session)
+        surface = shown_surface(
+            surface_now(session)
             if (turn := _surface_turn(request)) is None
             else surface_on_turn(session, turn)
         )
@@ -263,7 +193,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "session": session,
             "surface": surface,
             "turn_bounds": turn_bounds(session),
-            "surface_archive": _latest_archive(session),
+            "surface_archive": latest_archive(session),
         }
         return render(request, "console/session.html#surface", context)
     if target == "runs":
@@ -272,7 +202,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if target == "archives":
         context = {"session": session, "archives": session_archives(session)}
         return render(request, "console/session.html#archives", context)
-    context = _session_parts(request, session, policy, version) | {
+    context = live_parts(session, policy, version, request.GET.get("turns_page")) | {
         "nav": "sessions",
         "imported": imported_view(session),
         # the surface (the whole transcript) arrives right after the page, not inside it,
@@ -281,57 +211,8 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "surface_turn": _surface_turn(request),
     }
     if not context["surface_deferred"]:
-        context |= _compaction_context(session, surface_turn=_surface_turn(request))
+        context |= compaction_parts(session, surface_turn=_surface_turn(request))
     return render(request, "console/session.html", context)
-
-
-# The parts of the session page that refresh together when the session's version changes
-# (`session_live`), each a named partial of console/session.html with an id and `oob` support.
-# A new part: add its partial, put its name here, and give `_session_parts` what it needs.
-LIVE_PARTS: tuple[str, ...] = ("live", "charts", "turns", "runs", "archives")
-
-
-def _session_parts(
-    request: HttpRequest, session: AgentSession, policy: PolicyValues, version: str
-) -> dict[str, Any]:
-    """Everything the live parts show: figures and gauge, charts, the turns page the reader is
-    on, runs and archives."""
-    series = session_series(session)
-    markers = load_compaction_markers(session)
-    figures = charts.session_figures(
-        series=series,
-        markers=markers,
-        projected=session.projected_tokens,
-        window=session.window_tokens,
-        reserved=policy.reserved_output_tokens,
-        prune_threshold=policy.prune_threshold,
-        summarize_threshold=policy.summarize_threshold,
-    )
-    return (
-        _live_context(session, policy, version)
-        | {"runs": compaction_runs(session), "archives": session_archives(session)}
-        | {
-            "figures": figures,
-            "turns": turns_page(session, request.GET.get("turns_page")),
-            "markers": markers,
-            "has_turns": bool(series.turns),
-            "turn_bounds": (series.turns[0], series.turns[-1]) if series.turns else None,
-        }
-    )
-
-
-def _outcome(run: CompactionRun) -> tuple[str, str]:
-    """A run's outcome for the operator who asked for it: a title and what happened."""
-    if run.status == CompactionRun.Status.APPLIED:
-        return "Compacted", (
-            f"{run.action}: {run.tokens_before or 0:,} → {run.tokens_after or 0:,} tokens, "
-            f"surface v{run.surface_version_before} → v{run.surface_version_after}."
-        )
-    if run.status == CompactionRun.Status.NOOP:
-        return "Nothing to do", run.reason
-    if run.status == CompactionRun.Status.REFUSED:
-        return "Refused", run.reason
-    return "Not applied", f"{run.get_status_display()}: {run.reason or run.error}"
 
 
 @require_POST
@@ -357,7 +238,7 @@ def session_compact(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         # The configured LLM summarizer failed: nothing was applied; this request's run says why.
         assert exc.run_id is not None  # compact_session records every failure on its run
         run = CompactionRun.objects.get(pk=exc.run_id)
-    title, detail = _outcome(run)
+    title, detail = run_outcome(run)
     if not request.htmx:
         level = (
             messages.success
@@ -369,11 +250,11 @@ def session_compact(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     # the compaction moved the figures too (D6: the surface estimate replaces the projection)
     session, policy, version = _session_or_404(pk)
     context = (
-        _live_context(session, policy, version)
-        | _compaction_context(session)
+        live_figures(session, policy, version)
+        | compaction_parts(session)
         | {"compact_run": run, "outcome_title": title, "outcome_detail": detail}
     )
-    context |= _session_parts(request, session, policy, version)
+    context |= live_parts(session, policy, version, request.GET.get("turns_page"))
     html = render_to_string("console/session.html#compact", context, request)
     for name in ("poller", *LIVE_PARTS, "surface"):
         html += render_to_string(f"console/session.html#{name}", context | {"oob": True}, request)
@@ -394,12 +275,12 @@ def session_live(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     not_modified = _versioned(request, version)
     if not_modified is not None:
         return not_modified
-    context = _session_parts(request, session, policy, version) | {"oob": True}
+    context = live_parts(session, policy, version, request.GET.get("turns_page")) | {"oob": True}
     html = render_to_string("console/session.html#poller", context, request)
     parts = list(LIVE_PARTS)
     if request.GET.get("surface_now") == "1":
         context |= {
-            "surface": current_surface(session),
+            "surface": shown_surface(surface_now(session)),
             "surface_now": True,
             "surface_archive": context["archives"][0] if context["archives"] else None,
         }
@@ -425,7 +306,7 @@ def archives(request: HtmxHttpRequest) -> HttpResponse:
     context = {
         "query": query,
         "scope": session,
-        "found": archive_hits(query, session, _page_number(request)) if query else None,
+        "found": hits_page(archive_hits(query, session, _page_number(request))) if query else None,
         "listing": None if query else archives_page(request.GET.get("page"), session),
         "nav": "archives",
     }
@@ -447,7 +328,7 @@ def _archive_or_404(pk: int) -> Archive:
 @require_role(Role.VIEWER)
 def archive_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One archive: the log as received and the surface as it was, side by side."""
-    shown = archive_view(_archive_or_404(pk))
+    shown = archive_view(archived_transcript(_archive_or_404(pk)))
     query = request.GET.get("q", "").strip()[:200]
     context = {"shown": shown, "query": query, "nav": "archives"}
     return render(request, "console/archive.html", context)
@@ -457,7 +338,7 @@ def archive_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_role(Role.VIEWER)
 def archive_message(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
     """One archived log message whole, however long (the archive page cuts long blocks)."""
-    shown = archive_view(_archive_or_404(pk), whole_seq=seq)
+    shown = archive_view(archived_transcript(_archive_or_404(pk)), whole_seq=seq)
     if not shown.log and not shown.problem:
         raise Http404("no such message in this archive")
     return render(request, "console/archive_message.html", {"shown": shown, "nav": "archives"})
@@ -519,11 +400,6 @@ def policy_overview(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _stored_overrides(profile: AgentProfile) -> dict[str, object]:
-    row = Policy.objects.filter(profile=profile).first()
-    return {} if row is None else {name: getattr(row, name) for name in POLICY_FIELDS}
-
-
 @require_http_methods(["GET", "POST"])
 @require_role(Role.ADMIN)
 def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
@@ -533,7 +409,7 @@ def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
     if profile is None:
         inherited, current = None, global_policy.as_dict()
     else:
-        inherited, current = global_policy, _stored_overrides(profile)
+        inherited, current = global_policy, stored_overrides(profile)
     form = PolicyForm(request.POST or None, inherited=inherited, current=current)
     impact = None
     if request.method == "POST" and form.is_valid():
@@ -586,7 +462,7 @@ def policy_preview(request: HttpRequest, name: str | None = None) -> HttpRespons
     profile = get_object_or_404(AgentProfile, name=name) if name is not None else None
     global_policy = load_policies().global_policy
     inherited = None if profile is None else global_policy
-    current = global_policy.as_dict() if profile is None else _stored_overrides(profile)
+    current = global_policy.as_dict() if profile is None else stored_overrides(profile)
     form = PolicyForm(request.POST, inherited=inherited, current=current)
     impact = policy_impact(profile, form.values()) if form.is_valid() else None
     return render(request, "console/_policy_impact.html", {"impact": impact})
@@ -661,7 +537,7 @@ def catalogue_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
     row = get_object_or_404(CatalogueModel, pk=pk) if pk is not None else None
     form = CatalogueForm(request.POST or None, instance=row)
     if request.method == "POST" and form.is_valid():
-        saved = form.save()
+        saved = save_price(row=row, values=form.cleaned_data)
         messages.success(request, f"Saved {saved.model}.")
         return redirect("catalogue")
     return render(

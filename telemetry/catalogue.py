@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Final
 
+from telemetry.errors import FieldError
 from telemetry.models import CatalogueModel
 from telemetry.pricing import SEED_CATALOGUE, IntegerPricer, ModelPrice, Rates, find_price
 from telemetry.recent import Recent
@@ -90,6 +91,30 @@ def price_of(row: CatalogueModel) -> ModelPrice:
         long_context_threshold=row.long_context_threshold if long_context else None,
         long_context=long_context,
     )
+
+
+# What an admin may set on a catalogue row: every stored field but the key.
+EDITABLE_FIELDS: Final = frozenset(
+    field.name for field in CatalogueModel._meta.concrete_fields if not field.primary_key
+)
+
+
+def save_price(*, row: CatalogueModel | None, values: Mapping[str, object]) -> CatalogueModel:
+    """Add a model's window and prices (`row` None) or change `row`'s: the one write path of
+    catalogue rows outside the seed.
+
+    `values` are checked by the caller (the console's form says what is wrong with each field).
+    Saving the row makes every process forget its remembered catalogue (`telemetry.signals`), so
+    the prices apply to calls reported from now on.
+    """
+    unknown = sorted(set(values) - EDITABLE_FIELDS)
+    if unknown:
+        raise FieldError(unknown[0], "is not a catalogue field")
+    target = CatalogueModel() if row is None else row
+    for name, value in values.items():
+        setattr(target, name, value)
+    target.save()
+    return target
 
 
 def load_catalogue() -> list[ModelPrice]:

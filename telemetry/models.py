@@ -239,7 +239,7 @@ class AgentSession(models.Model):
         indexes = [
             models.Index(fields=["-last_seen_at"], name="session_last_seen"),
             models.Index(fields=["profile", "-last_seen_at"], name="session_profile_seen"),
-            # the sessions list's model filter: a loose index scan over this (console.queries)
+            # the sessions list's model filter: a loose index scan over this (console.selectors.session_list)
             models.Index(fields=["model"], name="session_model"),
             # the overview: sessions per pressure band are range counts on this, and each
             # profile's top sessions by pressure (then newest) its last entries

@@ -26,9 +26,10 @@ from compaction.models import Archive, CompactionOperation, CompactionRun, LogMe
 from compaction.rawjson import Span
 from compaction.services import compact_session, report_overflow
 from compaction.transcripts import append_messages
-from console.queries import safe_snippet
+from console.presenters.search import safe_snippet
 from console.roles import Role, role_of
-from telemetry.catalogue import seed_catalogue
+from telemetry.catalogue import load_catalogue, save_price, seed_catalogue
+from telemetry.errors import FieldError
 from telemetry.ingest.pipeline import ingest_records
 from telemetry.keys import create_agent_key, find_active_key
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel
@@ -760,6 +761,17 @@ def test_an_admin_edits_and_adds_catalogue_rows(client_as, key) -> None:
     new = _catalogue_values(row, model="house-model", family="house-model", window_tokens="64000")
     assert client.post(reverse("catalogue_new"), new).status_code == 302
     assert CatalogueModel.objects.get(model="house-model").window_tokens == 64_000
+
+
+def test_a_saved_price_is_what_the_next_catalogue_read_prices_with(key) -> None:
+    row = CatalogueModel.objects.get(model="claude-haiku-4-5")
+    with pytest.raises(FieldError) as refused:
+        save_price(row=row, values={"input": Decimal("2"), "pk": 1})
+    assert refused.value.field == "pk"
+    assert CatalogueModel.objects.get(pk=row.pk).input == row.input
+    save_price(row=row, values={"input": Decimal("2.5")})
+    priced = {price.model: price for price in load_catalogue()}
+    assert priced["claude-haiku-4-5"].input == Decimal("2.5")
 
 
 # --- agent keys (admins) -------------------------------------------------------------------------

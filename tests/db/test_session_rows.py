@@ -15,7 +15,7 @@ import pytest
 from django.template import engines
 from django.utils import timezone as django_timezone
 
-from console.queries import SessionRow, round_flag
+from console.presenters.sessions import SessionRow, round_flag
 from console.session_rows import session_row
 from console.templatetags.console_format import band_badge
 from telemetry.models import AgentProfile, AgentSession

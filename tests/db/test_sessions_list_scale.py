@@ -12,9 +12,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from console import queries
 from console.forms import SessionFilterForm
-from console.queries import session_models, sessions_page
+from console.selectors import session_list as queries
+from console.selectors.policies import load_policies
+from console.selectors.session_list import session_models, sessions_page
 from telemetry.models import AgentProfile, AgentSession
 from telemetry.profiles import get_or_create_profile
 
@@ -73,12 +74,12 @@ def test_the_version_changes_with_a_shown_row_and_not_with_a_hidden_one(monkeypa
     filters = SessionFilterForm({}).filters()
     before = sessions_page(filters).version
     assert sessions_page(filters).version == before
-    shown = sessions_page(filters).rows[0].session
+    shown = sessions_page(filters).sessions[0]
     AgentSession.objects.filter(pk=shown.pk).update(pressure=0.91)
     changed = sessions_page(filters).version
     assert changed != before
     hidden = AgentSession.objects.exclude(
-        pk__in=[r.session.pk for r in sessions_page(filters).rows]
+        pk__in=[s.pk for s in sessions_page(filters).sessions]
     ).first()
     assert hidden is not None
     AgentSession.objects.filter(pk=hidden.pk).update(model="other-model")
@@ -109,7 +110,7 @@ def test_a_page_read_with_its_count_equals_counting_then_paging(
     _sessions(80)
     filters = SessionFilterForm(query).filters()
     profiles = list(AgentProfile.objects.order_by("name"))
-    policies = queries.load_policies()
+    policies = load_policies()
 
     def paginator() -> queries.CappedPaginator:
         return queries.CappedPaginator(

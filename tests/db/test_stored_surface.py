@@ -9,7 +9,8 @@ from django.test.utils import CaptureQueriesContext
 
 from compaction.models import Surface
 from compaction.transcripts import derive, stored_surface_messages
-from console.queries import ShownSurface, current_surface, shown_messages
+from console.presenters.transcripts import ShownSurface, shown_messages, shown_surface
+from console.selectors.compaction import surface_now
 from telemetry.models import AgentSession
 from tests.support import append_body, tool_transcript
 
@@ -39,7 +40,7 @@ def derived(session: AgentSession) -> ShownSurface:
 def shown_without_reading_the_log(session: AgentSession) -> ShownSurface:
     session.refresh_from_db()
     with CaptureQueriesContext(connection) as queries:
-        shown = current_surface(session)
+        shown = shown_surface(surface_now(session))
     assert not [q["sql"] for q in queries if "compaction_logmessage" in q["sql"]]
     return shown
 
@@ -74,4 +75,4 @@ def test_a_surface_stored_before_its_seqs_is_derived(agent):
 
     assert stored_surface_messages(Surface.objects.get(session=session)) is None
     session.refresh_from_db()
-    assert current_surface(session) == derived(session)
+    assert shown_surface(surface_now(session)) == derived(session)

@@ -57,8 +57,8 @@ CLIENT_TEXT_PATTERNS: Final = {
 
 # Where the apps use `re`, and how often: a new use fails the test below until it is checked
 # (linear on ADVERSARIAL, or reading only text the console itself made) and counted here.
-# console/queries.py: the summary header's seq span (digits bounded), the omission marker (a
-# literal prefix), the <mark> tags of our own snippets; console/views.py: a file name from a
+# console/presenters/transcripts.py: the summary header's seq span (digits bounded), the omission
+# marker (a literal prefix); console/presenters/search.py: the <mark> tags of our own snippets; console/views.py: a file name from a
 # session id of at most 200 characters; console_format.py: escaped query words, literal only;
 # ingest/statements.py: SQL we wrote; mapping.py: `as_count`'s anchored digits; wire.py: the pieces of
 # JSON nested too deep (`test_cutting_json_nested_too_deep_is_linear`); console/docs_site.py:
@@ -66,7 +66,8 @@ CLIENT_TEXT_PATTERNS: Final = {
 REGEX_USES: Final = {
     "compaction/imports/files.py": 1,
     "compaction/search_terms.py": 5,
-    "console/queries.py": 3,
+    "console/presenters/search.py": 1,
+    "console/presenters/transcripts.py": 2,
     "console/docs_site.py": 4,
     "console/templatetags/console_format.py": 1,
     "console/views.py": 1,

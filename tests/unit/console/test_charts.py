@@ -12,12 +12,12 @@ from console.charts import (
     cache_figure,
     cost_figure,
     downsample,
-    gauge_figure,
     marker_indices,
     pressure_figure,
     spike_indices,
     spike_threshold,
 )
+from console.gauge_chart import gauge_figure
 
 values = st.lists(st.integers(min_value=0, max_value=2_000_000), min_size=0, max_size=600)
 maybe_values = st.lists(

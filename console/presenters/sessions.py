@@ -1,0 +1,144 @@
+"""The sessions' presentation: the list's columns and rows (band, round flag, hit ratio), the
+live figures of one session's page, its compactions as chart markers, and a compaction run's
+outcome in words. Pure: no query (what these need is read by `console.selectors`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.paginator import Page
+
+from compaction.models import CompactionRun
+from console.charts import Marker
+from console.gauge_chart import gauge_figure
+from console.selectors.session import AppliedCompaction
+from console.selectors.session_list import SessionsPage
+from telemetry.models import AgentSession
+from telemetry.otlp.costs import AgentCost
+from telemetry.policy_rules import PolicyValues
+from telemetry.pressure import PressureBand, round_signal
+from telemetry.session_state import cache_savings, session_band
+from telemetry.windows import SOURCE_LABELS
+
+# (sort key, header, numeric column)
+SESSION_COLUMNS = (
+    ("session", "Session", False),
+    # pressure second: on a phone it is in view without scrolling the table
+    ("pressure", "Pressure", False),
+    ("profile", "Profile", False),
+    ("model", "Model", False),
+    ("last_hit", "Cache hit, last turn", True),
+    ("hit", "Cache hit, overall", True),
+    ("cost", "Cost", True),
+    ("turns", "Turns", True),
+    ("rounds", "Rounds, last turn", True),
+    ("last_seen", "Last seen", False),
+)
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    session: AgentSession
+    policy: PolicyValues
+    band: PressureBand
+    # "hard" once a turn reached round_hard_cap, "soft" once one reached round_soft_limit.
+    round_flag: str | None
+    hit_ratio: float | None
+
+
+def round_flag(max_rounds: int, policy: PolicyValues) -> str | None:
+    signal = round_signal(max_rounds, policy.round_soft_limit, policy.round_hard_cap)
+    return {"stop": "hard", "nudge": "soft"}.get(signal)
+
+
+@dataclass(frozen=True)
+class SessionsListing:
+    """A page of the sessions list as the table draws it."""
+
+    rows: list[SessionRow]
+    page: Page[AgentSession]
+    profiles: list[str]
+    models: list[str]
+
+
+def sessions_listing(found: SessionsPage) -> SessionsListing:
+    """Each session of the page with its profile's policy, band and round flag."""
+    rows = []
+    for session in found.sessions:
+        policy = found.policies.of(session.profile_id)
+        rows.append(
+            SessionRow(
+                session=session,
+                policy=policy,
+                band=session_band(session, policy),
+                round_flag=round_flag(session.max_turn_rounds, policy),
+                hit_ratio=session.cache_hit_ratio,
+            )
+        )
+    return SessionsListing(rows, found.page, found.profiles, found.models)
+
+
+def compaction_markers(applied: list[AppliedCompaction]) -> list[Marker]:
+    """The applied compactions as markers on the pressure chart, at the turn each took effect."""
+    # short labels: they are drawn slanted above the plot
+    return [
+        Marker(
+            run.turn,
+            f"{'summarize' if 'summarize' in run.action else run.action or 'compact'} ({run.mode})",
+        )
+        for run in applied
+    ]
+
+
+def live_context(
+    session: AgentSession, policy: PolicyValues, version: str, agent_cost: AgentCost | None
+) -> dict[str, Any]:
+    """The session page's live figures: band, usable window, cache savings, the gauge, the round
+    signal and the agent's own reported cost beside ours."""
+    savings = cache_savings(session)
+    gauge = None
+    if (
+        session.window_tokens is not None
+        and session.projected_tokens is not None
+        and session.window_tokens > policy.reserved_output_tokens
+    ):
+        gauge = gauge_figure(
+            projected=session.projected_tokens,
+            window=session.window_tokens,
+            reserved=policy.reserved_output_tokens,
+            prune_threshold=policy.prune_threshold,
+            summarize_threshold=policy.summarize_threshold,
+        )
+    signal = round_signal(session.last_turn_rounds, policy.round_soft_limit, policy.round_hard_cap)
+    return {
+        "session": session,
+        "policy": policy,
+        "band": session_band(session, policy),
+        "usable_window": (
+            session.window_tokens - policy.reserved_output_tokens
+            if session.window_tokens is not None
+            else None
+        ),
+        "savings": savings,
+        "cache_extra_cost": -savings if savings is not None and savings < 0 else None,
+        "gauge": gauge,
+        "round_signal": signal,
+        "version": version,
+        "window_label": SOURCE_LABELS.get(session.window_source),  # type: ignore[call-overload]
+        "agent_cost": agent_cost,
+    }
+
+
+def run_outcome(run: CompactionRun) -> tuple[str, str]:
+    """A run's outcome for the operator who asked for it: a title and what happened."""
+    if run.status == CompactionRun.Status.APPLIED:
+        return "Compacted", (
+            f"{run.action}: {run.tokens_before or 0:,} → {run.tokens_after or 0:,} tokens, "
+            f"surface v{run.surface_version_before} → v{run.surface_version_after}."
+        )
+    if run.status == CompactionRun.Status.NOOP:
+        return "Nothing to do", run.reason
+    if run.status == CompactionRun.Status.REFUSED:
+        return "Refused", run.reason
+    return "Not applied", f"{run.get_status_display()}: {run.reason or run.error}"

@@ -1,0 +1,178 @@
+"""Reads of policies and profiles: every profile's effective policy in one query, the pressure
+bands as ranges and ranks in SQL, and the profiles with the TTL counterfactual of their traffic
+(the policy page)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from django.db.models import Case, Count, IntegerField, Q, Value, When
+from django.utils import timezone
+
+from telemetry.cache_tiers import CachedCall, TierComparison, compare_ttl_tiers
+from telemetry.catalogue import load_catalogue
+from telemetry.models import AgentProfile, LLMCall, Policy
+from telemetry.policy_rules import POLICY_FIELDS, PolicyValues
+from telemetry.policy_store import layered_policy, row_overrides
+from telemetry.pressure import PressureBand
+from telemetry.pricing import ModelPrice, find_price
+
+TRAFFIC_WINDOW: Final = timedelta(days=7)
+
+BANDS: Final[tuple[PressureBand, ...]] = ("ok", "prune", "compact", "over", "unknown")
+
+
+@dataclass(frozen=True)
+class Policies:
+    """Every profile's effective policy from one read of the policy rows.
+
+    Computes what `telemetry.policy_store.effective_policy` computes, for all profiles at once.
+    `version` changes whenever any policy row changes (for conditional GETs).
+    """
+
+    global_policy: PolicyValues
+    by_profile: dict[int, PolicyValues]
+    overridden: dict[int, frozenset[str]]
+    version: str
+
+    def of(self, profile_id: int) -> PolicyValues:
+        return self.by_profile.get(profile_id, self.global_policy)
+
+
+def load_policies(profile_ids: Iterable[int] | None = None) -> Policies:
+    """One query: the global row and the override rows of `profile_ids` (all when None)."""
+    rows = Policy.objects.all()
+    if profile_ids is not None:
+        rows = rows.filter(Q(is_global=True) | Q(profile_id__in=list(profile_ids)))
+    global_row: Policy | None = None
+    overrides: list[Policy] = []
+    stamps: list[str] = []
+    for row in rows.order_by("pk"):
+        stamps.append(f"{row.pk}:{row.updated_at.isoformat()}")
+        if row.is_global:
+            global_row = row
+        else:
+            overrides.append(row)
+    base = layered_policy(global_row)
+    by_profile: dict[int, PolicyValues] = {}
+    overridden: dict[int, frozenset[str]] = {}
+    for row in overrides:
+        assert row.profile_id is not None
+        values = row_overrides(row)
+        by_profile[row.profile_id] = layered_policy(global_row, row)
+        overridden[row.profile_id] = frozenset(k for k, v in values.items() if v is not None)
+    return Policies(base, by_profile, overridden, ",".join(stamps))
+
+
+def band_ranges(prune: Any, summarize: Any) -> dict[str, Q]:
+    """Each band as a range of pressure under one profile's thresholds (values or expressions).
+
+    The same rule as `telemetry.pressure.pressure_band` (0 < prune ≤ summarize ≤ 1): the ranges
+    are disjoint and cover every pressure, so a band can be counted or filtered on an index of
+    `(profile, pressure)` without evaluating a CASE per session.
+    """
+    return {
+        "ok": Q(pressure__lt=prune),
+        "prune": Q(pressure__gte=prune, pressure__lt=summarize),
+        "compact": Q(pressure__gte=summarize, pressure__lte=1.0),
+        "over": Q(pressure__gt=1.0),
+        "unknown": Q(pressure__isnull=True),
+    }
+
+
+BAND_OF_RANK: Final[dict[int, PressureBand]] = {
+    -1: "unknown",
+    0: "ok",
+    1: "prune",
+    2: "compact",
+    3: "over",
+}
+
+
+def band_rank(profiles: list[AgentProfile], policies: Policies) -> Case:
+    """A session's pressure band in SQL, ranked (-1 unknown, 0 ok … 3 over; `BAND_OF_RANK`).
+
+    Each profile has its own thresholds, so a 28 % that is past a profile's summarize threshold
+    ranks above a 37 % that is still ok under another's (sorting by pressure sorts by this
+    first, then by the figure).
+    """
+    whens = [When(pressure__isnull=True, then=Value(-1)), When(pressure__gt=1.0, then=Value(3))]
+    for profile in profiles:
+        policy = policies.of(profile.pk)
+        whens += [
+            When(profile_id=profile.pk, pressure__gte=policy.summarize_threshold, then=Value(2)),
+            When(profile_id=profile.pk, pressure__gte=policy.prune_threshold, then=Value(1)),
+            When(profile_id=profile.pk, then=Value(0)),
+        ]
+    # a profile created after `profiles` was read has no override yet: the global thresholds
+    base = policies.global_policy
+    whens += [
+        When(pressure__gte=base.summarize_threshold, then=Value(2)),
+        When(pressure__gte=base.prune_threshold, then=Value(1)),
+    ]
+    return Case(*whens, default=Value(0), output_field=IntegerField())
+
+
+@dataclass(frozen=True)
+class ProfileOverview:
+    profile: AgentProfile
+    policy: PolicyValues
+    overridden: frozenset[str]
+    tiers: TierComparison
+    sessions: int
+
+
+def stored_overrides(profile: AgentProfile) -> dict[str, object]:
+    """The profile's own policy row as stored (None: inherited); {} without a row. One query."""
+    row = Policy.objects.filter(profile=profile).first()
+    return {} if row is None else {name: getattr(row, name) for name in POLICY_FIELDS}
+
+
+def profiles_overview(now: datetime | None = None) -> list[ProfileOverview]:
+    """Every profile with its effective policy and the TTL counterfactual of its recent traffic.
+
+    The counterfactual covers calls of the last `TRAFFIC_WINDOW` whose model has a price (an
+    unpriced model cannot be costed). Four queries, whatever the traffic.
+    """
+    since = (now or timezone.now()) - TRAFFIC_WINDOW
+    profiles = list(AgentProfile.objects.annotate(n_sessions=Count("sessions")).order_by("name"))
+    policies = load_policies()
+    catalogue = load_catalogue()
+    prices: dict[str, ModelPrice | None] = {}
+    per_profile: dict[int, dict[int, list[CachedCall]]] = defaultdict(lambda: defaultdict(list))
+    calls = (
+        LLMCall.objects.filter(at__gte=since)
+        .order_by("session_id", "turn", "call")
+        .values_list(
+            "session__profile_id",
+            "session_id",
+            "at",
+            "cache_read",
+            "cache_write_5m",
+            "cache_write_1h",
+            "model",
+        )
+    )
+    for profile_id, session_id, at, read, w5, w1, model in calls.iterator(chunk_size=5000):
+        if model not in prices:
+            prices[model] = find_price(model, catalogue)
+        price = prices[model]
+        if price is None:
+            continue
+        per_profile[profile_id][session_id].append(
+            CachedCall(at=at, cached_prefix_tokens=read + w5 + w1, input_price=price.input)
+        )
+    return [
+        ProfileOverview(
+            profile=profile,
+            policy=policies.of(profile.pk),
+            overridden=policies.overridden.get(profile.pk, frozenset()),
+            tiers=compare_ttl_tiers(per_profile[profile.pk].values()),
+            sessions=profile.n_sessions,
+        )
+        for profile in profiles
+    ]

@@ -1,0 +1,268 @@
+"""Reads of the sessions list: filters, sorts (the pressure band per profile's thresholds),
+a page counted no further than a cap, the models sessions report, and the list's version key."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Final
+
+from django.core.paginator import Page, Paginator
+from django.db import connection
+from django.db.models import F, FloatField, IntegerField, OrderBy, Q, QuerySet
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast, NullIf
+from django.utils import timezone
+from django.utils.functional import cached_property
+
+from console.selectors.policies import BANDS, Policies, band_ranges, band_rank, load_policies
+from telemetry.models import AgentProfile, AgentSession
+
+SESSIONS_PER_PAGE: Final = 25
+ACTIVE_WINDOW: Final = timedelta(hours=1)
+
+# Sort keys of the sessions list → the expression ordered by. Nulls sort last either way.
+SORTS: Final[dict[str, Any]] = {
+    "session": F("external_id"),
+    "profile": F("profile__name"),
+    "model": F("model"),
+    "pressure": F("pressure"),
+    "last_hit": F("last_turn_cache_hit_ratio"),
+    "hit": F("overall_hit"),
+    "cost": F("cost_usd"),
+    "turns": F("turns_count"),
+    "rounds": F("last_turn_rounds"),
+    "last_seen": F("last_seen_at"),
+}
+DEFAULT_SORT: Final = "-last_seen"
+
+
+@dataclass(frozen=True)
+class SessionFilters:
+    q: str = ""
+    profile: str = ""
+    model: str = ""
+    band: str = ""
+    active: bool = False
+    sort: str = DEFAULT_SORT
+    page: int = 1
+
+    @property
+    def is_filtered(self) -> bool:
+        """Any filter narrows the list (the sort and page do not)."""
+        return bool(self.q or self.profile or self.model or self.band or self.active)
+
+
+@dataclass
+class SessionsPage:
+    """A page of the sessions list as read: the sessions with every policy they are judged by
+    (`console.presenters.sessions` makes the rows)."""
+
+    sessions: list[AgentSession]
+    policies: Policies
+    page: Page[AgentSession]
+    profiles: list[str]
+    models: list[str]
+    filters: SessionFilters
+    version: str = ""  # what the rows show and how many there are (`sessions_version`)
+
+
+def _band_filter(band: str, profiles: list[AgentProfile], policies: Policies) -> Q:
+    """The SQL condition for a pressure band; each profile has its own thresholds."""
+    if band in ("unknown", "over"):
+        return band_ranges(None, None)[band]  # the same for every profile
+    condition = Q(pk__in=[])
+    for profile in profiles:
+        policy = policies.of(profile.pk)
+        ranges = band_ranges(policy.prune_threshold, policy.summarize_threshold)
+        condition |= Q(profile_id=profile.pk) & ranges[band]
+    return condition
+
+
+def matching_sessions(
+    filters: SessionFilters, profiles: list[AgentProfile], policies: Policies
+) -> QuerySet[AgentSession]:
+    """The sessions the filters select, unordered and unannotated (what the list counts)."""
+    sessions = AgentSession.objects.all()
+    if filters.q:
+        sessions = sessions.filter(external_id__icontains=filters.q)
+    if filters.profile:
+        sessions = sessions.filter(profile__name=filters.profile)
+    if filters.model:
+        sessions = sessions.filter(model=filters.model)
+    if filters.band in BANDS:
+        sessions = sessions.filter(_band_filter(filters.band, profiles, policies))
+    if filters.active:
+        sessions = sessions.filter(last_seen_at__gte=timezone.now() - ACTIVE_WINDOW)
+    return sessions
+
+
+def filtered_sessions(
+    filters: SessionFilters, profiles: list[AgentProfile], policies: Policies
+) -> QuerySet[AgentSession]:
+    """`matching_sessions` in the list's order, with what its rows and sorts need."""
+    sessions = (
+        matching_sessions(filters, profiles, policies)
+        .select_related("profile")
+        .annotate(
+            overall_hit=Cast("cache_read_tokens", FloatField())
+            / NullIf(Cast("cache_denominator_tokens", FloatField()), 0.0)
+        )
+    )
+    if filters.sort.lstrip("-") == "pressure":
+        sessions = sessions.annotate(band_rank=band_rank(profiles, policies))
+    return sessions.order_by(*_ordering(filters.sort))
+
+
+def _ordering(sort: str) -> list[OrderBy | str]:
+    descending = sort.startswith("-")
+    key = sort.lstrip("-")
+    expression = SORTS.get(key, SORTS["last_seen"])
+    if key not in SORTS:
+        descending = True
+    ordered = expression.desc(nulls_last=True) if descending else expression.asc(nulls_last=True)
+    if key == "pressure":
+        # the band (per profile thresholds) first, then the figure within the band
+        band = F("band_rank").desc() if descending else F("band_rank").asc()
+        return [band, ordered, "-pk"]
+    return [ordered, "-pk"]
+
+
+SESSIONS_COUNT_CAP: Final = 2_000
+
+
+class CappedPaginator(Paginator):  # type: ignore[type-arg]
+    """A paginator that counts no further than `cap` rows.
+
+    Counting a list is a scan of every row it holds; at 100,000 sessions that one statement
+    cost more than the rest of the page, on every load and every poll. Past the cap the list
+    says "2,000+" and pages up to the cap; filters, search and sorting reach the rest.
+    `matching` is the same rows without order, join or annotations: how many there are (up to
+    the cap) does not depend on the order, so PostgreSQL stops a plain scan after `cap` + 1 rows
+    instead of walking the sort index and the table beside it.
+    """
+
+    def __init__(
+        self,
+        object_list: QuerySet[AgentSession],
+        per_page: int,
+        *,
+        cap: int,
+        matching: QuerySet[AgentSession] | None = None,
+    ) -> None:
+        super().__init__(object_list, per_page, allow_empty_first_page=True)
+        self.sessions = object_list
+        self.matching = object_list if matching is None else matching
+        self.cap = cap
+        self._probe: int | None = None
+
+    @property
+    def probe(self) -> int:
+        """The rows counted: at most `cap` + 1 (one more tells that the cap was passed)."""
+        if self._probe is None:
+            self._probe = self.matching.order_by()[: self.cap + 1].count()
+        return self._probe
+
+    def counted_page(self, number: int) -> Page[AgentSession]:
+        """`get_page(number)` in one statement where it can: the page's rows carry the capped
+        count as an uncorrelated subquery (run once), so counting costs no round trip of its own
+        (every statement of a page is a wait for PostgreSQL; P5). A number past the cap, or an
+        empty page after the first, falls back to counting first, as `get_page` does."""
+        first = (number - 1) * self.per_page
+        if number < 1 or first >= self.cap:
+            return self.get_page(number)
+        sql, params = self.matching.order_by().values("pk")[: self.cap + 1].query.sql_with_params()
+        counted = self.sessions.annotate(
+            capped_count=RawSQL(f"SELECT COUNT(*) FROM ({sql}) capped", params, IntegerField())
+        )
+        rows = list(counted[first : first + self.per_page])
+        if not rows and number > 1:
+            return self.get_page(number)
+        self._probe = rows[0].capped_count if rows else 0
+        # as `page` does: the last page ends at the (capped) count
+        return Page(rows[: self.count - first], self.validate_number(number), self)
+
+    @cached_property
+    def count(self) -> int:
+        return min(self.probe, self.cap)
+
+    @property
+    def capped(self) -> bool:
+        return self.probe > self.cap
+
+
+def sessions_page(filters: SessionFilters) -> SessionsPage:
+    """A page of the sessions list with the policies its rows are judged by. Four queries, none
+    of which reads every session (the count stops at `SESSIONS_COUNT_CAP`)."""
+    profiles = list(AgentProfile.objects.order_by("name"))
+    policies = load_policies()
+    paginator = CappedPaginator(
+        filtered_sessions(filters, profiles, policies),
+        SESSIONS_PER_PAGE,
+        cap=SESSIONS_COUNT_CAP,
+        matching=matching_sessions(filters, profiles, policies),
+    )
+    page = paginator.counted_page(filters.page)
+    sessions = list(page.object_list)
+    version = digest(
+        repr([_row_state(session) for session in sessions]),
+        f"{paginator.probe}",
+        policies.version,
+    )
+    return SessionsPage(
+        sessions,
+        policies,
+        page,
+        [p.name for p in profiles],
+        session_models(),
+        filters,
+        version,
+    )
+
+
+def _row_state(session: AgentSession) -> tuple[object, ...]:
+    """What a row of the list shows, for the list's version."""
+    return (
+        session.pk,
+        session.last_seen_at,
+        session.pressure,
+        session.surface_version,
+        session.calls_count,
+        session.turns_count,
+        session.model,
+        session.cost_usd,
+        session.relief_requested_at,
+    )
+
+
+# A loose index scan: each step asks the (model) index for the next model after the last one,
+# so listing the few distinct models costs a handful of index probes, not a scan of every
+# session. Raw SQL because the ORM cannot write a recursive CTE; it runs on PostgreSQL and SQLite.
+_MODELS_SQL = """
+WITH RECURSIVE models(model) AS (
+    SELECT MIN(model) FROM telemetry_agentsession WHERE model > ''
+    UNION ALL
+    SELECT (SELECT MIN(s.model) FROM telemetry_agentsession s WHERE s.model > models.model)
+    FROM models WHERE models.model IS NOT NULL
+)
+SELECT model FROM models WHERE model IS NOT NULL
+"""
+
+
+def session_models() -> list[str]:
+    """Every model some session reports, sorted. One query, index probes only."""
+    with connection.cursor() as cursor:
+        cursor.execute(_MODELS_SQL)
+        return [row[0] for row in cursor.fetchall()]
+
+
+def sessions_version(listing: SessionsPage, query_string: str) -> str:
+    """A key that changes when anything the list shows may have changed: its rows, how many
+    there are (up to the cap), the policies, and the query. No query of its own."""
+    return digest(listing.version, query_string)
+
+
+def digest(*parts: str) -> str:
+    """A short key of `parts` (the version the pollers send back as If-None-Match)."""
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
