@@ -102,16 +102,6 @@ def execute_all(
         return _run(conn, state, dumped, begin=begin, commit=commit)
 
 
-def rollback(conn: psycopg.Connection[Any]) -> None:
-    """Roll back `conn`'s open transaction behind its owner's back: the next statement of
-    `execute` starts a new one. For a caller whose transaction so far holds only statements it
-    has just sent and means to send again otherwise (`telemetry.ingest.pipeline`'s guess of a
-    session id that proved wrong)."""
-    with conn.lock:
-        result = conn.pgconn.exec_(b"ROLLBACK")
-    _check(conn.pgconn, result)
-
-
 def rows(conn: psycopg.Connection[Any], result: pq.abc.PGresult) -> list[tuple[Any, ...]]:
     """The rows of `execute`'s result as tuples, each value loaded as a psycopg cursor would."""
     if result.status != pq.ExecStatus.TUPLES_OK or not result.ntuples:
