@@ -18,6 +18,16 @@ prepare nothing). Should a statement be missing all the same (a `DISCARD ALL` se
 else, a pooler that changed server connections), `execute` forgets every name of that
 connection; when the statement was the first of its transaction it rolls back, prepares it
 again and retries once, otherwise it raises and the next call prepares afresh.
+
+**An exception to psycopg's public API, pinned and tested.** Pipelined prepared statements
+with the BEGIN and COMMIT in the same round trip are not reachable through `Connection.
+pipeline()` and `Cursor.execute(prepare=True)` at the same driver cost (the cursor's
+per-statement work is what this module saves, docs/performance.md P2), so it drives libpq
+through psycopg's `pq` objects and uses the names in `BELOW_PUBLIC_API`, which psycopg does not
+document as stable. psycopg is pinned to one version in both locks;
+tests/unit/telemetry/test_pg_prepared_pin.py fails when the installed psycopg is another or a
+name is gone, and tests/db/test_pg_prepared.py holds this module's answers, errors and
+transactions to a cursor's. Upgrading psycopg means running both.
 """
 
 from __future__ import annotations
@@ -34,6 +44,16 @@ from psycopg.adapt import PyFormat, Transformer
 from psycopg.generators import execute as _execute
 from psycopg.generators import fetch_many as _fetch_many
 from psycopg.generators import send as _send
+
+# psycopg's names below its public API that this module uses (see the module's note).
+BELOW_PUBLIC_API = (
+    "psycopg.generators.execute",
+    "psycopg.generators.fetch_many",
+    "psycopg.generators.send",
+    "psycopg.adapt.Transformer",
+    "psycopg.Connection._get_tx_start_command",
+    "psycopg.pq.PGconn._encoding",
+)
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
 _KEPT = 100
