@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from decimal import Decimal
-from typing import Any, Final
+from typing import Final
 
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -25,9 +25,6 @@ from context_core import next_call_crosses
 from telemetry.ingest.statements import Statement
 from telemetry.ingest.upserts import (
     lock_keys,
-    lock_keys_statement,
-    lock_pk_statement,
-    locked_rows,
     update_rows,
     update_statement,
 )
@@ -120,28 +117,6 @@ def lock_sessions(profile: AgentProfile, external_ids: set[str]) -> dict[str, Ag
     for row in rows:
         row.profile = profile  # the caller's instance: the payload reads it without a query
         found[row.external_id] = row
-    return found
-
-
-def lock_statement(profile: AgentProfile, external_id: str) -> tuple[str, list[Any]]:
-    """`lock_sessions`' statement for one session, not yet run (PostgreSQL: `statements.run_all`;
-    `locked_sessions` reads its rows)."""
-    return lock_keys_statement(AgentSession, [(profile.pk, external_id)], _SESSION_KEY)
-
-
-def lock_id_statement(session_id: int) -> tuple[str, list[Any]]:
-    """The lock of a session known by its id, not yet run (PostgreSQL: `statements.run_all`;
-    `locked_sessions` reads its rows, none when no such session exists): for a session known to
-    exist, what `lock_statement` locks, without a new row version."""
-    return lock_pk_statement(AgentSession, session_id, _SESSION_KEY)
-
-
-def locked_sessions(profile: AgentProfile, rows: list[tuple[Any, ...]]) -> dict[str, AgentSession]:
-    """`lock_sessions`' answer from the rows of `lock_statement`."""
-    found = {}
-    for session in locked_rows(AgentSession, len(rows), _SESSION_KEY, rows):
-        session.profile = profile
-        found[session.external_id] = session
     return found
 
 

@@ -1,7 +1,9 @@
 """Ingest: the one write path of usage records, and the raw SQL it stores them with.
 
 - `pipeline`        the entry points (`ingest_records`, `store_records`): orchestration only
-- `known_sessions`  a single record in one statement, for a session this process wrote last
+- `writers`         the three writers (`portable`, `pg_batch`, `pg_single`) and `choose`
+- `known_sessions`  the remembered sessions: a single record in one statement for a session
+                    this process wrote last (`writers.pg_single`)
 - `statements`      how ingest's statements run on PostgreSQL (prepared, pipelined, together)
 - `pg_prepared`     the libpq-level runner of those prepared statements
 - `values`          values on their way into a statement, rows back into model instances

@@ -86,7 +86,7 @@ def insert_and_derive(
     call: int,
     request_id: str | None,
 ) -> tuple[list[tuple[Any, ...]], bool, dict[int, tuple[Any, dict[str, Any]]]]:
-    """One record's `stored_call_keys`, `insert_few` and `derive_turns` in one statement: the
+    """One record's `stored_call_keys`, a one-row INSERT and `derive_turns` in one statement: the
     stored calls of its turn and under its request id; its `row` inserted unless one of them
     holds its position (`turn`, `call`) or its `request_id` (exactly when `StoredKeys.decide`
     finds it new); and, when it went in, its turn re-derived from the turn's stored calls and

@@ -31,7 +31,10 @@ that detour, never a wrong row, since the version check runs under the row's loc
 
 PostgreSQL only, with `DB_PIPELINE` and `DB_PREPARED_STATEMENTS`; a record carrying provider
 events, or whose projection would read the transcript log, takes the usual path.
-tests/db/test_known_sessions.py holds both paths to the same stored rows and answers.
+This is the ingest's one store of remembered sessions (one bound: `_KNOWN`; one invalidation
+rule: the row's version). tests/db/test_known_sessions.py holds the one-trip and two-trip
+writes to the same stored rows and answers, tests/db/test_writers_equal.py both to the
+portable writer's.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """New rows in one statement: COPY on PostgreSQL (`copy_rows` of tuples, `insert_rows` of
-instances), a few rows as one prepared `INSERT … VALUES` (`insert_few`), the ORM's bulk insert
-elsewhere.
+instances), the ORM's bulk insert elsewhere; `insert_parts`, the INSERT a single record's
+statements build on (`call_keys`, `known_sessions`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.db import connection, models
 from django.utils import timezone
 from psycopg import pq
 
-from telemetry.ingest.statements import PREPARED_ROWS, log_statement, run, vendor
+from telemetry.ingest.statements import log_statement, vendor
 from telemetry.ingest.values import json_text
 
 
@@ -146,26 +146,6 @@ def _copy_types(model: type[models.Model]) -> tuple[str, list[str]]:
     return _copy_sql(model)[0], types
 
 
-def insert_few(model: type[models.Model], rows: Sequence[Sequence[Any]]) -> None:
-    """`copy_rows` for a few rows (`statements.few`): one prepared `INSERT … VALUES`, typed
-    per column.
-
-    A COPY costs a round trip to start it and one to end it, and the server waits on the
-    client in between: for a single record that was the largest wait of docs/performance.md P2
-    (`Client:ClientRead` on the COPY) and more CPU on each side than the INSERT.
-    """
-    if not rows:
-        return
-    run(_insert_sql(model, len(rows)), [value for row in rows for value in row])
-
-
-@functools.lru_cache(maxsize=PREPARED_ROWS)
-def _insert_sql(model: type[models.Model], count: int) -> str:
-    into, values = insert_parts(model)
-    return f"{into} VALUES {', '.join([f'({values})'] * count)}"
-
-
-@functools.cache
 def insert_parts(model: type[models.Model]) -> tuple[str, str]:
     """`INSERT INTO <table> (<every column but the key>)` and one row's placeholders, each cast
     to its column's type (COPY took the JSON columns' text as jsonb; the cast does the same)."""

@@ -18,6 +18,16 @@ prepare nothing). Should a statement be missing all the same (a `DISCARD ALL` se
 else, a pooler that changed server connections), `execute` forgets every name of that
 connection; when the statement was the first of its transaction it rolls back, prepares it
 again and retries once, otherwise it raises and the next call prepares afresh.
+
+**An exception to psycopg's public API, pinned and tested.** Pipelined prepared statements
+with the BEGIN and COMMIT in the same round trip are not reachable through `Connection.
+pipeline()` and `Cursor.execute(prepare=True)` at the same driver cost (the cursor's
+per-statement work is what this module saves, docs/performance.md P2), so it drives libpq
+through psycopg's `pq` objects and uses the names in `BELOW_PUBLIC_API`, which psycopg does not
+document as stable. psycopg is pinned to one version in both locks;
+tests/unit/telemetry/test_pg_prepared_pin.py fails when the installed psycopg is another or a
+name is gone, and tests/db/test_pg_prepared.py holds this module's answers, errors and
+transactions to a cursor's. Upgrading psycopg means running both.
 """
 
 from __future__ import annotations
@@ -34,6 +44,16 @@ from psycopg.adapt import PyFormat, Transformer
 from psycopg.generators import execute as _execute
 from psycopg.generators import fetch_many as _fetch_many
 from psycopg.generators import send as _send
+
+# psycopg's names below its public API that this module uses (see the module's note).
+BELOW_PUBLIC_API = (
+    "psycopg.generators.execute",
+    "psycopg.generators.fetch_many",
+    "psycopg.generators.send",
+    "psycopg.adapt.Transformer",
+    "psycopg.Connection._get_tx_start_command",
+    "psycopg.pq.PGconn._encoding",
+)
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
 _KEPT = 100
@@ -100,16 +120,6 @@ def execute_all(
         # The statement was its transaction's first: nothing else is lost by starting over.
         conn.pgconn.exec_(b"ROLLBACK")
         return _run(conn, state, dumped, begin=begin, commit=commit)
-
-
-def rollback(conn: psycopg.Connection[Any]) -> None:
-    """Roll back `conn`'s open transaction behind its owner's back: the next statement of
-    `execute` starts a new one. For a caller whose transaction so far holds only statements it
-    has just sent and means to send again otherwise (`telemetry.ingest.pipeline`'s guess of a
-    session id that proved wrong)."""
-    with conn.lock:
-        result = conn.pgconn.exec_(b"ROLLBACK")
-    _check(conn.pgconn, result)
 
 
 def rows(conn: psycopg.Connection[Any], result: pq.abc.PGresult) -> list[tuple[Any, ...]]:

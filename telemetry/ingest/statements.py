@@ -113,42 +113,6 @@ def run(
     return rows
 
 
-def run_all(statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]] | None:
-    """Several prepared statements in one round trip, in order, each on its own snapshot (taken
-    once the one before it has finished); their rows. None, running nothing, where that cannot
-    be done (not PostgreSQL, `DB_PIPELINE` or `DB_PREPARED_STATEMENTS` off, a text `numbered`
-    cannot take): the caller runs them one by one."""
-    db = connections[DEFAULT_DB_ALIAS]
-    if db.vendor != "postgresql" or not (settings.DB_PIPELINE and settings.DB_PREPARED_STATEMENTS):
-        return None
-    texts = [numbered(sql) if len(params) <= _MAX_BOUND else None for sql, params in statements]
-    db.ensure_connection()
-    raw = db.connection
-    numbered_texts = [text for text in texts if text is not None]
-    if len(numbered_texts) < len(texts) or raw.prepare_threshold not in (None, _NEVER):
-        return None
-    db.validate_no_broken_transaction()
-    started = time.monotonic()
-    with db.wrap_database_errors:
-        results = pg_prepared.execute_all(
-            raw,
-            [(text, params) for text, (_, params) in zip(numbered_texts, statements, strict=True)],
-        )
-        out = [pg_prepared.rows(raw, result) for result in results]
-    for sql, _ in statements:
-        log_statement(sql, started, db)
-    return out
-
-
-def restart_transaction() -> None:
-    """Roll back the open transaction of the default connection at the driver, under Django's
-    `atomic` block, which goes on: the next statement of `run` starts a new transaction. Only
-    for a caller whose transaction so far holds nothing but statements it is about to send
-    again (`telemetry.ingest.pipeline`'s pipelined single record, when its guess of the
-    session id was wrong)."""
-    pg_prepared.rollback(connections[DEFAULT_DB_ALIAS].connection)
-
-
 _PLACEHOLDER = re.compile(r"%(.)", re.DOTALL)
 
 

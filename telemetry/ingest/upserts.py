@@ -166,30 +166,6 @@ def lock_keys_statement(
     return sql, params
 
 
-def lock_pk_statement(
-    model: type[models.Model], pk: Any, unique: tuple[str, ...]
-) -> tuple[str, list[Any]]:
-    """The row `pk` of `model`, locked `FOR UPDATE` until the end of the transaction, with the
-    columns of `lock_keys_statement` for one key (`locked_rows(model, 1, unique, rows)` reads
-    it; no row when there is none). For a row the caller knows exists: the lock excludes every
-    writer the upsert's no-op update excludes, without the upsert's new row version (a single
-    record's lock, docs/performance.md P2). PostgreSQL."""
-    return _lock_pk_sql(model, unique), [pk]
-
-
-@functools.cache
-def _lock_pk_sql(model: type[models.Model], unique: tuple[str, ...]) -> str:
-    meta = model._meta
-    assert meta.pk is not None
-    quote = connection.ops.quote_name
-    returned = _upsert_locked_sql(model, unique, 1)[1]
-    return (
-        f"SELECT {quote(meta.pk.column)}, {', '.join(quote(f.column) for f in returned)} "
-        f"FROM {quote(meta.db_table)} WHERE {quote(meta.pk.column)} = "
-        f"%s::{meta.pk.db_type(connection)} FOR UPDATE"
-    )
-
-
 def locked_rows(
     model: type[models.Model], count: int, unique: tuple[str, ...], rows: list[tuple[Any, ...]]
 ) -> list[Any]:

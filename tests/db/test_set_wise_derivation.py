@@ -157,8 +157,8 @@ def test_a_batch_counts_each_write_statement_once(make_agent):
 
 @pytest.mark.parametrize("seed", range(2))
 def test_calls_stored_one_by_one_equal_the_same_calls_copied_in_a_batch(make_agent, seed):
-    """A few rows go in as one prepared INSERT (`new_rows.insert_few`), a batch by COPY: the
-    same records give the same call, turn and session rows either way."""
+    """One record goes in by the single writer's statement (`call_keys.insert_and_derive`), a
+    batch by COPY: the same records give the same call, turn and session rows either way."""
     rng = random.Random(seed)
     one_by_one, batched = make_agent("solo-a").key.profile, make_agent("solo-b").key.profile
     positions = [(f"s{s}", t, c) for s in range(2) for t in range(4) for c in range(3)]
