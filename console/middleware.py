@@ -99,8 +99,12 @@ def _read_chunked(request: HttpRequest, limit: int) -> HttpResponse | None:
     except TimeoutError:
         # console.gunicorn_conf bounds every read of the socket: the client stalled mid-body
         return _unprocessable("body", "was not received in time", status=408)
-    except OSError as exc:  # the client closed before the last chunk
-        return _unprocessable("body", f"ended before its last chunk ({exc or 'no more data'})", 400)
+    except Exception as exc:  # noqa: BLE001 - whatever the server's chunk reader raises
+        # gunicorn's own parse errors (a chunk size that is not hex, a missing CRLF, the client
+        # gone before the last chunk) subclass no common standard exception: all are the
+        # client's framing, a 400, never a 500
+        name = type(exc).__name__
+        return _unprocessable("body", f"its chunked framing could not be read ({name})", 400)
     if size > limit:
         return _over_limit("sent chunked, it is", limit)
     body = b"".join(pieces)

@@ -111,6 +111,18 @@ def assert_export_accepted(status: int, answer: bytes) -> None:
     assert parsed.partial_success.rejected_log_records == 0, parsed
 
 
+def _answer(sock: socket.socket) -> bytes:
+    """An answer's head and its JSON body (gunicorn may write them apart)."""
+    sock.settimeout(15)
+    answer = b""
+    while b"}" not in answer:
+        piece = sock.recv(4096)
+        if not piece:
+            break
+        answer += piece
+    return answer
+
+
 # --- through gunicorn with the project's config --------------------------------------------------
 
 
@@ -182,11 +194,25 @@ def test_a_stalled_chunked_body_answers_408_through_gunicorn(server, make_agent)
             b"Content-Type: application/x-protobuf\r\nTransfer-Encoding: chunked\r\n\r\n"
             b"5\r\nhello\r\n"  # one chunk, then nothing
         )
-        sock.settimeout(15)
-        answer = sock.recv(4096)
+        answer = _answer(sock)
     assert answer.startswith(b"HTTP/1.1 408 "), answer
     assert b'{"detail": "body: was not received in time", "field": "body"}' in answer
     assert not LLMCall.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_broken_chunk_framing_is_a_400_not_a_500_through_gunicorn(server, make_agent):
+    agent = make_agent()
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(
+            b"POST /api/v1/telemetry HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Authorization: Bearer " + agent.plaintext.encode() + b"\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"2\r\n{}\r\nzz\r\n"  # a chunk size that is not hexadecimal
+        )
+        answer = _answer(sock)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer
+    assert b"chunked framing could not be read (InvalidChunkSize)" in answer
 
 
 # --- in the process: the same rules through the test client -------------------------------------
