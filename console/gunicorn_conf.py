@@ -2,6 +2,8 @@
 
 - gthread workers (keep-alive agents, a thread runs while another waits on PostgreSQL), two
   per core; command-line flags still override these.
+- Chunked request bodies (OpenTelemetry JS exporters send no Content-Length) are decoded by
+  gunicorn; `console.middleware.body_limit` reads them to their end within the route's limit.
 - A stalled request body cannot hold a thread: every read of the request (headers and body)
   times out after `CONSOLE_BODY_TIMEOUT_SECONDS` (default 10) without a byte, and the API
   answers 408. A client that is slow but sending keeps its request.
@@ -21,8 +23,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import signal
 import socket
 from typing import Any
 
@@ -66,9 +70,40 @@ def pre_request(worker: Any, req: Any) -> None:
         sock.settimeout(body_timeout)
 
 
+def _loopback_only(addresses: list[Any]) -> bool:
+    """Whether every address gunicorn binds is on this machine only (`make run`'s default)."""
+    for address in addresses:
+        if not isinstance(address, tuple):
+            return False  # a unix socket or a file descriptor: whoever can reach it, can
+        host = str(address[0])
+        if host != "localhost":
+            try:
+                if not ipaddress.ip_address(host).is_loopback:
+                    return False
+            except ValueError:
+                return False
+    return True
+
+
+def post_worker_init(worker: Any) -> None:
+    """A worker stops when its master tells it, not on a terminal's Ctrl-C.
+
+    Ctrl-C signals the whole process group (`make run`): the worker would get SIGINT from the
+    terminal and SIGQUIT from its master at once, and gthread's quit handler is not reentrant
+    (it shuts the thread pool down inside the handler): a worker could hang there for good,
+    holding the port. The master's SIGQUIT or SIGTERM still stops it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def when_ready(server: Any) -> None:
-    """Say loudly at start when production serves /metrics to anyone."""
-    if not _flag("DJANGO_DEBUG") and not os.environ.get("METRICS_TOKEN"):
+    """Say loudly at start when production serves /metrics to anyone (not for a loopback bind,
+    which only this machine reaches)."""
+    if (
+        not _flag("DJANGO_DEBUG")
+        and not os.environ.get("METRICS_TOKEN")
+        and not _loopback_only(list(server.cfg.address))
+    ):
         server.log.warning(
             "METRICS_TOKEN is not set: /metrics answers anyone who can reach it "
             "(manage.py check --deploy reports console.W001)"

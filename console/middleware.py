@@ -1,8 +1,10 @@
 """Request guards that answer JSON before any view: URL length (414), body limits (413),
-unreadable input (411, 422), an unavailable or full database (503)."""
+chunked bodies read to their end (408 when stalled), unreadable input (411, 422), an
+unavailable or full database (503)."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import sys
@@ -49,26 +51,91 @@ def _limit_for(path: str) -> int:
     return int(settings.MAX_REQUEST_BYTES)
 
 
+def _unprocessable(field: str, message: str, status: int = 422) -> JsonResponse:
+    return JsonResponse({"detail": f"{field}: {message}", "field": field}, status=status)
+
+
+def _over_limit(what: str, limit: int) -> JsonResponse:
+    return JsonResponse(
+        {
+            "detail": f"body: {what} over this endpoint's limit of {limit} bytes",
+            "field": "body",
+            "limit_bytes": limit,
+        },
+        status=413,
+    )
+
+
+_CHUNK_READ = 64 * 1024
+
+
+def _read_chunked(request: HttpRequest, limit: int) -> HttpResponse | None:
+    """Read a chunked body to its end, at most `limit` + 1 bytes, and hand it on as if it had come
+    with a Content-Length; or the answer that refuses it.
+
+    Only a server that decodes the chunk framing itself says so (`wsgi.input_terminated`:
+    gunicorn, so `make run` and production): there `wsgi.input` ends where the body ends.
+    Django reads a body by its Content-Length alone, so without this it would see an empty one.
+    A server that passes the raw framing on (`manage.py runserver`) cannot be read here: 411.
+    """
+    environ = getattr(request, "environ", {})  # a WSGIRequest's; the test client's too
+    if not environ.get("wsgi.input_terminated"):
+        return _unprocessable(
+            "body",
+            "send a Content-Length: this server does not decode chunked request bodies "
+            "(gunicorn, as `make run` and production serve, does)",
+            status=411,
+        )
+    stream = environ["wsgi.input"]
+    pieces: list[bytes] = []
+    size = 0
+    try:
+        while size <= limit:
+            piece = stream.read(min(_CHUNK_READ, limit + 1 - size))
+            if not piece:
+                break
+            pieces.append(piece)
+            size += len(piece)
+    except TimeoutError:
+        # console.gunicorn_conf bounds every read of the socket: the client stalled mid-body
+        return _unprocessable("body", "was not received in time", status=408)
+    except Exception as exc:  # noqa: BLE001 - whatever the server's chunk reader raises
+        # gunicorn's own parse errors (a chunk size that is not hex, a missing CRLF, the client
+        # gone before the last chunk) subclass no common standard exception: all are the
+        # client's framing, a 400, never a 500
+        name = type(exc).__name__
+        return _unprocessable("body", f"its chunked framing could not be read ({name})", 400)
+    if size > limit:
+        return _over_limit("sent chunked, it is", limit)
+    body = b"".join(pieces)
+    del pieces
+    request.META["CONTENT_LENGTH"] = str(len(body))
+    request._stream = io.BytesIO(body)  # what `request.body` reads; nothing has read it yet
+    return None
+
+
 def body_limit(
     get_response: Callable[[HttpRequest], HttpResponse],
 ) -> Callable[[HttpRequest], HttpResponse]:
+    """413 for a body over its route's limit (`TELEMETRY_MAX_REQUEST_BYTES` for telemetry and
+    OTLP, `CONSOLE_MAX_REQUEST_BYTES` elsewhere): a declared Content-Length before anything is
+    read; a chunked body (no Content-Length, as OpenTelemetry JS exporters send) as soon as
+    more than the limit has arrived. A chunked body within it is read here (`_read_chunked`)."""
+
     def middleware(request: HttpRequest) -> HttpResponse:
+        limit = _limit_for(request.path)
+        declared = request.META.get("CONTENT_LENGTH")
+        if not declared and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            refused = _read_chunked(request, limit)
+            return refused if refused is not None else get_response(request)
         try:
-            length = int(request.META.get("CONTENT_LENGTH") or 0)
+            length = int(declared or 0)
         except ValueError:
             return JsonResponse(
                 {"detail": "Content-Length: not an integer", "field": "body"}, status=400
             )
-        limit = _limit_for(request.path)
         if length > limit:
-            return JsonResponse(
-                {
-                    "detail": f"body: {length} bytes is over this endpoint's limit of {limit} bytes",
-                    "field": "body",
-                    "limit_bytes": limit,
-                },
-                status=413,
-            )
+            return _over_limit(f"{length} bytes is", limit)
         return get_response(request)
 
     return middleware
@@ -79,17 +146,12 @@ def body_limit(
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
-def _unprocessable(field: str, message: str, status: int = 422) -> JsonResponse:
-    return JsonResponse({"detail": f"{field}: {message}", "field": field}, status=status)
-
-
 def request_guard(
     get_response: Callable[[HttpRequest], HttpResponse],
 ) -> Callable[[HttpRequest], HttpResponse]:
     """Refuse, before any view runs, what no view can keep (see `telemetry.safejson`).
 
-    Every request: a body sent chunked without Content-Length answers 411 (Django would read it
-    as empty). API requests: NUL in the path or a query parameter answers 422 naming it
+    API requests (a chunked body arrives here already read, with its length: `body_limit`): NUL in the path or a query parameter answers 422 naming it
     (PostgreSQL cannot compare such text); a JSON body that parses but breaks the rule (a lone
     surrogate, NaN/Infinity, nesting deeper than `MAX_DEPTH`, an unreadable integer) answers
     422 naming the field, so nothing of it is stored. Telemetry records are judged one by one
@@ -99,14 +161,6 @@ def request_guard(
     """
 
     def middleware(request: HttpRequest) -> HttpResponse:
-        if (
-            request.method in _BODY_METHODS
-            and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
-            and not request.META.get("CONTENT_LENGTH")
-        ):
-            return _unprocessable(
-                "body", "send a Content-Length (chunked request bodies are not read)", status=411
-            )
         if not request.path.startswith("/api/"):
             return get_response(request)
         if "\x00" in request.path:

@@ -35,7 +35,7 @@ _WITH_PATH = {"404": "no such object (or session) for this key's profile"}
 _WITH_BODY = {
     "400": "the body is not UTF-8 or not JSON",
     "408": "the body was not received in time",
-    "411": "a chunked body without Content-Length",
+    "411": "a chunked body on a server that cannot decode it (gunicorn and `make run` do)",
     "413": "the body is over this endpoint's limit",
 }
 

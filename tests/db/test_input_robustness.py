@@ -222,7 +222,9 @@ def test_a_session_id_with_a_slash_is_refused_by_telemetry(agent):
 # --- item 14: chunked bodies -------------------------------------------------------------------
 
 
-def test_a_chunked_body_without_content_length_is_411_not_read_as_empty(agent):
+def test_a_chunked_body_a_server_does_not_decode_is_411_not_read_as_empty(agent):
+    """`manage.py runserver` passes the chunk framing on (no `wsgi.input_terminated`): nothing
+    can read the body there. gunicorn decodes it: `tests/db/test_chunked_bodies.py`."""
     response = Client().generic(
         "POST",
         "/api/v1/telemetry",
@@ -232,6 +234,7 @@ def test_a_chunked_body_without_content_length_is_411_not_read_as_empty(agent):
     )
     assert response.status_code == 411, response.content
     assert "Content-Length" in response.json()["detail"]
+    assert "does not decode chunked" in response.json()["detail"]
 
 
 # --- item 13: the OpenAPI document says what the API answers -----------------------------------

@@ -1,9 +1,11 @@
 """What `make run` starts (`manage.py runconsole` with DEBUG off and CONSOLE_LOCAL_HTTP=true):
-static files hashed, gzipped and cached for a year (defect 11), and a console output that ends
-with the URL and the admin login and reads Ctrl-C as a stop, not a crash (defect 18)."""
+static files hashed, gzipped and cached for a year (defect 11), a console output that ends
+with the URL and the admin login and reads Ctrl-C as a stop, not a crash (defect 18), and a
+server that stores a chunked OTLP export as Claude Code sends it (no Content-Length)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -11,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,8 @@ import pytest
 from django.core.management import call_command
 from django.templatetags.static import static
 from django.test import Client
+
+from tests.db.test_chunked_bodies import assert_export_accepted, send_claude_code_export
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +54,31 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _stores_a_chunked_claude_code_export(port: int, env: dict[str, str]) -> None:
+    """An OpenTelemetry JS-style export (gzipped protobuf, chunked, no Content-Length) is
+    stored: the session's one turn shows the event's call."""
+    manage = [sys.executable, "manage.py"]
+    issued = subprocess.run(
+        [*manage, "create_agent_key", "--profile", "default"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    key = issued.stdout.strip().splitlines()[-1]
+    assert_export_accepted(*send_claude_code_export(port, key))
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/v1/sessions/cc-chunked",
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        (turn,) = json.load(response)["turns_series"]
+    assert (turn["calls"], turn["cache_read"]) == (1, 40000)
+
+
 def test_18_make_run_prints_the_login_last_and_ctrl_c_is_a_stop(tmp_path: Path) -> None:
+    """And between the two, what it serves stores a chunked OTLP export (one start for both)."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -88,7 +117,7 @@ def test_18_make_run_prints_the_login_last_and_ctrl_c_is_a_stop(tmp_path: Path) 
         banner = out[out.rindex("Console running at") :]
         assert f"http://127.0.0.1:{port}/" in banner
         assert "Admin login: username admin password a-test-admin-password" in banner
-        time.sleep(2)
+        _stores_a_chunked_claude_code_export(port, env)
         os.killpg(console.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         rest, _ = console.communicate(timeout=60)
     finally:

@@ -1,6 +1,7 @@
 """The README's API quick start, run as written (bash + curl) against a fresh `make run`-style
 console: its own SQLite database under a temporary CONSOLE_VAR_DIR, migrated and seeded as
-`runconsole` does, served by `manage.py runserver` with DEBUG off and CONSOLE_LOCAL_HTTP=true.
+`runconsole` does, served as `runconsole` serves it (gunicorn with the project's config, one
+worker) with DEBUG off and CONSOLE_LOCAL_HTTP=true.
 
 The only change to the text is the port (8000 may be taken). Every curl fails the script on an
 HTTP error (a `curl` function adds `--fail-with-body`), so a 422, 404 or 409 anywhere fails the
@@ -61,7 +62,20 @@ def test_the_readme_quick_start_runs_as_written_on_a_fresh_console(tmp_path: Pat
     run("shell", "-c", "from telemetry.seeding import ensure_defaults; ensure_defaults()")
     port = _free_port()
     server = subprocess.Popen(
-        [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"],
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "console.wsgi",
+            "--config",
+            "python:console.gunicorn_conf",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "1",
+            "--threads",
+            "8",
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

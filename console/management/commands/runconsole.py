@@ -1,7 +1,7 @@
 """`python manage.py runconsole`: what `make run` starts.
 
-Migrates, makes sure an admin login exists (printing it), starts the web server, one Celery
-worker and beat together, seeds demo data through the real HTTP API when the database holds no
+Migrates, makes sure an admin login exists (printing it), starts the web server (gunicorn with
+`console.gunicorn_conf`, one worker), one Celery worker and beat together, seeds demo data through the real HTTP API when the database holds no
 session yet, prints the URL, and stops all three on Ctrl-C. A second run reuses what exists.
 """
 
@@ -46,10 +46,28 @@ class Command(BaseCommand):
         host, port = options["host"], options["port"]
         url = f"http://{host}:{port}/"
         python = sys.executable
-        manage = str(Path(settings.BASE_DIR) / "manage.py")
         env = os.environ.copy()
         processes = {
-            "web": [python, manage, "runserver", f"{host}:{port}", "--noreload"],
+            # gunicorn with the production config, as in production: it decodes chunked bodies
+            # (Claude Code's OTLP exporter sends no Content-Length), which runserver cannot, and
+            # bounds every read of a request. One worker: the in-process rate-limit counts and a
+            # SQLite database see one process, as under runserver; no autoreload.
+            "web": [
+                python,
+                "-m",
+                "gunicorn",
+                "console.wsgi",
+                "--config",
+                "python:console.gunicorn_conf",
+                "--bind",
+                f"{host}:{port}",
+                "--workers",
+                "1",
+                "--threads",
+                "8",
+                "--access-logfile",
+                "-",
+            ],
             "worker": [
                 python,
                 "-m",
