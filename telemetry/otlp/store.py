@@ -7,6 +7,11 @@ already stored keeps its own, so a replayed export builds byte-identical records
 then go to `telemetry.ingest.pipeline.ingest_records` like any JSON API batch: the same validation,
 normalisation, pricing, idempotency and figures. Context events go to
 `telemetry.events.record_context_event`.
+
+One provider request reported by several sources is stored once (`telemetry.otlp.same_request`):
+of the reports that arrive together the richer goes in and the others count as duplicates, and
+a report of a request the session already holds is a duplicate too (a stored call is never
+rewritten), before any turn is numbered for it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from telemetry.events import record_context_event
 from telemetry.ingest.pipeline import ingest_records
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
+from telemetry.otlp.same_request import keep_richer
 from telemetry.session_state import discard_unused_sessions, lock_sessions
 
 CHUNK = 1_000  # records per store_records call (the JSON API's batch limit)
@@ -73,7 +79,9 @@ def store_mapped(
     if not mapped.calls and not mapped.events:
         return stored
     profile = key.profile
-    wanted = {c.session_id for c in mapped.calls} | {e.session_id for e in mapped.events}
+    calls, dropped = keep_richer(mapped.calls)
+    stored.duplicates += len(dropped)
+    wanted = {c.session_id for c in calls} | {e.session_id for e in mapped.events}
     with transaction.atomic():
         known = set(
             AgentSession.objects.filter(profile=profile, external_id__in=wanted).values_list(
@@ -81,8 +89,10 @@ def store_mapped(
             )
         )
         sessions = lock_sessions(profile, wanted)
-        turns = _number_turns(sessions, mapped.calls, mapped.events)
-        records, drafts = _records(sessions, turns, mapped.calls)
+        calls, held = _without_stored_requests(sessions, calls)
+        stored.duplicates += held
+        turns = _number_turns(sessions, calls, mapped.events)
+        records, drafts = _records(sessions, turns, calls)
         for start in range(0, len(records), CHUNK):
             # The key's policy and catalogue, remembered per process like the JSON API's.
             result = ingest_records(
@@ -111,6 +121,28 @@ def store_mapped(
             discard_unused_sessions(opened)
     stored.rejected.sort(key=lambda r: r.index)
     return stored
+
+
+def _without_stored_requests(
+    sessions: dict[str, AgentSession], calls: list[CallDraft]
+) -> tuple[list[CallDraft], int]:
+    """The drafts but those of a provider request their session already holds (reported before,
+    by this source or another), and how many those were: duplicates, whatever they carry."""
+    named = [c for c in calls if c.provider_request]
+    if not named:
+        return calls, 0
+    held = set(
+        LLMCall.objects.filter(
+            session_id__in={sessions[c.session_id].pk for c in named},
+            request_id__in={c.request_id for c in named},
+        ).values_list("session_id", "request_id")
+    )
+    kept = [
+        c
+        for c in calls
+        if not c.provider_request or (sessions[c.session_id].pk, c.request_id) not in held
+    ]
+    return kept, len(calls) - len(kept)
 
 
 def _number_turns(
@@ -216,6 +248,8 @@ def _records(
             "usage": draft.usage,
             "request_id": draft.request_id,
         }
+        if draft.window_tokens is not None:
+            record["window_tokens"] = draft.window_tokens
         if draft.at is not None:
             record["at"] = draft.at.isoformat()
         records.append(record)
