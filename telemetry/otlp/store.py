@@ -89,10 +89,12 @@ def store_mapped(
             )
         )
         sessions = lock_sessions(profile, wanted)
-        calls, held = _without_stored_requests(sessions, calls)
-        stored.duplicates += held
+        stored_at = _stored_positions(sessions, calls)
+        before = len(calls)
+        calls = _without_stored_requests(sessions, calls, stored_at)
+        stored.duplicates += before - len(calls)
         turns = _number_turns(sessions, calls, mapped.events)
-        records, drafts = _records(sessions, turns, calls)
+        records, drafts = _records(sessions, turns, calls, stored_at)
         for start in range(0, len(records), CHUNK):
             # The key's policy and catalogue, remembered per process like the JSON API's.
             result = ingest_records(
@@ -123,26 +125,31 @@ def store_mapped(
     return stored
 
 
-def _without_stored_requests(
+def _stored_positions(
     sessions: dict[str, AgentSession], calls: list[CallDraft]
-) -> tuple[list[CallDraft], int]:
+) -> dict[tuple[int, str], tuple[int, int]]:
+    """(session pk, request id) -> (turn, call) of the drafts' identities already stored."""
+    return {
+        (sid, rid or ""): (turn, call)
+        for sid, rid, turn, call in LLMCall.objects.filter(
+            session_id__in={sessions[c.session_id].pk for c in calls},
+            request_id__in={c.request_id for c in calls},
+        ).values_list("session_id", "request_id", "turn", "call")
+    }
+
+
+def _without_stored_requests(
+    sessions: dict[str, AgentSession],
+    calls: list[CallDraft],
+    stored_at: dict[tuple[int, str], tuple[int, int]],
+) -> list[CallDraft]:
     """The drafts but those of a provider request their session already holds (reported before,
-    by this source or another), and how many those were: duplicates, whatever they carry."""
-    named = [c for c in calls if c.provider_request]
-    if not named:
-        return calls, 0
-    held = set(
-        LLMCall.objects.filter(
-            session_id__in={sessions[c.session_id].pk for c in named},
-            request_id__in={c.request_id for c in named},
-        ).values_list("session_id", "request_id")
-    )
-    kept = [
+    by this source or another): duplicates, whatever they carry."""
+    return [
         c
         for c in calls
-        if not c.provider_request or (sessions[c.session_id].pk, c.request_id) not in held
+        if not c.provider_request or (sessions[c.session_id].pk, c.request_id) not in stored_at
     ]
-    return kept, len(calls) - len(kept)
 
 
 def _number_turns(
@@ -208,16 +215,12 @@ def _records(
     sessions: dict[str, AgentSession],
     turns: dict[tuple[int, str], int],
     calls: list[CallDraft],
+    stored_at: dict[tuple[int, str], tuple[int, int]],
 ) -> tuple[list[dict[str, Any]], list[CallDraft]]:
-    """JSON API records for the call drafts: stored calls keep their position; new ones take
-    the next free positions of their turn, in start-time order."""
+    """JSON API records for the call drafts: stored calls keep their position (`stored_at`,
+    `_stored_positions`); new ones take the next free positions of their turn, in start-time
+    order."""
     session_ids = {sessions[c.session_id].pk for c in calls}
-    stored_at: dict[tuple[int, str], tuple[int, int]] = {
-        (sid, rid or ""): (turn, call)
-        for sid, rid, turn, call in LLMCall.objects.filter(
-            session_id__in=session_ids, request_id__in={c.request_id for c in calls}
-        ).values_list("session_id", "request_id", "turn", "call")
-    }
     turn_numbers = {turns[(sessions[c.session_id].pk, c.turn_key)] for c in calls}
     next_call: dict[tuple[int, int], int] = {
         (row["session_id"], row["turn"]): row["top"] + 1
