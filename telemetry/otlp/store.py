@@ -10,8 +10,9 @@ normalisation, pricing, idempotency and figures. Context events go to
 
 One provider request reported by several sources is stored once (`telemetry.otlp.same_request`):
 of the reports that arrive together the richer goes in and the others count as duplicates, and
-a report of a request the session already holds is a duplicate too (a stored call is never
-rewritten), before any turn is numbered for it.
+a report of a request the session already holds is a duplicate too, before any turn is numbered
+for it: a stored call's figures are never rewritten; only the reporter's own cost, which no total
+holds, is filled in when the stored call lacks it.
 """
 
 from __future__ import annotations
@@ -90,9 +91,12 @@ def store_mapped(
         )
         sessions = lock_sessions(profile, wanted)
         stored_at = _stored_positions(sessions, calls)
-        before = len(calls)
-        calls = _without_stored_requests(sessions, calls, stored_at)
-        stored.duplicates += before - len(calls)
+        held = _held_requests(sessions, calls, stored_at)
+        if held:
+            skipped = {id(c) for c in held}
+            calls = [c for c in calls if id(c) not in skipped]
+            stored.duplicates += len(held)
+            _fill_in_reported_costs(sessions, held)
         turns = _number_turns(sessions, calls, mapped.events)
         records, drafts = _records(sessions, turns, calls, stored_at)
         for start in range(0, len(records), CHUNK):
@@ -138,18 +142,42 @@ def _stored_positions(
     }
 
 
-def _without_stored_requests(
+def _held_requests(
     sessions: dict[str, AgentSession],
     calls: list[CallDraft],
     stored_at: dict[tuple[int, str], tuple[int, int]],
 ) -> list[CallDraft]:
-    """The drafts but those of a provider request their session already holds (reported before,
-    by this source or another): duplicates, whatever they carry."""
+    """The drafts of a provider request their session already holds (reported before, by this
+    source or another): duplicates, whatever they carry."""
     return [
         c
         for c in calls
-        if not c.provider_request or (sessions[c.session_id].pk, c.request_id) not in stored_at
+        if c.provider_request and (sessions[c.session_id].pk, c.request_id) in stored_at
     ]
+
+
+def _fill_in_reported_costs(sessions: dict[str, AgentSession], held: list[CallDraft]) -> None:
+    """A stored call that lacks its reporter's own cost takes it from a later report of the same
+    request (Claude Code's event after its span): that figure is only shown beside ours
+    (`telemetry.otlp.costs`), in no total, so adding it rewrites nothing derived. Every other
+    figure of a stored call stays as first stored."""
+    costs = {
+        (sessions[c.session_id].pk, c.request_id): c.usage["cost_usd"]
+        for c in held
+        if "cost_usd" in c.usage
+    }
+    if not costs:
+        return
+    lacking = list(
+        LLMCall.objects.filter(
+            session_id__in={sid for sid, _ in costs}, request_id__in={rid for _, rid in costs}
+        ).exclude(raw_usage__has_key="cost_usd")
+    )
+    for call in lacking:
+        cost = costs.get((call.session_id, call.request_id or ""))
+        if cost is not None:
+            call.raw_usage = {**call.raw_usage, "cost_usd": cost}
+    LLMCall.objects.bulk_update(lacking, ["raw_usage"])
 
 
 def _number_turns(

@@ -177,7 +177,12 @@ def test_reports_of_one_request_arriving_together_keep_the_richer(make_agent):
     assert _rejected(first) == (0, "") and _rejected(later) == (0, "")
     (call,) = LLMCall.objects.all()
     assert call.window_tokens == 180000  # the span that carried the window was kept
-    assert "cost_usd" not in call.raw_usage  # stored calls are not rewritten by later reports
+    # The event, later, is a duplicate: the stored figures stay; only Claude Code's own cost,
+    # which the stored report lacked and no total holds, is filled in.
+    assert call.raw_usage["cost_usd"] == "0.0291"
+    assert "gen_ai.usage.input_tokens" in call.raw_usage and "input_tokens" not in call.raw_usage
+    answer = agent.get("/api/v1/sessions/cc-1/agent-cost").json()
+    assert (answer["calls"], Decimal(answer["agent_cost_usd"])) == (1, Decimal("0.0291"))
 
 
 def test_gen_ai_context_window_size_is_the_window_in_force_for_the_session(make_agent):
