@@ -37,6 +37,8 @@ from telemetry.otlp.mapping import (
     _session_problem,
     _text,
     as_count,
+    claude_code_usage,
+    provider_request_key,
     time_of,
     too_late,
 )
@@ -201,17 +203,9 @@ def _cc_identity(record: LogLike, at: datetime | None) -> str:
     number and timestamp (unique within a session's run)."""
     request_id = _text(record.attributes.get("request_id"))
     if request_id:
-        return f"cc:{request_id}"[:MAX_ID]
+        return provider_request_key(request_id)
     stamp = "" if at is None else at.isoformat()
     return f"cc:seq:{_sequence(record)}@{stamp}"
-
-
-_CC_TOKENS: Final = (
-    ("input_tokens", "input_tokens"),
-    ("output_tokens", "output_tokens"),
-    ("cache_read_tokens", "cache_read_input_tokens"),
-    ("cache_creation_tokens", "cache_creation_input_tokens"),
-)
 
 
 def _cc_call(index: int, record: LogLike) -> CallDraft | Rejection:
@@ -225,9 +219,7 @@ def _cc_call(index: int, record: LogLike) -> CallDraft | Rejection:
     if len(model) > MAX_ID:
         return Rejection(index, "model", f"must be at most {MAX_ID} characters")
     # Anthropic's usage shape: input_tokens excludes cache reads and writes.
-    usage: dict[str, Any] = {
-        target: as_count(attrs[source]) for source, target in _CC_TOKENS if source in attrs
-    }
+    usage = claude_code_usage(attrs)
     cost = _cost(attrs.get("cost_usd"))
     if cost is not None:
         usage["cost_usd"] = cost  # Claude Code's own figure, kept beside ours
@@ -247,6 +239,8 @@ def _cc_call(index: int, record: LogLike) -> CallDraft | Rejection:
         usage=usage,
         at=at,
         source="claude-code",
+        reporter="claude-code-event",
+        provider_request=_text(attrs.get("request_id")),
     )
 
 

@@ -16,10 +16,25 @@ GenAI spans (OpenTelemetry GenAI semantic conventions, and OpenInference's `llm.
   tool and chain spans are not calls even when they carry usage (it is their calls' total);
 - session = `gen_ai.conversation.id`, else `session.id` (span, then resource), else the trace id;
 - model = `gen_ai.response.model`, else `gen_ai.request.model`, else `llm.model_name`;
-- identity = the trace and span ids (`request_id`), so a replayed export is a duplicate;
+- identity = the provider's request id when the span names one (`anthropic.request.id`, which
+  the Claude SDK's and the Claude API's own spans carry), else the trace and span ids, so a
+  replayed export is a duplicate and the same request from another source is the same call
+  (`provider_request_key`; which of two reports is kept: `telemetry.otlp.same_request`);
 - turn = the trace (its root span, the agent invocation when the agent span is the root);
   calls of a turn are numbered by start time; time = the span's end;
-- `gen_ai.conversation.compacted = true` -> an agent-side compaction event on that call.
+- `gen_ai.conversation.compacted = true` -> an agent-side compaction event on that call;
+- `gen_ai.context.window_size` (Sentry's convention) -> the call's window, the first source of
+  the window in force (`telemetry.windows`); a value that is no window is left out.
+
+Claude's platform exports spans itself (`service.name = claude-platform`): GenAI spans like any
+other, told apart only as their reporter (`platform-span`).
+
+Claude Code's own trace spans (`claude_code.llm_request`, beta) carry flat Anthropic-style
+counts (`input_tokens`, `output_tokens`, `cache_read_tokens`, `cache_creation_tokens`, counts
+that exclude each other, like its `api_request` event), `model`, `request_id`, `duration_ms`,
+`ttft_ms`, `query_source`, `speed`: a call like the event, turn = `prompt.id` when the span
+carries it (the event's turn), else the trace (Claude Code's interaction span is its root). A
+span without token counts (a failed request) is not a call.
 
 Claude Code log events are mapped in `telemetry.otlp.claude_code`, with these shapes and
 helpers.
@@ -33,6 +48,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, Protocol
+
+from context_core.overflow_limit import valid_window
 
 # --- inputs (structurally the wire dataclasses) -------------------------------------------------
 
@@ -72,6 +89,11 @@ class CallDraft:
     at: datetime | None
     source: str  # "otlp" or "claude-code"
     compacted: bool = False
+    window_tokens: int | None = None  # `gen_ai.context.window_size`, when it is a window
+    # Who reported the call (`same_request.REPORTERS`), for choosing between two reports of one
+    # provider request; `provider_request`: that request's id as the provider gave it, or "".
+    reporter: str = "sdk-span"
+    provider_request: str = ""
 
 
 # The `ContextEvent.Kind` and `.Origin` values OTLP produces (tests/db/test_status_choices.py).
@@ -168,6 +190,15 @@ def _first(names: Sequence[str], *sources: Mapping[str, Any]) -> tuple[str, str]
 
 
 MAX_ID: Final = 200  # RecordIn's session_id / request_id limit
+# The identity of a call whose provider request id is known, whoever reported it: the prefix
+# Claude Code's `api_request` events have always been stored under, so their stored calls keep
+# their identity, and a span of the same request meets them.
+PROVIDER_REQUEST_PREFIX: Final = "cc:"
+
+
+def provider_request_key(request_id: str) -> str:
+    """The stored `request_id` of a call the provider named `request_id` (whatever reports it)."""
+    return f"{PROVIDER_REQUEST_PREFIX}{request_id}"[:MAX_ID]
 
 
 def _session_problem(value: str) -> str | None:
@@ -211,6 +242,26 @@ def span_times(span: SpanLike) -> tuple[tuple[str, datetime | None], ...]:
     )
 
 
+# Claude Code's flat token counts (its `api_request` event and its `claude_code.llm_request`
+# span alike) and the Anthropic usage key each one is.
+CLAUDE_CODE_TOKENS: Final = (
+    ("input_tokens", "input_tokens"),
+    ("output_tokens", "output_tokens"),
+    ("cache_read_tokens", "cache_read_input_tokens"),
+    ("cache_creation_tokens", "cache_creation_input_tokens"),
+)
+
+
+def claude_code_usage(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """Claude Code's flat counts as an Anthropic usage object (input excludes cache reads and
+    writes), string and integral-double counts as ints."""
+    return {
+        target: as_count(attributes[source])
+        for source, target in CLAUDE_CODE_TOKENS
+        if source in attributes
+    }
+
+
 # --- GenAI spans --------------------------------------------------------------------------------
 
 # OpenInference token counts, and the GenAI attribute each one means.
@@ -229,6 +280,10 @@ _NOT_CALL_OPERATIONS: Final = frozenset(
     {"invoke_agent", "create_agent", "execute_tool", "invoke_workflow", "workflow"}
 )
 COMPACTED: Final = "gen_ai.conversation.compacted"
+WINDOW: Final = "gen_ai.context.window_size"
+REQUEST_ID: Final = "anthropic.request.id"
+CLAUDE_CODE_SPAN: Final = "claude_code.llm_request"
+PLATFORM_SERVICE: Final = "claude-platform"
 
 
 def is_llm_call(attributes: Mapping[str, Any]) -> bool:
@@ -282,6 +337,9 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
             out.rejected.append(span)
             continue
         attrs = span.attributes
+        if span.name == CLAUDE_CODE_SPAN:
+            _map_claude_code_span(index, span, out, latest)
+            continue
         compacted = _flag(attrs.get(COMPACTED))
         late = None
         if compacted or is_llm_call(attrs):
@@ -313,6 +371,24 @@ def _span_request_id(span: SpanLike) -> str:
     return f"{span.trace_id}/{span.span_id}"
 
 
+def _provider_request(attributes: Mapping[str, Any], *names: str) -> str:
+    """The provider's request id: the first of `names` the span carries ("" when none)."""
+    found = _first(names, attributes)
+    return "" if found is None else found[1]
+
+
+def span_window(attributes: Mapping[str, Any]) -> int | None:
+    """`gen_ai.context.window_size` as a window (an int, digit string or integral double in
+    (0, MAX_WINDOW]); None when absent or not a window, which costs the call nothing."""
+    value = as_count(attributes.get(WINDOW))
+    return value if valid_window(value) else None
+
+
+def _reporter(span: SpanLike) -> str:
+    service = _text(span.resource.get("service.name"))
+    return "platform-span" if service == PLATFORM_SERVICE else "sdk-span"
+
+
 def _span_call(index: int, span: SpanLike, compacted: bool) -> CallDraft | Rejection:
     if not span.span_id:
         return Rejection(index, "spanId", "is required to identify the call")
@@ -325,18 +401,88 @@ def _span_call(index: int, span: SpanLike, compacted: bool) -> CallDraft | Rejec
         return Rejection(index, "gen_ai.request.model", "is required (or gen_ai.response.model)")
     if len(model[1]) > MAX_ID:
         return Rejection(index, model[0], f"must be at most {MAX_ID} characters")
+    provider_request = _provider_request(span.attributes, REQUEST_ID)
     return CallDraft(
         index=index,
         session_id=session,
         turn_key=f"trace:{span.trace_id}" if span.trace_id else f"span:{span.span_id}",
         order=(span.start_ns or span.end_ns, span.span_id),
-        request_id=_span_request_id(span),
+        request_id=provider_request_key(provider_request)
+        if provider_request
+        else _span_request_id(span),
         model=model[1],
         provider="otel",
         usage=span_usage(span.attributes),
         at=time_of(span.end_ns) or time_of(span.start_ns),
         source="otlp",
         compacted=compacted,
+        window_tokens=span_window(span.attributes),
+        reporter=_reporter(span),
+        provider_request=provider_request,
+    )
+
+
+# What a `claude_code.llm_request` span carries beside its counts, kept in the raw usage as the
+# `api_request` event's are (durations as counts, the rest as text).
+_CLAUDE_CODE_SPAN_EXTRAS: Final = ("query_source", "duration_ms", "ttft_ms", "speed")
+_DURATIONS: Final = frozenset({"duration_ms", "ttft_ms"})
+
+
+def _map_claude_code_span(index: int, span: SpanLike, out: Mapped, latest: datetime | None) -> None:
+    """A `claude_code.llm_request` span: a call when it carries token counts, else ignored."""
+    attrs = span.attributes
+    if not any(source in attrs for source, _ in CLAUDE_CODE_TOKENS):
+        out.ignored += 1  # a request that failed or was cancelled: no usage, no call
+        return
+    draft = too_late(index, latest, *span_times(span)) or _claude_code_span_call(index, span)
+    if isinstance(draft, Rejection):
+        out.rejected.append(draft)
+    else:
+        out.calls.append(draft)
+
+
+def _claude_code_span_call(index: int, span: SpanLike) -> CallDraft | Rejection:
+    if not span.span_id:
+        return Rejection(index, "spanId", "is required to identify the call")
+    attrs = span.attributes
+    found = _first(("session.id",), attrs, span.resource)
+    if found is None:
+        return Rejection(index, "session.id", "is required")
+    problem = _session_problem(found[1])
+    if problem is not None:
+        return Rejection(index, "session.id", problem)
+    model = _first(("model", "gen_ai.request.model"), attrs)
+    if model is None:
+        return Rejection(index, "model", "is required")
+    if len(model[1]) > MAX_ID:
+        return Rejection(index, model[0], f"must be at most {MAX_ID} characters")
+    usage = claude_code_usage(attrs)
+    for extra in _CLAUDE_CODE_SPAN_EXTRAS:
+        if extra in attrs:
+            value = attrs[extra]
+            usage[extra] = as_count(value) if extra in _DURATIONS else _text(value)
+    prompt = _text(attrs.get("prompt.id"))[:180]
+    if prompt:
+        turn_key = f"prompt:{prompt}"
+    else:
+        turn_key = f"trace:{span.trace_id}" if span.trace_id else f"span:{span.span_id}"
+    provider_request = _provider_request(attrs, "request_id", REQUEST_ID)
+    return CallDraft(
+        index=index,
+        session_id=found[1],
+        turn_key=turn_key,
+        order=(span.start_ns or span.end_ns, span.span_id),
+        request_id=provider_request_key(provider_request)
+        if provider_request
+        else _span_request_id(span),
+        model=model[1],
+        provider="anthropic",
+        usage=usage,
+        at=time_of(span.end_ns) or time_of(span.start_ns),
+        source="claude-code",
+        window_tokens=span_window(attrs),
+        reporter="claude-code-span",
+        provider_request=provider_request,
     )
 
 

@@ -7,6 +7,12 @@ already stored keeps its own, so a replayed export builds byte-identical records
 then go to `telemetry.ingest.pipeline.ingest_records` like any JSON API batch: the same validation,
 normalisation, pricing, idempotency and figures. Context events go to
 `telemetry.events.record_context_event`.
+
+One provider request reported by several sources is stored once (`telemetry.otlp.same_request`):
+of the reports that arrive together the richer goes in and the others count as duplicates, and
+a report of a request the session already holds is a duplicate too, before any turn is numbered
+for it: a stored call's figures are never rewritten; only the reporter's own cost, which no total
+holds, is filled in when the stored call lacks it.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from telemetry.events import record_context_event
 from telemetry.ingest.pipeline import ingest_records
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
+from telemetry.otlp.same_request import keep_richer
 from telemetry.session_state import discard_unused_sessions, lock_sessions
 
 CHUNK = 1_000  # records per store_records call (the JSON API's batch limit)
@@ -73,7 +80,9 @@ def store_mapped(
     if not mapped.calls and not mapped.events:
         return stored
     profile = key.profile
-    wanted = {c.session_id for c in mapped.calls} | {e.session_id for e in mapped.events}
+    calls, dropped = keep_richer(mapped.calls)
+    stored.duplicates += len(dropped)
+    wanted = {c.session_id for c in calls} | {e.session_id for e in mapped.events}
     with transaction.atomic():
         known = set(
             AgentSession.objects.filter(profile=profile, external_id__in=wanted).values_list(
@@ -81,8 +90,15 @@ def store_mapped(
             )
         )
         sessions = lock_sessions(profile, wanted)
-        turns = _number_turns(sessions, mapped.calls, mapped.events)
-        records, drafts = _records(sessions, turns, mapped.calls)
+        stored_at = _stored_positions(sessions, calls)
+        held = _held_requests(sessions, calls, stored_at)
+        if held:
+            skipped = {id(c) for c in held}
+            calls = [c for c in calls if id(c) not in skipped]
+            stored.duplicates += len(held)
+            _fill_in_reported_costs(sessions, held)
+        turns = _number_turns(sessions, calls, mapped.events)
+        records, drafts = _records(sessions, turns, calls, stored_at)
         for start in range(0, len(records), CHUNK):
             # The key's policy and catalogue, remembered per process like the JSON API's.
             result = ingest_records(
@@ -111,6 +127,57 @@ def store_mapped(
             discard_unused_sessions(opened)
     stored.rejected.sort(key=lambda r: r.index)
     return stored
+
+
+def _stored_positions(
+    sessions: dict[str, AgentSession], calls: list[CallDraft]
+) -> dict[tuple[int, str], tuple[int, int]]:
+    """(session pk, request id) -> (turn, call) of the drafts' identities already stored."""
+    return {
+        (sid, rid or ""): (turn, call)
+        for sid, rid, turn, call in LLMCall.objects.filter(
+            session_id__in={sessions[c.session_id].pk for c in calls},
+            request_id__in={c.request_id for c in calls},
+        ).values_list("session_id", "request_id", "turn", "call")
+    }
+
+
+def _held_requests(
+    sessions: dict[str, AgentSession],
+    calls: list[CallDraft],
+    stored_at: dict[tuple[int, str], tuple[int, int]],
+) -> list[CallDraft]:
+    """The drafts of a provider request their session already holds (reported before, by this
+    source or another): duplicates, whatever they carry."""
+    return [
+        c
+        for c in calls
+        if c.provider_request and (sessions[c.session_id].pk, c.request_id) in stored_at
+    ]
+
+
+def _fill_in_reported_costs(sessions: dict[str, AgentSession], held: list[CallDraft]) -> None:
+    """A stored call that lacks its reporter's own cost takes it from a later report of the same
+    request (Claude Code's event after its span): that figure is only shown beside ours
+    (`telemetry.otlp.costs`), in no total, so adding it rewrites nothing derived. Every other
+    figure of a stored call stays as first stored."""
+    costs = {
+        (sessions[c.session_id].pk, c.request_id): c.usage["cost_usd"]
+        for c in held
+        if "cost_usd" in c.usage
+    }
+    if not costs:
+        return
+    lacking = list(
+        LLMCall.objects.filter(
+            session_id__in={sid for sid, _ in costs}, request_id__in={rid for _, rid in costs}
+        ).exclude(raw_usage__has_key="cost_usd")
+    )
+    for call in lacking:
+        cost = costs.get((call.session_id, call.request_id or ""))
+        if cost is not None:
+            call.raw_usage = {**call.raw_usage, "cost_usd": cost}
+    LLMCall.objects.bulk_update(lacking, ["raw_usage"])
 
 
 def _number_turns(
@@ -176,16 +243,12 @@ def _records(
     sessions: dict[str, AgentSession],
     turns: dict[tuple[int, str], int],
     calls: list[CallDraft],
+    stored_at: dict[tuple[int, str], tuple[int, int]],
 ) -> tuple[list[dict[str, Any]], list[CallDraft]]:
-    """JSON API records for the call drafts: stored calls keep their position; new ones take
-    the next free positions of their turn, in start-time order."""
+    """JSON API records for the call drafts: stored calls keep their position (`stored_at`,
+    `_stored_positions`); new ones take the next free positions of their turn, in start-time
+    order."""
     session_ids = {sessions[c.session_id].pk for c in calls}
-    stored_at: dict[tuple[int, str], tuple[int, int]] = {
-        (sid, rid or ""): (turn, call)
-        for sid, rid, turn, call in LLMCall.objects.filter(
-            session_id__in=session_ids, request_id__in={c.request_id for c in calls}
-        ).values_list("session_id", "request_id", "turn", "call")
-    }
     turn_numbers = {turns[(sessions[c.session_id].pk, c.turn_key)] for c in calls}
     next_call: dict[tuple[int, int], int] = {
         (row["session_id"], row["turn"]): row["top"] + 1
@@ -216,6 +279,8 @@ def _records(
             "usage": draft.usage,
             "request_id": draft.request_id,
         }
+        if draft.window_tokens is not None:
+            record["window_tokens"] = draft.window_tokens
         if draft.at is not None:
             record["at"] = draft.at.isoformat()
         records.append(record)
