@@ -45,6 +45,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from compaction.models import CompactionRun
+from context_core import RetryDecision, retry_backoff_seconds, retry_decision
 from telemetry.models import AgentProfile, AgentSession, Policy
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import layered_policy
@@ -88,12 +89,10 @@ class ReliefCounts:
 
 
 def retry_delay(failures: int) -> timedelta:
-    """How long after its latest failure the sweeper tries a failing session again:
-    `RELIEF_RETRY_BASE_SECONDS` doubled per failure in a row after the first (1 → base,
-    2 → 2 × base, …). Requires failures ≥ 1."""
-    if failures < 1:
-        raise ValueError(f"a retry follows a failure, got {failures} failures")
-    return timedelta(seconds=int(settings.RELIEF_RETRY_BASE_SECONDS) * 2 ** (failures - 1))
+    """How long after its latest failure the sweeper tries a failing session again
+    (`context_core.retry_backoff_seconds` at `RELIEF_RETRY_BASE_SECONDS`). Requires failures ≥ 1."""
+    base = int(settings.RELIEF_RETRY_BASE_SECONDS)
+    return timedelta(seconds=retry_backoff_seconds(failures, base_seconds=base))
 
 
 def profile_policies() -> dict[int, PolicyValues]:
@@ -218,11 +217,15 @@ class RetryCandidate:
     failed_at: datetime | None
     failed_run: int
 
-    def due(self, now: datetime) -> bool:
-        """Its backoff has passed and the cap is not reached."""
-        if self.failures >= int(settings.RELIEF_RETRY_MAX_ATTEMPTS):
-            return False
-        return self.failed_at is None or self.failed_at + retry_delay(self.failures) <= now
+    def decision(self, now: datetime) -> RetryDecision:
+        """`context_core.retry_decision` under the settings, at `now`."""
+        elapsed = 0.0 if self.failed_at is None else (now - self.failed_at).total_seconds()
+        return retry_decision(
+            self.failures,
+            elapsed_seconds=max(elapsed, 0.0),
+            base_seconds=int(settings.RELIEF_RETRY_BASE_SECONDS),
+            max_attempts=int(settings.RELIEF_RETRY_MAX_ATTEMPTS),
+        )
 
 
 def retry_candidates(*, claimed_before: datetime, limit: int = 500) -> list[RetryCandidate]:

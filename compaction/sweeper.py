@@ -65,13 +65,14 @@ def failed_relief_due() -> list[int]:
     now = timezone.now()
     due: list[int] = []
     for candidate in retry_candidates(claimed_before=now - STALE_CLAIM):
-        if candidate.failures >= settings.RELIEF_RETRY_MAX_ATTEMPTS:
+        decision = candidate.decision(now)
+        if decision == "give_up":
             record_relief_given_up(
                 session_id=candidate.session_id,
                 run_id=candidate.failed_run,
                 failures=candidate.failures,
             )
-        elif candidate.due(now):
+        elif decision == "retry":
             due.append(candidate.session_id)
     return due
 

@@ -14,6 +14,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from prometheus_client.parser import text_string_to_metric_families
 
 from compaction import services
@@ -121,6 +123,23 @@ def test_a_failed_relief_is_retried_with_backoff_and_given_up_loudly_at_the_cap(
     assert CompactionRun.objects.filter(session=session, mode="auto").count() == 3
 
 
+def test_a_given_up_session_shows_on_metrics_until_a_relief_succeeds(
+    failing_session, published, time_machine, client, settings
+):
+    session = failing_session
+    settings.RELIEF_RETRY_MAX_ATTEMPTS = 1
+    default = (("profile", "default"),)
+    assert sweep_sessions_over_threshold() == []
+    assert scrape(client)["compaction_relief_given_up_sessions"][default] == 1
+    assert scrape(client)["compaction_relief_failing_sessions"][default] == 0
+    # the next append asks for relief as usual; with the summarizer back it succeeds
+    settings.COMPACTION_SUMMARIZER_URL = ""
+    assert run_relief_job(session.pk).status == "applied"
+    samples = scrape(client)
+    assert samples["compaction_relief_given_up_sessions"][default] == 0
+    assert samples["compaction_relief_failing_sessions"][default] == 0
+
+
 def test_a_retry_that_succeeds_clears_the_failing_state(
     failing_session, published, time_machine, settings
 ):
@@ -202,3 +221,20 @@ def test_metrics_give_each_profile_its_bands_spend_cache_hit_and_relief_states(
     assert nonzero(samples["telemetry_unpriced_calls"]) == {outsiders: 1}
     # 148,000 of the call's 150,000 context tokens were cache reads
     assert samples["telemetry_cache_hit_ratio"][default] == pytest.approx(148_000 / 150_000)
+
+
+def test_a_scrape_costs_the_same_queries_whatever_the_number_of_sessions(
+    failing_session, make_agent, client, settings
+):
+    def scrape_queries() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/metrics").status_code == 200
+        return len(queries)
+
+    settings.COMPACTION_AUTO_ENQUEUE = False
+    agent = make_agent("default")
+    few = scrape_queries()
+    for n in range(6):
+        session_over_threshold(agent, f"more-{n}")
+    assert scrape_queries() == few
+    assert scrape(client)["compaction_relief_pending_sessions"][(("profile", "default"),)] == 6
