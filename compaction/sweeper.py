@@ -60,8 +60,10 @@ def sessions_needing_relief(limit: int = 500, *, only: list[int] | None = None) 
 
 def failed_relief_due() -> list[int]:
     """Sessions whose automatic relief failed, over their threshold still, whose backoff has
-    passed (`relief_state.retry_delay`). A session at the cap is given up instead: recorded on
-    its last failed run and logged at WARNING, once (`services.record_relief_given_up`)."""
+    passed (`context_core.retry_decision`). A session at the cap is given up instead: recorded
+    on its last failed run and logged at WARNING, once (`services.record_relief_given_up`).
+    A session whose surface changed since is also asked by `sessions_needing_relief`, at once,
+    as any new version is (the caller drops the duplicate)."""
     now = timezone.now()
     due: list[int] = []
     for candidate in retry_candidates(claimed_before=now - STALE_CLAIM):
