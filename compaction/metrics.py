@@ -2,6 +2,7 @@
 
 Counters are derived from `CompactionRun` and `OverflowEvent` rows rather than kept in process
 memory, so they add up across web and worker processes and hosts and survive a crash or restart.
+The per-profile gauges (bands, spend, cache hit, relief states) are `compaction.fleet_metrics`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from compaction.fleet_metrics import FleetCollector
 from compaction.models import Archive, CompactionRun, OverflowEvent
 from telemetry.models import AgentSession, LLMCall
 
@@ -94,4 +96,5 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
             return response
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector())
+    registry.register(FleetCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE)

@@ -36,6 +36,7 @@ from compaction.errors import (
 )
 from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
 from compaction.plans import relief_policy
+from compaction.relief_state import GIVEN_UP
 from compaction.summarizers import LLMSummarizer, SummarizerError
 from compaction.transcripts import derive, load_log, load_operations, store_surface
 from context_core import (
@@ -477,6 +478,30 @@ def record_failed_run(
         CompactionRun.objects.filter(pk=run.pk).update(error=error, attempts=attempts)
     give_up_relief(session_id)
     return run
+
+
+def record_relief_given_up(*, session_id: int, run_id: int, failures: int) -> bool:
+    """The sweeper gives up on a session's relief: the reason on its last failed run says so,
+    and one WARNING line. Once per run: of two sweepers only the one whose conditional UPDATE
+    matched the reason it read records and logs it. Returns whether this call recorded it."""
+    reason = CompactionRun.objects.filter(pk=run_id).values_list("reason", flat=True).first()
+    if reason is None or reason.startswith(GIVEN_UP):
+        return False
+    given_up = (
+        f"{GIVEN_UP} after {failures} failed automatic reliefs in a row; the sweeper tries no"
+        " more (the next append asks again, and a relief that succeeds clears this)"
+    )
+    recorded = CompactionRun.objects.filter(pk=run_id, reason=reason).update(
+        reason=f"{given_up}; {reason}" if reason else given_up
+    )
+    if recorded:
+        logger.warning(
+            "automatic relief of session %s given up after %s failed runs in a row (run %s)",
+            session_id,
+            failures,
+            run_id,
+        )
+    return bool(recorded)
 
 
 def report_overflow(

@@ -2,7 +2,9 @@
 
 Ingest enqueues relief after commit, but a broker outage loses that publish; this catches up.
 A session already tried at its current surface version is skipped, so a surface that cannot be
-relieved further is not compacted again every minute. The sweeper applies the threshold rule
+relieved further is not compacted again every minute. A session whose relief *failed* is tried
+again with exponential backoff until `RELIEF_RETRY_MAX_ATTEMPTS` failed in a row, then given up,
+loudly (`compaction.relief_state`). The sweeper applies the threshold rule
 only: proactive relief below the threshold needs the size of the latest append, which only the
 append itself knows (`telemetry.session_state.refresh_projection`).
 """
@@ -16,6 +18,8 @@ from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from compaction.models import CompactionRun
+from compaction.relief_state import retry_candidates
+from compaction.services import record_relief_given_up
 from telemetry.models import AgentProfile, AgentSession
 from telemetry.policy_store import effective_policy
 from telemetry.relief_dispatch import request_relief
@@ -54,10 +58,32 @@ def sessions_needing_relief(limit: int = 500, *, only: list[int] | None = None) 
     return ids
 
 
+def failed_relief_due() -> list[int]:
+    """Sessions whose automatic relief failed, over their threshold still, whose backoff has
+    passed (`context_core.retry_decision`). A session at the cap is given up instead: recorded
+    on its last failed run and logged at WARNING, once (`services.record_relief_given_up`).
+    A session whose surface changed since is also asked by `sessions_needing_relief`, at once,
+    as any new version is (the caller drops the duplicate)."""
+    now = timezone.now()
+    due: list[int] = []
+    for candidate in retry_candidates(claimed_before=now - STALE_CLAIM):
+        decision = candidate.decision(now)
+        if decision == "give_up":
+            record_relief_given_up(
+                session_id=candidate.session_id,
+                run_id=candidate.failed_run,
+                failures=candidate.failures,
+            )
+        elif decision == "retry":
+            due.append(candidate.session_id)
+    return due
+
+
 def sweep_sessions_over_threshold() -> list[int]:
     # Runs whose process died are failed by `compaction.recovery` (every few seconds and at
     # worker start), which also asks relief for their sessions again.
     ids = sessions_needing_relief()
+    ids += [pk for pk in failed_relief_due() if pk not in ids]
     # A stale claim is released first so request_relief can claim it again.
     release_relief(ids)
     return request_relief(ids, background=False)  # a worker task: publish here, bounded

@@ -308,6 +308,11 @@ COMPACTION_JOB_TIME_LIMIT = env_int("COMPACTION_JOB_TIME_LIMIT_SECONDS", 600, mi
 # A failing job is retried by Celery (exponential backoff from this many seconds), then failed.
 COMPACTION_JOB_MAX_RETRIES = env_int("COMPACTION_JOB_MAX_RETRIES", 3, minimum=0, maximum=20)
 COMPACTION_JOB_RETRY_BACKOFF_SECONDS = env_int("COMPACTION_JOB_RETRY_BACKOFF_SECONDS", 2, minimum=1)
+# A relief job that failed for good is tried again by the sweeper after RELIEF_RETRY_BASE_SECONDS,
+# doubling per failure, until RELIEF_RETRY_MAX_ATTEMPTS failed in a row: then it gives up, loudly
+# (`compaction.relief_state`).
+RELIEF_RETRY_BASE_SECONDS = env_int("RELIEF_RETRY_BASE_SECONDS", 60, minimum=1)
+RELIEF_RETRY_MAX_ATTEMPTS = env_int("RELIEF_RETRY_MAX_ATTEMPTS", 5, minimum=1, maximum=30)
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     _VISIBILITY = env_int(
         "CELERY_VISIBILITY_TIMEOUT_SECONDS", COMPACTION_JOB_TIME_LIMIT + 300, minimum=2

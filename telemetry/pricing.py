@@ -394,6 +394,17 @@ SEED_CATALOGUE: Final[tuple[ModelPrice, ...]] = (
     _openai("gpt-5.5", window=1_050_000, input="5", cached="0.50", output="30"),
     _openai("gpt-5.4", window=1_050_000, input="2.50", cached="0.25", output="15"),
     _openai("gpt-5.2", window=400_000, input="1.75", cached="0.175", output="14"),
+    # Codex models (what Codex CLI rollouts name), as of 2026-12-03: gpt-5-codex and
+    # codex-mini-latest from their model pages (developers.openai.com/api/docs/models/<id>), the
+    # rest from OpenAI's pricing page (developers.openai.com/api/docs/pricing) and its Codex rate
+    # card (25 credits = $1). Cached input is a discount; OpenAI bills no cache write.
+    _openai("gpt-5.3-codex", window=400_000, input="1.75", cached="0.175", output="14"),
+    _openai("gpt-5.2-codex", window=400_000, input="1.75", cached="0.175", output="14"),
+    _openai("gpt-5.1-codex-max", window=400_000, input="1.25", cached="0.125", output="10"),
+    _openai("gpt-5.1-codex", window=400_000, input="1.25", cached="0.125", output="10"),
+    _openai("gpt-5.1-codex-mini", window=400_000, input="0.25", cached="0.025", output="2"),
+    _openai("gpt-5-codex", window=400_000, input="1.25", cached="0.125", output="10"),
+    _openai("codex-mini-latest", window=200_000, input="1.50", cached="0.375", output="6"),
     _openai("gpt-5.1", window=400_000, input="1.25", cached="0.125", output="10"),
     _openai("gpt-5", window=400_000, input="1.25", cached="0.125", output="10"),
     _openai("gpt-5-mini", window=400_000, input="0.25", cached="0.025", output="2"),

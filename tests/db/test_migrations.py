@@ -28,7 +28,12 @@ pytestmark = pytest.mark.django_db
 PROJECT_APPS = ("telemetry", "compaction", "console", "demo")
 
 # Every telemetry migration that writes catalogue rows, in order.
-CATALOGUE_STEPS = ("0004_seed_catalogue", "0008_window_in_force", "0014_catalogue_seed_2026_11_30")
+CATALOGUE_STEPS = (
+    "0004_seed_catalogue",
+    "0008_window_in_force",
+    "0014_catalogue_seed_2026_11_30",
+    "0021_catalogue_codex_models",
+)
 
 
 def catalogue_rows() -> list[tuple[Any, ...]]:
@@ -73,7 +78,7 @@ def test_a_fresh_migrate_seeds_the_catalogue_that_seed_catalogue_seeds_today():
     CatalogueModel.objects.all().delete()
     seed_catalogue()
     assert migrated == catalogue_rows()
-    assert len(migrated) == 39
+    assert len(migrated) == 46
 
 
 def test_the_catalogue_migrations_keep_what_an_admin_changed():

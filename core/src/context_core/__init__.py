@@ -109,6 +109,11 @@ Overflow limits (`overflow_limit.py`)
     provider's context-length error states (Anthropic's "N tokens > M maximum", OpenAI's
     "maximum context length is M tokens"); `valid_window`, `MAX_WINDOW`.
 
+Relief retries (`relief_retry.py`, D4/D5)
+    `retry_backoff_seconds(failures, base_seconds)` (base doubled per failure in a row) and
+    `retry_decision(failures, elapsed_seconds, base_seconds, max_attempts) -> "wait" | "retry" |
+    "give_up"`: what the sweeper does with a session whose automatic relief keeps failing.
+
 Fingerprints (`fingerprints.py`, D1/D2)
     `surface_fingerprints(surface, format=None, with_text=False) -> (SegmentPrint(name, hash,
     tokens, text), ...)`: `system`, then `message k`; the same shape agents report as `prefix`.
@@ -173,6 +178,7 @@ from context_core.relief_planning import (
     next_call_crosses,
     plan_relief,
 )
+from context_core.relief_retry import RetryDecision, retry_backoff_seconds, retry_decision
 from context_core.rounds import (
     Round,
     protected_head_end,
@@ -201,6 +207,9 @@ from context_core.surface import (
 from context_core.tokens import CHARS_PER_TOKEN, Calibration, estimate_tokens
 
 __all__ = [
+    "RetryDecision",
+    "retry_backoff_seconds",
+    "retry_decision",
     "parse_overflow_limit",
     "OverflowLimit",
     "log_hash",
