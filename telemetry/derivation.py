@@ -20,13 +20,14 @@ the two equal after every submission (tests/db/test_set_wise_derivation.py).
 from __future__ import annotations
 
 from collections import defaultdict
-from decimal import Decimal
 from typing import Any
 
 from django.db.models import Aggregate, Count, F, Max, Sum, Window
 
-from telemetry.accounting import CallFigures, TurnFigures, summarize_turn
+from telemetry.accounting import CallFigures, summarize_turn
 from telemetry.costing import CallRow
+from telemetry.figures import TURN_FIGURE_NAMES
+from telemetry.figures import turn_values as turn_values  # the turn's row, for other writers
 from telemetry.ingest.latest_rows import latest_with_totals
 from telemetry.ingest.upserts import upsert_rows
 from telemetry.models import AgentSession, LLMCall, Turn
@@ -155,71 +156,8 @@ def rederive_turns(
     return {pair: sorted(c.call for c in calls) for pair, calls in grouped.items() if calls}
 
 
-TURN_UPDATE_FIELDS = [
-    "calls",
-    "context_tokens",
-    "uncached_input",
-    "cache_read",
-    "cache_write_5m",
-    "cache_write_1h",
-    "output",
-    "reasoning_output",
-    "cache_reported_calls",
-    "cache_read_reported",
-    "cache_denominator",
-    "cost_uncached_input",
-    "cost_cache_read",
-    "cost_cache_write_5m",
-    "cost_cache_write_1h",
-    "cost_output",
-    "cost_usd",
-    "no_cache_cost_usd",
-    "unpriced_calls",
-    "first_at",
-    "last_at",
-    "model",
-    "last_call",
-    "last_call_context_tokens",
-    "last_call_output",
-    "last_call_reasoning_output",
-    "last_call_appended_chars",
-    "last_call_window_tokens",
-    "surface_version",
-]
-
-
-def turn_values(session_id: int, turn: int, f: TurnFigures) -> tuple[Any, ...]:
-    """A turn's row, in the order of `["session_id", "turn", *TURN_UPDATE_FIELDS]`."""
-    buckets: tuple[Decimal | None, ...] = f.cost_buckets or (None,) * 5
-    return (
-        session_id,
-        turn,
-        f.calls,
-        f.context_tokens,
-        f.uncached_input,
-        f.cache_read,
-        f.cache_write_5m,
-        f.cache_write_1h,
-        f.output,
-        f.reasoning_output,
-        f.cache_reported_calls,
-        f.cache_read_reported,
-        f.cache_denominator,
-        *buckets,
-        f.cost_usd,
-        f.no_cache_cost_usd,
-        f.unpriced_calls,
-        f.first_at,
-        f.last_at,
-        f.model,
-        f.last_call,
-        f.last_call_context_tokens,
-        f.last_call_output,
-        f.last_call_reasoning_output,
-        f.last_call_appended_chars,
-        f.last_call_window_tokens,
-        f.surface_version,
-    )
+# A turn's derived columns (`telemetry.figures.TURN_FIGURES`), each written by its name.
+TURN_UPDATE_FIELDS = list(TURN_FIGURE_NAMES)
 
 
 def _per_session(aggregate: Aggregate) -> Window:
