@@ -20,6 +20,9 @@ the two equal after every submission (tests/db/test_set_wise_derivation.py).
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import fields
+from operator import attrgetter
+from types import SimpleNamespace
 from typing import Any
 
 from django.db.models import Aggregate, Count, F, Max, Sum, Window
@@ -32,86 +35,43 @@ from telemetry.ingest.latest_rows import latest_with_totals
 from telemetry.ingest.upserts import upsert_rows
 from telemetry.models import AgentSession, LLMCall, Turn
 from telemetry.session_totals import Change, Totals, advance
+from telemetry.usage import BUCKETS
 
+# A stored call's fields its turn's figures read (`CallFigures`), by name.
 _CALL_FIELDS = (
     "session_id",
     "turn",
     "call",
     "at",
     "model",
-    "uncached_input",
-    "cache_read",
-    "cache_write_5m",
-    "cache_write_1h",
-    "output",
+    *BUCKETS,
     "reasoning_output",
     "reported_cache",
     "appended_chars",
     "window_tokens",
     "surface_version",
-    "cost_uncached_input",
-    "cost_cache_read",
-    "cost_cache_write_5m",
-    "cost_cache_write_1h",
-    "cost_output",
+    *(f"cost_{bucket}" for bucket in BUCKETS),
     "no_cache_cost_usd",
 )
+# `CallFigures`' fields read from the call's of the same name, in their order; its last two
+# (its cost buckets and no-cache cost) are read apart
+_FIGURE_FIELDS = tuple(f.name for f in fields(CallFigures))[:-2]
+assert tuple(f.name for f in fields(CallFigures))[-2:] == ("cost_buckets", "no_cache_cost")
+_FIGURES = attrgetter(*_FIGURE_FIELDS)
+_COSTS = attrgetter(*(f"cost_{bucket}" for bucket in BUCKETS))
 
 
 def _figures_of(row: dict[str, Any]) -> CallFigures:
-    buckets = (
-        row["cost_uncached_input"],
-        row["cost_cache_read"],
-        row["cost_cache_write_5m"],
-        row["cost_cache_write_1h"],
-        row["cost_output"],
-    )
-    return CallFigures(
-        call=row["call"],
-        at=row["at"],
-        model=row["model"],
-        uncached_input=row["uncached_input"],
-        cache_read=row["cache_read"],
-        cache_write_5m=row["cache_write_5m"],
-        cache_write_1h=row["cache_write_1h"],
-        output=row["output"],
-        reasoning_output=row["reasoning_output"],
-        reported_cache=row["reported_cache"],
-        appended_chars=row["appended_chars"],
-        window_tokens=row["window_tokens"],
-        surface_version=row["surface_version"],
-        cost_buckets=None if buckets[0] is None else buckets,
-        no_cache_cost=row["no_cache_cost_usd"],
-    )
+    return call_figures(SimpleNamespace(**row))  # type: ignore[arg-type]
 
 
 def call_figures(call: LLMCall | CallRow) -> CallFigures:
     """What a new (unsaved or just inserted) call contributes to its turn: its instance, or its
     row for COPY (`telemetry.costing.CallRow` reads by the same names)."""
-    buckets = (
-        call.cost_uncached_input,
-        call.cost_cache_read,
-        call.cost_cache_write_5m,
-        call.cost_cache_write_1h,
-        call.cost_output,
-    )
-    return CallFigures(
-        call=call.call,
-        at=call.at,
-        model=call.model,
-        uncached_input=call.uncached_input,
-        cache_read=call.cache_read,
-        cache_write_5m=call.cache_write_5m,
-        cache_write_1h=call.cache_write_1h,
-        output=call.output,
-        reasoning_output=call.reasoning_output,
-        reported_cache=call.reported_cache,
-        appended_chars=call.appended_chars,
-        window_tokens=call.window_tokens,
-        surface_version=call.surface_version,
-        cost_buckets=None if buckets[0] is None else buckets,  # type: ignore[arg-type]
-        no_cache_cost=call.no_cache_cost_usd,
-    )
+    buckets = _COSTS(call)
+    # positional, in the order of `CallFigures`' own fields: this runs once per stored call
+    values = (*_FIGURES(call), None if buckets[0] is None else buckets, call.no_cache_cost_usd)
+    return CallFigures(*values)
 
 
 def rederive_turns(
