@@ -29,7 +29,7 @@ from django.db.models import Aggregate, Count, F, Max, Sum, Window
 
 from telemetry.accounting import CallFigures, summarize_turn
 from telemetry.costing import CallRow
-from telemetry.figures import TURN_FIGURE_NAMES
+from telemetry.figures import SESSION_AGGREGATES, SESSION_TOTALS, TURN_FIGURE_NAMES
 from telemetry.figures import turn_values as turn_values  # the turn's row, for other writers
 from telemetry.ingest.latest_rows import latest_with_totals
 from telemetry.ingest.upserts import upsert_rows
@@ -124,27 +124,13 @@ def _per_session(aggregate: Aggregate) -> Window:
     return Window(aggregate, partition_by=[F("session_id")])
 
 
-# (name, aggregate, turn attribute): a session's totals over all its turns.
-_SESSION_TOTALS = (
-    ("n_turns", "COUNT", "id"),
-    ("n_calls", "SUM", "calls"),
-    ("peak", "MAX", "context_tokens"),
-    ("read", "SUM", "cache_read_reported"),
-    ("denominator", "SUM", "cache_denominator"),
-    ("reported", "SUM", "cache_reported_calls"),
-    ("cost", "SUM", "cost_usd"),
-    ("no_cache", "SUM", "no_cache_cost_usd"),
-    ("unpriced", "SUM", "unpriced_calls"),
-    ("last_seen", "MAX", "last_at"),
-    ("max_rounds", "MAX", "calls"),
-)
 _AGGREGATES = {"COUNT": Count, "SUM": Sum, "MAX": Max}
 
 
 def _latest_turns(session_ids: list[int]) -> list[tuple[Turn, dict[str, Any]]]:
     """Each session's latest turn and its totals over all its turns, in one statement."""
     found = latest_with_totals(
-        Turn, session_ids, partition="session_id", latest="turn", totals=_SESSION_TOTALS
+        Turn, session_ids, partition="session_id", latest="turn", totals=SESSION_AGGREGATES
     )
     if found is not None:
         return found
@@ -156,12 +142,14 @@ def _latest_turns(session_ids: list[int]) -> list[tuple[Turn, dict[str, Any]]]:
             last_turn_no=_per_session(Max("turn")),
             **{
                 name: _per_session(_AGGREGATES[function](attname))
-                for name, function, attname in _SESSION_TOTALS
+                for name, function, attname in SESSION_AGGREGATES
             },
         )
         .filter(turn=F("last_turn_no"))
     )
-    return [(turn, {name: getattr(turn, name) for name, _, _ in _SESSION_TOTALS}) for turn in rows]
+    return [
+        (turn, {name: getattr(turn, name) for name, _, _ in SESSION_AGGREGATES}) for turn in rows
+    ]
 
 
 def derive_session_figures(sessions: list[AgentSession]) -> dict[int, Turn]:
@@ -175,23 +163,14 @@ def derive_session_figures(sessions: list[AgentSession]) -> dict[int, Turn]:
         session = by_pk.get(last.session_id)
         if session is None:
             continue
-        _set_figures(
-            session,
-            last,
-            Totals(
-                turns=row["n_turns"],
-                calls=row["n_calls"],
-                max_rounds=row["max_rounds"],
-                peak=row["peak"],
-                read=row["read"] or 0,
-                denominator=row["denominator"] or 0,
-                reported=row["reported"] or 0,
-                cost=row["cost"],
-                no_cache=row["no_cache"],
-                unpriced=row["unpriced"] or 0,
-                last_seen=row["last_seen"],
-            ),
-        )
+        # NULL sums (no turn reported its cache) are 0; a NULL cost is unknown, never 0
+        totals: dict[str, Any] = {
+            t.name: row[f"total_{t.name}"]
+            if t.kind in ("max", "money")
+            else row[f"total_{t.name}"] or 0
+            for t in SESSION_TOTALS
+        }
+        _set_figures(session, last, Totals(**totals))
         found[session.pk] = last
     return found
 

@@ -169,3 +169,84 @@ def turn_values(session_id: int, turn: int, figures: TurnFigures) -> tuple[Any, 
     """A turn's row, in the order of `("session_id", "turn", *TURN_FIGURE_NAMES)`."""
     row = turn_row(figures)
     return (session_id, turn, *(row[name] for name in TURN_FIGURE_NAMES))
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTotal:
+    """One of a session's totals over its turns (`telemetry.session_totals.Totals`' field
+    `name`), of the turns' `column`: "count" of turns, "sum", "max", or "money" (a sum that is
+    None while no turn has a value). `changed` names what one ingest changed of it
+    (`telemetry.session_totals.Change`) and `priced`, for money, whether a touched turn has a
+    value now."""
+
+    name: str
+    kind: str
+    column: str
+    changed: str
+    priced: str | None = None
+
+
+SESSION_TOTALS: Final[tuple[SessionTotal, ...]] = (
+    SessionTotal("turns", "count", "turn", "new_turns"),
+    SessionTotal("calls", "sum", "calls", "calls"),
+    SessionTotal("max_rounds", "max", "calls", "max_rounds"),
+    SessionTotal("peak", "max", "context_tokens", "peak"),
+    SessionTotal("read", "sum", "cache_read_reported", "read"),
+    SessionTotal("denominator", "sum", "cache_denominator", "denominator"),
+    SessionTotal("reported", "sum", "cache_reported_calls", "reported"),
+    SessionTotal("cost", "money", "cost_usd", "cost", priced="priced"),
+    SessionTotal("no_cache", "money", "no_cache_cost_usd", "no_cache", priced="no_cache_priced"),
+    SessionTotal("unpriced", "sum", "unpriced_calls", "unpriced"),
+    SessionTotal("last_seen", "max", "last_at", "last_seen"),
+)
+
+# Each total as an SQL aggregate over all of a session's turns: (its name, function, column).
+SESSION_AGGREGATES: Final = tuple(
+    (f"total_{t.name}", {"count": "COUNT", "max": "MAX"}.get(t.kind, "SUM"), t.column)
+    for t in SESSION_TOTALS
+)
+
+
+def session_change_sql() -> dict[str, str]:
+    """What an upsert of a session's touched turns changed of each total (`Change`'s fields, by
+    name), as SQL over the touched turns after (`n`) and before (`o`, NULL for a new turn)."""
+    change: dict[str, str] = {}
+    for t in SESSION_TOTALS:
+        column = t.column
+        if t.kind == "count":
+            change[t.changed] = "COUNT(*) FILTER (WHERE o.turn IS NULL)"
+        elif t.kind == "sum":
+            change[t.changed] = f"SUM(n.{column} - COALESCE(o.{column}, 0))::bigint"
+        elif t.kind == "max":
+            change[t.changed] = f"MAX(n.{column})"
+        else:
+            change[t.changed] = (
+                f"COALESCE(SUM(COALESCE(n.{column}, 0) - COALESCE(o.{column}, 0)), 0)"
+            )
+            change[str(t.priced)] = f"bool_or(n.{column} IS NOT NULL)"
+    return change
+
+
+# The touched turns' columns the change reads as they were before the upsert.
+SESSION_CHANGE_READS: Final = tuple(
+    dict.fromkeys(t.column for t in SESSION_TOTALS if t.kind in ("sum", "money"))
+)
+
+
+def fold_session(turns: Sequence[Any]) -> dict[str, Any]:
+    """Every total of `SESSION_TOTALS` by name over a session's turns (each read by its
+    columns' names), by its plain form: the definition `telemetry.session_totals.of_turns` is
+    held to. None for a maximum or money over no value."""
+    out: dict[str, Any] = {}
+    for t in SESSION_TOTALS:
+        if t.kind == "count":
+            out[t.name] = len(turns)
+            continue
+        values = [getattr(turn, t.column) for turn in turns]
+        if t.kind == "sum":
+            out[t.name] = sum(values)
+        elif t.kind == "max":
+            out[t.name] = max(values, default=None)
+        else:
+            out[t.name] = _sum_or_none(values, _ZERO)
+    return out

@@ -11,7 +11,12 @@ from typing import Any
 
 from django.db import connection, models
 
-from telemetry.figures import TURN_FIGURE_NAMES, TURN_FIGURES
+from telemetry.figures import (
+    SESSION_CHANGE_READS,
+    TURN_FIGURE_NAMES,
+    TURN_FIGURES,
+    session_change_sql,
+)
 from telemetry.ingest.statements import few, run
 from telemetry.ingest.values import from_row, pairs_arrays
 
@@ -118,36 +123,8 @@ def derive_turns_parts(
     )
     # What the upsert changed, per session (`telemetry.session_totals.Change`): `old` reads the
     # touched turns in the statement's snapshot, before the upsert's writes.
-    summed = ("calls", "cache_read_reported", "cache_denominator", "cache_reported_calls")
-    change = {
-        "new_turns": "COUNT(*) FILTER (WHERE o.turn IS NULL)",
-        "calls": "SUM(n.calls - COALESCE(o.calls, 0))::bigint",
-        "max_rounds": "MAX(n.calls)",
-        "peak": "MAX(n.context_tokens)",
-        **{
-            key: f"SUM(n.{name} - COALESCE(o.{name}, 0))::bigint"
-            for key, name in zip(("read", "denominator", "reported"), summed[1:], strict=True)
-        },
-        "cost": "COALESCE(SUM(COALESCE(n.cost_usd, 0) - COALESCE(o.cost_usd, 0)), 0)",
-        "priced": "bool_or(n.cost_usd IS NOT NULL)",
-        "no_cache": (
-            "COALESCE(SUM(COALESCE(n.no_cache_cost_usd, 0) - COALESCE(o.no_cache_cost_usd, 0)), 0)"
-        ),
-        "no_cache_priced": "bool_or(n.no_cache_cost_usd IS NOT NULL)",
-        "unpriced": "SUM(n.unpriced_calls - COALESCE(o.unpriced_calls, 0))::bigint",
-        "last_seen": "MAX(n.last_at)",
-    }
-    kept = ", ".join(
-        f"t.{name}"
-        for name in (
-            "session_id",
-            "turn",
-            *summed,
-            "cost_usd",
-            "no_cache_cost_usd",
-            "unpriced_calls",
-        )
-    )
+    change = session_change_sql()
+    kept = ", ".join(f"t.{name}" for name in ("session_id", "turn", *SESSION_CHANGE_READS))
     ctes = (
         f"old AS (SELECT {kept} FROM {keys} CROSS JOIN LATERAL (SELECT * FROM {turns} AS t "
         "WHERE t.session_id = k.session_id AND t.turn = k.turn OFFSET 0) AS t), "

@@ -4,6 +4,7 @@ turn's columns is the definition's names; a bucket of `BUCKETS` is summed and co
 
 from __future__ import annotations
 
+from dataclasses import fields
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -11,8 +12,20 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from telemetry.accounting import CallFigures, TurnFigures, summarize_turn
-from telemetry.figures import TURN_FIGURE_NAMES, TURN_FIGURES, fold_turn, turn_row, turn_values
+from telemetry.figures import (
+    SESSION_CHANGE_READS,
+    SESSION_TOTALS,
+    TURN_FIGURE_NAMES,
+    TURN_FIGURES,
+    fold_session,
+    fold_turn,
+    session_change_sql,
+    turn_row,
+    turn_values,
+)
+from telemetry.session_totals import Change, Totals, TurnSums, of_turns
 from telemetry.usage import BUCKETS, INPUT_BUCKETS, MAX_TOKENS, context_sql
+from tests.unit.telemetry.test_session_totals import _sums, calls
 from tests.unit.telemetry.test_summarize_turn import _call
 
 _AT = datetime(2026, 11, 30, tzinfo=UTC)
@@ -78,3 +91,23 @@ def test_every_bucket_is_summed_and_costed_and_the_peak_is_the_context_sql():
     assert sql["context_tokens"] == f"MAX{context_sql('c')}"
     assert all(f"c.{bucket}" in sql["cache_denominator"] for bucket in INPUT_BUCKETS)
     assert sql["last_call_context_tokens"] == context_sql("l")
+
+
+# --- a session's totals ---------------------------------------------------------------------
+
+
+@given(st.lists(st.lists(calls, min_size=1, max_size=4), max_size=8))
+def test_the_totals_from_scratch_are_each_totals_definition(turns):
+    sums = [_sums(turn_calls) for turn_calls in turns]
+    totals = of_turns(sums)
+    defined = fold_session(sums)
+    assert {name: getattr(totals, name) for name in defined} == defined
+
+
+def test_every_total_and_its_change_is_a_field_by_name():
+    assert {t.name for t in SESSION_TOTALS} == {f.name for f in fields(Totals)}
+    assert set(session_change_sql()) == {f.name for f in fields(Change)}
+    assert set(SESSION_CHANGE_READS) <= {f.name for f in fields(TurnSums)}
+    assert {t.column for t in SESSION_TOTALS if t.kind != "count"} <= {
+        f.name for f in fields(TurnSums)
+    }
