@@ -45,6 +45,7 @@ from telemetry.models import AgentProfile, AgentSession, ContextEvent, HourlyUsa
 from telemetry.policy_rules import PolicyValues
 from telemetry.pressure import PressureBand, hit_ratio
 from telemetry.session_state import session_band
+from telemetry.usage import BUCKETS
 
 # range key → (length, bucket): an hour bucket up to a day, a day bucket beyond
 RANGES: Final[dict[str, tuple[timedelta, str]]] = {
@@ -55,7 +56,7 @@ RANGES: Final[dict[str, tuple[timedelta, str]]] = {
 }
 DEFAULT_RANGE: Final = "24h"
 TOP_SESSIONS: Final = 5
-COST_KEYS: Final = ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h", "output")
+COST_KEYS: Final = BUCKETS
 # compactions by origin: ours (CompactionRun modes) and the agent's and provider's (ContextEvent)
 ORIGINS: Final = (
     ("manual", "manual"),

@@ -16,6 +16,9 @@ from operator import attrgetter
 from telemetry.pressure import hit_ratio
 from telemetry.usage import context_size
 
+# A call's or a turn's cost per bucket, in `telemetry.usage.BUCKETS` order.
+CostBuckets = tuple[Decimal, ...]
+
 
 @dataclass(frozen=True, slots=True)
 class CallFigures:
@@ -34,7 +37,7 @@ class CallFigures:
     appended_chars: int | None
     window_tokens: int | None
     surface_version: int | None
-    cost_buckets: tuple[Decimal, Decimal, Decimal, Decimal, Decimal] | None
+    cost_buckets: CostBuckets | None
     no_cache_cost: Decimal | None
 
     @property
@@ -61,7 +64,7 @@ class TurnFigures:
     cache_reported_calls: int
     cache_read_reported: int
     cache_denominator: int
-    cost_buckets: tuple[Decimal, Decimal, Decimal, Decimal, Decimal] | None
+    cost_buckets: CostBuckets | None
     cost_usd: Decimal | None
     no_cache_cost_usd: Decimal | None
     unpriced_calls: int
@@ -132,9 +135,7 @@ def summarize_turn(calls: Sequence[CallFigures]) -> TurnFigures:
             first_at = c.at
         if c.at > last_at:
             last_at = c.at
-    cost_buckets: tuple[Decimal, Decimal, Decimal, Decimal, Decimal] | None = None
-    if sums is not None:
-        cost_buckets = (sums[0], sums[1], sums[2], sums[3], sums[4])
+    cost_buckets = None if sums is None else tuple(sums)
     return TurnFigures(
         calls=len(ordered),
         context_tokens=context_peak,
@@ -197,10 +198,8 @@ def _rounded(value: Decimal) -> Decimal:
     return value.quantize(_STORED_COST, rounding=ROUND_HALF_UP)
 
 
-def _rounded_buckets(
-    b: tuple[Decimal, Decimal, Decimal, Decimal, Decimal],
-) -> tuple[Decimal, Decimal, Decimal, Decimal, Decimal]:
-    return (_rounded(b[0]), _rounded(b[1]), _rounded(b[2]), _rounded(b[3]), _rounded(b[4]))
+def _rounded_buckets(buckets: CostBuckets) -> CostBuckets:
+    return tuple(_rounded(b) for b in buckets)
 
 
 def calls_before(

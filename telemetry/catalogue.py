@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from typing import Final
 
 from telemetry.errors import FieldError
@@ -66,28 +67,21 @@ def forget_catalogue() -> None:
     _by_key.clear()
 
 
+# A row's rates, each its column of the same name, its long-context rate the column `lc_<name>`.
+RATE_NAMES: Final = tuple(f.name for f in fields(Rates))
+
+
 def price_of(row: CatalogueModel) -> ModelPrice:
     long_context = None
     if row.long_context_threshold is not None and row.lc_input is not None:
-        assert row.lc_output is not None and row.lc_cache_read is not None
-        long_context = Rates(
-            input=row.lc_input,
-            output=row.lc_output,
-            cache_read=row.lc_cache_read,
-            cache_write_5m=row.lc_cache_write_5m,
-            cache_write_1h=row.lc_cache_write_1h,
-        )
+        long_context = Rates(**{name: getattr(row, f"lc_{name}") for name in RATE_NAMES})
     return ModelPrice(
         model=row.model,
         provider=row.provider,  # type: ignore[arg-type]
         family=row.family,
         window_tokens=row.window_tokens,
         max_window_tokens=row.max_window_tokens,
-        input=row.input,
-        output=row.output,
-        cache_read=row.cache_read,
-        cache_write_5m=row.cache_write_5m,
-        cache_write_1h=row.cache_write_1h,
+        **{name: getattr(row, name) for name in RATE_NAMES},
         long_context_threshold=row.long_context_threshold if long_context else None,
         long_context=long_context,
     )
@@ -158,17 +152,9 @@ def seed_catalogue() -> int:
                 family=price.family,
                 window_tokens=price.window_tokens,
                 max_window_tokens=price.max_window_tokens,
-                input=price.input,
-                output=price.output,
-                cache_read=price.cache_read,
-                cache_write_5m=price.cache_write_5m,
-                cache_write_1h=price.cache_write_1h,
                 long_context_threshold=price.long_context_threshold,
-                lc_input=lc.input if lc else None,
-                lc_output=lc.output if lc else None,
-                lc_cache_read=lc.cache_read if lc else None,
-                lc_cache_write_5m=lc.cache_write_5m if lc else None,
-                lc_cache_write_1h=lc.cache_write_1h if lc else None,
+                **{name: getattr(price, name) for name in RATE_NAMES},
+                **{f"lc_{name}": getattr(lc, name) if lc else None for name in RATE_NAMES},
             )
         )
     CatalogueModel.objects.bulk_create(rows)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import namedtuple
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from django.db.models.base import ModelState
@@ -18,6 +19,7 @@ from telemetry.ingest.values import json_text
 from telemetry.models import AgentSession, LLMCall
 from telemetry.pricing import BILLED_FIGURES, IntegerPricer
 from telemetry.schemas import RecordIn
+from telemetry.usage import BUCKETS
 from telemetry.validation import ValidRecord
 
 
@@ -79,45 +81,44 @@ _CALL_ATTNAMES = frozenset(_CALL_BY_ATTNAME)
 # A new call's row for COPY: every concrete field of a call but its primary key, in the model's
 # order, which is the order COPY names them in (`telemetry.ingest.new_rows.copy_rows`). A tuple that
 # also reads by field name, so `telemetry.rollups.sum_by_hour` takes it as it takes an `LLMCall`.
-CallRow = namedtuple(
-    "CallRow",
-    [
-        "session_id",
-        "turn",
-        "call",
-        "request_id",
-        "model",
-        "provider",
-        "uncached_input",
-        "cache_read",
-        "cache_write_5m",
-        "cache_write_1h",
-        "output",
-        "reasoning_output",
-        "reported_cache",
-        "context_tokens",
-        "raw_usage",
-        "flags",
-        "request_chars",
-        "appended_chars",
-        "window_tokens",
-        "surface_version",
-        "prefix",
-        "at",
-        # `pricing.BILLED_FIGURES`, in `IntegerPricer.values`' order
-        "cost_uncached_input",
-        "cost_cache_read",
-        "cost_cache_write_5m",
-        "cost_cache_write_1h",
-        "cost_output",
-        "cost_usd",
-        "no_cache_cost_usd",
-        "long_context",
-        "payload_hash",
-        "received_at",
-    ],
+CALL_COLUMNS: tuple[str, ...] = (
+    "session_id",
+    "turn",
+    "call",
+    "request_id",
+    "model",
+    "provider",
+    *BUCKETS,
+    "reasoning_output",
+    "reported_cache",
+    "context_tokens",
+    "raw_usage",
+    "flags",
+    "request_chars",
+    "appended_chars",
+    "window_tokens",
+    "surface_version",
+    "prefix",
+    "at",
+    *BILLED_FIGURES,  # in `IntegerPricer.values`' order
+    "payload_hash",
+    "received_at",
 )
-CALL_COLUMNS: tuple[str, ...] = CallRow._fields
+
+if TYPE_CHECKING:
+
+    class CallRow(tuple[Any, ...]):
+        """A namedtuple of `CALL_COLUMNS` (made from the list at run time, so a column is named
+        once): each value read by its name."""
+
+        _fields: tuple[str, ...]
+
+        def __new__(cls, *values: Any, **by_name: Any) -> CallRow: ...
+        def __getattr__(self, name: str) -> Any: ...
+        def _asdict(self) -> dict[str, Any]: ...
+
+else:
+    CallRow = namedtuple("CallRow", CALL_COLUMNS)
 
 
 def call_values(
@@ -146,11 +147,7 @@ def call_values(
             record.request_id,
             record.model,
             usage.provider,
-            usage.uncached_input,
-            usage.cache_read,
-            usage.cache_write_5m,
-            usage.cache_write_1h,
-            usage.output,
+            *_BUCKET_COUNTS(usage),
             usage.reasoning_output,
             usage.reported_cache,
             usage.context_tokens,
@@ -168,6 +165,8 @@ def call_values(
         ),
     )
 
+
+_BUCKET_COUNTS = attrgetter(*BUCKETS)
 
 # An unpriced call's figures in `IntegerPricer.values`' order: unknown, never 0, not long-context.
 _UNPRICED = tuple(False if name == "long_context" else None for name in BILLED_FIGURES)

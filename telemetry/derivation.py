@@ -20,97 +20,58 @@ the two equal after every submission (tests/db/test_set_wise_derivation.py).
 from __future__ import annotations
 
 from collections import defaultdict
-from decimal import Decimal
+from dataclasses import fields
+from operator import attrgetter
+from types import SimpleNamespace
 from typing import Any
 
 from django.db.models import Aggregate, Count, F, Max, Sum, Window
 
-from telemetry.accounting import CallFigures, TurnFigures, summarize_turn
+from telemetry.accounting import CallFigures, summarize_turn
 from telemetry.costing import CallRow
+from telemetry.figures import SESSION_AGGREGATES, SESSION_TOTALS, TURN_FIGURE_NAMES
+from telemetry.figures import turn_values as turn_values  # the turn's row, for other writers
 from telemetry.ingest.latest_rows import latest_with_totals
 from telemetry.ingest.upserts import upsert_rows
 from telemetry.models import AgentSession, LLMCall, Turn
 from telemetry.session_totals import Change, Totals, advance
+from telemetry.usage import BUCKETS
 
+# A stored call's fields its turn's figures read (`CallFigures`), by name.
 _CALL_FIELDS = (
     "session_id",
     "turn",
     "call",
     "at",
     "model",
-    "uncached_input",
-    "cache_read",
-    "cache_write_5m",
-    "cache_write_1h",
-    "output",
+    *BUCKETS,
     "reasoning_output",
     "reported_cache",
     "appended_chars",
     "window_tokens",
     "surface_version",
-    "cost_uncached_input",
-    "cost_cache_read",
-    "cost_cache_write_5m",
-    "cost_cache_write_1h",
-    "cost_output",
+    *(f"cost_{bucket}" for bucket in BUCKETS),
     "no_cache_cost_usd",
 )
+# `CallFigures`' fields read from the call's of the same name, in their order; its last two
+# (its cost buckets and no-cache cost) are read apart
+_FIGURE_FIELDS = tuple(f.name for f in fields(CallFigures))[:-2]
+assert tuple(f.name for f in fields(CallFigures))[-2:] == ("cost_buckets", "no_cache_cost")
+_FIGURES = attrgetter(*_FIGURE_FIELDS)
+_COSTS = attrgetter(*(f"cost_{bucket}" for bucket in BUCKETS))
 
 
 def _figures_of(row: dict[str, Any]) -> CallFigures:
-    buckets = (
-        row["cost_uncached_input"],
-        row["cost_cache_read"],
-        row["cost_cache_write_5m"],
-        row["cost_cache_write_1h"],
-        row["cost_output"],
-    )
-    return CallFigures(
-        call=row["call"],
-        at=row["at"],
-        model=row["model"],
-        uncached_input=row["uncached_input"],
-        cache_read=row["cache_read"],
-        cache_write_5m=row["cache_write_5m"],
-        cache_write_1h=row["cache_write_1h"],
-        output=row["output"],
-        reasoning_output=row["reasoning_output"],
-        reported_cache=row["reported_cache"],
-        appended_chars=row["appended_chars"],
-        window_tokens=row["window_tokens"],
-        surface_version=row["surface_version"],
-        cost_buckets=None if buckets[0] is None else buckets,
-        no_cache_cost=row["no_cache_cost_usd"],
-    )
+    return call_figures(SimpleNamespace(**row))  # type: ignore[arg-type]
 
 
 def call_figures(call: LLMCall | CallRow) -> CallFigures:
     """What a new (unsaved or just inserted) call contributes to its turn: its instance, or its
     row for COPY (`telemetry.costing.CallRow` reads by the same names)."""
-    buckets = (
-        call.cost_uncached_input,
-        call.cost_cache_read,
-        call.cost_cache_write_5m,
-        call.cost_cache_write_1h,
-        call.cost_output,
-    )
-    return CallFigures(
-        call=call.call,
-        at=call.at,
-        model=call.model,
-        uncached_input=call.uncached_input,
-        cache_read=call.cache_read,
-        cache_write_5m=call.cache_write_5m,
-        cache_write_1h=call.cache_write_1h,
-        output=call.output,
-        reasoning_output=call.reasoning_output,
-        reported_cache=call.reported_cache,
-        appended_chars=call.appended_chars,
-        window_tokens=call.window_tokens,
-        surface_version=call.surface_version,
-        cost_buckets=None if buckets[0] is None else buckets,  # type: ignore[arg-type]
-        no_cache_cost=call.no_cache_cost_usd,
-    )
+    buckets = _COSTS(call)
+    # positional, in the order of `CallFigures`' own fields: this runs once per stored call
+    values = (*_FIGURES(call), None if buckets[0] is None else buckets, call.no_cache_cost_usd)
+    return CallFigures(*values)
 
 
 def rederive_turns(
@@ -155,98 +116,21 @@ def rederive_turns(
     return {pair: sorted(c.call for c in calls) for pair, calls in grouped.items() if calls}
 
 
-TURN_UPDATE_FIELDS = [
-    "calls",
-    "context_tokens",
-    "uncached_input",
-    "cache_read",
-    "cache_write_5m",
-    "cache_write_1h",
-    "output",
-    "reasoning_output",
-    "cache_reported_calls",
-    "cache_read_reported",
-    "cache_denominator",
-    "cost_uncached_input",
-    "cost_cache_read",
-    "cost_cache_write_5m",
-    "cost_cache_write_1h",
-    "cost_output",
-    "cost_usd",
-    "no_cache_cost_usd",
-    "unpriced_calls",
-    "first_at",
-    "last_at",
-    "model",
-    "last_call",
-    "last_call_context_tokens",
-    "last_call_output",
-    "last_call_reasoning_output",
-    "last_call_appended_chars",
-    "last_call_window_tokens",
-    "surface_version",
-]
-
-
-def turn_values(session_id: int, turn: int, f: TurnFigures) -> tuple[Any, ...]:
-    """A turn's row, in the order of `["session_id", "turn", *TURN_UPDATE_FIELDS]`."""
-    buckets: tuple[Decimal | None, ...] = f.cost_buckets or (None,) * 5
-    return (
-        session_id,
-        turn,
-        f.calls,
-        f.context_tokens,
-        f.uncached_input,
-        f.cache_read,
-        f.cache_write_5m,
-        f.cache_write_1h,
-        f.output,
-        f.reasoning_output,
-        f.cache_reported_calls,
-        f.cache_read_reported,
-        f.cache_denominator,
-        *buckets,
-        f.cost_usd,
-        f.no_cache_cost_usd,
-        f.unpriced_calls,
-        f.first_at,
-        f.last_at,
-        f.model,
-        f.last_call,
-        f.last_call_context_tokens,
-        f.last_call_output,
-        f.last_call_reasoning_output,
-        f.last_call_appended_chars,
-        f.last_call_window_tokens,
-        f.surface_version,
-    )
+# A turn's derived columns (`telemetry.figures.TURN_FIGURES`), each written by its name.
+TURN_UPDATE_FIELDS = list(TURN_FIGURE_NAMES)
 
 
 def _per_session(aggregate: Aggregate) -> Window:
     return Window(aggregate, partition_by=[F("session_id")])
 
 
-# (name, aggregate, turn attribute): a session's totals over all its turns.
-_SESSION_TOTALS = (
-    ("n_turns", "COUNT", "id"),
-    ("n_calls", "SUM", "calls"),
-    ("peak", "MAX", "context_tokens"),
-    ("read", "SUM", "cache_read_reported"),
-    ("denominator", "SUM", "cache_denominator"),
-    ("reported", "SUM", "cache_reported_calls"),
-    ("cost", "SUM", "cost_usd"),
-    ("no_cache", "SUM", "no_cache_cost_usd"),
-    ("unpriced", "SUM", "unpriced_calls"),
-    ("last_seen", "MAX", "last_at"),
-    ("max_rounds", "MAX", "calls"),
-)
 _AGGREGATES = {"COUNT": Count, "SUM": Sum, "MAX": Max}
 
 
 def _latest_turns(session_ids: list[int]) -> list[tuple[Turn, dict[str, Any]]]:
     """Each session's latest turn and its totals over all its turns, in one statement."""
     found = latest_with_totals(
-        Turn, session_ids, partition="session_id", latest="turn", totals=_SESSION_TOTALS
+        Turn, session_ids, partition="session_id", latest="turn", totals=SESSION_AGGREGATES
     )
     if found is not None:
         return found
@@ -258,12 +142,14 @@ def _latest_turns(session_ids: list[int]) -> list[tuple[Turn, dict[str, Any]]]:
             last_turn_no=_per_session(Max("turn")),
             **{
                 name: _per_session(_AGGREGATES[function](attname))
-                for name, function, attname in _SESSION_TOTALS
+                for name, function, attname in SESSION_AGGREGATES
             },
         )
         .filter(turn=F("last_turn_no"))
     )
-    return [(turn, {name: getattr(turn, name) for name, _, _ in _SESSION_TOTALS}) for turn in rows]
+    return [
+        (turn, {name: getattr(turn, name) for name, _, _ in SESSION_AGGREGATES}) for turn in rows
+    ]
 
 
 def derive_session_figures(sessions: list[AgentSession]) -> dict[int, Turn]:
@@ -277,23 +163,14 @@ def derive_session_figures(sessions: list[AgentSession]) -> dict[int, Turn]:
         session = by_pk.get(last.session_id)
         if session is None:
             continue
-        _set_figures(
-            session,
-            last,
-            Totals(
-                turns=row["n_turns"],
-                calls=row["n_calls"],
-                max_rounds=row["max_rounds"],
-                peak=row["peak"],
-                read=row["read"] or 0,
-                denominator=row["denominator"] or 0,
-                reported=row["reported"] or 0,
-                cost=row["cost"],
-                no_cache=row["no_cache"],
-                unpriced=row["unpriced"] or 0,
-                last_seen=row["last_seen"],
-            ),
-        )
+        # NULL sums (no turn reported its cache) are 0; a NULL cost is unknown, never 0
+        totals: dict[str, Any] = {
+            t.name: row[f"total_{t.name}"]
+            if t.kind in ("max", "money")
+            else row[f"total_{t.name}"] or 0
+            for t in SESSION_TOTALS
+        }
+        _set_figures(session, last, Totals(**totals))
         found[session.pk] = last
     return found
 

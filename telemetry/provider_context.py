@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 from telemetry.errors import FieldError
@@ -90,17 +90,8 @@ def read_provider_usage(
         if passes:
             billed = tuple(usage for _, usage in passes)
             last = billed[-1]
-            context = NormalizedUsage(
-                provider=last.provider,
-                uncached_input=last.uncached_input,
-                cache_read=last.cache_read,
-                cache_write_5m=last.cache_write_5m,
-                cache_write_1h=last.cache_write_1h,
-                output=last.output,
-                reasoning_output=last.reasoning_output,
-                reported_cache=last.reported_cache,
-                flags=(*normalized.flags, FLAG_BILLED_ITERATIONS),
-            )
+            # the last pass's counts, every bucket, under the call's flags
+            context = replace(last, flags=(*normalized.flags, FLAG_BILLED_ITERATIONS))
             for index, (kind, usage_of) in enumerate(passes):
                 if kind != "compaction":
                     continue

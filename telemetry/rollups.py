@@ -26,7 +26,7 @@ from django.db.models.functions import Coalesce, TruncHour
 from telemetry.ingest.statements import Statement, few, run, vendor
 from telemetry.ingest.values import prepare
 from telemetry.models import HourlyUsage, LLMCall
-from telemetry.usage import INPUT_BUCKETS, InputCounts
+from telemetry.usage import BUCKETS, INPUT_BUCKETS, InputCounts
 
 KEY_FIELDS: Final = ("profile_id", "model", "hour")
 
@@ -135,9 +135,9 @@ def sum_by_hour(
         if reported:
             read = sum(map(_GETTERS["cache_read"], reported))
             row.cache_read_reported = read
+            # `context_size` over the reported calls, its cache read summed once
             row.cache_denominator = read + sum(
-                sum(map(_GETTERS[name], reported))
-                for name in ("uncached_input", "cache_write_5m", "cache_write_1h")
+                sum(map(_GETTERS[name], reported)) for name in INPUT_BUCKETS if name != "cache_read"
             )
         row.unpriced_calls = len(members) - len(priced)
         if priced:
@@ -152,13 +152,7 @@ def sum_by_hour(
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _HOUR: Final = timedelta(hours=1)
-_TOKEN_FIELDS: Final = (
-    "uncached_input",
-    "cache_read",
-    "cache_write_5m",
-    "cache_write_1h",
-    "output",
-)
+_TOKEN_FIELDS: Final = BUCKETS
 _GETTERS: Final = {name: attrgetter(name) for name in SUM_FIELDS}
 
 
@@ -285,27 +279,21 @@ def rebuild_rollups() -> int:
     """
     reported = Q(reported_cache=True)
     priced = Q(cost_usd__isnull=False)
+    sums: dict[str, Any] = {
+        "calls": Count("id"),
+        **{name: Sum(name) for name in BUCKETS},
+        "cache_reported_calls": Count("id", filter=reported),
+        "cache_read_reported": Coalesce(Sum("cache_read", filter=reported), 0),
+        "cache_denominator": Coalesce(Sum(_context_expression(), filter=reported), 0),
+        "unpriced_calls": Count("id", filter=~priced),
+        **{name: _money_sum(name, priced) for name in MONEY_FIELDS},
+    }
     # The SELECT's columns come out as the values() fields, then the annotations in the order
-    # given: the same order as KEY_FIELDS + SUM_FIELDS, which the INSERT names.
+    # given: each sum under its name, in the order of KEY_FIELDS + SUM_FIELDS, which the INSERT
+    # names (an annotation cannot take a model field's name, hence the prefix).
     grouped = (
         LLMCall.objects.values("session__profile_id", "model")
-        .annotate(
-            hour=TruncHour("at", tzinfo=UTC),
-            calls=Count("id"),
-            s_uncached_input=Sum("uncached_input"),
-            s_cache_read=Sum("cache_read"),
-            s_cache_write_5m=Sum("cache_write_5m"),
-            s_cache_write_1h=Sum("cache_write_1h"),
-            s_output=Sum("output"),
-            s_cache_reported_calls=Count("id", filter=reported),
-            s_cache_read_reported=Coalesce(Sum("cache_read", filter=reported), 0),
-            s_cache_denominator=Coalesce(
-                Sum(_context_expression(), filter=reported),
-                0,
-            ),
-            s_unpriced_calls=Count("id", filter=~priced),
-            **{f"s_{name}": _money_sum(name, priced) for name in MONEY_FIELDS},
-        )
+        .annotate(hour=TruncHour("at", tzinfo=UTC), **{f"s_{n}": sums[n] for n in SUM_FIELDS})
         .order_by()
     )
     sql, params = grouped.query.sql_with_params()

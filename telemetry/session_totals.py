@@ -11,7 +11,7 @@ That is exact because a turn's figures only grow: calls are only ever added to a
 duplicate adds nothing, a conflict is refused), and every maximum a session keeps (the turn's
 calls, its peak context, its last call's time) is over the turn's calls. `of_turns` is the
 from-scratch definition the tests hold `advance` to (the same aggregates as
-`telemetry.derivation._SESSION_TOTALS`). Pure: no Django.
+`telemetry.figures.SESSION_TOTALS`). Pure: no Django.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from console.selectors.policies import load_policies
 from console.selectors.session_list import digest
 from telemetry.models import AgentSession, ContextEvent, Turn
 from telemetry.policy_rules import PolicyValues
+from telemetry.usage import BUCKETS
 
 TURNS_PER_PAGE: Final = 25
 
@@ -78,7 +79,7 @@ def session_last_modified(session: AgentSession) -> datetime | None:
     return session.last_seen_at
 
 
-COST_FIELDS: Final = ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h", "output")
+COST_FIELDS: Final = BUCKETS
 
 
 @dataclass

@@ -11,9 +11,14 @@ from typing import Any
 
 from django.db import connection, models
 
+from telemetry.figures import (
+    SESSION_CHANGE_READS,
+    TURN_FIGURE_NAMES,
+    TURN_FIGURES,
+    session_change_sql,
+)
 from telemetry.ingest.statements import few, run
 from telemetry.ingest.values import from_row, pairs_arrays
-from telemetry.usage import context_sql
 
 
 def derive_turns(
@@ -58,52 +63,7 @@ def derived_turns(
     return out
 
 
-_TURN_COLUMNS = (
-    "session_id",
-    "turn",
-    "calls",
-    "context_tokens",
-    "uncached_input",
-    "cache_read",
-    "cache_write_5m",
-    "cache_write_1h",
-    "output",
-    "reasoning_output",
-    "cache_reported_calls",
-    "cache_read_reported",
-    "cache_denominator",
-    "cost_uncached_input",
-    "cost_cache_read",
-    "cost_cache_write_5m",
-    "cost_cache_write_1h",
-    "cost_output",
-    "cost_usd",
-    "no_cache_cost_usd",
-    "unpriced_calls",
-    "first_at",
-    "last_at",
-    "last_call",
-    "model",
-    "last_call_context_tokens",
-    "last_call_output",
-    "last_call_reasoning_output",
-    "last_call_appended_chars",
-    "last_call_window_tokens",
-    "surface_version",
-)
-
-
-# A call's context (`telemetry.usage.context_size`) of the calls' alias `c`.
-_CONTEXT = context_sql("c")
-
-
-_BUCKET_COSTS = (
-    "cost_uncached_input",
-    "cost_cache_read",
-    "cost_cache_write_5m",
-    "cost_cache_write_1h",
-    "cost_output",
-)
+_KEY_COLUMNS = ("session_id", "turn")
 
 
 # The keys a statement reads, as a relation `k (session_id, turn)`: many as arrays, one as
@@ -142,53 +102,18 @@ def derive_turns_parts(
     quote = connection.ops.quote_name
     turns = quote(turn_model._meta.db_table)
     calls = calls or quote(call_model._meta.db_table)
-    reported = "FILTER (WHERE c.reported_cache)"
-    # a call is priced when it has cost buckets (`call_figures`: all five or none)
-    priced = "FILTER (WHERE c.cost_uncached_input IS NOT NULL)"
-    costs = [f"SUM(c.{name}) {priced}" for name in _BUCKET_COSTS]
-    aggregates = [
-        "COUNT(*)",
-        f"MAX{_CONTEXT}",
-        *(
-            f"SUM(c.{name})::bigint"
-            for name in ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h")
-        ),
-        "SUM(c.output)::bigint",
-        "SUM(c.reasoning_output)::bigint",
-        f"COUNT(*) {reported}",
-        f"COALESCE(SUM(c.cache_read) {reported}, 0)::bigint",
-        f"COALESCE(SUM{_CONTEXT} {reported}, 0)::bigint",
-        *costs,
-        " + ".join(costs),  # NULL when no call was priced
-        "SUM(c.no_cache_cost_usd)",
-        "COUNT(*) FILTER (WHERE c.cost_uncached_input IS NULL)",
-        "MIN(c.at)",
-        "MAX(c.at)",
-        "MAX(c.call)",
-    ]
-    grouped = ", ".join(
-        f"{expression} AS {quote(name)}"
-        for expression, name in zip(aggregates, _TURN_COLUMNS[2 : 2 + len(aggregates)], strict=True)
-    )
-    last = ", ".join(
-        [
-            "l.model",
-            _CONTEXT.replace("c.", "l."),
-            "l.output",
-            "l.reasoning_output",
-            "l.appended_chars",
-            "l.window_tokens",
-            "l.surface_version",
-        ]
-    )
-    columns = ", ".join(quote(name) for name in _TURN_COLUMNS)
-    updates = ", ".join(f"{quote(name)} = excluded.{quote(name)}" for name in _TURN_COLUMNS[2:])
+    # each figure computed `AS` its name and read back by its name (`telemetry.figures`)
+    grouped = ", ".join(f"{f.sql} AS {quote(f.name)}" for f in TURN_FIGURES if not f.of_last)
+    last = ", ".join(f"{f.sql} AS {quote(f.name)}" for f in TURN_FIGURES if f.of_last)
+    selected = ", ".join(f"{'z' if f.of_last else 'a'}.{quote(f.name)}" for f in TURN_FIGURES)
+    columns = ", ".join(quote(name) for name in (*_KEY_COLUMNS, *TURN_FIGURE_NAMES))
+    updates = ", ".join(f"{quote(name)} = excluded.{quote(name)}" for name in TURN_FIGURE_NAMES)
     meta = turn_model._meta
     names = [f.attname for f in meta.concrete_fields]
     returned = ", ".join(quote(f.column) for f in meta.concrete_fields)
     # Rows go in (session, turn) order, so two writers of the same turns lock them alike.
     upsert = (
-        f"INSERT INTO {turns} ({columns}) SELECT k.session_id, k.turn, a.*, z.* FROM {keys} "
+        f"INSERT INTO {turns} ({columns}) SELECT k.session_id, k.turn, {selected} FROM {keys} "
         f"CROSS JOIN LATERAL (SELECT {grouped} FROM {calls} AS c "
         "WHERE c.session_id = k.session_id AND c.turn = k.turn) AS a "
         f"CROSS JOIN LATERAL (SELECT {last} FROM {calls} AS l "
@@ -198,36 +123,8 @@ def derive_turns_parts(
     )
     # What the upsert changed, per session (`telemetry.session_totals.Change`): `old` reads the
     # touched turns in the statement's snapshot, before the upsert's writes.
-    summed = ("calls", "cache_read_reported", "cache_denominator", "cache_reported_calls")
-    change = {
-        "new_turns": "COUNT(*) FILTER (WHERE o.turn IS NULL)",
-        "calls": "SUM(n.calls - COALESCE(o.calls, 0))::bigint",
-        "max_rounds": "MAX(n.calls)",
-        "peak": "MAX(n.context_tokens)",
-        **{
-            key: f"SUM(n.{name} - COALESCE(o.{name}, 0))::bigint"
-            for key, name in zip(("read", "denominator", "reported"), summed[1:], strict=True)
-        },
-        "cost": "COALESCE(SUM(COALESCE(n.cost_usd, 0) - COALESCE(o.cost_usd, 0)), 0)",
-        "priced": "bool_or(n.cost_usd IS NOT NULL)",
-        "no_cache": (
-            "COALESCE(SUM(COALESCE(n.no_cache_cost_usd, 0) - COALESCE(o.no_cache_cost_usd, 0)), 0)"
-        ),
-        "no_cache_priced": "bool_or(n.no_cache_cost_usd IS NOT NULL)",
-        "unpriced": "SUM(n.unpriced_calls - COALESCE(o.unpriced_calls, 0))::bigint",
-        "last_seen": "MAX(n.last_at)",
-    }
-    kept = ", ".join(
-        f"t.{name}"
-        for name in (
-            "session_id",
-            "turn",
-            *summed,
-            "cost_usd",
-            "no_cache_cost_usd",
-            "unpriced_calls",
-        )
-    )
+    change = session_change_sql()
+    kept = ", ".join(f"t.{name}" for name in ("session_id", "turn", *SESSION_CHANGE_READS))
     ctes = (
         f"old AS (SELECT {kept} FROM {keys} CROSS JOIN LATERAL (SELECT * FROM {turns} AS t "
         "WHERE t.session_id = k.session_id AND t.turn = k.turn OFFSET 0) AS t), "

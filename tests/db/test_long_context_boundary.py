@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from telemetry.catalogue import forget_catalogue
 from telemetry.models import LLMCall
+from telemetry.pricing import ModelPrice
 
 pytestmark = pytest.mark.django_db
 
@@ -83,3 +85,32 @@ def test_a_batch_is_priced_by_each_calls_tier_at_the_threshold(agent):
     response = agent.post("/api/v1/telemetry", {"records": records})
     assert response.status_code == 200, response.content
     assert _as_decimals(_stored("batch")) == _as_decimals(_EXPECTED)
+
+
+def _at_or_above(price: ModelPrice, context_tokens: int) -> bool:
+    """`ModelPrice.in_long_context` with `>=` for its `>`."""
+    threshold = price.long_context_threshold
+    return threshold is not None and context_tokens >= threshold
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_the_tier_rule_changed_at_its_one_definition_changes_what_ingest_stores(
+    agent, monkeypatch, batch
+):
+    # the rule is `ModelPrice.in_long_context`: made `>=` there alone, a call exactly at the
+    # threshold is stored at the premium rates, 100,000 × $0.50 + 1,000 × $2.50 per MTok
+    monkeypatch.setattr(ModelPrice, "in_long_context", _at_or_above)
+    forget_catalogue()
+    records = [_record("moved", 0, THRESHOLD), _record("moved", 1, THRESHOLD - 1)]
+    if batch:
+        response = agent.post("/api/v1/telemetry", {"records": records})
+        assert response.status_code == 200, response.content
+    else:
+        for record in records:
+            assert agent.post("/api/v1/telemetry", record).status_code == 201
+    assert _as_decimals(_stored("moved")) == _as_decimals(
+        {
+            (THRESHOLD, 0): ("0.050000000", "0E-9", "0.002500000", "0.052500000", True),
+            (THRESHOLD - 1, 0): _EXPECTED[(THRESHOLD - 1, 0)],
+        }
+    )

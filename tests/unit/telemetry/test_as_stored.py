@@ -32,7 +32,7 @@ def _call(costs: tuple[Decimal, ...] | None, no_cache: Decimal | None, at: datet
         appended_chars=None,
         window_tokens=None,
         surface_version=None,
-        cost_buckets=costs,  # type: ignore[arg-type]
+        cost_buckets=costs,
         no_cache_cost=no_cache,
     )
 

@@ -437,3 +437,20 @@ def test_every_bucket_has_a_rate_and_a_cost_field():
     rates = Rates(D(1), D(2), D(3), D(4), D(5))
     assert [rates.billed(bucket) for bucket in BUCKETS] == [D(1), D(3), D(4), D(5), D(2)]
     assert CostBreakdown.__slots__ == (*BUCKETS, "long_context")
+
+
+def test_the_pricer_follows_the_tier_rule_changed_at_its_one_definition(monkeypatch):
+    # `>=` for `>` in `ModelPrice.in_long_context` alone: a request exactly at the threshold is
+    # then billed at the premium by the pricer too, and one below still at the base rates
+    def at_or_above(price: ModelPrice, context_tokens: int) -> bool:
+        threshold = price.long_context_threshold
+        return threshold is not None and context_tokens >= threshold
+
+    monkeypatch.setattr(ModelPrice, "in_long_context", at_or_above)
+    price = _tiered(threshold=1_000)
+    assert _long_context_from(price) == 1_000
+    at = _figures(price, [_usage(uncached_input=1_000)])
+    below = _figures(price, [_usage(uncached_input=999)])
+    assert (at["long_context"], at["cost_uncached_input"]) == (True, D("0.006"))
+    assert (below["long_context"], below["cost_uncached_input"]) == (False, D("0.002997"))
+    assert at == _spec(price, [_usage(uncached_input=1_000)])
