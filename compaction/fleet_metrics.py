@@ -13,16 +13,16 @@ from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from decimal import Decimal
 
-from django.db.models import Case, CharField, Count, Q, Sum, Value, When
+from django.db.models import Case, CharField, Count, Sum
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from compaction.relief_state import profile_policies, relief_counts
+from telemetry.band_sql import BANDS, band_case
 from telemetry.models import AgentProfile, AgentSession, HourlyUsage
 from telemetry.policy_rules import PolicyValues
-
-BANDS = ("unknown", "ok", "prune", "compact", "over")
+from telemetry.policy_store import global_policy
 
 # Sessions count in a band when the agent reported within this long: an idle session's stored
 # pressure says nothing about what is about to overflow.
@@ -30,24 +30,9 @@ ACTIVE = timedelta(hours=1)
 
 
 def band_expression(policies: Mapping[int, PolicyValues]) -> Case:
-    """`telemetry.pressure.pressure_band` as SQL, each profile with its own thresholds."""
-    whens = [
-        When(pressure__isnull=True, then=Value("unknown")),
-        When(pressure__gt=1.0, then=Value("over")),
-    ]
-    for profile_id, policy in policies.items():
-        whens.append(
-            When(
-                Q(profile_id=profile_id, pressure__gte=policy.summarize_threshold),
-                then=Value("compact"),
-            )
-        )
-        whens.append(
-            When(
-                Q(profile_id=profile_id, pressure__gte=policy.prune_threshold), then=Value("prune")
-            )
-        )
-    return Case(*whens, default=Value("ok"), output_field=CharField())
+    """`telemetry.pressure.pressure_band` as SQL (`telemetry.band_sql`), each profile under its
+    own thresholds; a profile created after `policies` was read, under the global ones."""
+    return band_case(policies, fallback=global_policy(), label=str, output_field=CharField())
 
 
 class FleetCollector(Collector):

@@ -7,8 +7,8 @@ from typing import Any
 
 from django import forms
 
-from console.selectors.policies import BANDS
 from console.selectors.session_list import DEFAULT_SORT, SORTS, SessionFilters
+from telemetry.band_sql import BANDS
 from telemetry.errors import FieldError
 from telemetry.models import AgentProfile, CatalogueModel
 from telemetry.policy_rules import POLICY_FIELDS, PolicyValues

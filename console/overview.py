@@ -40,7 +40,8 @@ from django.db.models.functions import Coalesce, TruncDay, TruncHour
 from django.utils import timezone
 
 from compaction.models import CompactionRun
-from console.selectors.policies import BAND_OF_RANK, BANDS, Policies, band_ranges, load_policies
+from console.selectors.policies import Policies, load_policies
+from telemetry.band_sql import BAND_OF_RANK, BANDS, band_ranges
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, HourlyUsage
 from telemetry.policy_rules import PolicyValues
 from telemetry.pressure import PressureBand, hit_ratio

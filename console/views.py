@@ -57,7 +57,7 @@ from console.selectors.compaction import (
     surface_now,
     surface_on_turn,
 )
-from console.selectors.policies import BANDS, load_policies, profiles_overview, stored_overrides
+from console.selectors.policies import load_policies, profiles_overview, stored_overrides
 from console.selectors.session import (
     session_detail,
     turn_bounds,
@@ -66,6 +66,7 @@ from console.selectors.session import (
 from console.selectors.session_list import sessions_page, sessions_version
 from console.session_context import LIVE_PARTS, compaction_parts, live_figures, live_parts
 from telemetry import database_errors
+from telemetry.band_sql import BANDS
 from telemetry.catalogue import save_price
 from telemetry.errors import FieldError
 from telemetry.keys import create_agent_key, revoke_agent_key

@@ -8,22 +8,20 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
-from django.db.models import Case, Count, IntegerField, Q, Value, When
+from django.db.models import Case, Count, IntegerField, Q
 from django.utils import timezone
 
+from telemetry.band_sql import RANK_OF_BAND, band_case
 from telemetry.cache_tiers import CachedCall, TierComparison, compare_ttl_tiers
 from telemetry.catalogue import load_catalogue
 from telemetry.models import AgentProfile, LLMCall, Policy
 from telemetry.policy_rules import POLICY_FIELDS, PolicyValues
 from telemetry.policy_store import layered_policy, row_overrides
-from telemetry.pressure import PressureBand
 from telemetry.pricing import ModelPrice, find_price
 
 TRAFFIC_WINDOW: Final = timedelta(days=7)
-
-BANDS: Final[tuple[PressureBand, ...]] = ("ok", "prune", "compact", "over", "unknown")
 
 
 @dataclass(frozen=True)
@@ -68,53 +66,20 @@ def load_policies(profile_ids: Iterable[int] | None = None) -> Policies:
     return Policies(base, by_profile, overridden, ",".join(stamps))
 
 
-def band_ranges(prune: Any, summarize: Any) -> dict[str, Q]:
-    """Each band as a range of pressure under one profile's thresholds (values or expressions).
-
-    The same rule as `telemetry.pressure.pressure_band` (0 < prune ≤ summarize ≤ 1): the ranges
-    are disjoint and cover every pressure, so a band can be counted or filtered on an index of
-    `(profile, pressure)` without evaluating a CASE per session.
-    """
-    return {
-        "ok": Q(pressure__lt=prune),
-        "prune": Q(pressure__gte=prune, pressure__lt=summarize),
-        "compact": Q(pressure__gte=summarize, pressure__lte=1.0),
-        "over": Q(pressure__gt=1.0),
-        "unknown": Q(pressure__isnull=True),
-    }
-
-
-BAND_OF_RANK: Final[dict[int, PressureBand]] = {
-    -1: "unknown",
-    0: "ok",
-    1: "prune",
-    2: "compact",
-    3: "over",
-}
-
-
 def band_rank(profiles: list[AgentProfile], policies: Policies) -> Case:
     """A session's pressure band in SQL, ranked (-1 unknown, 0 ok … 3 over; `BAND_OF_RANK`).
 
     Each profile has its own thresholds, so a 28 % that is past a profile's summarize threshold
     ranks above a 37 % that is still ok under another's (sorting by pressure sorts by this
-    first, then by the figure).
+    first, then by the figure). A profile created after `profiles` was read has no override
+    yet: the global thresholds.
     """
-    whens = [When(pressure__isnull=True, then=Value(-1)), When(pressure__gt=1.0, then=Value(3))]
-    for profile in profiles:
-        policy = policies.of(profile.pk)
-        whens += [
-            When(profile_id=profile.pk, pressure__gte=policy.summarize_threshold, then=Value(2)),
-            When(profile_id=profile.pk, pressure__gte=policy.prune_threshold, then=Value(1)),
-            When(profile_id=profile.pk, then=Value(0)),
-        ]
-    # a profile created after `profiles` was read has no override yet: the global thresholds
-    base = policies.global_policy
-    whens += [
-        When(pressure__gte=base.summarize_threshold, then=Value(2)),
-        When(pressure__gte=base.prune_threshold, then=Value(1)),
-    ]
-    return Case(*whens, default=Value(0), output_field=IntegerField())
+    return band_case(
+        {profile.pk: policies.of(profile.pk) for profile in profiles},
+        fallback=policies.global_policy,
+        label=RANK_OF_BAND.__getitem__,
+        output_field=IntegerField(),
+    )
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
 from django.utils.functional import cached_property
 
-from console.selectors.policies import BANDS, Policies, band_ranges, band_rank, load_policies
+from console.selectors.policies import Policies, band_rank, load_policies
+from telemetry.band_sql import BANDS, band_ranges
 from telemetry.models import AgentProfile, AgentSession
 
 SESSIONS_PER_PAGE: Final = 25

@@ -19,7 +19,8 @@ from django.utils import timezone
 
 from compaction.models import CompactionRun
 from console.overview import RANGES, TOP_SESSIONS, Bucket, bucket_starts, load_overview
-from console.selectors.policies import BANDS, load_policies
+from console.selectors.policies import load_policies
+from telemetry.band_sql import BANDS
 from telemetry.catalogue import seed_catalogue
 from telemetry.events import record_context_event
 from telemetry.keys import create_agent_key
