@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from telemetry.errors import FieldError
-from telemetry.usage import normalize_usage
+from telemetry.usage import NormalizedUsage, normalize_usage
 
 
 def refused(usage: Any, **kw: Any) -> tuple[str, str]:
@@ -157,3 +157,129 @@ def test_otel_aliases_that_disagree_are_named_with_both_values():
     )
     agreeing = normalize_usage(OTEL | {"gen_ai.usage.prompt_tokens": 10})
     assert agreeing.uncached_input == 10
+
+
+# --- the format a provider name selects --------------------------------------------------------
+
+
+def test_a_provider_that_is_not_a_string_is_refused_by_its_json_type():
+    assert refused(CHAT, provider=5) == ("provider", "must be a string, got integer")
+    assert refused(CHAT, provider=["openai"]) == ("provider", "must be a string, got array")
+
+
+@pytest.mark.parametrize(
+    "provider", ["otel", " OpenTelemetry ", "anthropic", "openai_chat", "bedrock", "azure"]
+)
+def test_an_attribute_dict_is_read_as_otel_under_any_known_vendor_name(provider):
+    got = normalize_usage(OTEL, provider=provider)
+    assert (got.provider, got.uncached_input, got.output) == ("otel", 10, 5)
+
+
+def test_an_unknown_provider_is_refused_even_for_an_attribute_dict():
+    assert refused(OTEL, provider="mistral") == ("provider", "unknown provider 'mistral'")
+
+
+# --- Anthropic's cache fields ------------------------------------------------------------------
+
+MESSAGES = {"input_tokens": 10, "output_tokens": 5}
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "message"),
+    [
+        (
+            {"cache_creation_input_tokens": "3"},
+            "usage.cache_creation_input_tokens",
+            "must be an integer, got string",
+        ),
+        (
+            {"cache_read_input_tokens": -1},
+            "usage.cache_read_input_tokens",
+            "must not be negative, got -1",
+        ),
+        (
+            {"cache_creation": {"ephemeral_5m_input_tokens": -1}},
+            "usage.cache_creation.ephemeral_5m_input_tokens",
+            "must not be negative, got -1",
+        ),
+        (
+            {"cache_creation": {"ephemeral_1h_input_tokens": 2**53}},
+            "usage.cache_creation.ephemeral_1h_input_tokens",
+            f"must be at most {2**53 - 1}, got {2**53}",
+        ),
+        ({"cache_creation": 7}, "usage.cache_creation", "must be an object, got integer"),
+    ],
+)
+def test_a_bad_anthropic_cache_field_is_named(extra, field, message):
+    assert refused(MESSAGES | extra, provider="anthropic") == (field, message)
+
+
+def test_a_split_with_one_tier_keeps_the_other_at_zero_whatever_the_profiles_tier():
+    got = normalize_usage(
+        MESSAGES | {"cache_creation": {"ephemeral_5m_input_tokens": 100}},
+        provider="anthropic",
+        cache_ttl="1h",
+    )
+    assert (got.cache_write_5m, got.cache_write_1h, got.reported_cache) == (100, 0, True)
+    assert got.flags == ()
+
+
+@pytest.mark.parametrize(("ttl", "written"), [("5m", (150, 40)), ("1h", (100, 90))])
+def test_a_total_above_the_split_adds_the_rest_to_the_profiles_tier(ttl, written):
+    got = normalize_usage(
+        MESSAGES
+        | {
+            "cache_creation_input_tokens": 190,
+            "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 40},
+        },
+        provider="anthropic",
+        cache_ttl=ttl,
+    )
+    assert (got.cache_write_5m, got.cache_write_1h) == written
+    assert got.flags == ("anthropic_cache_split_mismatch",)
+
+
+def test_a_split_alone_says_the_cache_was_reported():
+    got = normalize_usage(MESSAGES | {"cache_creation": {}}, provider="anthropic")
+    assert got.reported_cache and (got.cache_write_5m, got.cache_write_1h) == (0, 0)
+    assert not normalize_usage(MESSAGES, provider="anthropic").reported_cache
+
+
+# --- a usage built directly --------------------------------------------------------------------
+
+
+def _built(**kw: Any) -> None:
+    fields: dict[str, Any] = {
+        "provider": "anthropic",
+        "uncached_input": 1,
+        "cache_read": 2,
+        "cache_write_5m": 3,
+        "cache_write_1h": 4,
+        "output": 5,
+        "reasoning_output": None,
+        "reported_cache": True,
+    }
+    NormalizedUsage(**(fields | kw))
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"uncached_input": 1.0}, "uncached_input must be an int, got number"),
+        ({"cache_write_1h": None}, "cache_write_1h must be an int, got null"),
+        ({"output": True}, "output must be an int, got boolean"),
+        ({"cache_read": -1}, f"cache_read must be in [0, {2**53 - 1}], got -1"),
+        ({"cache_write_5m": 2**53}, f"cache_write_5m must be in [0, {2**53 - 1}], got {2**53}"),
+        ({"reasoning_output": "1"}, "reasoning_output must be an int, got string"),
+        ({"reasoning_output": 6}, "reasoning_output (6) exceeds output (5)"),
+        (
+            {"provider": "gemini"},
+            "provider must be one of ('anthropic', 'openai_chat', 'openai_responses', 'otel'), "
+            "got 'gemini'",
+        ),
+    ],
+)
+def test_a_usage_refuses_counts_it_cannot_hold_by_name(kw, message):
+    with pytest.raises(ValueError) as caught:
+        _built(**kw)
+    assert str(caught.value) == message
