@@ -283,3 +283,8 @@ def test_a_usage_refuses_counts_it_cannot_hold_by_name(kw, message):
     with pytest.raises(ValueError) as caught:
         _built(**kw)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("ttl", ["2h", "5M", None])
+def test_a_cache_tier_other_than_5m_or_1h_is_refused(ttl):
+    assert refused(MESSAGES, cache_ttl=ttl) == ("cache_ttl", f"must be '5m' or '1h', got {ttl!r}")
