@@ -288,3 +288,27 @@ def test_a_usage_refuses_counts_it_cannot_hold_by_name(kw, message):
 @pytest.mark.parametrize("ttl", ["2h", "5M", None])
 def test_a_cache_tier_other_than_5m_or_1h_is_refused(ttl):
     assert refused(MESSAGES, cache_ttl=ttl) == ("cache_ttl", f"must be '5m' or '1h', got {ttl!r}")
+
+
+NEEDS_INPUT = "an OpenAI usage object needs prompt_tokens or input_tokens"
+
+
+def test_an_openai_usage_without_an_input_count_says_what_it_needs():
+    assert refused({"output_tokens": 5}, provider="azure") == ("usage", NEEDS_INPUT)
+    assert refused({"output_tokens": 5}, model="gpt-5") == ("usage", NEEDS_INPUT)
+
+
+def test_an_openai_name_over_anthropic_cache_fields_is_refused():
+    usage = MESSAGES | {"cache_read_input_tokens": 3}
+    assert refused(usage, provider="OpenAI") == (
+        "provider",
+        "'OpenAI' does not match Anthropic cache fields",
+    )
+
+
+def test_a_usage_of_no_known_shape_asks_for_the_provider():
+    assert refused({"tokens": 5}) == (
+        "usage",
+        "cannot tell the provider from the keys or the model; send `provider` "
+        "(anthropic, openai_chat, openai_responses or otel)",
+    )
