@@ -266,6 +266,10 @@ def _built(**kw: Any) -> None:
     ("kw", "message"),
     [
         ({"uncached_input": 1.0}, "uncached_input must be an int, got number"),
+        ({"cache_read": 1.0}, "cache_read must be an int, got number"),
+        ({"cache_write_5m": 1.0}, "cache_write_5m must be an int, got number"),
+        ({"cache_write_1h": 1.0}, "cache_write_1h must be an int, got number"),
+        ({"output": 5.0}, "output must be an int, got number"),
         ({"cache_write_1h": None}, "cache_write_1h must be an int, got null"),
         ({"output": True}, "output must be an int, got boolean"),
         ({"cache_read": -1}, f"cache_read must be in [0, {2**53 - 1}], got -1"),
