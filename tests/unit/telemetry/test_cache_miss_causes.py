@@ -292,3 +292,105 @@ def test_each_miss_is_priced_at_its_own_models_rates_and_tier():
     ]
     by_turn = {m.turn: m.premium_usd for m in classify(calls, prices=prices)}
     assert by_turn == {1: D("0.06"), 2: D("0.6"), 3: D("0.32")}
+
+
+# --- the unexplained, and the classifier's own bounds --------------------------------------------
+
+
+def test_without_fingerprints_an_unexplained_miss_gives_the_gap_and_tier():
+    miss = one([PREVIOUS, CURRENT])
+    assert (miss.cause, miss.model, miss.read_tokens) == ("unexplained", "m", 0)
+    assert (miss.expected_tokens, miss.missed_tokens) == (52_000, 52_000)
+    assert miss.evidence == (
+        "same model, 1m 00s gap within the 5-minute tier, no compaction; "
+        "no prefix fingerprints: eviction, or a volatile prefix we cannot see"
+    )
+    assert miss.detail == {"gap_seconds": 60, "tier": "5m"}
+
+
+def test_a_break_at_or_past_the_cached_length_is_eviction():
+    head = Segment("head", "h", 52_000)
+    tail = Segment("tail", "t", 1_000)
+    changed = Segment("tail", "other", 1_000)
+    previous = call(0, cache_read=50_000, cache_write_5m=2_000, prefix=(head, tail))
+    current = call(1, T1, uncached_input=53_000, prefix=(head, changed))
+    miss = one([previous, current])
+    assert miss.cause == "unexplained"
+    assert miss.evidence == (
+        "the prefix fingerprints match up to the cached length: evicted by the provider"
+    )
+    assert miss.detail == {"fingerprints": "match"}
+
+
+def test_an_event_with_only_its_size_after_states_no_sizes():
+    event = _event(call=(1, 0), tokens_after=9)
+    assert one([PREVIOUS, CURRENT], context_changes=[event]).evidence == (
+        "the agent auto compact, reported"
+    )
+
+
+def test_a_one_token_1h_write_makes_the_prefix_last_an_hour():
+    previous = call(0, cache_read=50_000, cache_write_1h=1)
+    current = call(1, T0 + timedelta(minutes=23), uncached_input=50_001)
+    miss = one([previous, current])
+    assert (miss.cause, miss.detail["tier"]) == ("unexplained", "1h")
+
+
+def test_a_one_token_5m_write_after_a_1h_write_makes_the_prefix_last_5_minutes():
+    calls = [
+        call(0, cache_write_1h=50_000),
+        call(1, T1, cache_read=50_000, cache_write_5m=1),
+        call(2, T1 + timedelta(minutes=23), uncached_input=50_001),
+    ]
+    miss = one(calls)
+    assert (miss.turn, miss.cause, miss.detail) == (
+        2,
+        "expiry",
+        {"gap_seconds": 1380, "tier": "5m"},
+    )
+
+
+def test_a_write_names_its_tier_even_on_a_provider_that_caches_on_its_own():
+    previous = call(0, cache_read=50_000, cache_write_5m=2_000, automatic=True)
+    miss = one([previous, call(1, T0 + timedelta(minutes=23), uncached_input=60_000)])
+    assert miss.detail == {"gap_seconds": 1380, "tier": "5m"}
+    assert "exceeds the 5-minute tier" in miss.evidence
+
+
+def test_a_pair_with_a_call_that_reported_no_cache_is_skipped_not_the_rest():
+    silent = call(1, T1, uncached_input=53_000, cache_read=50_000, reported_cache=False)
+    calls = [
+        PREVIOUS,
+        silent,
+        call(2, T1 + timedelta(minutes=1), uncached_input=53_000),
+    ]
+    assert [
+        m.turn for m in classify(calls, prices={})
+    ] == []  # silent expects and is expected nothing
+    later = [*calls, call(3, T1 + timedelta(minutes=2), cache_write_5m=60_000),
+             call(4, T1 + timedelta(minutes=3), uncached_input=60_000)]  # fmt: skip
+    assert [m.turn for m in classify(later, prices={})] == [4]
+
+
+def test_a_pair_without_a_miss_is_skipped_not_the_rest():
+    calls = [
+        PREVIOUS,
+        call(1, T1, cache_read=52_000, uncached_input=1_000),
+        call(2, T1 + timedelta(minutes=1), uncached_input=53_000),
+    ]
+    assert [m.turn for m in classify(calls, prices={})] == [2]
+
+
+@pytest.mark.parametrize(
+    ("expected", "read", "is_miss"),
+    [
+        (10_000, 8_976, True),  # 1,024 missed, over 5 %
+        (10_000, 8_977, False),
+        (100_000, 95_000, True),  # exactly 5 %, over 1,024
+        (100_000, 95_001, False),
+    ],
+)
+def test_a_miss_needs_1024_tokens_and_5_percent_each_counted_inclusively(expected, read, is_miss):
+    previous = call(0, cache_write_5m=expected)
+    current = call(1, T1, cache_read=read, uncached_input=expected - read)
+    assert len(classify([previous, current], prices={})) == (1 if is_miss else 0)
