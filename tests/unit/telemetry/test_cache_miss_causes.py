@@ -394,3 +394,10 @@ def test_a_miss_needs_1024_tokens_and_5_percent_each_counted_inclusively(expecte
     previous = call(0, cache_write_5m=expected)
     current = call(1, T1, cache_read=read, uncached_input=expected - read)
     assert len(classify([previous, current], prices={})) == (1 if is_miss else 0)
+
+
+def test_a_prefix_only_read_back_falls_to_the_5m_tier_unless_cached_automatically():
+    read_only = call(0, cache_read=52_000)
+    assert one([read_only, CURRENT]).detail == {"gap_seconds": 60, "tier": "5m"}
+    automatic = call(0, uncached_input=2_000, cache_read=50_000, automatic=True)
+    assert one([automatic, CURRENT]).detail == {"gap_seconds": 60, "tier": "auto"}

@@ -170,3 +170,9 @@ def test_each_bucket_is_billed_at_its_own_rate_and_an_absent_write_rate_at_input
     assert (rates.billed("cache_write_5m"), rates.billed("cache_write_1h")) == (D("1.25"), D("2"))
     bare = Rates(D("3"), D("5"), D("0.1"), None, None)
     assert (bare.billed("cache_write_5m"), bare.billed("cache_write_1h")) == (D("3"), D("3"))
+
+
+def test_an_absent_5m_write_rate_does_not_end_the_checks():
+    message = "cache_write_1h must be a finite, non-negative Decimal, got Decimal('-1')"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        _rates(cache_write_5m=None, cache_write_1h=D("-1"))

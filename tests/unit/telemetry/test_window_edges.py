@@ -136,3 +136,11 @@ def test_the_model_wins_over_its_family_and_invalid_figures_fall_through():
     assert _resolve(overrides={"*": MAX_WINDOW}) == WindowInForce(MAX_WINDOW, "profile_default")
     assert _resolve(learned=LearnedWindow("other", 6)) is None
     assert _resolve(record_window=0, catalogue_window=10) == WindowInForce(0, "record")
+
+
+def test_a_comment_starts_at_the_first_hash():
+    assert parse_window_overrides("a = 5 # one # two\n(beta) = 6") == {"a": 5, "(beta)": 6}
+
+
+def test_the_default_comes_first_even_before_names_that_sort_before_it():
+    assert format_window_overrides({"(beta)": 2, "*": 1, " x": 3}) == "* = 1\n x = 3\n(beta) = 2"
