@@ -75,12 +75,13 @@ def test_the_automatic_cache_keeps_prompts_of_1024_tokens_or_more(prompt, cachea
 # --- a premium's dollars ---------------------------------------------------------------------------
 
 # 9-decimal rates: every product below is exact only in a context wider than the default's.
+WRITE_5M, WRITE_1H = D("3.904320986"), D("6.246913578")
 RATES = Rates(
     input=D("3.123456789"),
     output=D("15"),
     cache_read=D("0.312345678"),
-    cache_write_5m=D("3.904320986"),
-    cache_write_1h=D("6.246913578"),
+    cache_write_5m=WRITE_5M,
+    cache_write_1h=WRITE_1H,
 )
 
 
@@ -88,8 +89,8 @@ def test_missed_tokens_are_paid_from_1h_writes_then_5m_writes_then_input():
     current = obs(uncached_input=10_000, cache_write_5m=300, cache_write_1h=200)
     got = premium_at(current, 1_000, RATES)
     expected = (
-        200 * (RATES.cache_write_1h - RATES.cache_read)
-        + 300 * (RATES.cache_write_5m - RATES.cache_read)
+        200 * (WRITE_1H - RATES.cache_read)
+        + 300 * (WRITE_5M - RATES.cache_read)
         + 500 * (RATES.input - RATES.cache_read)
     ) / D(1_000_000)
     assert got == expected == D("0.0036700617279")
@@ -97,12 +98,9 @@ def test_missed_tokens_are_paid_from_1h_writes_then_5m_writes_then_input():
 
 def test_fewer_missed_tokens_than_written_come_from_the_1h_writes_first():
     current = obs(uncached_input=10_000, cache_write_5m=300, cache_write_1h=200)
-    assert premium_at(current, 150, RATES) == 150 * (RATES.cache_write_1h - RATES.cache_read) / D(
-        1_000_000
-    )
+    assert premium_at(current, 150, RATES) == 150 * (WRITE_1H - RATES.cache_read) / D(1_000_000)
     assert premium_at(current, 450, RATES) == (
-        200 * (RATES.cache_write_1h - RATES.cache_read)
-        + 250 * (RATES.cache_write_5m - RATES.cache_read)
+        200 * (WRITE_1H - RATES.cache_read) + 250 * (WRITE_5M - RATES.cache_read)
     ) / D(1_000_000)
 
 
@@ -117,8 +115,8 @@ def test_a_premium_is_exact_in_a_narrow_thread_context_and_never_negative():
     with localcontext(Context(prec=6)):
         got = premium_at(current, 3 * 10**15 - 1, RATES)
     exact = (
-        10**15 * (RATES.cache_write_1h - RATES.cache_read)
-        + 10**15 * (RATES.cache_write_5m - RATES.cache_read)
+        10**15 * (WRITE_1H - RATES.cache_read)
+        + 10**15 * (WRITE_5M - RATES.cache_read)
         + (10**15 - 1) * (RATES.input - RATES.cache_read)
     ) / D(1_000_000)
     assert got == exact
