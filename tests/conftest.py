@@ -7,7 +7,7 @@ reproducible on a noisy 2-core machine; `dev` explores more. `CI=true` selects `
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 settings.register_profile(
     "ci",
@@ -19,13 +19,16 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None, max_examples=200)
 # `make mutate`: every mutant is judged on the same few examples (derandomized), so a score is
-# reproducible and a mutant costs seconds; the explicit boundary examples do the fine work.
+# reproducible and a mutant costs seconds; the explicit boundary examples do the fine work. No
+# shrinking: the first failing example already kills the mutant, and minimising it could cost
+# more CPU than the mutant's time limit (reported as a timeout instead of a kill).
 settings.register_profile(
     "mutate",
     derandomize=True,
     deadline=None,
     max_examples=40,
     database=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(
