@@ -60,8 +60,8 @@ def test_the_band_case_and_ranks_say_what_pressure_band_says_at_every_boundary()
     checked = 0
     for session in sessions:
         expected = _python_band(session)
-        assert session.band == expected, (session.profile.name, session.pressure)  # type: ignore[attr-defined]
-        assert BAND_OF_RANK[session.rank] == expected, (session.profile.name, session.pressure)  # type: ignore[attr-defined]
+        assert session.band == expected, (session.profile.name, session.pressure)
+        assert BAND_OF_RANK[session.rank] == expected, (session.profile.name, session.pressure)
         checked += 1
     assert checked > 40
 
