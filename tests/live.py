@@ -136,6 +136,16 @@ class PrivateRedis:
     def thaw(self) -> None:
         self.process.send_signal(signal.SIGCONT)
 
+    def stop(self) -> None:
+        """Stop the server (its connections refused from now on), as a crashed cache is seen."""
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+    def start(self) -> None:
+        """Start an empty server again on the same port (what a restarted cache holds)."""
+        self.process = _redis_server(self.port)
+        wait_for_port(self.port)
+
 
 @contextlib.contextmanager
 def private_redis() -> Iterator[PrivateRedis]:
@@ -143,18 +153,23 @@ def private_redis() -> Iterator[PrivateRedis]:
     if binary is None:
         raise RuntimeError("redis-server is needed (apt-get install redis-server)")
     port = free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+    redis = PrivateRedis(process=_redis_server(port, binary), port=port)
+    try:
+        wait_for_port(port)
+        yield redis
+    finally:
+        redis.process.send_signal(signal.SIGCONT)
+        redis.process.terminate()
+        redis.process.wait(timeout=10)
+
+
+def _redis_server(port: int, binary: str | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [binary or shutil.which("redis-server") or "redis-server", "--port", str(port)]
+        + ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    try:
-        wait_for_port(port)
-        yield PrivateRedis(process=process, port=port)
-    finally:
-        process.send_signal(signal.SIGCONT)
-        process.terminate()
-        process.wait(timeout=10)
 
 
 @contextlib.contextmanager
