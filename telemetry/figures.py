@@ -49,6 +49,10 @@ _REPORTED: Final = "FILTER (WHERE c.reported_cache)"
 _PRICED: Final = f"FILTER (WHERE c.cost_{BUCKETS[0]} IS NOT NULL)"
 
 
+# `_sum` and `_last` build `TURN_FIGURES` once, at import, before mutmut can switch a mutant
+# on; the figures they build are held by tests/unit/telemetry/test_figures.py (the folds) and
+# tests/db/test_turn_figures.py (the SQL), not by mutation (docs/mutation.md).
+# pragma: no mutate start
 def _sum(name: str) -> TurnFigure:
     """A token count summed over the calls."""
     get = attrgetter(name)
@@ -59,6 +63,9 @@ def _last(name: str, column: str | None = None) -> TurnFigure:
     """The highest-numbered call's `column` (default: the same name)."""
     get = attrgetter(column or name)
     return TurnFigure(name, lambda calls: get(calls[-1]), f"l.{column or name}", of_last=True)
+
+
+# pragma: no mutate end
 
 
 def _sum_or_none(values: list[Any], start: Any = 0) -> Any:
@@ -207,6 +214,9 @@ SESSION_AGGREGATES: Final = tuple(
 )
 
 
+# SQL text: what it computes is held on a real database (tests/db/test_turn_figures.py and
+# tests/db/test_set_wise_derivation.py), which the pure tests `make mutate` runs cannot reach.
+# pragma: no mutate start
 def session_change_sql() -> dict[str, str]:
     """What an upsert of a session's touched turns changed of each total (`Change`'s fields, by
     name), as SQL over the touched turns after (`n`) and before (`o`, NULL for a new turn)."""
@@ -225,6 +235,9 @@ def session_change_sql() -> dict[str, str]:
             )
             change[str(t.priced)] = f"bool_or(n.{column} IS NOT NULL)"
     return change
+
+
+# pragma: no mutate end
 
 
 # The touched turns' columns the change reads as they were before the upsert.

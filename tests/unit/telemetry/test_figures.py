@@ -8,6 +8,7 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from decimal import Decimal
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -101,7 +102,13 @@ def test_the_totals_from_scratch_are_each_totals_definition(turns):
     sums = [_sums(turn_calls) for turn_calls in turns]
     totals = of_turns(sums)
     defined = fold_session(sums)
+    assert set(defined) == {t.name for t in SESSION_TOTALS}  # every total, none left out
     assert {name: getattr(totals, name) for name in defined} == defined
+
+
+def test_a_turn_without_calls_has_no_figures():
+    with pytest.raises(ValueError, match="^a turn has at least one call$"):
+        fold_turn([])
 
 
 def test_every_total_and_its_change_is_a_field_by_name():
