@@ -29,6 +29,7 @@ FIELDS = (
     "reported_cache",
     "surface_version",
     "prefix",
+    "context_tokens",
 )
 
 

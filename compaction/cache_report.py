@@ -69,6 +69,7 @@ _CALL_FIELDS = (
     "reported_cache",
     "surface_version",
     "prefix",
+    "context_tokens",
 )
 
 
@@ -120,6 +121,7 @@ def _observation(row: Mapping[str, Any], price: ModelPrice | None) -> CallObs:
         automatic,
         row["surface_version"],
         _segments(prefix) if prefix is not None else None,
+        row["context_tokens"],
     )
 
 

@@ -38,7 +38,7 @@ from typing import Final, Literal
 
 from context_core.economics import MONEY, PER_MILLION
 from telemetry.pricing import ModelPrice, Rates
-from telemetry.usage import context_size
+from telemetry.usage import INPUT_BUCKETS
 
 Cause = Literal[
     "model_switch", "expiry", "our_compaction", "agent_compaction", "prefix_break", "unexplained"
@@ -100,6 +100,12 @@ class CallObs:
     `automatic` says the provider caches on its own without reporting writes (OpenAI): the whole
     prompt is then what the call made cacheable. `prefix` is the call's prefix fingerprints, from
     the agent's record or from the surface version it used; None when unknown.
+
+    `context` is the request's size as stored with the call (`LLMCall.context_tokens`,
+    `telemetry.usage.context_size` of all its input buckets, whichever there are). None (an
+    observation built by hand): the sum of the input buckets this class carries, the others
+    (`telemetry.usage.INPUT_BUCKETS`) counted as 0. The classifier never names a bucket it does
+    not tell apart, so a new input bucket changes nothing here.
     """
 
     turn: int
@@ -114,6 +120,7 @@ class CallObs:
     automatic: bool = False
     surface_version: int | None = None
     prefix: tuple[Segment, ...] | None = None
+    context: int | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -125,8 +132,10 @@ class CallObs:
 
     @property
     def context_tokens(self) -> int:
-        """The size of this request's input (`context_size`)."""
-        return context_size(self)
+        """The size of this request's input (`telemetry.usage.context_size`)."""
+        if self.context is not None:
+            return self.context
+        return sum(getattr(self, name, 0) for name in INPUT_BUCKETS)
 
     @property
     def cacheable(self) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from operator import attrgetter
@@ -31,31 +31,55 @@ from telemetry.usage import BUCKETS, INPUT_BUCKETS, InputCounts
 KEY_FIELDS: Final = ("profile_id", "model", "hour")
 
 
+# An hour row's sums, in the upsert's column order: every bucket's tokens and cost come from
+# `telemetry.usage.BUCKETS`, so a new bucket needs its columns (the model) and nothing here.
+SUM_FIELDS: Final = (
+    "calls",
+    *BUCKETS,
+    "cache_reported_calls",
+    "cache_read_reported",
+    "cache_denominator",
+    "unpriced_calls",
+    *(f"cost_{name}" for name in BUCKETS),
+    "cost_usd",
+    "no_cache_cost_usd",
+)
+MONEY_FIELDS: Final = tuple(name for name in SUM_FIELDS if "cost" in name)
+
+
+def _no_tokens() -> dict[str, int]:
+    return dict.fromkeys(BUCKETS, 0)
+
+
+def _no_money() -> dict[str, Decimal]:
+    return dict.fromkeys(MONEY_FIELDS, Decimal(0))
+
+
 @dataclass(slots=True)
 class HourFigures:
-    """The sums one hour row holds (field names are the model's columns)."""
+    """The sums one hour row holds: `tokens` by bucket, `costs` by column (`MONEY_FIELDS`);
+    `figure` reads any of them by its column name (`SUM_FIELDS`)."""
 
     calls: int = 0
-    uncached_input: int = 0
-    cache_read: int = 0
-    cache_write_5m: int = 0
-    cache_write_1h: int = 0
-    output: int = 0
+    tokens: dict[str, int] = field(default_factory=_no_tokens)
     cache_reported_calls: int = 0
     cache_read_reported: int = 0
     cache_denominator: int = 0
     unpriced_calls: int = 0
-    cost_uncached_input: Decimal = Decimal(0)
-    cost_cache_read: Decimal = Decimal(0)
-    cost_cache_write_5m: Decimal = Decimal(0)
-    cost_cache_write_1h: Decimal = Decimal(0)
-    cost_output: Decimal = Decimal(0)
-    cost_usd: Decimal = Decimal(0)
-    no_cache_cost_usd: Decimal = Decimal(0)
+    costs: dict[str, Decimal] = field(default_factory=_no_money)
 
+    def figure(self, name: str) -> int | Decimal:
+        """The sum stored in the hour row's column `name`."""
+        if name in self.tokens:
+            return self.tokens[name]
+        if name in self.costs:
+            return self.costs[name]
+        count: int = getattr(self, name)
+        return count
 
-SUM_FIELDS: Final = tuple(f.name for f in fields(HourFigures))
-MONEY_FIELDS: Final = tuple(name for name in SUM_FIELDS if "cost" in name)
+    def figures(self) -> tuple[int | Decimal, ...]:
+        """Every sum, in `SUM_FIELDS`' order."""
+        return tuple(map(self.figure, SUM_FIELDS))
 
 
 def hour_of(at: datetime) -> datetime:
@@ -129,8 +153,9 @@ def sum_by_hour(
         row = sums[(profile_id, model, _EPOCH + hours * _HOUR)] = HourFigures(calls=len(members))
         reported = [call for call in members if call.reported_cache]
         priced = [call for call in members if call.cost_usd is not None]
-        for name in _TOKEN_FIELDS:
-            setattr(row, name, sum(map(_GETTERS[name], members)))
+        tokens = row.tokens
+        for name in BUCKETS:
+            tokens[name] = sum(map(_GETTERS[name], members))
         row.cache_reported_calls = len(reported)
         if reported:
             read = sum(map(_GETTERS["cache_read"], reported))
@@ -146,13 +171,12 @@ def sum_by_hour(
                 # not `None in values`: a Decimal compared with None asks the numbers ABCs
                 if name != "cost_usd" and any(value is None for value in values):
                     values = [_money(value) for value in values]
-                setattr(row, name, sum(values, Decimal(0)))
+                row.costs[name] = sum(values, Decimal(0))
     return sums
 
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _HOUR: Final = timedelta(hours=1)
-_TOKEN_FIELDS: Final = BUCKETS
 _GETTERS: Final = {name: attrgetter(name) for name in SUM_FIELDS}
 
 
@@ -205,7 +229,7 @@ def _add_statement(
     fields = _row_fields()
     params: list[Any] = []
     for key in sorted(sums):
-        params.extend(map(prepare, fields, (*key, *_SUMS_OF(sums[key]))))
+        params.extend(map(prepare, fields, (*key, *sums[key].figures())))
     if vendor() == "postgresql":
         # A few hour rows (a request's): striped. More (a long import's chunk can span hundreds
         # of hours): each advisory lock would take a slot of the server's shared lock table
@@ -214,9 +238,6 @@ def _add_statement(
         assert striped or not only_if, "a condition only for a request's few hour rows"
         return Statement(_upsert_sql(len(sums), striped=striped, only_if=only_if), params, striped)
     return Statement(_upsert_sql(len(sums), striped=False), params, False)
-
-
-_SUMS_OF: Final = attrgetter(*SUM_FIELDS)
 
 
 @functools.cache

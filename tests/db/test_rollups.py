@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from telemetry.costing import CallRow
 from telemetry.models import HourlyUsage
-from telemetry.rollups import HourFigures, hour_of, rebuild_rollups, sum_by_hour
+from telemetry.rollups import MONEY_FIELDS, HourFigures, hour_of, rebuild_rollups, sum_by_hour
+from telemetry.usage import BUCKETS, context_size
 
 SONNET = "claude-sonnet-4-5-20250929"
 START = datetime(2026, 11, 30, 9, 59, 30, tzinfo=UTC)
@@ -212,27 +213,20 @@ def _sum_call_by_call(profile_id: int, calls: list[CallRow]) -> dict[Any, HourFi
         if row is None:
             row = sums[key] = HourFigures()
         row.calls += 1
-        row.uncached_input += call.uncached_input
-        row.cache_read += call.cache_read
-        row.cache_write_5m += call.cache_write_5m
-        row.cache_write_1h += call.cache_write_1h
-        row.output += call.output
+        for name in BUCKETS:
+            row.tokens[name] += getattr(call, name)
         if call.reported_cache:
             row.cache_reported_calls += 1
             row.cache_read_reported += call.cache_read
-            row.cache_denominator += (
-                call.uncached_input + call.cache_read + call.cache_write_5m + call.cache_write_1h
-            )
+            row.cache_denominator += context_size(call)
         if call.cost_usd is None:
             row.unpriced_calls += 1
         else:
-            row.cost_uncached_input += money(call.cost_uncached_input)
-            row.cost_cache_read += money(call.cost_cache_read)
-            row.cost_cache_write_5m += money(call.cost_cache_write_5m)
-            row.cost_cache_write_1h += money(call.cost_cache_write_1h)
-            row.cost_output += money(call.cost_output)
-            row.cost_usd += call.cost_usd
-            row.no_cache_cost_usd += money(call.no_cache_cost_usd)
+            for name in MONEY_FIELDS:
+                if name == "cost_usd":
+                    row.costs[name] += call.cost_usd
+                else:
+                    row.costs[name] += money(getattr(call, name))
     return sums
 
 
@@ -265,23 +259,15 @@ _money = st.none() | st.integers(0, 12).flatmap(
 @st.composite
 def _calls(draw: st.DrawFn) -> CallRow:
     priced = draw(st.booleans())
-    costs = [draw(_money) for _ in range(5)] if priced else [None] * 5
+    costs = {f"cost_{name}": draw(_money) if priced else None for name in BUCKETS}
     total = draw(_money.filter(lambda v: v is not None)) if priced else None
     values: dict[str, Any] = dict.fromkeys(CallRow._fields)
     values.update(
         model=draw(st.sampled_from([SONNET, "gpt-5", "é"])),
         at=draw(_moments),
-        uncached_input=draw(_counts),
-        cache_read=draw(_counts),
-        cache_write_5m=draw(_counts),
-        cache_write_1h=draw(_counts),
-        output=draw(_counts),
+        **{name: draw(_counts) for name in BUCKETS},
         reported_cache=draw(st.booleans()),
-        cost_uncached_input=costs[0],
-        cost_cache_read=costs[1],
-        cost_cache_write_5m=costs[2],
-        cost_cache_write_1h=costs[3],
-        cost_output=costs[4],
+        **costs,
         cost_usd=total,
         no_cache_cost_usd=draw(_money) if priced else None,
     )
@@ -297,7 +283,7 @@ def _exactly(sums: dict[Any, HourFigures]) -> dict[Any, list[str]]:
 
 
 def vars_of(row: HourFigures) -> list[Any]:
-    return [getattr(row, name) for name in HourFigures.__slots__]
+    return list(row.figures())
 
 
 @settings(max_examples=300, deadline=None)

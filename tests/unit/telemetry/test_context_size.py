@@ -78,6 +78,11 @@ def test_every_call_rows_context_tokens_is_the_one_definition():
         **_POWERS,
     )
     assert figures.context_tokens == context_size(SimpleNamespace(**_POWERS))
-    inputs = {b: _POWERS[b] for b in INPUT_BUCKETS}
-    obs = CallObs(turn=0, call=0, at=at, model="m", **inputs)
-    assert obs.context_tokens == context_size(SimpleNamespace(**inputs))
+    # the classifier's observation carries the stored size, whatever the input buckets
+    buckets = ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h")
+    carried = {b: _POWERS[b] for b in buckets}
+    obs = CallObs(turn=0, call=0, at=at, model="m", **carried, context=figures.context_tokens)
+    assert obs.context_tokens == context_size(SimpleNamespace(**_POWERS))
+    # built by hand without it: the input buckets it carries
+    bare = CallObs(turn=0, call=0, at=at, model="m", **carried)
+    assert bare.context_tokens == sum(_POWERS[b] for b in INPUT_BUCKETS if b in carried)
