@@ -274,7 +274,9 @@ def gunicorn(
             *extra,
         ],
         cwd=ROOT,
-        env=env,
+        # No worker is replaced mid-test (the production safety net `WEB_MAX_REQUESTS` would
+        # swap workers during a fault test's traffic and lose the per-process state it reads).
+        env={"WEB_MAX_REQUESTS": "0", **env},
         stdout=log,
         stderr=subprocess.STDOUT,
     )
