@@ -7,6 +7,7 @@ session yet, prints the URL, and stops all three on Ctrl-C. A second run reuses 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -96,13 +97,18 @@ class Command(BaseCommand):
             ],
         }
         running: dict[str, subprocess.Popen[bytes]] = {}
-        # Ctrl-C reaches the children too (one process group): they exit on their own, and
-        # that must read as a stop, not as a crash.
+        # Each child runs in a process group of its own, so a terminal's Ctrl-C reaches this
+        # process only, which stops the children one way: SIGTERM, then SIGKILL to the child's
+        # whole group (its own workers too) past the deadline. A child that got the terminal's
+        # SIGINT and its parent's signal at once could hang in its handler (gunicorn's gthread
+        # worker), and a grandchild left behind would hold the terminal's output open.
         stopping: list[bool] = []
         previous = signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
         try:
             for name, command in processes.items():
-                running[name] = subprocess.Popen(command, env=env, cwd=settings.BASE_DIR)
+                running[name] = subprocess.Popen(
+                    command, env=env, cwd=settings.BASE_DIR, process_group=0
+                )
             self._wait_for(url + "healthz", running["web"])
             if not options["no_demo"] and not stopping:
                 self._seed_demo(url)
@@ -132,7 +138,9 @@ class Command(BaseCommand):
                 try:
                     proc.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    proc.kill()
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
             if stopping:
                 self.stdout.write("Stopped.")
 
