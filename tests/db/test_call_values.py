@@ -225,3 +225,12 @@ def test_a_plain_raw_usage_is_stored_as_the_orm_stores_it(make_agent):
         copied, created = (text for (text,) in cursor.fetchall())
     assert copied == created
     assert json.loads(copied) == _ODD_USAGE
+
+
+def test_the_benchs_raw_baseline_writes_ingests_call_columns_in_their_order():
+    """`make bench`'s B_copy writes the calls table by hand (bench/data.py): the columns it writes
+    are ingest's (`CALL_COLUMNS`, less the nullable ones it leaves out), in the same order, so a
+    new column cannot make the baseline and the product write different tables."""
+    from bench.data import CALL_COLUMNS as BENCH_COLUMNS
+
+    assert [name for name in CALL_COLUMNS if name in BENCH_COLUMNS] == list(BENCH_COLUMNS)
