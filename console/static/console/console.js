@@ -1,5 +1,5 @@
-// The console's only script: draw the plotly figures a page (or an htmx fragment) embeds, and
-// ask before destructive form posts. Figures arrive as <script type="application/json"> next to
+// The console's only script: draw the plotly figures a page (or an htmx fragment) embeds, copy a
+// new key, and ask before destructive form posts. Figures arrive as <script type="application/json"> next to
 // a <div data-figure="<id of that script>">; htmx.onLoad runs for the page and every swap.
 (function () {
   "use strict";
@@ -60,6 +60,30 @@
   // A select marked data-autosubmit submits its form when changed (the overview's profile).
   document.addEventListener("change", function (event) {
     if (event.target.matches && event.target.matches("select[data-autosubmit]")) event.target.form.submit();
+  });
+
+  // A button marked data-copy="<element id>" copies that element's text (the new key, shown once)
+  // and says so beside it; where the clipboard is refused it selects the text for a manual copy.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("button[data-copy]");
+    if (!button) return;
+    var source = document.getElementById(button.dataset.copy);
+    var status = document.querySelector('[data-copy-status="' + button.dataset.copy + '"]');
+    if (!source) return;
+    function say(text) { if (status) status.textContent = text; }
+    function select() {
+      var range = document.createRange();
+      range.selectNodeContents(source);
+      var selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      say("Selected: press Ctrl+C (⌘C) to copy.");
+    }
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(source.textContent.trim()).then(function () { say("Copied."); }, select);
+    } else {
+      select();
+    }
   });
 
   document.addEventListener("submit", function (event) {
