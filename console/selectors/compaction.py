@@ -73,12 +73,16 @@ def _mark_turn_after(session: AgentSession, events: list[ContextEvent]) -> None:
     }
     first_turns: list[tuple[int, int]] = []
     if versions:
-        first_turns = sorted(
-            LLMCall.objects.filter(session=session, surface_version__gte=min(versions.values()))
+        first_turns = [
+            (seen, first)
+            for seen, first in LLMCall.objects.filter(
+                session=session, surface_version__gte=min(versions.values())
+            )
             .values("surface_version")
             .annotate(first=Min("turn"))
             .values_list("surface_version", "first")
-        )
+            if seen is not None and first is not None
+        ]
     for event in events:
         version = versions.get(event.pk)
         turns = [turn for seen, turn in first_turns if version is not None and seen >= version]
