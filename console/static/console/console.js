@@ -43,9 +43,41 @@
     });
   }
 
+  // A box that scrolls (a wide table, a long reason, a summary) must be reachable by keyboard
+  // (WCAG 2.1.1; axe's scrollable-region-focusable): while its content overflows it takes focus,
+  // as a region named after its section's heading, so the arrow keys scroll it.
+  var SCROLLERS = ".table-wrap, pre, .block.text";
+  function reachable(root) {
+    var boxes = root.matches && root.matches(SCROLLERS) ? [root] : [];
+    root.querySelectorAll(SCROLLERS).forEach(function (box) { boxes.push(box); });
+    boxes.forEach(function (box) {
+      var overflows = box.scrollWidth > box.clientWidth + 1 || box.scrollHeight > box.clientHeight + 1;
+      if (overflows && !box.hasAttribute("tabindex")) {
+        box.setAttribute("tabindex", "0");
+        box.dataset.scrollFocus = "1";
+        if (!box.hasAttribute("role")) box.setAttribute("role", "region");
+        if (!box.hasAttribute("aria-label")) {
+          var section = box.closest("section, .subsection, details");
+          var heading = section && section.querySelector("h2, h3, summary");
+          box.setAttribute("aria-label", (heading ? heading.textContent.trim() : "scrollable content") + " (scrolls)");
+        }
+      } else if (!overflows && box.dataset.scrollFocus) {
+        box.removeAttribute("tabindex");
+        delete box.dataset.scrollFocus;
+      }
+    });
+  }
+  var resizing = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizing);
+    resizing = setTimeout(function () { reachable(document.body); }, 150);
+  });
+  document.addEventListener("toggle", function (event) { reachable(event.target); }, true);
+
   htmx.onLoad(function (root) {
     draw(root);
     addTraces(root);
+    reachable(root);
   });
 
   // The header menu collapses on phones (the CSS shows the toggle only there).
