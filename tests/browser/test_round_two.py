@@ -159,6 +159,16 @@ def test_1_the_phone_header_collapses_and_everything_is_reachable(open_page, con
     revoke = page.get_by_role("button", name="Revoke").first
     revoke.scroll_into_view_if_needed()
     assert revoke.is_visible()
+    # the first Tab offers to skip the header; following it puts the keyboard in the content
+    page.goto(reverse("sessions"))
+    skip = page.locator(".skip-link")
+    assert not skip.is_visible() or (skip.bounding_box() or {"y": -1})["y"] < 0
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip-link"
+    box = skip.bounding_box()
+    assert box is not None and box["y"] >= 0, box
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
 
 
 def test_2_every_part_of_the_session_page_refreshes_together(open_page, console_data: Console):
