@@ -1,6 +1,6 @@
 """The line format of a session export: JSON lines (JSONL), one stored row a line, versioned.
 
-Every line is one JSON object with the format version `v`, the row's `kind` and the row's
+Every line is one JSON object: the format version `v`, the row's `kind`, and `row`, the row's
 stored values under their column names. A `session` line opens a session; every other line
 belongs to the session line before it, so a file of many sessions streams in and out one row at
 a time (constant memory). Within a session the kinds come in `KINDS` order: a context event
@@ -36,7 +36,6 @@ KINDS: Final = (
     "run",
     "operation",
 )
-_RESERVED: Final = frozenset({"v", "kind"})
 
 
 class ExportLineError(ValueError):
@@ -71,35 +70,35 @@ def encode_line(kind: str, record: Mapping[str, Any]) -> str:
     """One line (newline included) holding `record` as a row of `kind`.
 
     Keys keep `record`'s order, so the same row always gives the same bytes. Raises ValueError
-    for an unknown kind, a column named `v` or `kind`, or a value JSON cannot hold (NaN)."""
+    for an unknown kind or a value JSON cannot hold (NaN)."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}")
-    clash = _RESERVED & set(record)
-    if clash:
-        raise ValueError(f"a row cannot have a column named {sorted(clash)[0]!r}")
-    row = {"v": FORMAT_VERSION, "kind": kind, **{k: plain(v) for k, v in record.items()}}
-    return json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+    line = {"v": FORMAT_VERSION, "kind": kind, "row": {k: plain(v) for k, v in record.items()}}
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
 
 
 def decode_line(text: str, number: int) -> ExportLine:
     """The row on line `number`. Raises ExportLineError naming the line when it is not JSON, not
-    an object, of another format version or of an unknown kind.
+    an object, of another format version, of an unknown kind or without a `row` object.
 
     Inverse of `encode_line`: `decode_line(encode_line(k, r), n).record == plain(r)` per value."""
     try:
-        row = json.loads(text)
+        line = json.loads(text)
     except ValueError as exc:
         raise ExportLineError(number, f"not JSON ({exc})") from None
-    if not isinstance(row, dict):
+    if not isinstance(line, dict):
         raise ExportLineError(number, "a line must be a JSON object")
-    version = row.pop("v", None)
+    version = line.get("v")
     if version != FORMAT_VERSION or isinstance(version, bool):
         raise ExportLineError(
             number, f"format version {version!r} is not {FORMAT_VERSION} (v: this reader's)"
         )
-    kind = row.pop("kind", None)
+    kind = line.get("kind")
     if kind not in KINDS:
         raise ExportLineError(number, f"unknown kind {kind!r} (kind: one of {', '.join(KINDS)})")
+    row = line.get("row")
+    if not isinstance(row, dict):
+        raise ExportLineError(number, "row: must be an object (the row's values by column)")
     return ExportLine(number=number, kind=kind, record=row)
 
 
