@@ -8,21 +8,37 @@ server never holds more than a chunk of rows. `manage.py import_sessions` reads 
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from django.http import HttpRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils.text import get_valid_filename
 from ninja import Router
 from ninja.errors import HttpError
+from pydantic import BeforeValidator
 
 from compaction.session_export import export_lines, session_lines, sessions_to_export
 from telemetry.auth import ingest_auth, request_key
+from telemetry.errors import FieldError
 from telemetry.models import AgentSession
 from telemetry.schemas import ErrorOut
 
 router = Router(tags=["export"])
+
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
+def _date_time_text(value: Any) -> Any:
+    """Only an ISO 8601 date-time: pydantic would also take a number as a Unix time."""
+    if not isinstance(value, str) or not _DATE_TIME.match(value):
+        raise ValueError("an ISO 8601 date-time with its offset, e.g. 2026-01-01T00:00:00Z")
+    return value
+
+
+DateTimeText = Annotated[datetime, BeforeValidator(_date_time_text)]
+_BULK_PARAMETERS = frozenset({"before", "profile"})
 
 CONTENT_TYPE = "application/x-ndjson; charset=utf-8"
 _STREAM: dict[str, Any] = {
@@ -64,20 +80,23 @@ def export_session(request: HttpRequest, session_id: str) -> StreamingHttpRespon
 @router.get(
     "/export/sessions",
     auth=ingest_auth,
-    response={403: ErrorOut},
+    response={403: ErrorOut, 422: ErrorOut},
     openapi_extra=_STREAM,
     summary="Export the profile's sessions with activity before a time, as JSON lines",
 )
 def export_sessions(
-    request: HttpRequest, before: datetime | None = None, profile: str | None = None
+    request: HttpRequest, before: DateTimeText | None = None, profile: str | None = None
 ) -> StreamingHttpResponse:
     """Sessions of the key's profile opened before `before` or holding a turn begun before it
     (every session a retention cut-off at `before` takes rows from), whole; all of them without
     `before`. `profile`, if given, must be the key's own (403 otherwise)."""
+    unknown = sorted(set(request.GET) - _BULK_PARAMETERS)
+    if unknown:  # a misspelt `before` must not export every session
+        raise FieldError(unknown[0], "not a parameter of this route (before, profile)")
     key = request_key(request)
     if profile is not None and profile != key.profile.name:
         raise HttpError(403, f"profile: this key belongs to profile {key.profile.name!r}")
     if before is not None and before.tzinfo is None:
-        raise HttpError(422, "before: give a time zone offset (e.g. 2026-01-01T00:00:00Z)")
+        raise FieldError("before", "give a time zone offset (e.g. 2026-01-01T00:00:00Z)")
     sessions = sessions_to_export(profile_id=key.profile.pk, before=before)
     return _streamed(export_lines(sessions), f"sessions-{key.profile.name}.jsonl")

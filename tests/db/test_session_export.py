@@ -423,7 +423,12 @@ def test_the_export_needs_a_key_and_shows_nothing_of_another_profile(history, ag
 
 @pytest.mark.parametrize(
     ("query", "field"),
-    [({"before": "yesterday"}, "before"), ({"before": "2026-01-01T00:00:00"}, "before")],
+    [
+        ({"before": "yesterday"}, "before"),
+        ({"before": "1767225600"}, "before"),  # a number is not taken as a Unix time
+        ({"before": "2026-01-01T00:00:00"}, "before"),
+        ({"befor": "2026-01-01T00:00:00Z"}, "befor"),  # misspelt: never "export everything"
+    ],
 )
 def test_a_bad_before_is_a_422_naming_it(agent, query, field):
     response = agent.get("/api/v1/export/sessions", data=query)
