@@ -1,35 +1,41 @@
 """What a policy change would do now: how many sessions it would put at or above the prune and
-the summarize thresholds, shown before an admin saves (saving lower thresholds used to compact
-live sessions within seconds with "Saved" as the only feedback)."""
+the summarize thresholds, and how many raw turns and calls a shorter call retention would
+remove; shown before an admin saves (saving lower thresholds used to compact live sessions
+within seconds with "Saved" as the only feedback)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from django.db.models import Count, Q
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
 
 from console.selectors.policies import load_policies
 from telemetry.errors import FieldError
-from telemetry.models import AgentProfile, AgentSession, Policy
+from telemetry.models import AgentProfile, AgentSession, Policy, Turn
 from telemetry.policy_rules import DEFAULT_POLICY, POLICY_FIELDS, PolicyValues, merge_policy
+from telemetry.retention import cutoffs, expired_turns
 
 
 @dataclass(frozen=True)
 class PolicyImpact:
     """Sessions at or above each threshold with the new values, and how many of them are not
     there now (`*_new`). `relief_new`: newly at prune with a transcript, which automatic
-    compaction would act on at their next report."""
+    compaction would act on at their next report. `expiring_turns` / `expiring_calls`: raw
+    turns and calls the new call retention removes that the current one keeps."""
 
     prune_now: int
     prune_new: int
     compact_now: int
     compact_new: int
     relief_new: int
+    expiring_turns: int = 0
+    expiring_calls: int = 0
 
     @property
     def changes_anything(self) -> bool:
-        return bool(self.prune_new or self.compact_new)
+        return bool(self.prune_new or self.compact_new or self.expiring_turns)
 
 
 def _stored(row: Policy) -> dict[str, object]:
@@ -80,4 +86,11 @@ def policy_impact(
         ),
         relief_new=Count("id", filter=prune_new & Q(surface_version__gt=0)),
     )
-    return PolicyImpact(**{key: int(value or 0) for key, value in counts.items()})
+    now = timezone.now()
+    expiring = expired_turns(cutoffs(new, now)) & ~expired_turns(cutoffs(old, now))
+    removed = Turn.objects.filter(expiring).aggregate(turns=Count("id"), calls=Sum("calls"))
+    return PolicyImpact(
+        **{key: int(value or 0) for key, value in counts.items()},
+        expiring_turns=int(removed["turns"] or 0),
+        expiring_calls=int(removed["calls"] or 0),
+    )

@@ -355,6 +355,7 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": float(COMPACTION_RECOVERY_INTERVAL_SECONDS),
     },
     "archive-retention": {"task": "compaction.purge_archives", "schedule": 3600.0},
+    "call-retention": {"task": "telemetry.apply_retention", "schedule": 3600.0},
 }
 CELERY_TIMEZONE = "UTC"
 

@@ -421,8 +421,8 @@ def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
         if impact is not None and impact.changes_anything and not confirmed:
             messages.warning(
                 request,
-                "Not saved yet: these values would move sessions into prune or compact now "
-                "(below). Save again to confirm.",
+                "Not saved yet: these values would move sessions into prune or compact now, "
+                "or remove calls (below). Save again to confirm.",
             )
         else:
             try:
@@ -434,7 +434,8 @@ def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
                 if impact is not None and impact.changes_anything:
                     note = (
                         f" {impact.prune_new} session(s) newly at prune, "
-                        f"{impact.compact_new} newly at summarize."
+                        f"{impact.compact_new} newly at summarize, "
+                        f"{impact.expiring_calls} call(s) to be removed by retention."
                     )
                 messages.success(request, f"Saved the policy of {profile or 'all profiles'}.{note}")
                 return redirect("policy")
