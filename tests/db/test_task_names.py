@@ -8,6 +8,7 @@ from django.conf import settings
 
 import compaction.tasks
 import telemetry.tasks
+from telemetry.policy_change import RECOMPUTE_TASK
 from telemetry.relief_dispatch import RELIEF_TASK
 
 
@@ -17,6 +18,7 @@ def test_registered_task_names_stay_what_queued_jobs_carry():
         "compaction.sweep": compaction.tasks.sweep,
         "compaction.purge_archives": compaction.tasks.purge_archives,
         "telemetry.record_heartbeat": telemetry.tasks.record_heartbeat,
+        "telemetry.recompute_pressure": telemetry.tasks.recompute_pressure,
     }
     for name, task in tasks.items():
         assert task.name == name
@@ -24,5 +26,7 @@ def test_registered_task_names_stay_what_queued_jobs_carry():
 
 
 def test_what_telemetry_sends_and_beat_schedules_is_a_registered_task():
-    names = {RELIEF_TASK} | {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    names = {RELIEF_TASK, RECOMPUTE_TASK} | {
+        entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()
+    }
     assert names <= set(current_app.tasks)
