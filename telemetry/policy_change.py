@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from celery import current_app
 from django.db import transaction
@@ -52,35 +53,38 @@ _FACT_COLUMNS = (
     "pressure",
     "surface_version",
     "calls_count",
+    "external_id",
+)
+# what the window in force of a session depends on
+_WINDOW_COLUMNS = (
+    "profile_id",
+    "model",
+    "window_tokens",
+    "window_source",
+    "learned_window_model",
+    "learned_window_tokens",
 )
 
 
-def facts_of(row: tuple[object, ...]) -> SessionFacts:
-    """A `_FACT_COLUMNS` row as the pure facts."""
-    (
-        pk,
-        profile_id,
-        model,
-        projected,
-        window,
-        source,
-        l_model,
-        l_tokens,
-        pressure,
-        surface,
-        calls,
-    ) = row
+def facts_of(row: Mapping[str, Any]) -> SessionFacts:
+    """A row of `_FACT_COLUMNS` (`.values()`) as the pure facts."""
+    learned = (
+        None
+        if row["learned_window_tokens"] is None
+        else LearnedWindow(row["learned_window_model"], row["learned_window_tokens"])
+    )
     return SessionFacts(
-        session_id=pk,  # type: ignore[arg-type]
-        profile_id=profile_id,  # type: ignore[arg-type]
-        model=model,  # type: ignore[arg-type]
-        projected_tokens=projected,  # type: ignore[arg-type]
-        window_tokens=window,  # type: ignore[arg-type]
-        window_source=source,  # type: ignore[arg-type]
-        learned=None if l_tokens is None else LearnedWindow(l_model, l_tokens),  # type: ignore[arg-type]
-        pressure=pressure,  # type: ignore[arg-type]
-        has_transcript=bool(surface),
-        has_calls=bool(calls),
+        session_id=row["pk"],
+        profile_id=row["profile_id"],
+        model=row["model"],
+        projected_tokens=row["projected_tokens"],
+        window_tokens=row["window_tokens"],
+        window_source=row["window_source"],
+        learned=learned,
+        pressure=row["pressure"],
+        has_transcript=row["surface_version"] > 0,
+        has_calls=row["calls_count"] > 0,
+        external_id=row["external_id"],
     )
 
 
@@ -89,7 +93,7 @@ def session_facts(profile_ids: list[int]) -> Iterator[SessionFacts]:
     rows = (
         AgentSession.objects.filter(profile_id__in=profile_ids)
         .order_by("pk")
-        .values_list(*_FACT_COLUMNS)
+        .values(*_FACT_COLUMNS)
     )
     for row in rows.iterator(chunk_size=2000):
         yield facts_of(row)
@@ -193,20 +197,20 @@ def refuse_tight_reserve(proposal: Proposal, *, field: str = "reserved_output_to
     reached profile uses: its configured windows and the windows its sessions resolve under the
     proposal. The message names the reserve, the window and what uses it."""
     catalogue = CatalogueWindows()
-    distinct = (
+    # a session's window depends on these columns only: one check per distinct combination
+    shapes = (
         AgentSession.objects.filter(profile_id__in=list(proposal.settings))
         .exclude(model="")
-        .values_list(*_FACT_COLUMNS)
+        .values(*_WINDOW_COLUMNS)
+        .order_by()
+        .distinct()
     )
     by_profile: dict[int, list[SessionFacts]] = {}
-    seen: set[tuple[object, ...]] = set()
-    for row in distinct.iterator(chunk_size=2000):
-        # the window depends on these columns only: one check per distinct combination
-        shape = (row[1], row[2], row[4], row[5], row[6], row[7])
-        if shape in seen:
-            continue
-        seen.add(shape)
-        facts = facts_of(row)
+    for row in shapes.iterator(chunk_size=2000):
+        facts = facts_of(
+            {**row, "pk": 0, "projected_tokens": None, "pressure": None, "surface_version": 0}
+            | {"calls_count": 0, "external_id": ""}
+        )
         by_profile.setdefault(facts.profile_id, []).append(facts)
     for pk, (_, after) in sorted(proposal.settings.items()):
         for facts in by_profile.get(pk, []):

@@ -46,6 +46,7 @@ class SessionFacts:
     pressure: float | None
     has_transcript: bool = False
     has_calls: bool = True
+    external_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +176,7 @@ def session_change(
 @dataclass(frozen=True, slots=True)
 class BandMove:
     session_id: int
+    external_id: str
     before: PressureBand
     after: PressureBand
     pressure_before: float | None
@@ -241,6 +243,7 @@ def summarize_changes(changes: Iterable[SessionChange]) -> PolicyEffects:
             examples.append(
                 BandMove(
                     change.facts.session_id,
+                    change.facts.external_id,
                     before,
                     after,
                     change.before.pressure,
