@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from decimal import Decimal
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -16,6 +15,7 @@ from telemetry.auth import ingest_auth, request_key
 from telemetry.errors import FieldError
 from telemetry.ingest.pipeline import IngestResult, ingest_records
 from telemetry.models import AgentSession, Turn
+from telemetry.money import money_text
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy, key_policy
 from telemetry.pressure import hit_ratio, round_signal
@@ -165,10 +165,6 @@ def ingest_payload(result: IngestResult) -> dict[str, Any]:
     }
 
 
-def _money(value: Decimal | None) -> str | None:
-    return None if value is None else str(value.quantize(Decimal("0.000001")))
-
-
 def session_figures(session: AgentSession, policy: PolicyValues) -> dict[str, Any]:
     signal = round_signal(session.last_turn_rounds, policy.round_soft_limit, policy.round_hard_cap)
     savings = cache_savings(session)
@@ -191,9 +187,9 @@ def session_figures(session: AgentSession, policy: PolicyValues) -> dict[str, An
         "pressure_band": session_band(session, policy),
         "cache_hit_ratio": session.cache_hit_ratio,
         "last_turn_cache_hit_ratio": session.last_turn_cache_hit_ratio,
-        "cost_usd": _money(session.cost_usd),
-        "no_cache_cost_usd": _money(session.no_cache_cost_usd),
-        "cache_savings_usd": _money(savings),
+        "cost_usd": money_text(session.cost_usd),
+        "no_cache_cost_usd": money_text(session.no_cache_cost_usd),
+        "cache_savings_usd": money_text(savings),
         "unpriced_calls": session.unpriced_calls,
         "surface_version": session.surface_version,
         "last_seen_at": session.last_seen_at.isoformat() if session.last_seen_at else None,
@@ -262,7 +258,7 @@ def turns_series(session_pk: int) -> list[dict[str, Any]]:
             "calls": calls,
             "context_tokens": context,
             "cache_hit_ratio": hit_ratio(read_reported, denominator, reported_calls),
-            "cost_usd": None if cost is None else _money(cost),
+            "cost_usd": money_text(cost),
             "uncached_input": uncached,
             "cache_read": read,
             "cache_write_5m": write_5m,

@@ -16,6 +16,8 @@ from pydantic import (
     field_validator,
 )
 
+from telemetry.money import Money
+
 
 class PolicyOut(Schema):
     profile: str
@@ -272,9 +274,9 @@ class SessionFiguresOut(Schema):
     pressure_band: str
     cache_hit_ratio: float | None
     last_turn_cache_hit_ratio: float | None
-    cost_usd: str | None
-    no_cache_cost_usd: str | None
-    cache_savings_usd: str | None
+    cost_usd: Money | None
+    no_cache_cost_usd: Money | None
+    cache_savings_usd: Money | None
     unpriced_calls: int
     surface_version: int
     last_seen_at: str | None
@@ -296,7 +298,7 @@ class TurnOut(Schema):
     calls: int
     context_tokens: int
     cache_hit_ratio: float | None
-    cost_usd: str | None
+    cost_usd: Money | None
     uncached_input: int
     cache_read: int
     cache_write_5m: int
