@@ -12,6 +12,7 @@ from compaction.imports.api import router as imports_router
 from compaction.log_api import router as log_router
 from compaction.summarizers import SummarizerError
 from console.openapi import ConsoleAPI
+from console.read_api import router as console_router
 from telemetry.api import router as telemetry_router
 from telemetry.errors import FieldError
 from telemetry.otlp.api import router as otlp_router
@@ -27,6 +28,7 @@ api = ConsoleAPI(
     urls_namespace="api",
 )
 api.add_router("/v1", telemetry_router)
+api.add_router("/v1", console_router)
 api.add_router("/v1", otlp_router)
 api.add_router("/v1", compaction_router)
 api.add_router("/v1", log_router)

@@ -23,8 +23,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     figures = {
         "spend": fleet_charts.spend_figure(
             starts=starts,
-            costs={key: [b.costs[key] for b in found.buckets] for key in charts.COST_KEYS},
-            saved=[b.saved for b in found.buckets],
+            costs={key: [float(b.costs[key]) for b in found.buckets] for key in charts.COST_KEYS},
+            saved=[float(b.saved) for b in found.buckets],
         ),
         "hit": fleet_charts.hit_trend_figure(starts=starts, hit=[b.hit for b in found.buckets]),
         "compactions": fleet_charts.compactions_figure(

@@ -311,4 +311,12 @@ class TurnOut(Schema):
 
 
 class SessionDetailOut(SessionFiguresOut):
-    turns_series: list[TurnOut]
+    series_complete: bool = Field(
+        description="true when `turns_series` holds every turn; false when it was downsampled "
+        "to `series_limit` points (read every turn from `GET …/turns`)"
+    )
+    turns_series: list[TurnOut] = Field(
+        description="the per-turn series, in turn order: every turn when they fit in "
+        "`series_limit`, else downsampled as the charts are (peaks, first and last turn, the "
+        "turns either side of each compaction kept)"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -19,8 +20,8 @@ keys = st.one_of(
     st.text(max_size=40),
     st.decimals(allow_nan=False, allow_infinity=False, places=9),
     st.datetimes(
-        min_value=datetime(1, 1, 2),
-        max_value=datetime(9999, 12, 30),
+        min_value=datetime(1, 1, 2),  # noqa: DTZ001 (hypothesis takes naive bounds)
+        max_value=datetime(9999, 12, 30),  # noqa: DTZ001
         timezones=st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30))]),
     ),
 )
@@ -39,20 +40,16 @@ def test_a_cursor_decodes_to_the_keys_it_was_made_of(values, scope):
 
 @given(st.text(max_size=200))
 def test_any_text_is_a_cursor_or_a_cursor_error(text):
-    try:
+    with contextlib.suppress(CursorError):  # anything else fails the test
         decode_cursor(text, scope="s", keys=2)
-    except CursorError:
-        pass
 
 
 @given(st.binary(max_size=200))
 def test_any_base64_of_any_bytes_is_a_cursor_or_a_cursor_error(raw):
     import base64
 
-    try:
+    with contextlib.suppress(CursorError):
         decode_cursor(base64.urlsafe_b64encode(raw).decode(), scope="s", keys=1)
-    except CursorError:
-        pass
 
 
 def test_a_cursor_of_another_sort_or_filters_is_refused_saying_so():
@@ -98,6 +95,10 @@ def test_an_overlong_cursor_is_refused_before_it_is_decoded():
 
 
 def test_keys_a_cursor_cannot_hold_fail_when_encoded_not_when_decoded():
-    for bad in (float("nan"), Decimal("Infinity"), datetime(2025, 1, 1)):
+    for bad in (
+        float("nan"),
+        Decimal("Infinity"),
+        datetime(2025, 1, 1, tzinfo=UTC).replace(tzinfo=None),
+    ):
         with pytest.raises(ValueError):
             encode_cursor(Cursor("s", (bad,)))
