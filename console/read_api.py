@@ -64,6 +64,16 @@ NO_NUL: Final = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL: refused as a 4
 
 Text = Annotated[str, Field(max_length=200, pattern=NO_NUL)]
 RangeKey = Annotated[str, Field(pattern="^(" + "|".join(RANGES) + ")$")]
+# What `encode_cursor` writes: base64url, so a cursor in a URL is as long as it is written.
+CursorText = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_CURSOR_CHARS,
+        pattern="^[A-Za-z0-9_-]+$",
+        description="`next_cursor` of the previous page, as given",
+    ),
+]
 
 
 def _session(key: AgentKey, session_id: str) -> AgentSession:
@@ -102,7 +112,7 @@ def list_sessions(
         Field(pattern=SORT_PATTERN, description="a column, `-` first for descending"),
     ] = DEFAULT_SORT,
     limit: Annotated[int, Field(ge=1, le=MAX_SESSIONS_PAGE)] = SESSIONS_PER_PAGE,
-    cursor: Annotated[str, Field(max_length=MAX_CURSOR_CHARS)] | None = None,
+    cursor: CursorText | None = None,
 ) -> dict[str, Any]:
     """The console's sessions list as data: the same filters (`q` in the id, `model`, pressure
     `band` under each profile's thresholds, `active` in the last hour), the same sorts (by
@@ -226,7 +236,7 @@ def get_compactions(
     request: HttpRequest,
     session_id: str,
     limit: Annotated[int, Field(ge=1, le=MAX_HISTORY_PAGE)] = 200,
-    cursor: Annotated[str, Field(max_length=MAX_CURSOR_CHARS)] | None = None,
+    cursor: CursorText | None = None,
 ) -> dict[str, Any]:
     """One ordered list, oldest first, each entry with its origin: our runs (`ours`: manual,
     automatic or overflow, whatever their outcome) and the context events the agent or the
