@@ -342,3 +342,21 @@ def test_the_overview_gives_the_consoles_figures_for_the_keys_profile(agent, out
 def test_bad_overview_input_names_the_field(agent, query, status, field):
     answer = agent.get(f"/api/v1/overview?{query}")
     assert answer.status_code == status and answer.json()["field"] == field
+
+
+def test_a_page_of_the_list_costs_the_same_queries_for_few_or_many_sessions(
+    agent, held_remembered_reads
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    report(agent.key, [call(f"few-{n}", 0) for n in range(3)])
+    counts = []
+    for more in (0, 60):
+        report(agent.key, [call(f"many-{n}", 0) for n in range(more)])
+        cursor = agent.get("/api/v1/sessions?limit=2&sort=-pressure").json()["next_cursor"]
+        with CaptureQueriesContext(connection) as queries:
+            answer = agent.get(f"/api/v1/sessions?limit=50&sort=-pressure&cursor={cursor}")
+        assert answer.status_code == 200 and answer.json()["sessions"]
+        counts.append(len(queries.captured_queries))
+    assert counts[0] == counts[1], counts
