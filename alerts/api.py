@@ -7,7 +7,7 @@ from typing import Literal
 
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import Query, Router, Schema
+from ninja import Query, Router, Schema, Status
 
 from alerts.models import Alert, AlertRule
 from alerts.schemas import AlertOut, RuleIn, RuleOut
@@ -62,11 +62,11 @@ def list_rules(request: HttpRequest) -> list[RuleOut]:
     response={201: RuleOut, 401: ErrorOut, 403: ErrorOut, 422: ErrorOut},
     auth=compact_auth,
 )
-def post_rule(request: HttpRequest, payload: RuleIn) -> tuple[int, RuleOut]:
+def post_rule(request: HttpRequest, payload: RuleIn) -> Status[RuleOut]:
     """Create a rule for the key's profile. A bad value answers 422 naming the field: an unknown
     metric, a negative threshold, a non-HTTPS receiver (in production) or one resolving to a
     loopback or private address."""
-    return 201, rule_out(create_rule(_values(request, payload)))
+    return Status(201, rule_out(create_rule(_values(request, payload))))
 
 
 @router.put(
@@ -85,11 +85,11 @@ def put_rule(request: HttpRequest, rule_id: int, payload: RuleIn) -> RuleOut:
     response={204: None, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
     auth=compact_auth,
 )
-def remove_rule(request: HttpRequest, rule_id: int) -> tuple[int, None]:
+def remove_rule(request: HttpRequest, rule_id: int) -> Status[None]:
     """Delete a rule of the key's profile and its history."""
     get_object_or_404(AlertRule, pk=rule_id, profile=request_key(request).profile)
     delete_rule(rule_id)
-    return 204, None
+    return Status(204, None)
 
 
 class AlertFilter(Schema):
