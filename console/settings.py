@@ -398,6 +398,15 @@ ALERTS_RETRY_BACKOFF_SECONDS = env_int("ALERTS_RETRY_BACKOFF_SECONDS", 30, minim
 ALERTS_RETRY_BACKOFF_MAX_SECONDS = env_int("ALERTS_RETRY_BACKOFF_MAX_SECONDS", 1800, minimum=1)
 # Links in notifications start with this (e.g. https://console.example.com); "" gives paths.
 ALERTS_CONSOLE_URL = env_str("ALERTS_CONSOLE_URL", "")
+# Email notifications go through Django's email backend (SMTP unless EMAIL_BACKEND says otherwise).
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT_SECONDS", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "context-console@localhost")
 
 # `/metrics` is open unless a token is set (then scrapers send `Authorization: Bearer <token>`).
 METRICS_TOKEN = env_optional("METRICS_TOKEN")

@@ -161,7 +161,8 @@ def test_the_outbox_flush_republishes_only_what_waited_past_the_longest_backoff(
     notification = fired_notification(agent, "email", "ops@example.com")
     assert delivery.flush_outbox() == 0
     Notification.objects.filter(pk=notification.pk).update(
-        created_at=timezone.now() - timedelta(seconds=settings.ALERTS_RETRY_BACKOFF_MAX_SECONDS + 61)
+        created_at=timezone.now()
+        - timedelta(seconds=settings.ALERTS_RETRY_BACKOFF_MAX_SECONDS + 61)
     )
     assert delivery.flush_outbox() == 1
 

@@ -152,7 +152,13 @@ def set_session(session: AgentSession, **fields: Any) -> None:
 
 def _band(agent):
     s = session_of(agent)
-    return ("session_band", "2", {}, lambda: set_session(s, pressure=0.9), lambda: set_session(s, pressure=0.1))
+    return (
+        "session_band",
+        "2",
+        {},
+        lambda: set_session(s, pressure=0.9),
+        lambda: set_session(s, pressure=0.1),
+    )
 
 
 def _projected(agent):
@@ -218,9 +224,13 @@ def _overflow(agent):
 
     def report():
         ContextEvent.objects.create(
-            session=s, kind="overflow", origin="agent", source="telemetry",
+            session=s,
+            kind="overflow",
+            origin="agent",
+            source="telemetry",
             source_key=f"o{next(keys)}",
-            turn=0, at=timezone.now(),
+            turn=0,
+            at=timezone.now(),
         )
         set_session(s)
 
@@ -356,9 +366,7 @@ def test_each_condition_fires_once_resolves_once_and_respects_its_cooldown(agent
     assert Alert.objects.filter(rule=rule).count() == 2
 
 
-def test_a_fleet_wide_rule_watches_every_profile_and_a_profile_rule_only_its_own(
-    agent, make_agent
-):
+def test_a_fleet_wide_rule_watches_every_profile_and_a_profile_rule_only_its_own(agent, make_agent):
     other = make_agent("outsiders")
     agent.post("/api/v1/telemetry", record())
     other.post("/api/v1/telemetry", record())
@@ -371,7 +379,9 @@ def test_a_fleet_wide_rule_watches_every_profile_and_a_profile_rule_only_its_own
     ]
 
 
-def test_evaluating_after_ingest_reads_only_the_sessions_given(agent, django_assert_max_num_queries):
+def test_evaluating_after_ingest_reads_only_the_sessions_given(
+    agent, django_assert_max_num_queries
+):
     for index in range(30):
         agent.post("/api/v1/telemetry", record(session_id=f"s-{index}"))
     make_rule("session_cost", "0")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -26,14 +27,14 @@ from alerts.firing import (
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def rule(**overrides):
-    values = dict(
-        metric="session_cost",
-        threshold=Decimal(1),
-        window_minutes=60,
-        cooldown_minutes=30,
-        channel="webhook",
-    )
+def rule(**overrides: Any) -> Any:
+    values: dict[str, Any] = {
+        "metric": "session_cost",
+        "threshold": Decimal(1),
+        "window_minutes": 60,
+        "cooldown_minutes": 30,
+        "channel": "webhook",
+    }
     values.update(overrides)
     return check_rule(**values)
 
@@ -83,7 +84,9 @@ states = st.builds(
 )
 
 
-@given(state=states, firing=st.booleans(), minutes=st.integers(0, 20_000), cooldown=st.integers(0, 600))
+@given(
+    state=states, firing=st.booleans(), minutes=st.integers(0, 20_000), cooldown=st.integers(0, 600)
+)
 def test_decide_fires_only_when_closed_and_cooled_and_resolves_only_when_open(
     state, firing, minutes, cooldown
 ):
