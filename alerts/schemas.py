@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from ninja import Schema
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from alerts.firing import CHANNELS, METRICS
 
@@ -20,6 +20,9 @@ else:
 
 
 class RuleIn(Schema):
+    # strict: `"enabled": 0` or `"threshold": "1"` is refused 422, as the schema says
+    model_config = ConfigDict(strict=True, extra="forbid")
+
     name: str = Field(min_length=1, max_length=200)
     metric: MetricName = Field(description="one of the metrics of docs/alerts.md")
     threshold: float = Field(ge=0, lt=1e12, description="fires when the value is at or above it")

@@ -30,5 +30,7 @@ def test_registered_task_names_stay_what_queued_jobs_carry():
 
 
 def test_what_telemetry_sends_and_beat_schedules_is_a_registered_task():
-    names = {RELIEF_TASK, DELIVER_TASK, EVALUATE_TASK} | {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    names = {RELIEF_TASK, DELIVER_TASK, EVALUATE_TASK} | {
+        entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()
+    }
     assert names <= set(current_app.tasks)
