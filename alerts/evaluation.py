@@ -23,14 +23,17 @@ from django.utils import timezone
 
 from alerts.firing import METRICS, SubjectState, decide, holds
 from alerts.measures import (
+    CACHE_METRICS,
     Observation,
+    hour_misses,
     key_values,
     profile_values,
     record_hour_premiums,
     session_values,
 )
 from alerts.models import Alert, AlertRule, Notification
-from telemetry.models import AgentProfile, AgentSession
+from compaction.models import CompactionRun, OverflowEvent
+from telemetry.models import AgentProfile, AgentSession, ContextEvent
 
 logger = logging.getLogger(__name__)
 
@@ -80,18 +83,39 @@ def evaluate_all(*, since: datetime | None = None) -> int:
                 Q(relief_requested_at__isnull=False) | Q(last_seen_at__gte=since)
             ).values_list("pk", flat=True)
         )
+        # what happens to a session without a report from it: a failed automatic run, an
+        # overflow reported through the API or by telemetry
+        ids.update(
+            CompactionRun.objects.filter(
+                mode=CompactionRun.Mode.AUTO,
+                status=CompactionRun.Status.FAILED,
+                started_at__gte=since,
+            ).values_list("session_id", flat=True)
+        )
+        ids.update(
+            OverflowEvent.objects.filter(created_at__gte=since).values_list("session_id", flat=True)
+        )
+        ids.update(
+            ContextEvent.objects.filter(
+                kind=ContextEvent.Kind.OVERFLOW, created_at__gte=since
+            ).values_list("session_id", flat=True)
+        )
         made += evaluate_sessions(ids, metrics=SESSION_METRICS)
     other = [r for r in rules if METRICS[r.metric].scope != "session"]
     if other:
         profiles = list(AgentProfile.objects.all())
+        # the last hour's misses are read once a pass, whatever number of rules use them
+        misses = (
+            hour_misses(profiles, now=now) if any(r.metric in CACHE_METRICS for r in other) else {}
+        )
         if any(r.metric == "cache_premium_vs_median" for r in other):
-            record_hour_premiums(profiles, now=now)
+            record_hour_premiums(misses, now=now)
         for rule in other:
             scoped = [p for p in profiles if rule.profile_id in (None, p.pk)]
             if METRICS[rule.metric].scope == "key":
                 observed = key_values(scoped, now=now)
             else:
-                observed = profile_values(rule.metric, scoped, now=now)
+                observed = profile_values(rule.metric, scoped, now=now, misses=misses)
             made += apply(rule, observed, now=now)
     made += _resolve_disabled(now)
     return made

@@ -140,10 +140,22 @@ def session_values(
     raise ValueError(f"{metric} is not a session metric")
 
 
+CACHE_METRICS = (
+    "cache_premium_per_hour",
+    "cache_premium_vs_median",
+    "unexplained_misses_per_hour",
+)
+HourMisses = dict[int, tuple[Decimal, int, int | None]]
+
+
 def profile_values(
-    metric: str, profiles: Sequence[AgentProfile], *, now: datetime
+    metric: str,
+    profiles: Sequence[AgentProfile],
+    *,
+    now: datetime,
+    misses: HourMisses | None = None,
 ) -> list[Observation]:
-    """`metric` for each of `profiles`."""
+    """`metric` for each of `profiles`; `misses`: `hour_misses` of them when already read."""
     ids = [p.pk for p in profiles]
 
     def obs(p: AgentProfile, value: Decimal | None, **detail: object) -> Observation:
@@ -189,13 +201,11 @@ def profile_values(
     raise ValueError(f"{metric} is not a profile metric")
 
 
-def hour_misses(
-    profiles: Iterable[AgentProfile], *, now: datetime
-) -> dict[int, tuple[Decimal, int, int | None]]:
+def hour_misses(profiles: Iterable[AgentProfile], *, now: datetime) -> HourMisses:
     """Per profile: the premium and the unexplained count of cache misses in the last hour, and
     the session with the latest such miss. Reads only the sessions seen in that hour."""
     since = now - timedelta(hours=1)
-    result: dict[int, tuple[Decimal, int, int | None]] = {}
+    result: HourMisses = {}
     for profile in profiles:
         premium, unexplained, latest = Decimal(0), 0, None
         for session in AgentSession.objects.filter(profile=profile, last_seen_at__gte=since):
@@ -210,10 +220,10 @@ def hour_misses(
     return result
 
 
-def record_hour_premiums(profiles: Sequence[AgentProfile], *, now: datetime) -> None:
+def record_hour_premiums(misses: HourMisses, *, now: datetime) -> None:
     """Keep this hour's premium per profile so far (the history the median reads)."""
     hour = now.replace(minute=0, second=0, microsecond=0)
-    for profile_id, (premium, _, _) in hour_misses(profiles, now=now).items():
+    for profile_id, (premium, _, _) in misses.items():
         HourlyPremium.objects.update_or_create(
             profile_id=profile_id, hour=hour, defaults={"premium_usd": premium}
         )

@@ -417,3 +417,24 @@ def test_per_session_metrics_are_the_session_scoped_ones():
     from alerts.firing import METRICS
 
     assert set(SESSION_METRICS) == {n for n, m in METRICS.items() if m.scope == "session"}
+
+
+def test_beat_sees_a_failed_compaction_and_an_overflow_of_a_session_that_stopped_reporting(
+    agent,
+):
+    session = session_of(agent)
+    AgentSession.objects.filter(pk=session.pk).update(
+        last_seen_at=timezone.now() - timedelta(days=1)
+    )
+    failed = make_rule("compaction_failed", "1", window_minutes=30)
+    overflow = make_rule("overflow_reported", "1", window_minutes=30)
+    evaluate_all()
+    assert not Alert.objects.exists()
+    run = CompactionRun.objects.create(session=session, mode="auto", status="failed")
+    from compaction.models import OverflowEvent
+
+    OverflowEvent.objects.create(session=session, surface_version=1, detail="too long")
+    evaluate_all()
+    fired = Alert.objects.get(rule=failed)
+    assert fired.detail == {"run": run.pk}
+    assert Alert.objects.filter(rule=overflow).count() == 1
