@@ -280,6 +280,7 @@ class SessionFiguresOut(Schema):
     cost_usd: str | None
     no_cache_cost_usd: str | None
     cache_savings_usd: str | None
+    # calls `cost_usd` leaves out: their model has no catalogue price
     unpriced_calls: int
     surface_version: int
     last_seen_at: str | None
@@ -302,6 +303,8 @@ class TurnOut(Schema):
     context_tokens: int
     cache_hit_ratio: float | None
     cost_usd: str | None
+    # calls of the turn `cost_usd` leaves out: their model has no catalogue price
+    unpriced_calls: int
     uncached_input: int
     cache_read: int
     cache_write_5m: int

@@ -293,6 +293,12 @@ def _has_otel_keys(usage: Mapping[str, object]) -> bool:
 _OPENAI_MODEL_PREFIXES: Final = ("gpt", "chatgpt", "o1", "o3", "o4", "codex")
 
 
+def model_vendor(model: str | None) -> Literal["anthropic", "openai"] | None:
+    """The vendor a model id names (Claude: Anthropic; GPT, o-series, Codex: OpenAI), wherever
+    it is served from; None when the name says neither."""
+    return _family_of(model)
+
+
 def _family_of(model: str | None) -> Literal["anthropic", "openai"] | None:
     if not model or not isinstance(model, str):
         return None
