@@ -14,7 +14,7 @@ from datetime import datetime
 from django.db.models import Max, QuerySet, Sum
 
 from telemetry.catalogue import load_catalogue
-from telemetry.models import AgentProfile, HourlyUsage
+from telemetry.models import AgentProfile, CatalogueModel, HourlyUsage
 from telemetry.pricing import find_price
 from telemetry.usage import model_vendor
 
@@ -26,6 +26,17 @@ class UnpricedModel:
     calls: int
     last_seen: datetime  # the start of the last hour it was called unpriced in (UTC)
     priced_now: bool  # the catalogue has a price for it now (its earlier calls stay unpriced)
+
+    @property
+    def provider_label(self) -> str:
+        """The vendor as the catalogue names it ("OpenAI"), "unknown" when its name says none."""
+        return _PROVIDER_LABELS.get(self.provider or "", "unknown")
+
+
+_PROVIDER_LABELS: dict[str, str] = {
+    str(value): str(label)
+    for value, label in CatalogueModel._meta.get_field("provider").flatchoices
+}
 
 
 def _rollups(since: datetime | None, profile: AgentProfile | None) -> QuerySet[HourlyUsage]:
