@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from alerts.api import router as alerts_router
+from alerts.firing import RuleError
 from compaction.api import conflict_payload
 from compaction.api import router as compaction_router
 from compaction.errors import CompactionConflict
@@ -34,6 +36,7 @@ api.add_router("/v1", otlp_router)
 api.add_router("/v1", compaction_router)
 api.add_router("/v1", log_router)
 api.add_router("/v1", imports_router)
+api.add_router("/v1", alerts_router)
 api.add_router("/v1", export_router)
 
 
@@ -107,3 +110,9 @@ def on_summarizer_error(request: HttpRequest, exc: SummarizerError) -> HttpRespo
     return api.create_response(
         request, {"detail": f"summarizer unavailable, nothing changed: {exc.public}"}, status=502
     )
+
+
+@api.exception_handler(RuleError)
+def on_rule_error(request: HttpRequest, exc: RuleError) -> HttpResponse:
+    """An alert rule's value that cannot be kept (`alerts.firing.RuleError`): 422 naming it."""
+    return api.create_response(request, {"detail": str(exc), "field": exc.field}, status=422)

@@ -342,6 +342,7 @@ def get_overview(
         "profile": own.name,
         "calls": found.calls,
         "cost_usd": money_text(found.cost),
+        "unpriced_calls": found.unpriced,
         "saved_usd": money_text(found.saved),
         "cache_hit_ratio": found.hit,
         "buckets": [
@@ -349,6 +350,7 @@ def get_overview(
                 "start": b.start.isoformat(),
                 "calls": b.calls,
                 "cost_usd": money_text(sum(b.costs.values(), Decimal(0))),
+                "unpriced_calls": b.unpriced,
                 "cost_by_bucket_usd": {k: money_text(v) for k, v in b.costs.items()},
                 "saved_usd": money_text(b.saved),
                 "cache_hit_ratio": b.hit,

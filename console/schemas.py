@@ -68,6 +68,7 @@ class OverviewBucketOut(Schema):
     start: str
     calls: int
     cost_usd: Money
+    unpriced_calls: int = Field(description="calls `cost_usd` leaves out: no catalogue price")
     cost_by_bucket_usd: dict[str, Money] = Field(
         description="uncached_input, cache_read, cache_write_5m, cache_write_1h, output"
     )
@@ -97,6 +98,7 @@ class OverviewOut(Schema):
     profile: str
     calls: int
     cost_usd: Money
+    unpriced_calls: int = Field(description="calls `cost_usd` leaves out: no catalogue price")
     saved_usd: Money
     cache_hit_ratio: float | None
     buckets: list[OverviewBucketOut]

@@ -20,6 +20,9 @@ def test_openapi_schema_lists_every_agent_route(client):
         "/api/v1/sessions/{session_id}/overflow",
         "/api/v1/sessions/{session_id}/archives",
         "/api/v1/archives/{archive_id}",
+        "/api/v1/alerts/rules",
+        "/api/v1/alerts/rules/{rule_id}",
+        "/api/v1/alerts",
         "/api/v1/sessions/{session_id}/export",
         "/api/v1/export/sessions",
     } <= paths
