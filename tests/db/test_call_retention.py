@@ -4,6 +4,7 @@ turns are gone, removed in bounded batches; the policy shows what a change remov
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -155,9 +156,14 @@ def test_the_policy_page_shows_what_a_retention_removes_before_saving(ninety_day
     text = preview.content.decode()
     assert "would remove" in text and "calls</strong>" in text
     response = client.post(reverse("policy_profile", args=["default"]), shorter)
-    assert response.status_code == 200 and "Not saved yet" in response.content.decode()
+    page = response.content.decode()
+    assert response.status_code == 200 and "Not saved yet" in page and "remove calls" in page
     assert effective_policy(ninety_days).call_retention_days == 0
-    saved = client.post(reverse("policy_profile", args=["default"]), shorter | {"confirm": "1"})
+    confirm = re.search(r'name="confirm" value="([^"]+)"', page)
+    assert confirm is not None
+    saved = client.post(
+        reverse("policy_profile", args=["default"]), shorter | {"confirm": confirm.group(1)}
+    )
     assert saved.status_code == 302
     assert effective_policy(ninety_days).call_retention_days == 30
 
