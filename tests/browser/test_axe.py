@@ -26,6 +26,8 @@ pytestmark = [
 
 AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
 SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+GROUND = {"light": "rgb(245, 247, 249)", "dark": "rgb(13, 17, 23)"}  # console.css's --ground
+INK = {"light": "#1b1f24", "dark": "#e6edf3"}  # its --ink
 WCAG_21_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 
 # axe's findings, one line per element: "rule: selector (what is wrong)"
@@ -105,6 +107,15 @@ def test_no_axe_violation_on_any_page(
                     if size == "phone":  # the mode bar would cover titles and legends there
                         assert page.locator("[data-figure] .modebar-btn").count() == 0, name
                 found[f"{name}-{size}"] = axe_violations(tracked)
+                if name == "overview":  # the page and its charts follow the system's scheme
+                    ground = page.evaluate(
+                        "getComputedStyle(document.documentElement).backgroundColor"
+                    )
+                    assert ground == GROUND[scheme], ground
+                    ink = page.evaluate(
+                        "document.querySelector('#chart-spend').layout.font.color.toLowerCase()"
+                    )
+                    assert ink == INK[scheme], ink
                 if name in ("overview", "session-compacted"):
                     tracked.screenshot(f"axe-{name}-{size}-{scheme}")
             # a viewer sent to an admin page sees the forbidden page

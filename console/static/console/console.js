@@ -12,12 +12,57 @@
       if (!source || typeof Plotly === "undefined") return;
       var figure = JSON.parse(source.textContent);
       fitNarrow(holder, figure);
+      theme(figure);
       // the container takes the figure's height, so a tall chart never spills over the next
       if (figure.layout.height) holder.style.height = figure.layout.height + "px";
       // on a phone the mode bar would sit on the title and legend: touch zooms without it
       var narrow = holder.clientWidth < 600;
       Plotly.react(holder, figure.data, figure.layout, Object.assign({}, config, {displayModeBar: narrow ? false : "hover"}));
     });
+  }
+
+  // The page's colour scheme (console.css's variables, dark when the system asks for it): the
+  // figure is drawn on the panel's own ground, with the page's ink, grid and hover colours; in
+  // dark mode the few trace colours too dark to read on it take lighter stand-ins.
+  var DARK_STANDINS = {"#1f4e79": "#79b8ff", "#424242": "#b1bac4", "#6a1b9a": "#c297ff", "#b71c1c": "#ff7b72", "#1565c0": "#58a6ff"};
+  var darkScheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+  function recolour(value) {
+    if (typeof value === "string") return DARK_STANDINS[value.toLowerCase()] || value;
+    if (Array.isArray(value)) return value.map(recolour);
+    if (value && typeof value === "object") {
+      var copy = {};
+      Object.keys(value).forEach(function (key) { copy[key] = recolour(value[key]); });
+      return copy;
+    }
+    return value;
+  }
+  function theme(figure) {
+    var css = getComputedStyle(document.documentElement);
+    function v(name) { return css.getPropertyValue(name).trim(); }
+    var layout = figure.layout;
+    if (darkScheme && darkScheme.matches) {
+      figure.data = recolour(figure.data);
+      ["shapes", "annotations"].forEach(function (key) { if (layout[key]) layout[key] = recolour(layout[key]); });
+    }
+    layout.paper_bgcolor = "rgba(0,0,0,0)";
+    layout.plot_bgcolor = "rgba(0,0,0,0)";
+    layout.font = Object.assign({}, layout.font, {color: v("--ink")});
+    layout.hoverlabel = Object.assign({bgcolor: v("--card"), bordercolor: v("--line"), font: {color: v("--ink")}}, layout.hoverlabel);
+    Object.keys(layout).forEach(function (key) {
+      if (/^[xy]axis\d*$/.test(key)) {
+        layout[key] = Object.assign({}, layout[key], {gridcolor: v("--chart-grid"), linecolor: v("--line"), zerolinecolor: v("--line")});
+      }
+    });
+    figure.data.forEach(function (trace) {  // the gauge's dial: its ticks and frame follow the ink
+      if (trace.type === "indicator" && trace.gauge) {
+        trace.gauge = Object.assign({bordercolor: v("--line")}, trace.gauge);
+        trace.gauge.axis = Object.assign({tickcolor: v("--ink")}, trace.gauge.axis);
+      }
+    });
+  }
+  // the system switching between light and dark redraws every figure in the new colours
+  if (darkScheme && darkScheme.addEventListener) {
+    darkScheme.addEventListener("change", function () { draw(document.body); });
   }
 
   // On a phone the legend wraps onto several rows: make room for them above the plot (so it
