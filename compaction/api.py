@@ -20,6 +20,7 @@ from compaction.models import Archive, CompactionRun, Surface, SurfaceVersion
 from compaction.plans import plan_now
 from compaction.rawjson import array_elements, object_members
 from compaction.schemas import (
+    AgreementOut,
     ArchiveDocumentOut,
     ArchiveOut,
     CacheMissesOut,
@@ -437,7 +438,12 @@ def get_cache_misses(request: HttpRequest, session_id: str) -> CacheMissesOut:
     """D1/D2: each call that read less of the cache than the previous one left, above the floor
     (1,024 tokens and 5 %), with its cause (model_switch, expiry, our_compaction,
     agent_compaction, prefix_break, unexplained), the evidence and the premium paid in dollars;
-    totals by cause, and whether the system segment churns (D2)."""
+    totals by cause, and whether the system segment churns (D2).
+
+    When the call carried the provider's cache diagnostics (Anthropic `cache_miss_reason`,
+    OpenAI `prompt_cache_diagnostics`), its verdict is the `cause` and ours stays
+    `inferred_cause`, with the provider's word, tokens and object beside it; `agreement` counts
+    how often the two agreed."""
     session = _session(request_key(request), session_id)
     report = session_misses(session)
     return CacheMissesOut(
@@ -449,6 +455,11 @@ def get_cache_misses(request: HttpRequest, session_id: str) -> CacheMissesOut:
             pairs=report.churn.pairs,
             changed=report.churn.changed,
             violates_d2=report.churn.violates_d2,
+        ),
+        agreement=AgreementOut(
+            compared=report.agreement.compared,
+            agreed=report.agreement.agreed,
+            rate=report.agreement.rate,
         ),
         misses=[
             MissOut(
@@ -463,6 +474,13 @@ def get_cache_misses(request: HttpRequest, session_id: str) -> CacheMissesOut:
                 cause=m.cause,
                 evidence=m.evidence,
                 detail=dict(m.detail),
+                inferred_cause=m.ours,
+                provider_type=None if m.provider is None else m.provider.type,
+                provider_missed_tokens=None if m.provider is None else m.provider.missed_tokens,
+                provider_cause=m.provider_cause,
+                provider_diagnostics=None if m.provider is None else m.provider.stored(),
+                agrees=m.agrees,
+                readings=m.readings,
             )
             for m in report.misses
         ],

@@ -264,10 +264,7 @@ def record_fields(attributes: Mapping[str, Any]) -> dict[str, Any]:
                 reason = json.loads(value)
             except ValueError:
                 reason = value
-        if not isinstance(reason, Mapping):
-            reason = {"type": reason}
-        else:
-            reason = dict(reason)
+        reason = dict(reason) if isinstance(reason, Mapping) else {"type": reason}
         tokens = _first(attributes, ANTHROPIC_TOKEN_KEYS)
         if tokens is not None and "cache_missed_input_tokens" not in reason:
             reason["cache_missed_input_tokens"] = tokens[1]

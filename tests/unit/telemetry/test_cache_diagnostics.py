@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -197,14 +198,25 @@ def test_a_record_reads_its_own_fields_then_its_usage():
     anthropic = {"cache_miss_reason": {"type": "system_changed", "cache_missed_input_tokens": 5}}
     openai = {"type": "cache_miss", "reason": "input_changed", "cache_missed_tokens": 9}
 
-    assert read_record(diagnostics=anthropic).type == "system_changed"
-    assert read_record(prompt_cache_diagnostics=openai).type == "input_changed"
-    assert read_record(diagnostics=anthropic, prompt_cache_diagnostics=openai).format == "anthropic"
-    assert read_record(usage={"input_tokens": 1, "diagnostics": anthropic}).type == "system_changed"
-    assert (
-        read_record(usage={"cache_miss_reason": {"type": "model_changed"}}).type == "model_changed"
+    def word(**parts: Any) -> tuple[str, str] | None:
+        found = read_record(**parts)
+        return None if found is None else (found.format, found.type)
+
+    assert word(diagnostics=anthropic) == ("anthropic", "system_changed")
+    assert word(prompt_cache_diagnostics=openai) == ("openai", "input_changed")
+    assert word(diagnostics=anthropic, prompt_cache_diagnostics=openai) == (
+        "anthropic",
+        "system_changed",
     )
-    assert read_record(usage={"prompt_cache_diagnostics": openai}).type == "input_changed"
+    assert word(usage={"input_tokens": 1, "diagnostics": anthropic}) == (
+        "anthropic",
+        "system_changed",
+    )
+    assert word(usage={"cache_miss_reason": {"type": "model_changed"}}) == (
+        "anthropic",
+        "model_changed",
+    )
+    assert word(usage={"prompt_cache_diagnostics": openai}) == ("openai", "input_changed")
     assert read_record(usage={"input_tokens": 1}) is None
     assert read_record() is None
 
