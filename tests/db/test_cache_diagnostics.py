@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
@@ -437,3 +438,16 @@ def test_the_benchs_miss_fields_are_the_reports():
     from compaction.cache_report import _CALL_FIELDS
 
     assert FIELDS == _CALL_FIELDS
+
+
+def test_a_span_whose_diagnosis_does_not_read_is_rejected_naming_the_field(make_agent):
+    agent = make_agent()
+    attrs = GENAI | {"cache_miss_reason": "tools_changed", "cache_missed_input_tokens": "many"}
+
+    response = post(agent, TRACES, pb_traces(pb_span(attrs)))
+
+    assert response.status_code == 200
+    partial = ExportTraceServiceResponse.FromString(response.content).partial_success
+    assert partial.rejected_spans == 1
+    assert "diagnostics.cache_miss_reason.cache_missed_input_tokens" in partial.error_message
+    assert not LLMCall.objects.exists()
