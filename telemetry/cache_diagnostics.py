@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from telemetry.errors import FieldError
+
 if TYPE_CHECKING:  # `telemetry.cache_misses` reads this module: the names only, at type time
     from telemetry.cache_misses import Cause
 
@@ -85,15 +87,6 @@ PROVIDER_TYPES: Final[Mapping[str, Meaning]] = {
 MAX_TYPE: Final = 64  # the stored word's column width
 
 
-class DiagnosticsError(ValueError):
-    """A diagnostics object that cannot be read: `field` names where (relative to the record)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
 @dataclass(frozen=True, slots=True)
 class ProviderDiagnosis:
     """One call's cache diagnosis as the provider gave it.
@@ -135,7 +128,7 @@ def count(value: Any, field: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool):
-        raise DiagnosticsError(field, "must be a whole number of tokens")
+        raise FieldError(field, "must be a whole number of tokens")
     if isinstance(value, int):
         number = value
     elif isinstance(value, float) and value.is_integer():
@@ -143,35 +136,35 @@ def count(value: Any, field: str) -> int | None:
     elif isinstance(value, str) and value.strip().isdigit():
         number = int(value.strip())
     else:
-        raise DiagnosticsError(field, "must be a whole number of tokens")
+        raise FieldError(field, "must be a whole number of tokens")
     if number < 0:
-        raise DiagnosticsError(field, "must not be negative")
+        raise FieldError(field, "must not be negative")
     return number
 
 
 def _word(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise DiagnosticsError(field, "must be a non-empty string")
+        raise FieldError(field, "must be a non-empty string")
     word = value.strip().lower()
     if len(word) > MAX_TYPE:
-        raise DiagnosticsError(field, f"must be at most {MAX_TYPE} characters")
+        raise FieldError(field, f"must be at most {MAX_TYPE} characters")
     return word
 
 
 def read_anthropic(diagnostics: Any, field: str = "diagnostics") -> ProviderDiagnosis | None:
     """Anthropic's response `diagnostics` object; None when it holds no `cache_miss_reason` key
-    (diagnostics not asked for). Raises DiagnosticsError naming the field it cannot read."""
+    (diagnostics not asked for). Raises FieldError (422) naming the field it cannot read."""
     if diagnostics is None:
         return None
     if not isinstance(diagnostics, Mapping):
-        raise DiagnosticsError(field, "must be an object")
+        raise FieldError(field, "must be an object")
     if "cache_miss_reason" not in diagnostics:
         return None
     reason = diagnostics["cache_miss_reason"]
     if reason is None:
         return ProviderDiagnosis("anthropic", NO_DIVERGENCE, None, diagnostics)
     if not isinstance(reason, Mapping):
-        raise DiagnosticsError(f"{field}.cache_miss_reason", "must be an object or null")
+        raise FieldError(f"{field}.cache_miss_reason", "must be an object or null")
     kind = _word(reason.get("type"), f"{field}.cache_miss_reason.type")
     tokens = count(
         reason.get("cache_missed_input_tokens"),
@@ -183,11 +176,11 @@ def read_anthropic(diagnostics: Any, field: str = "diagnostics") -> ProviderDiag
 def read_openai(
     diagnostics: Any, field: str = "prompt_cache_diagnostics"
 ) -> ProviderDiagnosis | None:
-    """OpenAI Responses' `prompt_cache_diagnostics`; None for null. Raises DiagnosticsError."""
+    """OpenAI Responses' `prompt_cache_diagnostics`; None for null. Raises FieldError."""
     if diagnostics is None:
         return None
     if not isinstance(diagnostics, Mapping):
-        raise DiagnosticsError(field, "must be an object")
+        raise FieldError(field, "must be an object")
     kind = _word(diagnostics.get("type"), f"{field}.type")
     tokens = count(diagnostics.get("cache_missed_tokens"), f"{field}.cache_missed_tokens")
     if kind == "cache_miss":

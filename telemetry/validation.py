@@ -12,7 +12,7 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from telemetry import safejson
-from telemetry.cache_diagnostics import DiagnosticsError, ProviderDiagnosis, read_record
+from telemetry.cache_diagnostics import ProviderDiagnosis, read_record
 from telemetry.errors import FieldError
 from telemetry.idempotency import payload_hash
 from telemetry.policy_rules import PolicyValues
@@ -154,7 +154,7 @@ def validate_items(
                     prompt_cache_diagnostics=record.prompt_cache_diagnostics,
                     usage=usage,
                 )
-            except DiagnosticsError as exc:
+            except FieldError as exc:
                 name = f"{_prefix(index, batch)}{exc.field}"
                 outcomes.append(_invalid(index, record, name, exc.message))
                 continue

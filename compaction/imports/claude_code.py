@@ -43,7 +43,8 @@ from compaction.imports.records import (
     TokensAfter,
 )
 from context_core import TranscriptError, parse_message
-from telemetry.cache_diagnostics import DiagnosticsError, read_anthropic
+from telemetry.cache_diagnostics import read_anthropic
+from telemetry.errors import FieldError
 
 FileKind = Literal["main", "subagent", "compaction"]
 
@@ -269,7 +270,7 @@ class ClaudeCodeParser:
         read; else say why and import the call without them."""
         try:
             read_anthropic(diagnostics, "message.diagnostics")
-        except DiagnosticsError as exc:
+        except FieldError as exc:
             out.append(Note(number, f"cache diagnostics not read: {exc}"))
             return
         group["diagnostics"] = diagnostics

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -38,11 +39,11 @@ def _record(turn: int, write: int, **extra: object) -> dict[str, object]:
     }
 
 
-def _misses_panel(page, session: AgentSession) -> str:
+def _misses_panel(page: Any, session: AgentSession) -> str:
     page.goto(f"/sessions/{session.pk}/")
     page.wait_for_selector("#cache-misses table.misses", timeout=15_000)
     page.locator("#cache-misses").scroll_into_view_if_needed()
-    return page.locator("#cache-misses").inner_text()
+    return str(page.locator("#cache-misses").inner_text())
 
 
 def test_a_transcript_and_a_json_record_show_both_causes_on_the_cache_panel(

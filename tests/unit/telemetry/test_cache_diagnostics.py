@@ -13,7 +13,6 @@ from telemetry.cache_diagnostics import (
     NO_DIVERGENCE,
     PROVIDER_TYPES,
     Agreement,
-    DiagnosticsError,
     agrees,
     count,
     from_stored,
@@ -23,6 +22,7 @@ from telemetry.cache_diagnostics import (
     record_fields,
 )
 from telemetry.cache_misses import CAUSES, CallObs, Segment, classify
+from telemetry.errors import FieldError
 
 ANTHROPIC_TYPES = (
     "model_changed",
@@ -129,7 +129,7 @@ def test_odd_but_valid_counts_are_read(tokens, expected):
 def test_counts_that_are_no_count_are_refused_naming_the_field(tokens):
     raw = {"cache_miss_reason": {"type": "tools_changed", "cache_missed_input_tokens": tokens}}
 
-    with pytest.raises(DiagnosticsError) as caught:
+    with pytest.raises(FieldError) as caught:
         read_anthropic(raw)
 
     assert caught.value.field == "diagnostics.cache_miss_reason.cache_missed_input_tokens"
@@ -146,7 +146,7 @@ def test_counts_that_are_no_count_are_refused_naming_the_field(tokens):
     ],
 )
 def test_unreadable_anthropic_shapes_are_refused_naming_the_field(raw, field):
-    with pytest.raises(DiagnosticsError) as caught:
+    with pytest.raises(FieldError) as caught:
         read_anthropic(raw)
 
     assert caught.value.field == field
@@ -222,7 +222,7 @@ def test_a_record_reads_its_own_fields_then_its_usage():
 
 
 def test_a_refusal_inside_usage_names_the_usage_field():
-    with pytest.raises(DiagnosticsError) as caught:
+    with pytest.raises(FieldError) as caught:
         read_record(usage={"prompt_cache_diagnostics": {"type": "cache_miss", "reason": 4}})
 
     assert caught.value.field == "usage.prompt_cache_diagnostics.reason"
@@ -447,5 +447,5 @@ def test_agreement_is_a_share_of_the_compared(counts):
 
 
 def test_count_refuses_a_bool():
-    with pytest.raises(DiagnosticsError):
+    with pytest.raises(FieldError):
         count(True, "x")
