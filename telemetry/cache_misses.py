@@ -21,6 +21,11 @@ The cause is the first that holds, in this order (DESIGN "Cache discipline"):
    system, message k) inside the cached part;
 6. `unexplained` — eviction, or a volatile prefix we cannot see.
 
+When the provider diagnosed the call itself (`CallObs.provider`, `telemetry.cache_diagnostics`:
+Anthropic's `cache_miss_reason`, OpenAI's `prompt_cache_diagnostics`), its verdict is the miss's
+cause and the cause found above stays as `Miss.inferred_cause`; a provider word without verdict
+leaves ours the cause.
+
 Everything here is a pure function of its arguments: the records' arrival order never changes
 the outcome (calls are sorted by position, events by time and id).
 """
