@@ -159,6 +159,10 @@ class SearchHitOut(Schema):
     snippet: str = Field(description="safe HTML; hits are marked with <mark>")
     created_at: str
     rank: float
+    archives: int = Field(
+        description="how many of the session's archives hold this message: each archive holds "
+        "the log up to its compaction, so a message is one hit, from the newest archive holding it"
+    )
 
 
 class RunOut(Schema):

@@ -94,6 +94,7 @@ class Bucket:
     read: int = 0
     denominator: int = 0
     reported: int = 0  # calls that reported cache fields
+    unpriced: int = 0  # calls left out of `costs`: no catalogue price for their model
 
     @property
     def hit(self) -> float | None:
@@ -108,6 +109,7 @@ class ProfileLine:
     saved: Decimal
     hit: float | None
     bands: dict[str, int]
+    unpriced: int = 0  # calls left out of `cost`
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,11 @@ class Overview:
         return sum(b.calls for b in self.buckets)
 
     @property
+    def unpriced(self) -> int:
+        """Calls the spend leaves out: their model has no catalogue price."""
+        return sum(b.unpriced for b in self.buckets)
+
+    @property
     def hit(self) -> float | None:
         return hit_ratio(
             sum(b.read for b in self.buckets),
@@ -168,6 +175,7 @@ _TOTALS: Final[dict[str, Any]] = {
     "reported": Sum("cache_reported_calls"),
     "cost": Sum("cost_usd"),
     "no_cache": Sum("no_cache_cost_usd"),
+    "unpriced": Sum("unpriced_calls"),
 }
 _SUMS: Final[dict[str, Any]] = {**_TOTALS, **{f"c_{key}": Sum(f"cost_{key}") for key in COST_KEYS}}
 
@@ -290,6 +298,7 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
         entry.read = row["read"] or 0
         entry.denominator = row["denominator"] or 0
         entry.reported = row["reported"] or 0
+        entry.unpriced = row["unpriced"] or 0
         entry.costs = {key: float(row[f"c_{key}"] or 0) for key in COST_KEYS}
         entry.saved = float((row["no_cache"] or 0) - (row["cost"] or 0))
 
@@ -316,6 +325,7 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
                     figures.get("reported") or 0,
                 ),
                 bands=counts,
+                unpriced=figures.get("unpriced") or 0,
             )
         )
         if chosen is None or profile == chosen:

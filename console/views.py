@@ -64,6 +64,7 @@ from console.selectors.session import (
     turns_page,
 )
 from console.selectors.session_list import sessions_page, sessions_version
+from console.selectors.unpriced import unpriced_models
 from console.session_context import LIVE_PARTS, compaction_parts, live_figures, live_parts
 from telemetry import database_errors
 from telemetry.band_sql import BANDS
@@ -74,6 +75,7 @@ from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueMode
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import update_policy
 from telemetry.profiles import get_or_create_profile, set_window_overrides
+from telemetry.usage import model_vendor
 from telemetry.windows import format_window_overrides
 
 
@@ -524,10 +526,15 @@ def profile_create(request: HttpRequest) -> HttpResponse:
 @require_GET
 @require_role(Role.ADMIN)
 def catalogue_list(request: HttpRequest) -> HttpResponse:
+    """The catalogue's rows, and the models calls named that it has no price for."""
     return render(
         request,
         "console/catalogue.html",
-        {"rows": CatalogueModel.objects.order_by("provider", "model"), "nav": "catalogue"},
+        {
+            "rows": CatalogueModel.objects.order_by("provider", "model"),
+            "unpriced": unpriced_models(),
+            "nav": "catalogue",
+        },
     )
 
 
@@ -536,7 +543,10 @@ def catalogue_list(request: HttpRequest) -> HttpResponse:
 def catalogue_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
     """Add or edit a model's window and prices; they apply to calls reported from now on."""
     row = get_object_or_404(CatalogueModel, pk=pk) if pk is not None else None
-    form = CatalogueForm(request.POST or None, instance=row)
+    # "add it" from the unpriced models: the form starts with the model's id and vendor
+    named = request.GET.get("model", "")[:200] if row is None else ""
+    initial = {"model": named, "family": named, "provider": model_vendor(named)} if named else None
+    form = CatalogueForm(request.POST or None, instance=row, initial=initial)
     if request.method == "POST" and form.is_valid():
         saved = save_price(row=row, values=form.cleaned_data)
         messages.success(request, f"Saved {saved.model}.")

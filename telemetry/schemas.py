@@ -158,6 +158,11 @@ class RecordIn(BaseModel):
         ),
     ]
     provider: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    # The agent that made the call ("claude-code", ...), when it is known: cache writes its
+    # record leaves without a tier are billed at the tier that agent writes with
+    # (`telemetry.usage.untiered_write_tier`). Who reported a call is not part of it: a replay
+    # with or without `agent` is the same call (`telemetry.idempotency.payload_hash`).
+    agent: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
     request_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
     request_chars: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = None
     appended_chars: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = None
@@ -188,7 +193,7 @@ class RecordIn(BaseModel):
     # and test the usual value in C before anything else, so a batch's validation stays cheap
     # (docs/performance.md; tests/db/test_record_validators.py).
 
-    @field_validator("model", "provider", "request_id")
+    @field_validator("model", "provider", "agent", "request_id")
     @classmethod
     def _strings_without_nul(cls, value: str | None) -> str | None:
         if value is not None and "\x00" in value:
@@ -282,6 +287,7 @@ class SessionFiguresOut(Schema):
     cost_usd: str | None
     no_cache_cost_usd: str | None
     cache_savings_usd: str | None
+    # calls `cost_usd` leaves out: their model has no catalogue price
     unpriced_calls: int
     surface_version: int
     last_seen_at: str | None
@@ -304,6 +310,8 @@ class TurnOut(Schema):
     context_tokens: int
     cache_hit_ratio: float | None
     cost_usd: str | None
+    # calls of the turn `cost_usd` leaves out: their model has no catalogue price
+    unpriced_calls: int
     uncached_input: int
     cache_read: int
     cache_write_5m: int

@@ -13,9 +13,9 @@ compaction registers when its app is ready (`register_log_appended_tokens`, D6).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
-from typing import Final
+from typing import Any, Final
 
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -134,6 +134,30 @@ def get_or_create_session(profile: AgentProfile, external_id: str) -> AgentSessi
         session = AgentSession.objects.get(profile=profile, external_id=external_id)
     session.profile = profile
     return session
+
+
+def restore_session(
+    profile: AgentProfile, external_id: str, values: Mapping[str, Any]
+) -> tuple[AgentSession, bool]:
+    """An imported session (`compaction.session_import`), locked until the end of the caller's
+    transaction: the stored one unchanged if it exists (its figures already count every call it
+    ever had; retention keeps them), else a new one with the exported `values` (its figures,
+    `created_at` included) and True."""
+    existing = (
+        AgentSession.objects.select_for_update()
+        .filter(profile=profile, external_id=external_id)
+        .first()
+    )
+    if existing is not None:
+        existing.profile = profile
+        return existing, False
+    fields = dict(values)
+    created_at = fields.pop("created_at", None)
+    session = AgentSession.objects.create(profile=profile, external_id=external_id, **fields)
+    if created_at is not None:  # auto_now_add stamped the import's time
+        AgentSession.objects.filter(pk=session.pk).update(created_at=created_at)
+        session.created_at = created_at
+    return session, True
 
 
 def lock_session(session_id: int) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from django.core.paginator import Page, Paginator
+from django.db.models import Min
 
 from compaction.archives import SearchHit, archive_document, search_archives_counted
 from compaction.estimate_checks import with_next_call
@@ -25,7 +26,7 @@ from context_core import (
     parse_openai,
 )
 from context_core.estimates import estimate_error
-from telemetry.models import AgentSession, ContextEvent, Turn
+from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn
 
 RUNS_SHOWN: Final = 20
 ARCHIVES_SHOWN: Final = 20
@@ -55,7 +56,37 @@ def compaction_runs(session: AgentSession) -> RunsTable:
             if run.estimate_tokens is not None and run.next_context_tokens is not None  # type: ignore[attr-defined]
             else None
         )
-    return RunsTable(shown, runs.count(), list(events[:RUNS_SHOWN]), events.count())
+    listed = list(events[:RUNS_SHOWN])
+    _mark_turn_after(session, listed)
+    return RunsTable(shown, runs.count(), listed, events.count())
+
+
+def _mark_turn_after(session: AgentSession, events: list[ContextEvent]) -> None:
+    """Each agent compaction that names the surface version it produced gets `turn_after`: the
+    first turn whose request carried that surface (what the agent sent after it), else None.
+    One query for all of them."""
+    versions = {
+        event.pk: version
+        for event in events
+        if isinstance(event.detail, dict)
+        and isinstance(version := event.detail.get("surface_version"), int)
+    }
+    first_turns: list[tuple[int, int]] = []
+    if versions:
+        first_turns = [
+            (seen, first)
+            for seen, first in LLMCall.objects.filter(
+                session=session, surface_version__gte=min(versions.values())
+            )
+            .values("surface_version")
+            .annotate(first=Min("turn"))
+            .values_list("surface_version", "first")
+            if seen is not None and first is not None
+        ]
+    for event in events:
+        version = versions.get(event.pk)
+        turns = [turn for seen, turn in first_turns if version is not None and seen >= version]
+        event.turn_after = min(turns) if turns else None  # type: ignore[attr-defined]
 
 
 def session_archives(session: AgentSession) -> list[Archive]:

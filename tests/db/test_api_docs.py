@@ -20,6 +20,8 @@ def test_openapi_schema_lists_every_agent_route(client):
         "/api/v1/sessions/{session_id}/overflow",
         "/api/v1/sessions/{session_id}/archives",
         "/api/v1/archives/{archive_id}",
+        "/api/v1/sessions/{session_id}/export",
+        "/api/v1/export/sessions",
     } <= paths
     schemes = schema["components"]["securitySchemes"].values()
     assert any(scheme.get("scheme") == "bearer" for scheme in schemes)
