@@ -16,6 +16,7 @@ PURE_MODULES = (
     "telemetry.cache_tiers",
     "telemetry.cache_misses",
     "telemetry.cache_diagnostics",
+    "telemetry.policy_effects",
 )
 
 
