@@ -7,6 +7,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from compaction.api import conflict_payload
 from compaction.api import router as compaction_router
+from compaction.call_api import router as call_router
 from compaction.errors import CompactionConflict
 from compaction.export_api import router as export_router
 from compaction.imports.api import router as imports_router
@@ -33,6 +34,7 @@ api.add_router("/v1", compaction_router)
 api.add_router("/v1", log_router)
 api.add_router("/v1", imports_router)
 api.add_router("/v1", export_router)
+api.add_router("/v1", call_router)
 
 
 def _field_of(loc: list[object] | tuple[object, ...]) -> str:

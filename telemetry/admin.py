@@ -50,7 +50,7 @@ class AgentKeyAdmin(admin.ModelAdmin[AgentKey]):
 
     def save_model(self, request: HttpRequest, obj: AgentKey, form: Any, change: bool) -> None:
         if change:
-            AgentKey.objects.filter(pk=obj.pk).update(name=obj.name)
+            obj.save(update_fields=["name"])  # a save: the audit trail records the rename
             return
         issued = create_agent_key(
             profile_name=form.cleaned_data["profile_name"],
