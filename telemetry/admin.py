@@ -36,6 +36,8 @@ class AgentKeyAdmin(admin.ModelAdmin[AgentKey]):
     list_display = ("prefix", "name", "profile", "scopes", "created_at", "revoked_at")
     list_filter = ("profile", "revoked_at")
     readonly_fields = ("prefix", "profile", "scopes", "created_at", "revoked_at", "last_used_at")
+    # Only a SHA-256 of a key is stored, and not even that is shown (nor editable)
+    exclude = ("key_hash",)
     actions = ["revoke"]
 
     def get_form(
