@@ -22,8 +22,8 @@ from telemetry.models import AgentKey
 
 def hidden(value: str) -> str:
     """`AUDITLOG_MASK_CALLABLE`: a masked field (a password hash) shows that it changed, never
-    any part of its value (the library's default keeps half of it)."""
-    return HIDDEN
+    any part of its value (the library's default keeps half of it). No value stays no value."""
+    return value if value == "None" else HIDDEN
 
 
 def _api_actor(request: HttpRequest) -> Callable[[], dict[str, str] | None]:

@@ -13,6 +13,7 @@ from typing import Final
 
 HIDDEN: Final = "(hidden)"
 NONE_SHOWN: Final = "—"
+EMPTY_SHOWN: Final = "(empty)"
 # Longer values (a nudge text, a list of tools) are cut for the table; the full value is kept.
 SHOWN_CHARS: Final = 200
 API_ACTOR_PREFIX: Final = "api:"
@@ -30,6 +31,8 @@ def shown(value: object) -> str:
     """One stored value as the table shows it: none as a dash, lists and objects as JSON."""
     if value is None or value == "None":
         return NONE_SHOWN
+    if value == "":
+        return EMPTY_SHOWN
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, list | dict):
@@ -40,7 +43,7 @@ def shown(value: object) -> str:
 
 
 def field_changes(changes: Mapping[str, object] | None) -> list[FieldChange]:
-    """Each changed field, in name order. A field's change is `[before, after]`; a many-to-many
+    """Each changed field, in name order, but a blank one that stays blank. A field's change is `[before, after]`; a many-to-many
     change (`{"type": "m2m", "operation": "add"|"delete", "objects": [...]}`) reads as the
     objects removed before and added after."""
     rows: list[FieldChange] = []
@@ -57,7 +60,10 @@ def field_changes(changes: Mapping[str, object] | None) -> list[FieldChange]:
                 )
             )
         elif isinstance(value, list | tuple) and len(value) == 2:
-            rows.append(FieldChange(name.replace("_", " "), shown(value[0]), shown(value[1])))
+            before, after = shown(value[0]), shown(value[1])
+            if {before, after} <= {NONE_SHOWN, EMPTY_SHOWN}:
+                continue  # a blank field of a new row: nothing to read
+            rows.append(FieldChange(name.replace("_", " "), before, after))
         else:
             rows.append(FieldChange(name.replace("_", " "), NONE_SHOWN, shown(value)))
     return rows

@@ -30,9 +30,7 @@ from tests.db.test_console_views import (
     SONNET,
     _catalogue_values,
     call,
-    client_as,  # noqa: F401 (fixture)
     fragment,
-    key,  # noqa: F401 (fixture)
     make_session,
     make_user,
     report,
@@ -47,6 +45,25 @@ def _plain_static(settings: Any) -> None:
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture
+def key() -> AgentKey:
+    seed_catalogue()
+    return create_agent_key(profile_name="default").key
+
+
+@pytest.fixture
+def client_as(db: None) -> Callable[..., Client]:
+    """A client signed in as a fresh user of `role` (None: in no role group)."""
+    count = iter(range(1_000))
+
+    def make(role: str | None) -> Client:
+        client = Client()
+        client.force_login(make_user(f"user-{role}-{next(count)}", role))
+        return client
+
+    return make
 
 
 def entries_for(model: type[Any]) -> list[LogEntry]:
@@ -231,7 +248,7 @@ def test_an_api_request_names_its_agent_key(key) -> None:
 
 
 @pytest.mark.parametrize("role", ["viewer", "operator", None])
-def test_only_admins_see_the_audit_page(client_as, role) -> None:  # noqa: F811
+def test_only_admins_see_the_audit_page(client_as, role) -> None:
     client = client_as(role)
     assert client.get(reverse("audit")).status_code == 403
     assert 'href="/audit/"' not in fragment(client.get(reverse("sessions")))
@@ -311,7 +328,7 @@ def test_the_audit_page_is_paged(key) -> None:
 
 
 @pytest.fixture
-def called(key: AgentKey) -> AgentSession:  # noqa: F811
+def called(key: AgentKey) -> AgentSession:
     seed_catalogue()
     report(
         key,
@@ -336,13 +353,13 @@ def called(key: AgentKey) -> AgentSession:  # noqa: F811
     return AgentSession.objects.get(external_id="chat-calls")
 
 
-def test_the_turns_table_links_each_turn_to_its_first_call(client_as, called) -> None:  # noqa: F811
+def test_the_turns_table_links_each_turn_to_its_first_call(client_as, called) -> None:
     page = fragment(client_as("viewer").get(reverse("session", args=[called.pk])))
     first = LLMCall.objects.get(session=called, turn=1, call=0)
     assert f'href="{reverse("call", args=[called.pk, first.pk])}"' in page
 
 
-def test_the_call_page_shows_everything_stored_about_the_call(client_as, called) -> None:  # noqa: F811
+def test_the_call_page_shows_everything_stored_about_the_call(client_as, called) -> None:
     target = LLMCall.objects.get(session=called, turn=1, call=1)
     response = client_as("viewer").get(reverse("call", args=[called.pk, target.pk]))
     assert response.status_code == 200
@@ -356,7 +373,7 @@ def test_the_call_page_shows_everything_stored_about_the_call(client_as, called)
     assert f'href="{reverse("call", args=[called.pk, sibling.pk])}"' in page
 
 
-def test_a_call_of_another_session_is_404(client_as, called, key) -> None:  # noqa: F811
+def test_a_call_of_another_session_is_404(client_as, called, key) -> None:
     other = make_session(key, "chat-other", turns=1)
     foreign = LLMCall.objects.filter(session=other).first()
     assert foreign is not None
@@ -364,7 +381,7 @@ def test_a_call_of_another_session_is_404(client_as, called, key) -> None:  # no
     assert client.get(reverse("call", args=[called.pk, foreign.pk])).status_code == 404
 
 
-def test_the_call_api_answers_the_same_facts(make_agent, called, key) -> None:  # noqa: F811
+def test_the_call_api_answers_the_same_facts(make_agent, called, key) -> None:
     agent = make_agent("default")
     target = LLMCall.objects.get(session=called, turn=1, call=1)
     response = agent.get(f"/api/v1/sessions/chat-calls/calls/{target.pk}")
