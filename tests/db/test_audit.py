@@ -401,6 +401,7 @@ def test_the_call_api_answers_the_same_facts(make_agent, called, key) -> None:
         "output",
     ]
     assert body["buckets"][0]["tokens"] == 30_000
+    assert target.cost_usd is not None
     assert body["cost_usd"] == str(target.cost_usd.quantize(quantum))
 
     outsider = make_agent("outsiders")
