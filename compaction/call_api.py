@@ -18,9 +18,9 @@ from pydantic import Field
 from compaction.api import miss_out
 from compaction.call_detail import call_detail
 from compaction.schemas import MissOut
-from telemetry.api import _money
 from telemetry.auth import ingest_auth, request_key
 from telemetry.models import AgentSession
+from telemetry.money import Money, money_text
 from telemetry.schemas import ErrorOut
 
 router = Router(tags=["telemetry"])
@@ -29,7 +29,7 @@ router = Router(tags=["telemetry"])
 class BucketOut(Schema):
     bucket: str
     tokens: int
-    cost_usd: str | None = Field(description="null when the model has no catalogue price")
+    cost_usd: Money | None = Field(description="null when the model has no catalogue price")
 
 
 class CallOut(Schema):
@@ -47,8 +47,8 @@ class CallOut(Schema):
     context_tokens: int
     reasoning_output: int | None
     buckets: list[BucketOut]
-    cost_usd: str | None
-    no_cache_cost_usd: str | None
+    cost_usd: Money | None
+    no_cache_cost_usd: Money | None
     long_context: bool
     raw_usage: dict[str, Any] = Field(description="the usage exactly as the agent sent it")
     surface_version: int | None
@@ -91,11 +91,11 @@ def get_call(
         context_tokens=call.context_tokens,
         reasoning_output=call.reasoning_output,
         buckets=[
-            BucketOut(bucket=b.name, tokens=b.tokens, cost_usd=_money(b.cost_usd))
+            BucketOut(bucket=b.name, tokens=b.tokens, cost_usd=money_text(b.cost_usd))
             for b in found.buckets
         ],
-        cost_usd=_money(call.cost_usd),
-        no_cache_cost_usd=_money(call.no_cache_cost_usd),
+        cost_usd=money_text(call.cost_usd),
+        no_cache_cost_usd=money_text(call.no_cache_cost_usd),
         long_context=call.long_context,
         raw_usage=call.raw_usage if isinstance(call.raw_usage, dict) else {},
         surface_version=call.surface_version,

@@ -88,8 +88,9 @@ def bucket_starts(since: datetime, now: datetime, bucket: str) -> list[datetime]
 @dataclass
 class Bucket:
     start: datetime
-    costs: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COST_KEYS, 0.0))
-    saved: float = 0.0
+    # exact, as the rollups store them (the API writes them digit for digit; charts take floats)
+    costs: dict[str, Decimal] = field(default_factory=lambda: dict.fromkeys(COST_KEYS, Decimal(0)))
+    saved: Decimal = Decimal(0)
     calls: int = 0
     read: int = 0
     denominator: int = 0
@@ -138,12 +139,12 @@ class Overview:
     top_pressure: list[tuple[AgentSession, PressureBand]]
 
     @property
-    def cost(self) -> float:
-        return sum(sum(b.costs.values()) for b in self.buckets)
+    def cost(self) -> Decimal:
+        return sum((sum(b.costs.values(), Decimal(0)) for b in self.buckets), Decimal(0))
 
     @property
-    def saved(self) -> float:
-        return sum(b.saved for b in self.buckets)
+    def saved(self) -> Decimal:
+        return sum((b.saved for b in self.buckets), Decimal(0))
 
     @property
     def calls(self) -> int:
@@ -299,8 +300,8 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
         entry.denominator = row["denominator"] or 0
         entry.reported = row["reported"] or 0
         entry.unpriced = row["unpriced"] or 0
-        entry.costs = {key: float(row[f"c_{key}"] or 0) for key in COST_KEYS}
-        entry.saved = float((row["no_cache"] or 0) - (row["cost"] or 0))
+        entry.costs = {key: Decimal(row[f"c_{key}"] or 0) for key in COST_KEYS}
+        entry.saved = Decimal(row["no_cache"] or 0) - Decimal(row["cost"] or 0)
 
     # per profile: spend over the range and sessions by band now
     spend = {

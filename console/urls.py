@@ -3,7 +3,15 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
 from compaction.metrics import metrics_view
-from console import audit_views, cache_views, call_views, docs_views, overview_views, views
+from console import (
+    alert_views,
+    audit_views,
+    cache_views,
+    call_views,
+    docs_views,
+    overview_views,
+    views,
+)
 from console.api import api
 from console.limits import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
 from telemetry.otlp.views import export as otlp_export
@@ -57,6 +65,8 @@ urlpatterns = [
     path("catalogue/new/", views.catalogue_edit, name="catalogue_new"),
     path("catalogue/<int:pk>/", views.catalogue_edit, name="catalogue_edit"),
     path("keys/", views.keys, name="keys"),
+    path("alerts/", alert_views.alerts_page, name="alerts"),
+    path("alerts/rules/<int:pk>/delete", alert_views.alert_rule_delete, name="alert_rule_delete"),
     path("keys/<int:pk>/revoke", views.key_revoke, name="key_revoke"),
     path("audit/", audit_views.audit, name="audit"),
     # the documentation site, when `make docs` has built it (console.docs_views)

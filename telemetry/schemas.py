@@ -16,6 +16,8 @@ from pydantic import (
     field_validator,
 )
 
+from telemetry.money import Money
+
 
 class PolicyOut(Schema):
     profile: str
@@ -36,6 +38,7 @@ class PolicyOut(Schema):
     nudge_text: str
     round_hard_cap: int
     archive_retention_days: int
+    call_retention_days: int
 
 
 class ErrorOut(Schema):
@@ -277,9 +280,9 @@ class SessionFiguresOut(Schema):
     pressure_band: str
     cache_hit_ratio: float | None
     last_turn_cache_hit_ratio: float | None
-    cost_usd: str | None
-    no_cache_cost_usd: str | None
-    cache_savings_usd: str | None
+    cost_usd: Money | None
+    no_cache_cost_usd: Money | None
+    cache_savings_usd: Money | None
     # calls `cost_usd` leaves out: their model has no catalogue price
     unpriced_calls: int
     surface_version: int
@@ -302,7 +305,7 @@ class TurnOut(Schema):
     calls: int
     context_tokens: int
     cache_hit_ratio: float | None
-    cost_usd: str | None
+    cost_usd: Money | None
     # calls of the turn `cost_usd` leaves out: their model has no catalogue price
     unpriced_calls: int
     uncached_input: int
@@ -317,4 +320,12 @@ class TurnOut(Schema):
 
 
 class SessionDetailOut(SessionFiguresOut):
-    turns_series: list[TurnOut]
+    series_complete: bool = Field(
+        description="true when `turns_series` holds every turn; false when it was downsampled "
+        "to `series_limit` points (read every turn from `GET …/turns`)"
+    )
+    turns_series: list[TurnOut] = Field(
+        description="the per-turn series, in turn order: every turn when they fit in "
+        "`series_limit`, else downsampled as the charts are (peaks, first and last turn, the "
+        "turns either side of each compaction kept)"
+    )

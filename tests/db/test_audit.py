@@ -9,7 +9,6 @@ import json
 import re
 from collections.abc import Callable
 from datetime import timedelta
-from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -25,6 +24,7 @@ from console.audit import AuditActorMiddleware
 from telemetry.catalogue import seed_catalogue
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel, LLMCall, Policy
+from telemetry.money import money_text
 from telemetry.policy_store import update_policy
 from tests.db.test_console_views import (
     SONNET,
@@ -387,7 +387,6 @@ def test_the_call_api_answers_the_same_facts(make_agent, called, key) -> None:
     response = agent.get(f"/api/v1/sessions/chat-calls/calls/{target.pk}")
     assert response.status_code == 200, response.content
     body = response.json()
-    quantum = Decimal("0.000001")
     assert body["id"] == target.pk and body["turn"] == 1 and body["call"] == 1
     assert body["request_id"] == "req_third" and body["model"] == SONNET
     assert body["latency_ms"] == 1234
@@ -402,7 +401,7 @@ def test_the_call_api_answers_the_same_facts(make_agent, called, key) -> None:
     ]
     assert body["buckets"][0]["tokens"] == 30_000
     assert target.cost_usd is not None
-    assert body["cost_usd"] == str(target.cost_usd.quantize(quantum))
+    assert body["cost_usd"] == money_text(target.cost_usd)
 
     outsider = make_agent("outsiders")
     assert outsider.get(f"/api/v1/sessions/chat-calls/calls/{target.pk}").status_code == 404
