@@ -9,13 +9,15 @@ from django.views.decorators.http import require_GET
 from console import charts, fleet_charts
 from console.overview import ORIGINS, RANGES, load_overview
 from console.roles import Role, require_role
+from console.selectors.relief import relief_summary
 
 
 @require_GET
 @require_role(Role.VIEWER)
 def overview(request: HttpRequest) -> HttpResponse:
     """Spend and cache savings over time, the cache-hit trend, sessions by pressure band now,
-    compactions by origin, and the top sessions: read from the hour rollups."""
+    compactions by origin, and the top sessions: read from the hour rollups; sessions whose
+    automatic relief is in trouble now (`console.selectors.relief`)."""
     found = load_overview(request.GET.get("range", ""), request.GET.get("profile", ""))
     starts = [b.start.isoformat() for b in found.buckets]
     days = [d.day.isoformat() for d in found.days]
@@ -39,6 +41,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "ranges": list(RANGES),
         "origins": ORIGINS,
         "figures": figures,
+        "relief": relief_summary(found.profile),
         "nav": "overview",
     }
     return render(request, "console/overview.html", context)

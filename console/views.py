@@ -58,6 +58,7 @@ from console.selectors.compaction import (
     surface_on_turn,
 )
 from console.selectors.policies import load_policies, profiles_overview, stored_overrides
+from console.selectors.relief import RELIEF_FILTER_LABELS
 from console.selectors.session import (
     session_detail,
     turn_bounds,
@@ -150,6 +151,7 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
         "filters": filters,
         "columns": SESSION_COLUMNS,
         "bands": BANDS,
+        "relief_filters": RELIEF_FILTER_LABELS,
         "nav": "sessions",
     }
     if request.htmx:

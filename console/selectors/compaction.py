@@ -10,12 +10,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from django.conf import settings
 from django.core.paginator import Page, Paginator
+from django.utils import timezone
 
 from compaction.archives import SearchHit, archive_document, search_archives_counted
 from compaction.estimate_checks import with_next_call
 from compaction.models import Archive, CompactionRun, Surface
+from compaction.relief_state import ReliefState, SessionRelief
 from compaction.transcripts import derive, format_of, stored_surface_messages, surface_at
+from console.selectors.relief import session_relief
 from context_core import (
     Format,
     Message,
@@ -40,11 +44,16 @@ class RunsTable:
     # Agent- and provider-side compactions, edits and overflows (not our runs), newest first.
     events: list[ContextEvent] = field(default_factory=list)
     events_total: int = 0
+    # where the session's automatic relief stands, and when the sweeper tries a failing one again
+    relief: SessionRelief = SessionRelief(ReliefState.NONE)
+    relief_retry_in: float | None = None
+    relief_cap: int = 0  # RELIEF_RETRY_MAX_ATTEMPTS
+    sweep_seconds: int = 0  # COMPACTION_SWEEP_INTERVAL_SECONDS
 
 
 def compaction_runs(session: AgentSession) -> RunsTable:
     """The session's latest compaction runs and its agent-/provider-side context events, newest
-    first, and how many of each there are. Four queries."""
+    first, how many of each there are, and where its automatic relief stands. Seven queries."""
     runs = CompactionRun.objects.filter(session=session).order_by("-started_at", "-pk")
     events = ContextEvent.objects.filter(session=session).order_by("-at", "-pk")
     shown = list(with_next_call(runs)[:RUNS_SHOWN])
@@ -55,7 +64,17 @@ def compaction_runs(session: AgentSession) -> RunsTable:
             if run.estimate_tokens is not None and run.next_context_tokens is not None  # type: ignore[attr-defined]
             else None
         )
-    return RunsTable(shown, runs.count(), list(events[:RUNS_SHOWN]), events.count())
+    relief = session_relief(session)
+    return RunsTable(
+        shown,
+        runs.count(),
+        list(events[:RUNS_SHOWN]),
+        events.count(),
+        relief,
+        relief.retry_in_seconds(timezone.now()),
+        int(settings.RELIEF_RETRY_MAX_ATTEMPTS),
+        int(settings.COMPACTION_SWEEP_INTERVAL_SECONDS),
+    )
 
 
 def session_archives(session: AgentSession) -> list[Archive]:

@@ -1,10 +1,11 @@
 """Reads of the sessions list: filters, sorts (the pressure band per profile's thresholds),
-a page counted no further than a cap, the models sessions report, and the list's version key."""
+a page counted no further than a cap, the models sessions report, each shown session's relief
+state, and the list's version key."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Final
 
@@ -16,9 +17,12 @@ from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
 from django.utils.functional import cached_property
 
+from compaction.relief_state import SessionRelief, session_reliefs
 from console.selectors.policies import Policies, band_rank, load_policies
+from console.selectors.relief import filter_by_relief
 from telemetry.band_sql import BANDS, band_ranges
 from telemetry.models import AgentProfile, AgentSession
+from telemetry.policy_rules import PolicyValues
 
 SESSIONS_PER_PAGE: Final = 25
 ACTIVE_WINDOW: Final = timedelta(hours=1)
@@ -46,13 +50,14 @@ class SessionFilters:
     model: str = ""
     band: str = ""
     active: bool = False
+    relief: str = ""  # a key of `console.selectors.relief.RELIEF_FILTERS`
     sort: str = DEFAULT_SORT
     page: int = 1
 
     @property
     def is_filtered(self) -> bool:
         """Any filter narrows the list (the sort and page do not)."""
-        return bool(self.q or self.profile or self.model or self.band or self.active)
+        return bool(self.q or self.profile or self.model or self.band or self.active or self.relief)
 
 
 @dataclass
@@ -67,6 +72,8 @@ class SessionsPage:
     models: list[str]
     filters: SessionFilters
     version: str = ""  # what the rows show and how many there are (`sessions_version`)
+    # each shown session's automatic relief (`compaction.relief_state`), by id
+    reliefs: dict[int, SessionRelief] = field(default_factory=dict)
 
 
 def _band_filter(band: str, profiles: list[AgentProfile], policies: Policies) -> Q:
@@ -96,7 +103,14 @@ def matching_sessions(
         sessions = sessions.filter(_band_filter(filters.band, profiles, policies))
     if filters.active:
         sessions = sessions.filter(last_seen_at__gte=timezone.now() - ACTIVE_WINDOW)
+    if filters.relief:
+        sessions = filter_by_relief(sessions, filters.relief, _each_profile(profiles, policies))
     return sessions
+
+
+def _each_profile(profiles: list[AgentProfile], policies: Policies) -> dict[int, PolicyValues]:
+    """Every profile's effective policy, as `compaction.relief_state` takes them."""
+    return {profile.pk: policies.of(profile.pk) for profile in profiles}
 
 
 def filtered_sessions(
@@ -194,7 +208,7 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]
 
 
 def sessions_page(filters: SessionFilters) -> SessionsPage:
-    """A page of the sessions list with the policies its rows are judged by. Four queries, none
+    """A page of the sessions list with the policies its rows are judged by. Five queries, none
     of which reads every session (the count stops at `SESSIONS_COUNT_CAP`)."""
     profiles = list(AgentProfile.objects.order_by("name"))
     policies = load_policies()
@@ -206,8 +220,14 @@ def sessions_page(filters: SessionFilters) -> SessionsPage:
     )
     page = paginator.counted_page(filters.page)
     sessions = list(page.object_list)
+    reliefs = (
+        session_reliefs([s.pk for s in sessions], _each_profile(profiles, policies))
+        if sessions
+        else {}
+    )
     version = digest(
         repr([_row_state(session) for session in sessions]),
+        repr(sorted((pk, relief.state, relief.overdue) for pk, relief in reliefs.items())),
         f"{paginator.probe}",
         policies.version,
     )
@@ -219,6 +239,7 @@ def sessions_page(filters: SessionFilters) -> SessionsPage:
         session_models(),
         filters,
         version,
+        reliefs,
     )
 
 
