@@ -214,7 +214,7 @@ def test_the_overview_counts_relief_in_trouble_with_links(
     section = page[page.index('id="relief"') :].split("</section>", 1)[0]
     assert '<a href="/sessions/?relief=any-trouble"><strong>3 sessions</strong></a>' in section
     assert (
-        'href="/sessions/?relief=failing" class="flag hard" id="relief-failing">relief failing 1<'
+        'href="/sessions/?relief=failing" class="flag hard" id="relief-failing">1 relief failing<'
         in section
     )
     assert (

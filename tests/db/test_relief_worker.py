@@ -127,7 +127,7 @@ def test_a_stopped_summarizer_is_seen_fleet_wide_and_the_sweeper_completes_relie
         viewer = client_as("viewer")
         overview = viewer.get(reverse("overview")).content.decode()
         section = overview[overview.index('id="relief"') :].split("</section>", 1)[0]
-        assert 'id="relief-failing">relief failing 1<' in section
+        assert 'id="relief-failing">1 relief failing<' in section
         assert "stuck-live-1" in section
         listed = viewer.get(reverse("sessions"), {"relief": "failing"}).content.decode()
         assert ">stuck-live-1</a>" in listed and ">relief failing</a>" in listed
