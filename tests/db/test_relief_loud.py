@@ -256,7 +256,7 @@ def test_the_session_page_says_where_relief_stands_and_anchors_each_run(
     runs = list(CompactionRun.objects.filter(session=given_up))
     assert len(runs) == 3
     for run in runs:
-        assert f'<tr id="run-{run.pk}" class="run-failed' in page
+        assert f'<tr class="run-failed" id="run-{run.pk}">' in page
     notice = page[page.index('id="relief-state"') :].split("</p>", 1)[0]
     assert "relief given up" in notice and "failed 3 times in a row" in notice
     assert f'<a href="#run-{latest_auto_run(given_up).pk}">' in notice
