@@ -6,9 +6,11 @@ import os
 import socket
 
 from celery import shared_task
+from django.db import OperationalError
 from django.utils import timezone
 
 from telemetry.models import Heartbeat
+from telemetry.session_state import recompute_pressure_batch
 
 
 @shared_task(name="telemetry.record_heartbeat", ignore_result=True)
@@ -18,3 +20,19 @@ def record_heartbeat() -> None:
         name="worker",
         defaults={"at": timezone.now(), "detail": f"{socket.gethostname()}:{os.getpid()}"},
     )
+
+
+@shared_task(
+    name="telemetry.recompute_pressure",
+    ignore_result=True,
+    acks_late=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=5,
+)
+def recompute_pressure(profile_id: int, after: str = "") -> None:
+    """A policy or window change was saved: recompute the stored window and pressure of the
+    profile's sessions, one batch per run, then enqueue the next batch. Idempotent."""
+    last = recompute_pressure_batch(profile_id, after=after)
+    if last is not None:
+        recompute_pressure.delay(profile_id, last)
