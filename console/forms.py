@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from console.overview import RANGES
 from console.selectors.session_list import DEFAULT_SORT, SORTS, SessionFilters
 from telemetry.band_sql import BANDS
 from telemetry.errors import FieldError
@@ -25,6 +26,7 @@ class SessionFilterForm(forms.Form):
         required=False, choices=[("", "any pressure")] + [(b, b) for b in BANDS]
     )
     active = forms.BooleanField(required=False, label="active in the last hour")
+    seen = forms.ChoiceField(required=False, choices=[("", "any time")] + [(r, r) for r in RANGES])
     sort = forms.CharField(required=False, max_length=20)
     page = forms.IntegerField(required=False, min_value=1)
 
@@ -40,6 +42,7 @@ class SessionFilterForm(forms.Form):
             model=data.get("model") or "",
             band=data.get("band") or "",
             active=bool(data.get("active")),
+            seen=data.get("seen") or "",
             sort=sort,
             page=data.get("page") or 1,
         )

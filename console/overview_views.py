@@ -7,7 +7,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from console import charts, fleet_charts
-from console.overview import ORIGINS, RANGES, load_overview
+from console.overview import BUCKET_STEPS, ORIGINS, RANGES, load_overview
 from console.roles import Role, require_role
 
 
@@ -17,18 +17,21 @@ def overview(request: HttpRequest) -> HttpResponse:
     """Spend and cache savings over time, the cache-hit trend, sessions by pressure band now,
     compactions by origin, and the top sessions: read from the hour rollups."""
     found = load_overview(request.GET.get("range", ""), request.GET.get("profile", ""))
-    starts = [b.start.isoformat() for b in found.buckets]
-    days = [d.day.isoformat() for d in found.days]
+    starts = [b.start for b in found.buckets]
+    step = BUCKET_STEPS[found.bucket]
     labels = dict(ORIGINS)
     figures = {
         "spend": fleet_charts.spend_figure(
             starts=starts,
+            step=step,
             costs={key: [b.costs[key] for b in found.buckets] for key in charts.COST_KEYS},
             saved=[b.saved for b in found.buckets],
         ),
-        "hit": fleet_charts.hit_trend_figure(starts=starts, hit=[b.hit for b in found.buckets]),
+        "hit": fleet_charts.hit_trend_figure(
+            starts=starts, step=step, hit=[b.hit for b in found.buckets]
+        ),
         "compactions": fleet_charts.compactions_figure(
-            days=days,
+            days=[d.day for d in found.days],
             counts={key: [d.counts[key] for d in found.days] for key in labels},
             labels=labels,
             freed=[d.freed for d in found.days],

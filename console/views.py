@@ -38,6 +38,7 @@ from console.forms import (
     SessionFilterForm,
     WindowOverridesForm,
 )
+from console.overview import RANGES
 from console.policy_impact import policy_impact
 from console.presenters.search import hits_page
 from console.presenters.sessions import (
@@ -137,7 +138,8 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
     """Every session, sortable, filterable, searchable and paginated; the table polls itself."""
     filters = SessionFilterForm(request.GET).filters()
     # "active in the last hour" changes with the clock alone: such a list is new every minute
-    minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active else ""
+    # a time filter's result moves with the clock: the version does too
+    minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active or filters.seen else ""
     found = sessions_page(filters)
     version = sessions_version(found, request.GET.urlencode() + minute)
     if request.htmx:
@@ -150,6 +152,7 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
         "filters": filters,
         "columns": SESSION_COLUMNS,
         "bands": BANDS,
+        "seen_ranges": list(RANGES),
         "nav": "sessions",
     }
     if request.htmx:

@@ -16,6 +16,7 @@ from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
 from django.utils.functional import cached_property
 
+from console.overview import RANGES
 from console.selectors.policies import Policies, band_rank, load_policies
 from telemetry.band_sql import BANDS, band_ranges
 from telemetry.models import AgentProfile, AgentSession
@@ -46,13 +47,15 @@ class SessionFilters:
     model: str = ""
     band: str = ""
     active: bool = False
+    # seen within the last `seen` (a key of `console.overview.RANGES`): the overview's bands
+    seen: str = ""
     sort: str = DEFAULT_SORT
     page: int = 1
 
     @property
     def is_filtered(self) -> bool:
         """Any filter narrows the list (the sort and page do not)."""
-        return bool(self.q or self.profile or self.model or self.band or self.active)
+        return bool(self.q or self.profile or self.model or self.band or self.active or self.seen)
 
 
 @dataclass
@@ -96,6 +99,8 @@ def matching_sessions(
         sessions = sessions.filter(_band_filter(filters.band, profiles, policies))
     if filters.active:
         sessions = sessions.filter(last_seen_at__gte=timezone.now() - ACTIVE_WINDOW)
+    if filters.seen in RANGES:
+        sessions = sessions.filter(last_seen_at__gte=timezone.now() - RANGES[filters.seen][0])
     return sessions
 
 
