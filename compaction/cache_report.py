@@ -476,6 +476,7 @@ def compaction_outcomes(session: AgentSession) -> list[Outcome]:
             "cache_write_1h",
             "context_tokens",
             "surface_version",
+            "received_at",
         )
     )
     prices = _Prices()
@@ -518,7 +519,9 @@ def compaction_outcomes(session: AgentSession) -> list[Outcome]:
 
 
 def _after_run(call: Mapping[str, Any], run: CompactionRun, done_at: datetime) -> bool:
+    """Whether `call` came after `run`: by the surface it used, else by when the server
+    received it (the run's own clock; the call's `at` is the agent's)."""
     version = call["surface_version"]
     if version is not None and run.surface_version_after is not None:
         return bool(version >= run.surface_version_after)
-    return bool(call["at"] > done_at)
+    return bool(call["received_at"] > done_at)

@@ -60,6 +60,7 @@ from console.selectors.compaction import (
 )
 from console.selectors.policies import load_policies, profiles_overview, stored_overrides
 from console.selectors.session import (
+    first_seen,
     session_detail,
     turn_bounds,
     turns_page,
@@ -208,6 +209,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return render(request, "console/session.html#archives", context)
     context = live_parts(session, policy, version, request.GET.get("turns_page")) | {
         "nav": "sessions",
+        "first_seen": first_seen(session),
         "imported": imported_view(session),
         # the surface (the whole transcript) arrives right after the page, not inside it,
         # unless asked for inline (the link a browser without JavaScript follows)
