@@ -4,6 +4,7 @@ start, as wide as its step, and a line's point in its middle (issue 38, case 6).
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -66,7 +67,7 @@ def test_the_overview_figures_put_every_bar_on_its_interval() -> None:
         freed=[100],
     )
     premiums = premiums_by_bucket_figure(
-        starts=starts, step=HOUR, by_bucket={START: {"expiry": 1}}, labels={}
+        starts=starts, step=HOUR, by_bucket={START: {"expiry": Decimal(1)}}, labels={}
     )
     hit = hit_trend_figure(starts=starts, step=HOUR, hit=[0.5, None])
     for figure, width in ((spend, 3_600_000), (compactions, 86_400_000), (premiums, 3_600_000)):
