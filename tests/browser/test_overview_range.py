@@ -57,9 +57,7 @@ def test_case_6_the_overview_counts_and_draws_what_its_range_and_profile_hold(
     page = tracked.page
 
     def counted() -> int:
-        return sum(
-            int(n) for n in page.locator("#bands .band-count strong").all_inner_texts()
-        )
+        return sum(int(n) for n in page.locator("#bands .band-count strong").all_inner_texts())
 
     # in the last hour: chat-support-12, local-llama-2 and fleet-refactor-7 (its 420 turns end
     # 20 minutes ago), not batch-summaries-3 (ended hours ago) nor the week-old ones

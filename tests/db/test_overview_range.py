@@ -288,3 +288,28 @@ def test_every_door_numbers_a_session_s_first_turn_0(make_agent, tmp_path: Path)
 
     console = Console("http://console.invalid", "k", transport=httpx.MockTransport(refuse))
     assert console.session("client-door").new_turn() == 0
+
+
+def test_the_migration_places_earlier_runs_by_the_calls_the_server_had_received(key) -> None:
+    """Runs applied before `turn_received` existed get it from the calls' `received_at` (the
+    server's clock, like the run's), never from the calls' `at`."""
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("compaction.migrations.0012_run_turn_received")
+    report(key, [call("earlier", 0, at=(timezone.now() - timedelta(hours=3)).isoformat())])
+    session = AgentSession.objects.get(external_id="earlier")
+    append(session, tool_transcript(8, result_chars=8_000), system="You are a build engineer.")
+    report(key, [call("earlier", 1, surface_version=1)])
+    compact_session(session_id=session.pk, mode="manual", trigger="test", requested_by="test")
+    run = CompactionRun.objects.get(session=session, status=CompactionRun.Status.APPLIED)
+    report(key, [call("earlier", 2, surface_version=2)])
+    # turn 2 was received after the run finished
+    LLMCall.objects.filter(session=session, turn=2).update(
+        received_at=run.finished_at + timedelta(seconds=1)  # type: ignore[operator]
+    )
+    CompactionRun.objects.filter(pk=run.pk).update(turn_received=None)
+    migration.backfill(apps, None)
+    run.refresh_from_db()
+    assert run.turn_received == 1
