@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import bulk
+from bench.alerts import measure_pal
 from bench.cache import measure_p12
 from bench.imports import measure_p11
 from bench.load import LoadResult, Request, latency_summary, median, run_load, sequential
@@ -1239,6 +1240,15 @@ class Bench:
                 measure_p13(self)
             self.report()
             return
+        if self.args.only == "alerts":
+            with step("gunicorn"):
+                self.serve()
+            with step("Celery worker"):
+                self.start_worker()
+            with step("PAL: ingest with 50 alert rules against none"):
+                measure_pal(self)
+            self.report()
+            return
         if self.args.only == "overview":
             with step("gunicorn"):
                 self.serve()
@@ -1275,6 +1285,8 @@ class Bench:
             self.compaction()
         with step("P7: ingest while compactions run"):
             self.ingest_under_compaction()
+        with step("PAL: ingest with 50 alert rules against none"):
+            measure_pal(self)
         with step("P10: GenAI spans through the OTel SDK exporter"):
             measure_p10(self)
         with step("P11: transcript import"):
@@ -1358,10 +1370,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         default="all",
-        choices=("all", "ingest", "import", "overview", "compaction", "list", "memory"),
+        choices=("all", "ingest", "import", "overview", "compaction", "list", "memory", "alerts"),
         help="ingest: only B_copy, B_row, B_noop, P1, P2 and P10 (the ingest doors); "
         "import: only P11; overview: only POV; compaction: only B_io and P6; "
-        "list: only B_page, B_django and P5; memory: only P13",
+        "list: only B_page, B_django and P5; memory: only P13; alerts: only PAL",
     )
     parser.add_argument(
         "--scale",

@@ -52,6 +52,7 @@ from context_core import ConversionError, canonical_json, surface_fingerprints
 from telemetry.auth import compact_auth, ingest_auth, request_key
 from telemetry.errors import FieldError
 from telemetry.models import AgentKey, AgentSession
+from telemetry.money import money_text
 from telemetry.policy_store import effective_policy
 from telemetry.schemas import ErrorOut
 from telemetry.session_state import get_or_create_session
@@ -443,8 +444,8 @@ def get_cache_misses(request: HttpRequest, session_id: str) -> CacheMissesOut:
     return CacheMissesOut(
         session_id=session.external_id,
         calls=report.calls,
-        premium_usd=f"{report.premium_usd:.6f}",
-        premium_by_cause_usd={k: f"{v:.6f}" for k, v in report.by_cause.items()},
+        premium_usd=money_text(report.premium_usd),
+        premium_by_cause_usd={k: money_text(v) for k, v in report.by_cause.items()},
         system_churn=ChurnOut(
             pairs=report.churn.pairs,
             changed=report.churn.changed,
@@ -459,7 +460,7 @@ def get_cache_misses(request: HttpRequest, session_id: str) -> CacheMissesOut:
                 expected_tokens=m.expected_tokens,
                 read_tokens=m.read_tokens,
                 missed_tokens=m.missed_tokens,
-                premium_usd=None if m.premium_usd is None else f"{m.premium_usd:.6f}",
+                premium_usd=money_text(m.premium_usd),
                 cause=m.cause,
                 evidence=m.evidence,
                 detail=dict(m.detail),

@@ -254,6 +254,7 @@ class SearchHit:
     snippet: str
     created_at: str
     rank: float = 0.0
+    archives: int = 1  # how many of the session's archives hold this message
 
 
 @dataclass(frozen=True)
@@ -307,33 +308,45 @@ def search_archives_counted(
         where.append("a.session_id = %s")
         params.append(session.pk)
     extra = "".join(f" AND {clause}" for clause in where)
+    # A session's archives overlap: each holds the log up to its compaction, so one message (and
+    # each part of a long one) is in every later archive too. A hit is a message: (session, seq)
+    # once, from its best-ranked part in the newest archive holding it, with how many archives
+    # hold it.
     select = (
         "SELECT a.id, s.external_id, a.namespace, c.seq, c.role, c.search, a.created_at, "
-        "{rank} AS rank, COUNT(*) OVER () "
+        "a.session_id AS session_pk, {rank} AS rank, "
+        "ROW_NUMBER() OVER (PARTITION BY a.session_id, c.seq "
+        "ORDER BY {rank} DESC, a.created_at DESC, a.id DESC, c.part) AS pick, "
+        "DENSE_RANK() OVER (PARTITION BY a.session_id, c.seq ORDER BY a.id) AS nth "
     )
     if connection.vendor == "postgresql":
-        sql = (
+        inner = (
             select.format(rank="ts_rank_cd(to_tsvector('english', c.search), q)")
             + "FROM compaction_archivechunk c JOIN compaction_archive a ON a.id = c.archive_id "
             "JOIN telemetry_agentsession s ON s.id = a.session_id, "
             "to_tsquery('english', %s) q "
-            "WHERE to_tsvector('english', c.search) @@ q" + extra + " "
-            "ORDER BY rank DESC, a.created_at DESC, c.seq, c.part LIMIT %s OFFSET %s"
+            "WHERE to_tsvector('english', c.search) @@ q" + extra
         )
         args: list[str | int] = [postgres_tsquery(parsed), *params, limit, offset]
     else:
         # bm25 is lower for better matches; negated so both databases rank "higher is better".
         # FTS5 allows bm25() only in a plain query of its table: rank there, join outside.
-        sql = (
+        inner = (
             select.format(rank="f.score")
             + "FROM (SELECT rowid AS id, -bm25(compaction_archivechunk_fts) AS score "
             "FROM compaction_archivechunk_fts WHERE compaction_archivechunk_fts MATCH %s) f "
             "JOIN compaction_archivechunk c ON c.id = f.id "
             "JOIN compaction_archive a ON a.id = c.archive_id "
-            "JOIN telemetry_agentsession s ON s.id = a.session_id WHERE 1 = 1" + extra + " "
-            "ORDER BY rank DESC, a.created_at DESC, c.seq, c.part LIMIT %s OFFSET %s"
+            "JOIN telemetry_agentsession s ON s.id = a.session_id WHERE 1 = 1" + extra
         )
         args = [sqlite_match(parsed), *params, limit, offset]
+    # (window functions take no DISTINCT: the archives holding a message are its highest nth)
+    counted = f"SELECT *, MAX(nth) OVER (PARTITION BY session_pk, seq) AS copies FROM ({inner}) i"
+    sql = (
+        "SELECT id, external_id, namespace, seq, role, search, created_at, rank, "
+        f"COUNT(*) OVER (), copies FROM ({counted}) hit WHERE pick = 1 "
+        "ORDER BY rank DESC, created_at DESC, id DESC, seq LIMIT %s OFFSET %s"
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, args)
         rows = cursor.fetchall()
@@ -353,6 +366,7 @@ def search_archives_counted(
                 snippet=_safe_snippet(readable_part(row[5]), parsed),
                 created_at=row[6].isoformat() if hasattr(row[6], "isoformat") else str(row[6]),
                 rank=float(row[7] or 0.0),
+                archives=int(row[9]),
             )
             for row in rows
         ],

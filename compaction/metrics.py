@@ -8,7 +8,7 @@ The per-profile gauges (bands, spend, cache hit, relief states) are `compaction.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from django.conf import settings
 from django.db.models import Count
@@ -22,6 +22,10 @@ from compaction.models import Archive, CompactionRun, OverflowEvent
 from telemetry.models import AgentSession, LLMCall
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Collectors of apps that build on compaction (the alerts' firing gauge), registered by their
+# AppConfig.ready: compaction imports none of them.
+EXTRA_COLLECTORS: list[Callable[[], Collector]] = []
 
 
 class DatabaseCollector(Collector):
@@ -97,4 +101,6 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector())
     registry.register(FleetCollector())
+    for make in EXTRA_COLLECTORS:
+        registry.register(make())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE)

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import AfterValidator, ConfigDict, Field, StrictInt, StrictStr, WithJsonSchema
 
+from telemetry.money import Money
 from telemetry.schemas import no_nul
 
 MAX_SEQ = 2**31 - 1
@@ -159,6 +160,10 @@ class SearchHitOut(Schema):
     snippet: str = Field(description="safe HTML; hits are marked with <mark>")
     created_at: str
     rank: float
+    archives: int = Field(
+        description="how many of the session's archives hold this message: each archive holds "
+        "the log up to its compaction, so a message is one hit, from the newest archive holding it"
+    )
 
 
 class RunOut(Schema):
@@ -232,9 +237,9 @@ class PlanOut(Schema):
     freed_tokens: int
     first_change: FirstChangeOut | None
     rewrite_tokens: int
-    rewrite_cost_usd: str | None
-    rewrite_premium_usd: str | None
-    saving_per_call_usd: str | None
+    rewrite_cost_usd: Money | None
+    rewrite_premium_usd: Money | None
+    saving_per_call_usd: Money | None
     break_even_calls: int | None
     remaining_calls: int
     worth_it: bool
@@ -259,7 +264,7 @@ class MissOut(Schema):
     expected_tokens: int
     read_tokens: int
     missed_tokens: int
-    premium_usd: str | None
+    premium_usd: Money | None
     cause: str
     evidence: str
     detail: dict[str, Any]
@@ -268,8 +273,8 @@ class MissOut(Schema):
 class CacheMissesOut(Schema):
     session_id: str
     calls: int
-    premium_usd: str
-    premium_by_cause_usd: dict[str, str]
+    premium_usd: Money
+    premium_by_cause_usd: dict[str, Money]
     system_churn: ChurnOut
     misses: list[MissOut]
 

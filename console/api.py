@@ -5,13 +5,17 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from alerts.api import router as alerts_router
+from alerts.firing import RuleError
 from compaction.api import conflict_payload
 from compaction.api import router as compaction_router
 from compaction.errors import CompactionConflict
+from compaction.export_api import router as export_router
 from compaction.imports.api import router as imports_router
 from compaction.log_api import router as log_router
 from compaction.summarizers import SummarizerError
 from console.openapi import ConsoleAPI
+from console.read_api import router as console_router
 from telemetry.api import router as telemetry_router
 from telemetry.errors import FieldError
 from telemetry.otlp.api import router as otlp_router
@@ -27,10 +31,13 @@ api = ConsoleAPI(
     urls_namespace="api",
 )
 api.add_router("/v1", telemetry_router)
+api.add_router("/v1", console_router)
 api.add_router("/v1", otlp_router)
 api.add_router("/v1", compaction_router)
 api.add_router("/v1", log_router)
 api.add_router("/v1", imports_router)
+api.add_router("/v1", alerts_router)
+api.add_router("/v1", export_router)
 
 
 def _field_of(loc: list[object] | tuple[object, ...]) -> str:
@@ -103,3 +110,9 @@ def on_summarizer_error(request: HttpRequest, exc: SummarizerError) -> HttpRespo
     return api.create_response(
         request, {"detail": f"summarizer unavailable, nothing changed: {exc.public}"}, status=502
     )
+
+
+@api.exception_handler(RuleError)
+def on_rule_error(request: HttpRequest, exc: RuleError) -> HttpResponse:
+    """An alert rule's value that cannot be kept (`alerts.firing.RuleError`): 422 naming it."""
+    return api.create_response(request, {"detail": str(exc), "field": exc.field}, status=422)

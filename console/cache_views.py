@@ -27,6 +27,7 @@ from console.cache_charts import (
 )
 from console.overview import BUCKET_STEPS, DEFAULT_RANGE, RANGES, bucket_starts
 from console.roles import Role, require_role
+from console.selectors.unpriced import unpriced_calls
 from telemetry.cache_misses import CAUSE_LABELS, CAUSES, ttl_advice
 from telemetry.cache_tiers import nearest_rank
 from telemetry.models import AgentProfile, AgentSession
@@ -131,6 +132,8 @@ def fleet_cache_page(request: HttpRequest) -> HttpResponse:
         "figure": premiums_figure(report.by_day, CAUSE_LABELS, "Miss premiums by cause, per day")
         if report.by_day
         else None,
+        # calls over the same period whose misses have no premium: their model has no price
+        "unpriced": unpriced_calls(since=report.since),
         "nav": "cache",
     }
     return render(request, "console/cache.html", context)
@@ -200,6 +203,7 @@ def cache_summary(request: HttpRequest) -> HttpResponse:
             (CAUSE_LABELS[c], report.by_cause[c], report.misses_by_cause[c]) for c in CAUSES
         ],
         "flagged": sorted(n for n, p in report.profiles.items() if p.churn.violates_d2),
+        "unpriced": unpriced_calls(since=report.since, profile=profile),
     }
     if request.headers.get("HX-Request") == "true":
         return render(request, "console/_cache_summary.html", context)

@@ -68,6 +68,7 @@ POLICY_HELP: dict[str, str] = {
     "nudge_text": "the nudge returned to the agent at the soft limit",
     "round_hard_cap": "rounds in one turn before the agent is told to stop",
     "archive_retention_days": "days archived transcripts are kept",
+    "call_retention_days": "days raw calls and turns are kept (0: forever); rollups, session totals and compaction history stay",
 }
 _FLOAT_FIELDS = ("prune_threshold", "summarize_threshold", "relief_hysteresis")
 

@@ -90,12 +90,14 @@ def bucket_starts(since: datetime, now: datetime, bucket: str) -> list[datetime]
 @dataclass
 class Bucket:
     start: datetime
-    costs: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COST_KEYS, 0.0))
-    saved: float = 0.0
+    # exact, as the rollups store them (the API writes them digit for digit; charts take floats)
+    costs: dict[str, Decimal] = field(default_factory=lambda: dict.fromkeys(COST_KEYS, Decimal(0)))
+    saved: Decimal = Decimal(0)
     calls: int = 0
     read: int = 0
     denominator: int = 0
     reported: int = 0  # calls that reported cache fields
+    unpriced: int = 0  # calls left out of `costs`: no catalogue price for their model
 
     @property
     def hit(self) -> float | None:
@@ -110,6 +112,7 @@ class ProfileLine:
     saved: Decimal
     hit: float | None
     bands: dict[str, int]
+    unpriced: int = 0  # calls left out of `cost`
 
 
 @dataclass(frozen=True)
@@ -138,16 +141,21 @@ class Overview:
     top_pressure: list[tuple[AgentSession, PressureBand]]
 
     @property
-    def cost(self) -> float:
-        return sum(sum(b.costs.values()) for b in self.buckets)
+    def cost(self) -> Decimal:
+        return sum((sum(b.costs.values(), Decimal(0)) for b in self.buckets), Decimal(0))
 
     @property
-    def saved(self) -> float:
-        return sum(b.saved for b in self.buckets)
+    def saved(self) -> Decimal:
+        return sum((b.saved for b in self.buckets), Decimal(0))
 
     @property
     def calls(self) -> int:
         return sum(b.calls for b in self.buckets)
+
+    @property
+    def unpriced(self) -> int:
+        """Calls the spend leaves out: their model has no catalogue price."""
+        return sum(b.unpriced for b in self.buckets)
 
     @property
     def hit(self) -> float | None:
@@ -170,6 +178,7 @@ _TOTALS: Final[dict[str, Any]] = {
     "reported": Sum("cache_reported_calls"),
     "cost": Sum("cost_usd"),
     "no_cache": Sum("no_cache_cost_usd"),
+    "unpriced": Sum("unpriced_calls"),
 }
 _SUMS: Final[dict[str, Any]] = {**_TOTALS, **{f"c_{key}": Sum(f"cost_{key}") for key in COST_KEYS}}
 
@@ -302,8 +311,9 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
         entry.read = row["read"] or 0
         entry.denominator = row["denominator"] or 0
         entry.reported = row["reported"] or 0
-        entry.costs = {key: float(row[f"c_{key}"] or 0) for key in COST_KEYS}
-        entry.saved = float((row["no_cache"] or 0) - (row["cost"] or 0))
+        entry.unpriced = row["unpriced"] or 0
+        entry.costs = {key: Decimal(row[f"c_{key}"] or 0) for key in COST_KEYS}
+        entry.saved = Decimal(row["no_cache"] or 0) - Decimal(row["cost"] or 0)
 
     # per profile: spend over the range and sessions by band now
     spend = {
@@ -328,6 +338,7 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
                     figures.get("reported") or 0,
                 ),
                 bands=counts,
+                unpriced=figures.get("unpriced") or 0,
             )
         )
         if chosen is None or profile == chosen:

@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from alerts.models import Alert
 from console import charts, fleet_charts
 from console.overview import BUCKET_STEPS, ORIGINS, RANGES, load_overview
 from console.roles import Role, require_role
@@ -24,8 +25,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         "spend": fleet_charts.spend_figure(
             starts=starts,
             step=step,
-            costs={key: [b.costs[key] for b in found.buckets] for key in charts.COST_KEYS},
-            saved=[b.saved for b in found.buckets],
+            costs={key: [float(b.costs[key]) for b in found.buckets] for key in charts.COST_KEYS},
+            saved=[float(b.saved) for b in found.buckets],
         ),
         "hit": fleet_charts.hit_trend_figure(
             starts=starts, step=step, hit=[b.hit for b in found.buckets]
@@ -43,5 +44,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "origins": ORIGINS,
         "figures": figures,
         "nav": "overview",
+        # one indexed count: the alerts open now (the Alerts page lists them)
+        "firing_alerts": Alert.objects.filter(resolved_at__isnull=True).count(),
     }
     return render(request, "console/overview.html", context)

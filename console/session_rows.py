@@ -20,7 +20,8 @@ from django.utils.text import Truncator
 from django.utils.timezone import localtime
 
 from console.presenters.sessions import SessionRow
-from console.templatetags.console_format import band_badge, money, percent
+from console.templatetags.console_format import band_badge, money, percent, unpriced_note
+from telemetry.models import AgentSession
 
 
 def session_row(row: SessionRow) -> SafeString:
@@ -47,7 +48,7 @@ def session_row(row: SessionRow) -> SafeString:
         f'<td class="mono small">{escape(session.model or "—")}</td>',
         f'<td class="num">{escape(percent(session.last_turn_cache_hit_ratio))}</td>',
         f'<td class="num">{escape(percent(row.hit_ratio))}</td>',
-        f'<td class="num">{escape(money(session.cost_usd))}</td>',
+        f'<td class="num">{escape(money(session.cost_usd))}{_unpriced(session)}</td>',
         f'<td class="num">{session.turns_count}</td>',
         f'<td class="num">{session.last_turn_rounds}{flag}</td>',
         f'<td class="small"><time datetime="{seen_iso}">{seen}</time></td>',
@@ -55,6 +56,11 @@ def session_row(row: SessionRow) -> SafeString:
     return mark_safe(  # noqa: S308 (every value in it was escaped or is a number)
         "<tr>\n        " + "\n        ".join(cells) + "\n      </tr>"
     )
+
+
+def _unpriced(session: AgentSession) -> str:
+    """The note of calls the cost leaves out; "" for the usual, fully priced session (no call)."""
+    return unpriced_note(session.unpriced_calls) if session.unpriced_calls else ""
 
 
 def _truncated(text: str, length: int) -> str:

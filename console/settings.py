@@ -70,6 +70,8 @@ INSTALLED_APPS = [
     "ninja",
     "telemetry",
     "compaction",
+    # alert rules, their history and notifications (issue 34)
+    "alerts",
     "console",
     # sign-in throttling (console.limits)
     "axes",
@@ -355,6 +357,13 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": float(COMPACTION_RECOVERY_INTERVAL_SECONDS),
     },
     "archive-retention": {"task": "compaction.purge_archives", "schedule": 3600.0},
+    "call-retention": {"task": "telemetry.apply_retention", "schedule": 3600.0},
+}
+# How often beat evaluates every alert rule (docs/alerts.md).
+ALERTS_EVALUATE_SECONDS = env_int("ALERTS_EVALUATE_SECONDS", 60, minimum=5, maximum=3600)
+CELERY_BEAT_SCHEDULE["alerts-evaluate"] = {
+    "task": "alerts.evaluate",
+    "schedule": float(ALERTS_EVALUATE_SECONDS),
 }
 CELERY_TIMEZONE = "UTC"
 
@@ -374,6 +383,31 @@ COMPACTION_SUMMARIZER_API = env_choice(
 )
 COMPACTION_SUMMARIZER_MODEL = env_str("COMPACTION_SUMMARIZER_MODEL", "claude-haiku-4-5")
 COMPACTION_SUMMARIZER_KEY = env_str("COMPACTION_SUMMARIZER_KEY", "")
+
+# --- Alerts (docs/alerts.md) ------------------------------------------------------------------
+# Evaluate per-session rules right after ingest (a job; never on the request path).
+ALERTS_NUDGE = env_bool("ALERTS_NUDGE", True)
+# Receivers on loopback/private addresses are refused (SSRF) unless this is set (local use, tests).
+ALERTS_ALLOW_PRIVATE_URLS = env_bool("ALERTS_ALLOW_PRIVATE_URLS", False)
+# Plain-http receivers are refused unless DEBUG, or this is set false.
+ALERTS_REQUIRE_HTTPS = env_bool("ALERTS_REQUIRE_HTTPS", not DEBUG)
+ALERTS_DELIVERY_TIMEOUT_SECONDS = env_int(
+    "ALERTS_DELIVERY_TIMEOUT_SECONDS", 10, minimum=1, maximum=120
+)
+ALERTS_DELIVERY_MAX_ATTEMPTS = env_int("ALERTS_DELIVERY_MAX_ATTEMPTS", 6, minimum=1, maximum=50)
+ALERTS_RETRY_BACKOFF_SECONDS = env_int("ALERTS_RETRY_BACKOFF_SECONDS", 30, minimum=1)
+ALERTS_RETRY_BACKOFF_MAX_SECONDS = env_int("ALERTS_RETRY_BACKOFF_MAX_SECONDS", 1800, minimum=1)
+# Links in notifications start with this (e.g. https://console.example.com); "" gives paths.
+ALERTS_CONSOLE_URL = env_str("ALERTS_CONSOLE_URL", "")
+# Email notifications go through Django's email backend (SMTP unless EMAIL_BACKEND says otherwise).
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT_SECONDS", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "context-console@localhost")
 
 # `/metrics` is open unless a token is set (then scrapers send `Authorization: Bearer <token>`).
 METRICS_TOKEN = env_optional("METRICS_TOKEN")

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
 from compaction.metrics import metrics_view
-from console import cache_views, docs_views, overview_views, views
+from console import alert_views, cache_views, docs_views, overview_views, views
 from console.api import api
 from console.limits import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
 from telemetry.otlp.views import export as otlp_export
@@ -56,6 +56,8 @@ urlpatterns = [
     path("catalogue/new/", views.catalogue_edit, name="catalogue_new"),
     path("catalogue/<int:pk>/", views.catalogue_edit, name="catalogue_edit"),
     path("keys/", views.keys, name="keys"),
+    path("alerts/", alert_views.alerts_page, name="alerts"),
+    path("alerts/rules/<int:pk>/delete", alert_views.alert_rule_delete, name="alert_rule_delete"),
     path("keys/<int:pk>/revoke", views.key_revoke, name="key_revoke"),
     # the documentation site, when `make docs` has built it (console.docs_views)
     path("docs/", docs_views.docs, name="docs"),

@@ -19,6 +19,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
+from django.utils.crypto import constant_time_compare
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
@@ -39,7 +40,7 @@ from console.forms import (
     WindowOverridesForm,
 )
 from console.overview import RANGES
-from console.policy_impact import policy_impact
+from console.policy_impact import PolicyImpact, policy_impact, windows_impact
 from console.presenters.search import hits_page
 from console.presenters.sessions import (
     SESSION_COLUMNS,
@@ -66,6 +67,7 @@ from console.selectors.session import (
     turns_page,
 )
 from console.selectors.session_list import sessions_page, sessions_version
+from console.selectors.unpriced import unpriced_models
 from console.session_context import LIVE_PARTS, compaction_parts, live_figures, live_parts
 from telemetry import database_errors
 from telemetry.band_sql import BANDS
@@ -76,6 +78,7 @@ from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueMode
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import update_policy
 from telemetry.profiles import get_or_create_profile, set_window_overrides
+from telemetry.usage import model_vendor
 from telemetry.windows import format_window_overrides
 
 
@@ -420,15 +423,14 @@ def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
     impact = None
     if request.method == "POST" and form.is_valid():
         impact = policy_impact(profile, form.values())
-        # A change that would put sessions into prune/compact now is saved only once the
-        # admin has seen how many (defect 4: saving used to compact live sessions silently).
-        confirmed = request.POST.get("confirm") == "1"
-        if impact is not None and impact.changes_anything and not confirmed:
-            messages.warning(
-                request,
-                "Not saved yet: these values would move sessions into prune or compact now "
-                "(below). Save again to confirm.",
-            )
+        # A refused reserve goes straight to the write path, which names the field.
+        if (
+            impact is not None
+            and impact.changes_anything
+            and not impact.refused
+            and not _confirmed(request, impact)
+        ):
+            pass  # `_confirmed` said why it is not saved yet
         else:
             try:
                 update_policy(profile=profile, values=form.values())
@@ -437,10 +439,7 @@ def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
             else:
                 note = ""
                 if impact is not None and impact.changes_anything:
-                    note = (
-                        f" {impact.prune_new} session(s) newly at prune, "
-                        f"{impact.compact_new} newly at summarize."
-                    )
+                    note = f" {_effects_note(impact)}"
                 messages.success(request, f"Saved the policy of {profile or 'all profiles'}.{note}")
                 return redirect("policy")
     elif request.method == "GET":
@@ -459,6 +458,45 @@ def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
             "nav": "policy",
         },
     )
+
+
+def _confirmed(request: HttpRequest, impact: PolicyImpact) -> bool:
+    """A change that moves a session's band, usable window or billing is saved only once the
+    admin confirmed the very values previewed (the confirm carries their digest, which also
+    covers the stored policy and windows: a stale confirm is refused and previewed again)."""
+    sent = request.POST.get("confirm", "")
+    if sent and constant_time_compare(sent, impact.digest):
+        return True
+    if sent:
+        messages.warning(
+            request,
+            "Not saved: the values or the stored policy changed since the preview you "
+            "confirmed. Review the new preview (below) and confirm again.",
+        )
+    else:
+        messages.warning(
+            request,
+            "Not saved yet: these values would change sessions' pressure band, usable window "
+            "or billing, or remove calls now (below). Confirm to save.",
+        )
+    return False
+
+
+def _effects_note(impact: PolicyImpact) -> str:
+    effects = impact.effects
+    retention = (
+        f" The call retention will remove {impact.expiring_calls} call(s)."
+        if impact.expiring_turns
+        else ""
+    )
+    return (
+        f"{effects.band_moves} session(s) change band ({effects.prune_new} newly at prune, "
+        f"{effects.compact_new} newly at summarize), {effects.usable_moves} change usable "
+        f"window, {effects.billing} change billing; stored figures are being recomputed."
+        if impact.proposal.pressure_profiles()
+        else f"{effects.band_moves} session(s) change band ({effects.prune_new} newly at "
+        f"prune, {effects.compact_new} newly at summarize), {effects.billing} change billing."
+    ) + retention
 
 
 @require_POST
@@ -481,18 +519,33 @@ def profile_windows(request: HttpRequest, name: str) -> HttpResponse:
     profile = get_object_or_404(AgentProfile, name=name)
     initial = {"windows": format_window_overrides(profile.window_overrides or {})}
     form = WindowOverridesForm(request.POST or None, initial=initial)
+    impact = None
     if request.method == "POST" and form.is_valid():
         try:
-            set_window_overrides(profile=profile, overrides=form.overrides())
+            overrides = form.overrides()
         except FieldError:
             pass  # the form carries the error, naming the line
         else:
-            messages.success(request, f"Saved the windows of {profile.name}.")
-            return redirect("policy")
+            impact = windows_impact(profile, overrides)
+            if not impact.changes_anything or impact.refused or _confirmed(request, impact):
+                try:
+                    set_window_overrides(profile=profile, overrides=overrides)
+                except FieldError as exc:
+                    form.add_error("windows", exc.message)
+                else:
+                    note = f" {_effects_note(impact)}" if impact.changes_anything else ""
+                    messages.success(request, f"Saved the windows of {profile.name}.{note}")
+                    return redirect("policy")
     return render(
         request,
         "console/profile_windows.html",
-        {"form": form, "profile": profile, "nav": "policy"},
+        {
+            "form": form,
+            "profile": profile,
+            "impact": impact,
+            "needs_confirm": impact is not None and impact.changes_anything,
+            "nav": "policy",
+        },
     )
 
 
@@ -529,10 +582,15 @@ def profile_create(request: HttpRequest) -> HttpResponse:
 @require_GET
 @require_role(Role.ADMIN)
 def catalogue_list(request: HttpRequest) -> HttpResponse:
+    """The catalogue's rows, and the models calls named that it has no price for."""
     return render(
         request,
         "console/catalogue.html",
-        {"rows": CatalogueModel.objects.order_by("provider", "model"), "nav": "catalogue"},
+        {
+            "rows": CatalogueModel.objects.order_by("provider", "model"),
+            "unpriced": unpriced_models(),
+            "nav": "catalogue",
+        },
     )
 
 
@@ -541,7 +599,10 @@ def catalogue_list(request: HttpRequest) -> HttpResponse:
 def catalogue_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
     """Add or edit a model's window and prices; they apply to calls reported from now on."""
     row = get_object_or_404(CatalogueModel, pk=pk) if pk is not None else None
-    form = CatalogueForm(request.POST or None, instance=row)
+    # "add it" from the unpriced models: the form starts with the model's id and vendor
+    named = request.GET.get("model", "")[:200] if row is None else ""
+    initial = {"model": named, "family": named, "provider": model_vendor(named)} if named else None
+    form = CatalogueForm(request.POST or None, instance=row, initial=initial)
     if request.method == "POST" and form.is_valid():
         saved = save_price(row=row, values=form.cleaned_data)
         messages.success(request, f"Saved {saved.model}.")

@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 from django.db.models import Q
@@ -69,13 +69,17 @@ _DEFAULTS: dict[str, Any] = {
     for name, field in RecordIn.model_fields.items()
     if not field.is_required()
 }
+# Fields that say who reported a call, not what the call was: never hashed, so a report that
+# names the agent and one that does not are the same call (a duplicate, not a conflict).
+UNHASHED: Final = frozenset({"agent"})
 
 
 def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> str:
     """SHA-256 of the record as submitted, canonical: sorted keys, defaults excluded, `at` in UTC.
 
     Server defaults (a missing `at`, `call` 0) never enter it, so a replay that leaves `at` out
-    matches the stored call although the server stamped that call with its arrival time.
+    matches the stored call although the server stamped that call with its arrival time; nor
+    does `UNHASHED` (who reported the call).
 
     `plain`: the object `record` was validated from, when `safejson.is_plain` holds for it.
     Every field but `at` and `prefix` validates to what was sent (text, strict integers, JSON
@@ -89,11 +93,11 @@ def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> st
         data = {
             name: value
             for name, value in plain.items()
-            if name not in _DEFAULTS or value != _DEFAULTS[name]
+            if name not in _DEFAULTS or (value != _DEFAULTS[name] and name not in UNHASHED)
         }
         digest = _plain_hash
     else:
-        data = record.model_dump(mode="python", exclude_defaults=True)
+        data = record.model_dump(mode="python", exclude_defaults=True, exclude=set(UNHASHED))
     if record.at is not None:
         data["at"] = record.at.astimezone(UTC).isoformat()
     return digest(data)

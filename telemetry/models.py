@@ -111,6 +111,7 @@ class Policy(models.Model):
     nudge_text = models.TextField(null=True, blank=True)  # noqa: DJ001 (NULL inherits)
     round_hard_cap = models.IntegerField(null=True, blank=True)
     archive_retention_days = models.IntegerField(null=True, blank=True)
+    call_retention_days = models.IntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -16,6 +16,8 @@ from pydantic import (
     field_validator,
 )
 
+from telemetry.money import Money
+
 
 class PolicyOut(Schema):
     profile: str
@@ -36,6 +38,7 @@ class PolicyOut(Schema):
     nudge_text: str
     round_hard_cap: int
     archive_retention_days: int
+    call_retention_days: int
 
 
 class ErrorOut(Schema):
@@ -158,6 +161,11 @@ class RecordIn(BaseModel):
         ),
     ]
     provider: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    # The agent that made the call ("claude-code", ...), when it is known: cache writes its
+    # record leaves without a tier are billed at the tier that agent writes with
+    # (`telemetry.usage.untiered_write_tier`). Who reported a call is not part of it: a replay
+    # with or without `agent` is the same call (`telemetry.idempotency.payload_hash`).
+    agent: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
     request_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
     request_chars: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = None
     appended_chars: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = None
@@ -183,7 +191,7 @@ class RecordIn(BaseModel):
     # and test the usual value in C before anything else, so a batch's validation stays cheap
     # (docs/performance.md; tests/db/test_record_validators.py).
 
-    @field_validator("model", "provider", "request_id")
+    @field_validator("model", "provider", "agent", "request_id")
     @classmethod
     def _strings_without_nul(cls, value: str | None) -> str | None:
         if value is not None and "\x00" in value:
@@ -272,9 +280,10 @@ class SessionFiguresOut(Schema):
     pressure_band: str
     cache_hit_ratio: float | None
     last_turn_cache_hit_ratio: float | None
-    cost_usd: str | None
-    no_cache_cost_usd: str | None
-    cache_savings_usd: str | None
+    cost_usd: Money | None
+    no_cache_cost_usd: Money | None
+    cache_savings_usd: Money | None
+    # calls `cost_usd` leaves out: their model has no catalogue price
     unpriced_calls: int
     surface_version: int
     last_seen_at: str | None
@@ -296,7 +305,9 @@ class TurnOut(Schema):
     calls: int
     context_tokens: int
     cache_hit_ratio: float | None
-    cost_usd: str | None
+    cost_usd: Money | None
+    # calls of the turn `cost_usd` leaves out: their model has no catalogue price
+    unpriced_calls: int
     uncached_input: int
     cache_read: int
     cache_write_5m: int
@@ -309,4 +320,12 @@ class TurnOut(Schema):
 
 
 class SessionDetailOut(SessionFiguresOut):
-    turns_series: list[TurnOut]
+    series_complete: bool = Field(
+        description="true when `turns_series` holds every turn; false when it was downsampled "
+        "to `series_limit` points (read every turn from `GET …/turns`)"
+    )
+    turns_series: list[TurnOut] = Field(
+        description="the per-turn series, in turn order: every turn when they fit in "
+        "`series_limit`, else downsampled as the charts are (peaks, first and last turn, the "
+        "turns either side of each compaction kept)"
+    )

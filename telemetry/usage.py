@@ -67,6 +67,27 @@ def context_sql(alias: str) -> str:
     return "(" + " + ".join(f"{alias}.{name}" for name in INPUT_BUCKETS) + ")"
 
 
+# The tier an agent that manages its own prompt cache writes with when its record does not say
+# (a flat `cache_creation_tokens`, no `cache_creation.ephemeral_*` split): Claude Code writes
+# 5-minute entries unless its record splits them. A profile's `cache_ttl` describes what *we*
+# serve, not what such an agent wrote, so its untiered writes are billed at the agent's tier.
+CLAUDE_CODE: Final = "claude-code"
+AGENT_WRITE_TIERS: Final[Mapping[str, CacheTTL]] = {CLAUDE_CODE: "5m"}
+
+
+def untiered_write_tier(agent: str | None, profile_ttl: CacheTTL) -> CacheTTL:
+    """The tier a cache write that names none is billed at: the tier `AGENT_WRITE_TIERS` knows
+    `agent` to use, else the profile's `cache_ttl`. The one rule; every door passes the agent it
+    knows (`RecordIn.agent`) and `normalize_usage` buckets the writes by the answer.
+
+    Writes a record assigns to a tier itself (`cache_creation.ephemeral_1h_input_tokens`) keep
+    that tier whatever this returns: it only places the writes that carry none.
+    """
+    if agent is None:
+        return profile_ttl
+    return AGENT_WRITE_TIERS.get(agent.strip().lower(), profile_ttl)
+
+
 # `flags` values. Each names a fact about the record a reader of the raw usage would want to know.
 FLAG_OTEL_INPUT_EXCLUSIVE: Final = "otel_input_exclusive"
 FLAG_ANTHROPIC_CACHE_SPLIT_MISMATCH: Final = "anthropic_cache_split_mismatch"
@@ -270,6 +291,12 @@ def _has_otel_keys(usage: Mapping[str, object]) -> bool:
 
 
 _OPENAI_MODEL_PREFIXES: Final = ("gpt", "chatgpt", "o1", "o3", "o4", "codex")
+
+
+def model_vendor(model: str | None) -> Literal["anthropic", "openai"] | None:
+    """The vendor a model id names (Claude: Anthropic; GPT, o-series, Codex: OpenAI), wherever
+    it is served from; None when the name says neither."""
+    return _family_of(model)
 
 
 def _family_of(model: str | None) -> Literal["anthropic", "openai"] | None:

@@ -17,7 +17,7 @@ from telemetry.idempotency import payload_hash
 from telemetry.policy_rules import PolicyValues
 from telemetry.provider_context import ProviderUsage, read_provider_usage
 from telemetry.schemas import ItemStatus, RecordIn
-from telemetry.usage import NormalizedUsage, normalize_usage
+from telemetry.usage import NormalizedUsage, normalize_usage, untiered_write_tier
 
 Status = ItemStatus
 
@@ -112,14 +112,16 @@ def validate_items(
             )
             continue
         usage = record.usage
+        # writes the record leaves without a tier: the agent's tier, else the profile's
+        tier = cache_ttl if record.agent is None else untiered_write_tier(record.agent, cache_ttl)
         try:
             normalized = normalize_usage(
-                usage, provider=record.provider, model=record.model, cache_ttl=cache_ttl
+                usage, provider=record.provider, model=record.model, cache_ttl=tier
             )
             provided = read_provider_usage(
                 usage,
                 normalized,
-                cache_ttl=cache_ttl,
+                cache_ttl=tier,
                 context_management=record.context_management,
                 output_items=record.output_items,
             )

@@ -518,6 +518,9 @@ class _Sink:
                 "model": call.model[:200],
                 "provider": call.provider,
                 "usage": call.usage,
+                # the agent whose transcript this is: its untiered cache writes are billed at
+                # the tier it writes with (`telemetry.usage.untiered_write_tier`)
+                "agent": self.report.format or None,
             }
             if call.request_id:
                 item["request_id"] = call.request_id[:200]

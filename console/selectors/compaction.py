@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from django.core.paginator import Page, Paginator
+from django.db.models import Min, Q
 
 from compaction.archives import SearchHit, archive_document, search_archives_counted
 from compaction.estimate_checks import with_next_call
@@ -25,7 +27,7 @@ from context_core import (
     parse_openai,
 )
 from context_core.estimates import estimate_error
-from telemetry.models import AgentSession, ContextEvent, Turn
+from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn
 
 RUNS_SHOWN: Final = 20
 ARCHIVES_SHOWN: Final = 20
@@ -55,7 +57,76 @@ def compaction_runs(session: AgentSession) -> RunsTable:
             if run.estimate_tokens is not None and run.next_context_tokens is not None  # type: ignore[attr-defined]
             else None
         )
-    return RunsTable(shown, runs.count(), list(events[:RUNS_SHOWN]), events.count())
+    listed = list(events[:RUNS_SHOWN])
+    _mark_turn_after(session, listed)
+    return RunsTable(shown, runs.count(), listed, events.count())
+
+
+def _mark_turn_after(session: AgentSession, events: list[ContextEvent]) -> None:
+    """Each agent compaction that names the surface version it produced gets `turn_after`: the
+    first turn whose request carried that surface (what the agent sent after it), else None.
+    One query for all of them."""
+    versions = {
+        event.pk: version
+        for event in events
+        if isinstance(event.detail, dict)
+        and isinstance(version := event.detail.get("surface_version"), int)
+    }
+    first_turns: list[tuple[int, int]] = []
+    if versions:
+        first_turns = [
+            (seen, first)
+            for seen, first in LLMCall.objects.filter(
+                session=session, surface_version__gte=min(versions.values())
+            )
+            .values("surface_version")
+            .annotate(first=Min("turn"))
+            .values_list("surface_version", "first")
+            if seen is not None and first is not None
+        ]
+    for event in events:
+        version = versions.get(event.pk)
+        turns = [turn for seen, turn in first_turns if version is not None and seen >= version]
+        event.turn_after = min(turns) if turns else None  # type: ignore[attr-defined]
+
+
+# A history entry's place: when it started (ours) or happened (theirs), ours before theirs at
+# the same instant, then the row's id. What a compaction-history cursor holds.
+HistoryKey = tuple[datetime, int, int]
+_OURS: Final = 0
+_THEIRS: Final = 1
+
+
+def _later(field: str, rank: int, after: HistoryKey) -> Q:
+    at, after_rank, pk = after
+    if rank > after_rank:
+        return Q(**{f"{field}__gte": at})
+    if rank < after_rank:
+        return Q(**{f"{field}__gt": at})
+    return Q(**{f"{field}__gt": at}) | Q(**{field: at, "pk__gt": pk})
+
+
+def compaction_history(
+    session: AgentSession, *, after: HistoryKey | None, limit: int
+) -> list[tuple[HistoryKey, CompactionRun | ContextEvent]]:
+    """The session's compaction history, oldest first: our runs (every outcome) and the agent's
+    and provider's context events in one order (`HistoryKey`), up to `limit` + 1 entries after
+    `after` (one more tells there is a next page). Two queries, whatever the history's length.
+    """
+    runs = CompactionRun.objects.filter(session=session)
+    events = ContextEvent.objects.filter(session=session)
+    if after is not None:
+        runs = runs.filter(_later("started_at", _OURS, after))
+        events = events.filter(_later("at", _THEIRS, after))
+    entries: list[tuple[HistoryKey, CompactionRun | ContextEvent]] = [
+        ((run.started_at, _OURS, run.pk), run)
+        for run in runs.order_by("started_at", "pk")[: limit + 1]
+    ]
+    entries += [
+        ((event.at, _THEIRS, event.pk), event) for event in events.order_by("at", "pk")[: limit + 1]
+    ]
+    entries.sort(key=lambda entry: entry[0])
+    return entries[: limit + 1]
 
 
 def session_archives(session: AgentSession) -> list[Archive]:

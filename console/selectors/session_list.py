@@ -121,18 +121,74 @@ def filtered_sessions(
     return sessions.order_by(*_ordering(filters.sort))
 
 
-def _ordering(sort: str) -> list[OrderBy | str]:
+@dataclass(frozen=True)
+class OrderKey:
+    """One key of the list's order: a field or annotation, its direction, and whether it can
+    be null (nulls sort last either way). The newest session (`-pk`) breaks every tie."""
+
+    name: str
+    descending: bool
+    nullable: bool = True
+
+
+def order_keys(sort: str) -> list[OrderKey]:
+    """The list's order for `sort`, before the `-pk` tie-break: what the page is ordered by
+    and what a keyset cursor holds (one definition for both). An unknown sort is `-last_seen`."""
     descending = sort.startswith("-")
     key = sort.lstrip("-")
-    expression = SORTS.get(key, SORTS["last_seen"])
     if key not in SORTS:
-        descending = True
-    ordered = expression.desc(nulls_last=True) if descending else expression.asc(nulls_last=True)
+        key, descending = "last_seen", True
+    ordered = OrderKey(SORTS[key].name, descending)
     if key == "pressure":
         # the band (per profile thresholds) first, then the figure within the band
-        band = F("band_rank").desc() if descending else F("band_rank").asc()
-        return [band, ordered, "-pk"]
-    return [ordered, "-pk"]
+        return [OrderKey("band_rank", descending, nullable=False), ordered]
+    return [ordered]
+
+
+def _ordering(sort: str) -> list[OrderBy | str]:
+    ordering: list[OrderBy | str] = []
+    for key in order_keys(sort):
+        expression = F(key.name)
+        if not key.nullable:
+            ordering.append(expression.desc() if key.descending else expression.asc())
+        elif key.descending:
+            ordering.append(expression.desc(nulls_last=True))
+        else:
+            ordering.append(expression.asc(nulls_last=True))
+    return [*ordering, "-pk"]
+
+
+def key_values(session: AgentSession, sort: str) -> tuple[Any, ...]:
+    """The values of `session`'s order keys for `sort`, then its pk: where a page after it
+    starts (`sessions_after`)."""
+    values: list[Any] = []
+    for key in order_keys(sort):
+        value: Any = session
+        for part in key.name.split("__"):
+            value = getattr(value, part)
+        values.append(value)
+    return (*values, session.pk)
+
+
+def after_keys(sort: str, values: tuple[Any, ...]) -> Q:
+    """The sessions that come after the row whose `key_values` are `values`, in `sort`'s order.
+
+    Lexicographic over the order keys with nulls last (after a null only nulls follow; after a
+    value, the values beyond it and every null), then `-pk`. Keyset paging: rows inserted
+    before that row never shift a later page.
+    """
+    *keys_values, pk = values
+    condition = Q(pk__lt=pk)
+    keys = order_keys(sort)
+    for key, value in reversed(list(zip(keys, keys_values, strict=True))):
+        if value is None:
+            condition = Q(**{f"{key.name}__isnull": True}) & condition
+            continue
+        beyond = Q(**{f"{key.name}__{'lt' if key.descending else 'gt'}": value})
+        if key.nullable:
+            beyond |= Q(**{f"{key.name}__isnull": True})
+        condition = beyond | (Q(**{key.name: value}) & condition)
+    return condition
 
 
 SESSIONS_COUNT_CAP: Final = 2_000
@@ -272,3 +328,18 @@ def sessions_version(listing: SessionsPage, query_string: str) -> str:
 def digest(*parts: str) -> str:
     """A short key of `parts` (the version the pollers send back as If-None-Match)."""
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+
+
+def sessions_after(
+    filters: SessionFilters, *, profile: AgentProfile, after: tuple[Any, ...] | None, limit: int
+) -> tuple[list[AgentSession], Policies]:
+    """Up to `limit` + 1 of `profile`'s sessions the filters select, in the list's order, after
+    the row whose `key_values` are `after` (from the start when None), with the policies they
+    are judged by. The console's own filters and order (`filtered_sessions`), keyset-paged: no
+    count and no offset, so a page costs the same deep in the list as at its start."""
+    profiles = [profile]
+    policies = load_policies([profile.pk])
+    sessions = filtered_sessions(filters, profiles, policies).filter(profile=profile)
+    if after is not None:
+        sessions = sessions.filter(after_keys(filters.sort, after))
+    return list(sessions[: limit + 1]), policies

@@ -10,6 +10,7 @@ from typing import Any
 
 from django import template
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
@@ -62,6 +63,21 @@ def money(value: Decimal | float | None) -> str:
     amount = abs(amount)
     places = "0.01" if amount >= 10 else "0.0001"
     return f"{sign}${amount.quantize(Decimal(places)):,}"
+
+
+@register.simple_tag
+def unpriced_note(count: int | None) -> SafeString:
+    """ " · 12 calls unpriced" beside a spend figure that leaves out calls the catalogue has no
+    price for, linked to the catalogue's list of those models (where each is added); nothing
+    when every call was priced. The one form of the note: pages call this tag, the sessions
+    list's rows (`console.session_rows`) this function."""
+    if not count:
+        return mark_safe("")
+    return mark_safe(  # noqa: S308 (a URL and an integer)
+        f' <a class="unpriced-note" href="{reverse("catalogue")}#unpriced" '
+        'title="calls of models the catalogue has no price for: this figure leaves them out">'
+        f"· {count:,} call{'' if count == 1 else 's'} unpriced</a>"
+    )
 
 
 @register.filter

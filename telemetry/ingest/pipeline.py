@@ -35,6 +35,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from telemetry.catalogue import OnceCatalogue, key_prices
+from telemetry.changes import announce_after_commit
 from telemetry.idempotency import payload_hash
 from telemetry.ingest import writers
 from telemetry.models import AgentKey, AgentProfile, AgentSession
@@ -169,6 +170,8 @@ def _conclude(
             item.stop = signal == "stop"
         outcomes[item.index] = item
     result.over_threshold = [s.pk for s in result.sessions if needs_relief(s, policy)]
+    # listeners (alert rules) evaluate the touched sessions after commit, off this request
+    announce_after_commit([s.pk for s in result.sessions])
     if on_commit is not None and result.over_threshold:
         ids = list(result.over_threshold)
         transaction.on_commit(lambda: on_commit(ids))

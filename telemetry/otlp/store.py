@@ -33,6 +33,7 @@ from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
 from telemetry.otlp.same_request import keep_richer
 from telemetry.session_state import discard_unused_sessions, lock_sessions
+from telemetry.usage import CLAUDE_CODE
 
 CHUNK = 1_000  # records per store_records call (the JSON API's batch limit)
 
@@ -285,6 +286,9 @@ def _records(
             "usage": draft.usage,
             "request_id": draft.request_id,
         }
+        if draft.source == CLAUDE_CODE:
+            # its untiered cache writes are billed at the tier Claude Code writes with
+            record["agent"] = CLAUDE_CODE
         if draft.window_tokens is not None:
             record["window_tokens"] = draft.window_tokens
         if draft.at is not None:

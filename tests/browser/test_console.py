@@ -84,7 +84,10 @@ def test_a_session_page_draws_its_charts_and_updates_its_live_figures(
 
     page.wait_for_selector("#surface >> text=no transcript has been appended")
     assert page.locator("#runs h3").inner_text() == "Compaction runs"
-    assert page.get_by_role("button", name="Compact now").is_enabled()  # ops is an operator
+    # ops is an operator, but a session without a transcript has nothing to archive or compact:
+    # the button does not promise an archive it cannot take
+    assert page.get_by_role("button", name="Compact now").is_disabled()
+    assert "no transcript" in page.inner_text("#compact-needs-transcript")
     tracked.screenshot("03-session")
 
     turns_before = page.locator("#live .figure").nth(4).locator(".value").inner_text()
@@ -151,10 +154,27 @@ def test_an_admin_tunes_policy_creates_a_key_and_sees_the_catalogue(
     page.click("text=Create key")
     secret = page.inner_text("#issued-key")
     assert secret.startswith("clc_")
+    # the key is shown once: a button copies it (over http:// the clipboard is refused, so the
+    # key is selected for a manual copy and the page says so)
+    page.get_by_role("button", name="Copy key").click()
+    page.wait_for_selector('[data-copy-status="issued-key"]:not(:empty)')
+    status = page.inner_text('[data-copy-status="issued-key"]')
+    assert status in {"Copied.", "Selected: press Ctrl+C (⌘C) to copy."}
+    assert page.evaluate("window.getSelection().toString()").strip() in {"", secret}
     tracked.screenshot("07-key-created")
-    page.once("dialog", lambda dialog: dialog.accept())
+    prompts: list[str] = []
+
+    def confirm(dialog: Any) -> None:
+        prompts.append(dialog.message)
+        dialog.accept()
+
+    page.once("dialog", confirm)
     page.locator("tr", has_text="nightly batch").get_by_role("button", name="Revoke").click()
     page.wait_for_selector("text=Revoked")
+    # the dialog names the key it revokes: its prefix, its name and its profile
+    shown = "_".join(secret.split("_")[:2]) + "_…"
+    assert shown in prompts[0] and "(nightly batch)" in prompts[0], prompts
+    assert "profile fleet" in prompts[0]
     assert secret not in page.content()
 
     page.click("nav >> text=Models")

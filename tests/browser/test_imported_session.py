@@ -30,9 +30,17 @@ def test_an_operator_sees_the_agent_compaction_and_the_surface_after_it(
     sign_in(tracked, "ops", start=f"/sessions/{session.pk}/")
     panel = page.locator("#imported")
     assert "claude-code" in panel.inner_text()
-    assert "This session is being continued" in panel.locator(".summary-text").inner_text()
     assert panel.locator("a", has_text="sidechain").count() == 1
-    panel.locator("a.surface-after").click()
+    # the agent's compaction is one row of the context events (listed once, not twice); its
+    # summary opens in place and wraps inside the page
+    events = page.locator("table.context-events tbody tr")
+    assert events.count() == 1
+    events.locator("summary").click()
+    summary = events.locator(".summary-text")
+    assert "This session is being continued" in summary.inner_text()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= page.viewport_size["width"], width
+    events.locator("a.surface-after").click()
     page.wait_for_selector("#surface h2:has-text('turn 1')")
     surface = page.locator("#surface").inner_text()
     assert surface.index("This session is being continued") < surface.index("Add the dependency")

@@ -84,6 +84,9 @@ def test_1_every_page_fits_a_phone_and_is_captured_at_both_sizes(open_page, cons
         "sessions": reverse("sessions"),
         "session-long": reverse("session", args=[long.pk]),
         "session-compacted": reverse("session", args=[session.pk]),
+        "cache": reverse("cache"),
+        "ttl-advice": reverse("ttl_advisor"),
+        "session-cache": reverse("session_cache", args=[long.pk]),
         "archives": reverse("archives"),
         "archive-search": reverse("archives") + "?q=nightly",
         "archive": reverse("archive", args=[archive.pk]),
@@ -95,6 +98,7 @@ def test_1_every_page_fits_a_phone_and_is_captured_at_both_sizes(open_page, cons
         "not-found": "/no/such/page/",
     }
     too_wide = {}
+    unreachable: dict[str, list[str]] = {}
     for size, (width, height) in (("desktop", DESKTOP), ("phone", PHONE)):
         tracked = open_page(width, height)
         page = tracked.page
@@ -115,7 +119,21 @@ def test_1_every_page_fits_a_phone_and_is_captured_at_both_sizes(open_page, cons
                 overflow = page.evaluate(WIDER_THAN_VIEWPORT)
                 if overflow > 0:
                     too_wide[name] = overflow
+            unreachable[f"{name}-{size}"] = page.evaluate(UNREACHABLE_SCROLL_BOXES)
     assert too_wide == {}, f"pages wider than 390 px (by px): {too_wide}"
+    # a box that scrolls (a wide table on a phone, a long reason) is reachable by keyboard
+    assert {k: v for k, v in unreachable.items() if v} == {}, unreachable
+
+
+# Boxes whose content overflows them but which the keyboard cannot reach.
+UNREACHABLE_SCROLL_BOXES = """() => Array.from(document.querySelectorAll('body *')).filter(box => {
+  const style = getComputedStyle(box);
+  const scrolls = ['auto', 'scroll'].includes(style.overflowX) && box.scrollWidth > box.clientWidth + 1
+    || ['auto', 'scroll'].includes(style.overflowY) && box.scrollHeight > box.clientHeight + 1;
+  if (!scrolls || box.closest('[data-figure]')) return false;
+  // axe's scrollable-region-focusable: the box itself, or something inside it, takes focus
+  return !(box.tabIndex >= 0 || box.querySelector('a[href], button, input, select, textarea, summary, [tabindex]'));
+}).map(box => box.className || box.tagName)"""
 
 
 def test_1_the_phone_header_collapses_and_everything_is_reachable(open_page, console_data: Console):
@@ -141,6 +159,16 @@ def test_1_the_phone_header_collapses_and_everything_is_reachable(open_page, con
     revoke = page.get_by_role("button", name="Revoke").first
     revoke.scroll_into_view_if_needed()
     assert revoke.is_visible()
+    # the first Tab offers to skip the header; following it puts the keyboard in the content
+    page.goto(reverse("sessions"))
+    skip = page.locator(".skip-link")
+    assert not skip.is_visible() or (skip.bounding_box() or {"y": -1})["y"] < 0
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip-link"
+    box = skip.bounding_box()
+    assert box is not None and box["y"] >= 0, box
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
 
 
 def test_2_every_part_of_the_session_page_refreshes_together(open_page, console_data: Console):

@@ -25,12 +25,17 @@ CODE = {
 }
 
 
-@pytest.fixture
-def coded(compactor) -> AgentSession:
-    rounds = tool_transcript(len(CODE) + 4, result_chars=300)
+def coded_rounds(extra: int = 0) -> list[dict[str, Any]]:
+    rounds = tool_transcript(len(CODE) + 4 + extra, result_chars=300)
     results = [m for m in rounds if m["role"] == "user" and isinstance(m["content"], list)]
     for message, text in zip(results, CODE.values(), strict=False):
         message["content"][0]["content"] = f"{text}\n" + "filler line\n" * 20
+    return rounds
+
+
+@pytest.fixture
+def coded(compactor) -> AgentSession:
+    rounds = coded_rounds()
     body = {"format": "anthropic", "system": "You are a build engineer.", "messages": rounds}
     assert compactor.post("/api/v1/sessions/code/messages", body).status_code == 201
     assert compactor.post("/api/v1/sessions/code/compact").json()["status"] == "applied"
@@ -138,3 +143,27 @@ def test_archives_written_before_the_index_change_are_searchable_after_the_migra
     migration.forward(apps, None)
     assert search_archives_counted("SessionRegistry").total == 2
     assert Archive.objects.count() == 1
+
+
+def test_a_message_in_several_archives_of_its_session_is_one_hit(compactor, coded):
+    """Each archive holds the log up to its compaction: after a second compaction the first
+    messages are in both archives, and a search lists each message once, from the newest archive
+    holding it, saying how many archives hold it (the console's archives page says "also in 1
+    earlier archive")."""
+    rounds = coded_rounds(extra=3)  # the same log, three rounds longer
+    body = {"format": "anthropic", "system": "You are a build engineer.", "messages": rounds}
+    assert compactor.post("/api/v1/sessions/code/messages", body).status_code == 201, body
+    assert compactor.post("/api/v1/sessions/code/compact").json()["status"] in {"applied", "noop"}
+    newest = Archive.objects.order_by("-created_at", "-pk").first()
+    assert Archive.objects.count() == 2 and newest is not None
+
+    found = search_archives_counted("SessionRegistry", limit=50)
+    assert found.total == 2  # the module and the file: one hit each, not one per archive
+    assert {(h.session_id, h.seq) for h in found.hits} == {("code", h.seq) for h in found.hits}
+    assert len({h.seq for h in found.hits}) == 2
+    assert all(h.archive_id == newest.pk and h.archives == 2 for h in found.hits)
+    # every part of a long message and every archive folded: the filler is one hit per message
+    filler = search_archives_counted("filler", limit=100)
+    assert len({h.seq for h in filler.hits}) == filler.total == len(filler.hits)
+    listed = compactor.get("/api/v1/archives", data={"q": "SessionRegistry"}).json()
+    assert [h["archives"] for h in listed] == [2, 2]

@@ -15,6 +15,7 @@ from pytest_django.live_server_helper import LiveServer
 from compaction.cache_report import fleet_cache, session_misses
 from telemetry.cache_misses import CAUSES
 from telemetry.models import AgentSession
+from telemetry.otlp.costs import agent_cost
 from telemetry.seeding import ensure_defaults
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -62,6 +63,11 @@ def test_demo_misses_have_every_cause_and_each_a_premium(live_server: LiveServer
     assert fleet.profiles["desktop"].churn.violates_d2
     assert not fleet.profiles["default"].churn.violates_d2
     assert all(fleet.by_cause[c] > Decimal(0) for c in CAUSES)
+    # issue 38: Claude Code's own cost and ours agree under the 1h desktop profile
+    assert "Claude Code demo (OTLP events, 1h profile): claude-code-desktop." in out.getvalue()
+    claude_code = agent_cost(AgentSession.objects.get(external_id="claude-code-desktop"))
+    assert claude_code.calls == 3 and claude_code.differing_calls == 0
+    assert claude_code.ours_usd == claude_code.agent_usd == Decimal("0.1608084")
     # a second run sends nothing twice
     again = io.StringIO()
     call_command("simulate", base_url=live_server.url, stdout=again, quiet=True, cache_demo=True)

@@ -3,6 +3,7 @@ the rest in Chromium)."""
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 from typing import Any
 
@@ -149,12 +150,27 @@ def test_4_a_policy_change_says_how_many_sessions_it_moves_before_saving(key_wit
     page = fragment(response)
     assert "Not saved yet" in page and "Save anyway" in page and "1 newly" in page
     assert effective_policy(profile).prune_threshold == 0.6
-    response = client.post(reverse("policy_profile", args=["default"]), lower | {"confirm": "1"})
+    digest = re.search(r'name="confirm" value="([0-9a-f]+)"', page)
+    assert digest is not None
+    # a confirm not bound to these values is stale: previewed again, not saved
+    stale = client.post(reverse("policy_profile", args=["default"]), lower | {"confirm": "1"})
+    assert stale.status_code == 200 and "changed since the preview" in fragment(stale)
+    other = {"prune_threshold": "6", "summarize_threshold": "10"}
+    moved = client.post(
+        reverse("policy_profile", args=["default"]), other | {"confirm": digest.group(1)}
+    )
+    assert moved.status_code == 200 and effective_policy(profile).prune_threshold == 0.6
+    response = client.post(
+        reverse("policy_profile", args=["default"]), lower | {"confirm": digest.group(1)}
+    )
     assert response.status_code == 302
     assert effective_policy(profile).prune_threshold == 0.05
-    # a change that moves nobody saves at once
+    # a change that moves nobody's band, usable window or billing saves at once
+    rounds = lower | {"keep_rounds": "6"}
+    assert client.post(reverse("policy_profile", args=["default"]), rounds).status_code == 302
+    # moving sessions down a band is a change too: it asks first
     higher = {"prune_threshold": "90", "summarize_threshold": "95"}
-    assert client.post(reverse("policy_profile", args=["default"]), higher).status_code == 302
+    assert client.post(reverse("policy_profile", args=["default"]), higher).status_code == 200
 
 
 def test_15_a_hit_opens_marked_long_messages_read_whole_stubs_link_their_original() -> None:

@@ -38,7 +38,7 @@ ROW_TEMPLATE = """{% load console_format %}<tr>
         <td class="mono small">{{ row.session.model|default:"—" }}</td>
         <td class="num">{{ row.session.last_turn_cache_hit_ratio|percent }}</td>
         <td class="num">{{ row.hit_ratio|percent }}</td>
-        <td class="num">{{ row.session.cost_usd|money }}</td>
+        <td class="num">{{ row.session.cost_usd|money }}{% unpriced_note row.session.unpriced_calls %}</td>
         <td class="num">{{ row.session.turns_count }}</td>
         <td class="num">{{ row.session.last_turn_rounds }}{% if row.round_flag == "hard" %} <span class="flag hard" title="a turn reached the hard cap of {{ row.policy.round_hard_cap }} rounds">hard cap</span>{% elif row.round_flag == "soft" %} <span class="flag soft" title="a turn passed the soft limit of {{ row.policy.round_soft_limit }} rounds">soft limit</span>{% endif %}</td>
         <td class="small"><time datetime="{{ row.session.last_seen_at|date:'c' }}">{{ row.session.last_seen_at|date:"Y-m-d H:i:s"|default:"—" }}</time></td>
@@ -78,6 +78,7 @@ def _rows() -> list[SessionRow]:
             cache_denominator_tokens=[0, i * 20, 7][i % 3],
             cache_reported_calls=i % 2,
             cost_usd=[None, Decimal("0.0123456"), Decimal("12345.678"), Decimal("-3")][i % 4],
+            unpriced_calls=[0, 1, 12_345][i % 3],
         )
         rows.append(
             SessionRow(

@@ -311,7 +311,11 @@ def test_the_session_page_shows_the_agent_compaction_and_the_surface_after_it(
     client.force_login(user)
     session = AgentSession.objects.get(profile=profile, external_id=fx.SESSION)
     page = client.get(f"/sessions/{session.pk}/").content.decode()
-    assert "The agent's own compactions" in page
+    # the agent's compaction is listed once, with the other context events, not again in the
+    # imported panel (which names the file, the parent and the children)
+    assert page.count("This session is being continued") == 2  # the row's preview and its text
+    assert "Agent and provider compactions" in page
+    assert "<h3>The agent's own compactions</h3>" not in page
     assert "This session is being continued" in page
     assert "?surface_turn=1" in page
     assert f"{fx.SESSION}:agent-a1b2c3" in page

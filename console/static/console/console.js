@@ -1,5 +1,5 @@
-// The console's only script: draw the plotly figures a page (or an htmx fragment) embeds, and
-// ask before destructive form posts. Figures arrive as <script type="application/json"> next to
+// The console's only script: draw the plotly figures a page (or an htmx fragment) embeds, copy a
+// new key, and ask before destructive form posts. Figures arrive as <script type="application/json"> next to
 // a <div data-figure="<id of that script>">; htmx.onLoad runs for the page and every swap.
 (function () {
   "use strict";
@@ -43,9 +43,41 @@
     });
   }
 
+  // A box that scrolls (a wide table, a long reason, a summary) must be reachable by keyboard
+  // (WCAG 2.1.1; axe's scrollable-region-focusable): while its content overflows it takes focus,
+  // as a region named after its section's heading, so the arrow keys scroll it.
+  var SCROLLERS = ".table-wrap, pre, .block.text";
+  function reachable(root) {
+    var boxes = root.matches && root.matches(SCROLLERS) ? [root] : [];
+    root.querySelectorAll(SCROLLERS).forEach(function (box) { boxes.push(box); });
+    boxes.forEach(function (box) {
+      var overflows = box.scrollWidth > box.clientWidth + 1 || box.scrollHeight > box.clientHeight + 1;
+      if (overflows && !box.hasAttribute("tabindex")) {
+        box.setAttribute("tabindex", "0");
+        box.dataset.scrollFocus = "1";
+        if (!box.hasAttribute("role")) box.setAttribute("role", "region");
+        if (!box.hasAttribute("aria-label")) {
+          var section = box.closest("section, .subsection, details");
+          var heading = section && section.querySelector("h2, h3, summary");
+          box.setAttribute("aria-label", (heading ? heading.textContent.trim() : "scrollable content") + " (scrolls)");
+        }
+      } else if (!overflows && box.dataset.scrollFocus) {
+        box.removeAttribute("tabindex");
+        delete box.dataset.scrollFocus;
+      }
+    });
+  }
+  var resizing = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizing);
+    resizing = setTimeout(function () { reachable(document.body); }, 150);
+  });
+  document.addEventListener("toggle", function (event) { reachable(event.target); }, true);
+
   htmx.onLoad(function (root) {
     draw(root);
     addTraces(root);
+    reachable(root);
   });
 
   // The header menu collapses on phones (the CSS shows the toggle only there).
@@ -60,6 +92,30 @@
   // A select marked data-autosubmit submits its form when changed (the overview's profile).
   document.addEventListener("change", function (event) {
     if (event.target.matches && event.target.matches("select[data-autosubmit]")) event.target.form.submit();
+  });
+
+  // A button marked data-copy="<element id>" copies that element's text (the new key, shown once)
+  // and says so beside it; where the clipboard is refused it selects the text for a manual copy.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("button[data-copy]");
+    if (!button) return;
+    var source = document.getElementById(button.dataset.copy);
+    var status = document.querySelector('[data-copy-status="' + button.dataset.copy + '"]');
+    if (!source) return;
+    function say(text) { if (status) status.textContent = text; }
+    function select() {
+      var range = document.createRange();
+      range.selectNodeContents(source);
+      var selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      say("Selected: press Ctrl+C (⌘C) to copy.");
+    }
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(source.textContent.trim()).then(function () { say("Copied."); }, select);
+    } else {
+      select();
+    }
   });
 
   document.addEventListener("submit", function (event) {

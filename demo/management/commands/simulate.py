@@ -52,6 +52,7 @@ from compaction.archives import FailingArchive
 from compaction.models import CompactionRun
 from compaction.services import relieve_session
 from demo.cache_demo import send_cache_demo
+from demo.claude_code_demo import send_claude_code_demo
 from demo.scenario import (
     PROFILES,
     ROSTER,
@@ -608,6 +609,7 @@ class Command(BaseCommand):
         tracker = _Tracker(scenario, limits)
         compaction = not options["no_compaction"]
         cache_demo: list[str] = []
+        claude_code: list[str] = []
         transcripts = _Transcripts(api, keys, scenario)
         demo = _Demo(api, keys, tracker, transcripts)
         if compaction:
@@ -629,6 +631,9 @@ class Command(BaseCommand):
             if options["cache_demo"]:
                 # issue 13: misses with every cause the console names, on demo data
                 cache_demo = send_cache_demo(api.call, keys, timezone.now())
+                # issue 38: a Claude Code session under the 1h desktop profile, billed as
+                # Claude Code bills it
+                claude_code = send_claude_code_demo(api.call, keys["desktop"], timezone.now())
         left: tuple[list[str], list[str]] = ([], [])
         if compaction:
             left = demo.hand_over(traffic_figures)
@@ -639,6 +644,10 @@ class Command(BaseCommand):
                 self._compaction(demo, left, time.monotonic() - started)
             if cache_demo:
                 self.stdout.write(f"Cache-miss causes demo: {', '.join(cache_demo)}.")
+            if claude_code:
+                self.stdout.write(
+                    f"Claude Code demo (OTLP events, 1h profile): {', '.join(claude_code)}."
+                )
 
     def _summary(
         self,

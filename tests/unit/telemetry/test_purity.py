@@ -15,6 +15,7 @@ PURE_MODULES = (
     "telemetry.pressure",
     "telemetry.cache_tiers",
     "telemetry.cache_misses",
+    "telemetry.policy_effects",
 )
 
 

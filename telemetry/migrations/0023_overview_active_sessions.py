@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0021_catalogue_codex_models"),
+        ("telemetry", "0022_policy_call_retention"),
     ]
 
     operations = [

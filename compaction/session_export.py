@@ -1,0 +1,187 @@
+"""Sessions out as JSON lines (`context_core.export_lines`), streamed in constant memory.
+
+A session's export is its row (figures included), its turn keys, calls, turns, context events,
+transcript log, surface versions, surface, compaction runs and operations: everything its
+figures, its pages and its surface are read from, so `compaction.session_import` can restore a
+removed period with the same figures. Archives are not exported (they are copies of the log,
+which is); a run's link to its archive is left out.
+
+Rows are read in keyset chunks of `CHUNK_ROWS` along each table's unique key, never all at
+once, and written as soon as read: memory stays bounded whatever the size of a session or of a
+profile. Each chunk is its own read: export sessions that are settled (before a retention
+cut-off), or accept that rows stored meanwhile may or may not be in the file.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from django.db import models
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from compaction.models import (
+    CompactionOperation,
+    CompactionRun,
+    LogMessage,
+    Surface,
+    SurfaceVersion,
+)
+from context_core.export_lines import KINDS, encode_line
+from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn, TurnKey
+
+CHUNK_ROWS: Final = 1000
+SESSION_CHUNK: Final = 100
+
+
+@dataclass(frozen=True)
+class Part:
+    """How one kind of row is exported: its model, the columns it keeps (export name → ORM
+    path), and the columns that order it within a session (unique, an index's columns)."""
+
+    kind: str
+    model: type[models.Model]
+    order: tuple[str, ...]
+    # columns never exported: server clocks of the copy, job state, links re-made on import
+    left_out: frozenset[str] = frozenset()
+    # references exported by what they point at, not by a database id (name → ORM path)
+    references: tuple[tuple[str, str], ...] = ()
+    # server clocks (auto_now_add) exported all the same: a restored run keeps its start time
+    kept_clocks: frozenset[str] = frozenset()
+    columns: tuple[tuple[str, str], ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        own = tuple(
+            (f.attname, f.attname)
+            for f in self.model._meta.concrete_fields
+            if not f.is_relation
+            and f.attname != "id"
+            and f.attname not in self.left_out
+            and (f.attname in self.kept_clocks or not _is_clock(f))
+        )
+        object.__setattr__(self, "columns", own + self.references)
+
+    def field(self, name: str) -> models.Field[Any, Any]:
+        found: models.Field[Any, Any] = self.model._meta.get_field(name)  # type: ignore[assignment]
+        return found
+
+
+def _is_clock(f: Any) -> bool:
+    return bool(getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False))
+
+
+SESSION_PART: Final = Part(
+    "session",
+    AgentSession,
+    order=("id",),
+    # job state of the source database: a restored session has no relief pending
+    left_out=frozenset({"relief_requested_at"}),
+    references=(("profile", "profile__name"),),
+    kept_clocks=frozenset({"created_at"}),
+)
+PARTS: Final = (
+    Part("turn_key", TurnKey, order=("turn",)),
+    Part("call", LLMCall, order=("turn", "call")),
+    Part("turn", Turn, order=("turn",)),
+    Part(
+        "context_event",
+        ContextEvent,
+        order=("id",),
+        references=(("call_turn", "call__turn"), ("call_call", "call__call")),
+    ),
+    Part("log", LogMessage, order=("seq",)),
+    Part("surface_version", SurfaceVersion, order=("version",)),
+    Part("surface", Surface, order=("id",)),
+    Part(
+        "run",
+        CompactionRun,
+        order=("id",),
+        references=(("ref", "id"),),
+        kept_clocks=frozenset({"started_at"}),
+    ),
+    Part("operation", CompactionOperation, order=("id",), references=(("run_ref", "run_id"),)),
+)
+assert tuple(p.kind for p in (SESSION_PART, *PARTS)) == KINDS
+PART_OF: Final = {p.kind: p for p in (SESSION_PART, *PARTS)}
+
+
+def _after(order: Sequence[str], last: Sequence[Any]) -> Q:
+    """Rows after `last` in `order` (a row-value comparison the ORM has no word for). The first
+    column's `>=` is what lets the database start the index scan there."""
+    later = Q()
+    for i in range(len(order) - 1, -1, -1):
+        here = Q(**{f"{order[i]}__gt": last[i]})
+        later = here if i == len(order) - 1 else here | (Q(**{order[i]: last[i]}) & later)
+    return Q(**{f"{order[0]}__gte": last[0]}) & later
+
+
+def _chunks(part: Part, rows: QuerySet[Any]) -> Iterator[list[tuple[Any, ...]]]:
+    """`rows` as value tuples (the part's columns, then its order columns), `CHUNK_ROWS` at a
+    time in the part's order."""
+    paths = [path for _, path in part.columns]
+    width = len(paths)
+    ordered = rows.order_by(*part.order)
+    last: tuple[Any, ...] | None = None
+    while True:
+        page = ordered if last is None else ordered.filter(_after(part.order, last))
+        chunk = list(page.values_list(*paths, *part.order)[:CHUNK_ROWS])
+        if not chunk:
+            return
+        yield [row[:width] for row in chunk]
+        if len(chunk) < CHUNK_ROWS:
+            return
+        last = chunk[-1][width:]
+
+
+def _lines(part: Part, rows: Sequence[tuple[Any, ...]]) -> str:
+    names = [name for name, _ in part.columns]
+    return "".join(encode_line(part.kind, dict(zip(names, row, strict=True))) for row in rows)
+
+
+def session_lines(session_ids: Sequence[int]) -> Iterator[str]:
+    """The export of the given sessions, in their order: a string of whole lines per chunk."""
+    for session_id in session_ids:
+        head = list(_chunks(SESSION_PART, AgentSession.objects.filter(pk=session_id)))
+        if not head:
+            continue  # deleted since it was listed
+        yield _lines(SESSION_PART, head[0])
+        for part in PARTS:
+            for chunk in _chunks(part, part.model._default_manager.filter(session_id=session_id)):
+                yield _lines(part, chunk)
+
+
+def sessions_to_export(
+    *, profile_id: int | None = None, before: datetime | None = None
+) -> QuerySet[AgentSession]:
+    """Sessions of `profile_id` (every profile when None) with activity before `before`: opened
+    before it, or holding a turn that began before it (every session a retention cut-off at
+    `before` would take rows from, exported whole). All sessions when `before` is None."""
+    sessions = AgentSession.objects.all()
+    if profile_id is not None:
+        sessions = sessions.filter(profile_id=profile_id)
+    if before is not None:
+        older_turn = Turn.objects.filter(session_id=OuterRef("pk"), first_at__lt=before)
+        sessions = sessions.filter(Q(created_at__lt=before) | Exists(older_turn))
+    return sessions
+
+
+def export_lines(sessions: QuerySet[AgentSession]) -> Iterator[str]:
+    """Every session of `sessions` (by id), listed `SESSION_CHUNK` ids at a time."""
+    last = 0
+    while True:
+        ids = list(
+            sessions.filter(pk__gt=last).order_by("pk").values_list("pk", flat=True)[:SESSION_CHUNK]
+        )
+        if not ids:
+            return
+        yield from session_lines(ids)
+        last = ids[-1]
+
+
+@functools.cache
+def export_columns(kind: str) -> tuple[str, ...]:
+    """The column names a line of `kind` holds."""
+    return tuple(name for name, _ in PART_OF[kind].columns)

@@ -1,0 +1,255 @@
+"""Sessions back in from their export (`compaction.session_export`): the restore path.
+
+One session at a time, each in its own transaction, reading the lines as they come (constant
+memory: rows are inserted `BATCH_ROWS` at a time).
+
+* A session that does not exist (an empty database, a deleted session) is created with its
+  exported figures, every row of it inserted, and its calls added to the hour rollups
+  (`telemetry.rollups.add_calls`): the overview, the session and the costs read what they read
+  before. A row that appears twice in the file refuses that session (nothing of it is kept).
+* A session that exists keeps its row, its figures and the rollups as they are (they already
+  count every call it ever had: retention keeps them); only the rows it lacks are inserted (the
+  calls and turns a retention removed, say). Importing the same file twice changes nothing the
+  second time.
+
+Errors name the line (`ExportLineError`); the sessions before it stay imported.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, models, transaction
+
+from compaction.models import CompactionRun, Surface
+from compaction.session_export import PART_OF, SESSION_PART, Part, export_columns
+from context_core.export_lines import ExportLine, ExportLineError, check_order, decode_line
+from telemetry.errors import FieldError
+from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall
+from telemetry.profiles import get_or_create_profile
+from telemetry.rollups import add_calls
+from telemetry.session_state import restore_session
+
+BATCH_ROWS: Final = 1000
+
+
+@dataclass
+class ImportReport:
+    """What an import did: sessions created or found, rows inserted and rows already there."""
+
+    created: int = 0
+    existing: int = 0
+    inserted: Counter[str] = field(default_factory=Counter)
+    present: Counter[str] = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        rows = ", ".join(f"{n} {kind}" for kind, n in sorted(self.inserted.items())) or "no rows"
+        line = f"{self.created} sessions created, {self.existing} existing; inserted {rows}"
+        if self.present:
+            line += f"; {sum(self.present.values())} rows were already there"
+        return line
+
+
+def import_lines(lines: Iterable[str]) -> ImportReport:
+    """Restore every session in `lines` (JSON lines of an export). Raises ExportLineError at
+    the first line it cannot restore; the sessions before that one stay imported."""
+    report = ImportReport()
+    for _, group in itertools.groupby(_decoded(lines), key=_SessionCounter()):
+        with transaction.atomic():
+            _restore(group, report)
+    return report
+
+
+def _decoded(lines: Iterable[str]) -> Iterator[ExportLine]:
+    previous: str | None = None
+    for number, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        line = decode_line(text, number)
+        check_order(previous, line)
+        previous = line.kind
+        yield line
+
+
+class _SessionCounter:
+    """groupby's key: a new group at every session line."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, line: ExportLine) -> int:
+        if line.kind == SESSION_PART.kind:
+            self.count += 1
+        return self.count
+
+
+def _values(part: Part, line: ExportLine) -> dict[str, Any]:
+    """The line's values in the types of the part's columns; unknown columns are refused."""
+    known = export_columns(part.kind)
+    unknown = sorted(set(line.record) - set(known))
+    if unknown:
+        raise ExportLineError(line.number, f"{unknown[0]}: not a column of a {part.kind} line")
+    references = {name for name, _ in part.references}
+    values: dict[str, Any] = {}
+    for name, value in line.record.items():
+        if name in references:
+            values[name] = value  # a reference, resolved by the caller
+            continue
+        column = part.field(name)
+        try:
+            values[name] = (
+                value
+                if value is None or isinstance(column, models.JSONField)
+                else column.to_python(value)
+            )
+        except ValidationError as exc:
+            raise ExportLineError(line.number, f"{name}: {'; '.join(exc.messages)}") from None
+    return values
+
+
+@dataclass
+class _Target:
+    session: AgentSession
+    created: bool
+    runs: dict[int, int] = field(default_factory=dict)  # exported run id → restored run id
+
+
+def _restore(lines: Iterator[ExportLine], report: ImportReport) -> None:
+    head = next(lines)
+    values = _values(SESSION_PART, head)
+    profile_name = values.pop("profile", None)
+    external_id = values.pop("external_id", None)
+    if not isinstance(profile_name, str) or not isinstance(external_id, str) or not external_id:
+        raise ExportLineError(head.number, "profile, external_id: a session needs both")
+    try:
+        profile = get_or_create_profile(name=profile_name)
+    except FieldError as exc:
+        raise ExportLineError(head.number, f"profile: {exc.message}") from None
+    session, created = restore_session(profile, external_id, values)
+    target = _Target(session, created)
+    if created:
+        report.created += 1
+    else:
+        report.existing += 1
+    for kind, same_kind in itertools.groupby(lines, key=lambda line: line.kind):
+        part = PART_OF[kind]
+        batch: list[ExportLine] = []
+        for line in same_kind:
+            batch.append(line)
+            if len(batch) == BATCH_ROWS:
+                _insert(part, batch, target, profile, report)
+                batch = []
+        if batch:
+            _insert(part, batch, target, profile, report)
+
+
+def _insert(
+    part: Part,
+    batch: list[ExportLine],
+    target: _Target,
+    profile: AgentProfile,
+    report: ImportReport,
+) -> None:
+    session = target.session
+    if part.kind == "surface":
+        _insert_surface(batch, session, report)
+        return
+    if part.kind == "run":
+        _insert_runs(batch, target, report)
+        return
+    rows = []
+    for line in batch:
+        values = _values(part, line)
+        if part.kind == "context_event":
+            values["call_id"] = _call_id(session, values.pop("call_turn"), values.pop("call_call"))
+        elif part.kind == "operation":
+            ref = values.pop("run_ref")
+            if ref is not None and ref not in target.runs:
+                raise ExportLineError(line.number, f"run_ref: no run line with ref {ref}")
+            values["run_id"] = None if ref is None else target.runs[ref]
+        rows.append(part.model(session=session, **values))
+    manager = part.model._default_manager
+    if target.created:
+        # every row is new: a conflict is a row written twice in the file, which would count
+        # twice in the rollups; refuse the session
+        try:
+            with transaction.atomic():
+                manager.bulk_create(rows)
+        except IntegrityError:
+            first, last = batch[0].number, batch[-1].number
+            raise ExportLineError(
+                first, f"lines {first}–{last}: a {part.kind} row appears twice"
+            ) from None
+        report.inserted[part.kind] += len(rows)
+        if part.kind == "call":
+            calls: list[LLMCall] = rows  # type: ignore[assignment]
+            add_calls(profile.pk, calls)
+        return
+    before = manager.filter(session=session).count()
+    manager.bulk_create(rows, ignore_conflicts=True)
+    added = manager.filter(session=session).count() - before
+    report.inserted[part.kind] += added
+    report.present[part.kind] += len(rows) - added
+    if part.kind == "context_event":
+        # removing a call unlinks its events (SET_NULL): the restored call gets them back
+        events: list[ContextEvent] = rows  # type: ignore[assignment]
+        for event in events:
+            if event.call_id is not None:
+                ContextEvent.objects.filter(
+                    session=session, source_key=event.source_key, call__isnull=True
+                ).update(call_id=event.call_id)
+
+
+def _call_id(session: AgentSession, turn: Any, call: Any) -> int | None:
+    if turn is None or call is None:
+        return None
+    found: int | None = (
+        LLMCall.objects.filter(session=session, turn=turn, call=call)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    return found
+
+
+def _insert_surface(batch: list[ExportLine], session: AgentSession, report: ImportReport) -> None:
+    part = PART_OF["surface"]
+    for line in batch:
+        values = _values(part, line)
+        if Surface.objects.filter(session=session).exists():
+            report.present["surface"] += 1
+            continue
+        Surface.objects.create(session=session, **values)
+        report.inserted["surface"] += 1
+
+
+def _insert_runs(batch: list[ExportLine], target: _Target, report: ImportReport) -> None:
+    """Runs have no natural key but their start: a run of the session that started at the same
+    time in the same mode is the same run."""
+    part = PART_OF["run"]
+    for line in batch:
+        values = _values(part, line)
+        ref = values.pop("ref")
+        started_at = values.pop("started_at", None)
+        same = None
+        if not target.created and started_at is not None:
+            same = (
+                CompactionRun.objects.filter(
+                    session=target.session, started_at=started_at, mode=values.get("mode")
+                )
+                .values_list("pk", flat=True)
+                .first()
+            )
+        if same is not None:
+            target.runs[ref] = same
+            report.present["run"] += 1
+            continue
+        run = CompactionRun.objects.create(session=target.session, **values)
+        if started_at is not None:  # auto_now_add stamped the import's time
+            CompactionRun.objects.filter(pk=run.pk).update(started_at=started_at)
+        target.runs[ref] = run.pk
+        report.inserted["run"] += 1

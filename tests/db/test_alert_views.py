@@ -1,0 +1,103 @@
+"""The Alerts page: viewers read, only admins create and delete rules; a rule that cannot be
+kept answers 422 with the field's error; the overview and /metrics count firing alerts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from alerts.models import Alert, AlertRule
+from alerts.services import RuleValues, create_rule
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def client_as() -> Callable[[str], Client]:
+    count = iter(range(1_000))
+
+    def make(role: str) -> Client:
+        user = User.objects.create_user(f"user-{role}-{next(count)}", password="pw-123456789")
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+        client = Client()
+        client.force_login(user)
+        return client
+
+    return make
+
+
+def form(**overrides: str) -> dict[str, str]:
+    data = {
+        "name": "costly",
+        "profile": "",
+        "metric": "session_cost",
+        "threshold": "1",
+        "window_minutes": "60",
+        "cooldown_minutes": "30",
+        "channel": "none",
+        "target": "",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_an_admin_creates_a_rule_and_deletes_it(client_as):
+    admin = client_as("admin")
+    created = admin.post(reverse("alerts"), form())
+    assert created.status_code == 302
+    rule = AlertRule.objects.get()
+    assert rule.profile is None and rule.threshold == Decimal(1)
+    page = admin.get(reverse("alerts")).content.decode()
+    assert "costly" in page and "fleet-wide" in page
+    deleted = admin.post(reverse("alert_rule_delete", args=[rule.pk]))
+    assert deleted.status_code == 302 and not AlertRule.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"threshold": "-1"}, "greater than or equal to 0"),
+        ({"metric": "cpu"}, "Select a valid choice"),
+        ({"channel": "webhook", "target": "https://10.1.2.3/x"}, "non-public address"),
+        ({"channel": "email", "target": "nobody"}, "not an email address"),
+    ],
+)
+def test_a_rule_that_cannot_be_kept_answers_422_naming_the_field(client_as, overrides, message):
+    answer = client_as("admin").post(reverse("alerts"), form(**overrides))
+    assert answer.status_code == 422
+    assert message in answer.content.decode()
+    assert not AlertRule.objects.exists()
+
+
+def test_viewers_and_operators_read_but_may_not_edit(client_as):
+    rule = create_rule(RuleValues(name="r", metric="session_cost", threshold=1, profile=None))
+    for role in ("viewer", "operator"):
+        client = client_as(role)
+        page = client.get(reverse("alerts"))
+        assert page.status_code == 200 and 'id="rule-form"' not in page.content.decode()
+        assert client.post(reverse("alerts"), form()).status_code == 403
+        assert client.post(reverse("alert_rule_delete", args=[rule.pk])).status_code == 403
+    assert AlertRule.objects.count() == 1
+
+
+def test_the_overview_and_metrics_count_firing_alerts(client_as):
+    rule = create_rule(RuleValues(name="r", metric="session_cost", threshold=1, profile=None))
+    for n in range(3):
+        Alert.objects.create(
+            rule=rule,
+            subject=f"session:{n}",
+            value=2,
+            fired_at=timezone.now(),
+            resolved_at=timezone.now() if n == 2 else None,
+        )
+    overview = client_as("viewer").get(reverse("overview")).content.decode()
+    assert "2 alerts firing" in overview
+    metrics = Client().get("/metrics").content.decode()
+    assert 'alerts_firing{metric="session_cost"} 2.0' in metrics
+    assert 'alerts_firing{metric="session_band"} 0.0' in metrics
