@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from console.overview import RANGES
 from console.selectors.relief import RELIEF_FILTER_LABELS
 from console.selectors.session_list import DEFAULT_SORT, SORTS, SessionFilters
 from telemetry.band_sql import BANDS
@@ -29,6 +30,7 @@ class SessionFilterForm(forms.Form):
     relief = forms.ChoiceField(
         required=False, choices=[("", "any relief state"), *RELIEF_FILTER_LABELS]
     )
+    seen = forms.ChoiceField(required=False, choices=[("", "any time")] + [(r, r) for r in RANGES])
     sort = forms.CharField(required=False, max_length=20)
     page = forms.IntegerField(required=False, min_value=1)
 
@@ -45,6 +47,7 @@ class SessionFilterForm(forms.Form):
             band=data.get("band") or "",
             active=bool(data.get("active")),
             relief=data.get("relief") or "",
+            seen=data.get("seen") or "",
             sort=sort,
             page=data.get("page") or 1,
         )
@@ -70,6 +73,7 @@ POLICY_HELP: dict[str, str] = {
     "nudge_text": "the nudge returned to the agent at the soft limit",
     "round_hard_cap": "rounds in one turn before the agent is told to stop",
     "archive_retention_days": "days archived transcripts are kept",
+    "call_retention_days": "days raw calls and turns are kept (0: forever); rollups, session totals and compaction history stay",
 }
 _FLOAT_FIELDS = ("prune_threshold", "summarize_threshold", "relief_hysteresis")
 

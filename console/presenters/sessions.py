@@ -121,9 +121,20 @@ def compaction_markers(applied: list[AppliedCompaction]) -> list[Marker]:
         Marker(
             run.turn,
             f"{'summarize' if 'summarize' in run.action else run.action or 'compact'} ({run.mode})",
+            run_hover(run),
         )
         for run in applied
     ]
+
+
+def run_hover(run: AppliedCompaction) -> str:
+    """Where a run of ours meets the turns, both clocks: when it finished (server) and the last
+    turn the server had received then, with that turn's last call (agent)."""
+    done = f"{run.finished_at:%Y-%m-%d %H:%M:%S} UTC server time" if run.finished_at else "?"
+    if run.after is None:
+        return f"run finished {done}, before any turn was received"
+    when = f" (last call {run.after_at:%Y-%m-%d %H:%M:%S} UTC agent time)" if run.after_at else ""
+    return f"run finished {done}, after turn {run.after}{when}, the last the server had received"
 
 
 def live_context(

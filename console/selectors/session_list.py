@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 
 from compaction.relief_state import SessionRelief, session_reliefs
+from console.overview import RANGES
 from console.selectors.policies import Policies, band_rank, load_policies
 from console.selectors.relief import filter_by_relief
 from telemetry.band_sql import BANDS, band_ranges
@@ -51,13 +52,23 @@ class SessionFilters:
     band: str = ""
     active: bool = False
     relief: str = ""  # a key of `console.selectors.relief.RELIEF_FILTERS`
+    # seen within the last `seen` (a key of `console.overview.RANGES`): the overview's bands
+    seen: str = ""
     sort: str = DEFAULT_SORT
     page: int = 1
 
     @property
     def is_filtered(self) -> bool:
         """Any filter narrows the list (the sort and page do not)."""
-        return bool(self.q or self.profile or self.model or self.band or self.active or self.relief)
+        return bool(
+            self.q
+            or self.profile
+            or self.model
+            or self.band
+            or self.active
+            or self.seen
+            or self.relief
+        )
 
 
 @dataclass
@@ -105,6 +116,8 @@ def matching_sessions(
         sessions = sessions.filter(last_seen_at__gte=timezone.now() - ACTIVE_WINDOW)
     if filters.relief:
         sessions = filter_by_relief(sessions, filters.relief, _each_profile(profiles, policies))
+    if filters.seen in RANGES:
+        sessions = sessions.filter(last_seen_at__gte=timezone.now() - RANGES[filters.seen][0])
     return sessions
 
 
