@@ -7,6 +7,8 @@ from typing import Any
 
 from django import forms
 
+from console.overview import RANGES
+from console.selectors.relief import RELIEF_FILTER_LABELS
 from console.selectors.session_list import DEFAULT_SORT, SORTS, SessionFilters
 from telemetry.band_sql import BANDS
 from telemetry.errors import FieldError
@@ -25,6 +27,10 @@ class SessionFilterForm(forms.Form):
         required=False, choices=[("", "any pressure")] + [(b, b) for b in BANDS]
     )
     active = forms.BooleanField(required=False, label="active in the last hour")
+    relief = forms.ChoiceField(
+        required=False, choices=[("", "any relief state"), *RELIEF_FILTER_LABELS]
+    )
+    seen = forms.ChoiceField(required=False, choices=[("", "any time")] + [(r, r) for r in RANGES])
     sort = forms.CharField(required=False, max_length=20)
     page = forms.IntegerField(required=False, min_value=1)
 
@@ -40,6 +46,8 @@ class SessionFilterForm(forms.Form):
             model=data.get("model") or "",
             band=data.get("band") or "",
             active=bool(data.get("active")),
+            relief=data.get("relief") or "",
+            seen=data.get("seen") or "",
             sort=sort,
             page=data.get("page") or 1,
         )

@@ -342,6 +342,11 @@ COMPACTION_JOB_RETRY_BACKOFF_SECONDS = env_int("COMPACTION_JOB_RETRY_BACKOFF_SEC
 # (`compaction.relief_state`).
 RELIEF_RETRY_BASE_SECONDS = env_int("RELIEF_RETRY_BASE_SECONDS", 60, minimum=1)
 RELIEF_RETRY_MAX_ATTEMPTS = env_int("RELIEF_RETRY_MAX_ATTEMPTS", 5, minimum=1, maximum=30)
+# A relief job asked for longer ago than this and not finished is flagged as pending too long
+# (the sessions list, the overview, `/metrics`).
+RELIEF_PENDING_TOO_LONG_SECONDS = env_int(
+    "RELIEF_PENDING_TOO_LONG_SECONDS", 300, minimum=1, maximum=86_400
+)
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     _VISIBILITY = env_int(
         "CELERY_VISIBILITY_TIMEOUT_SECONDS", COMPACTION_JOB_TIME_LIMIT + 300, minimum=2
@@ -376,9 +381,17 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 COMPACTION_RECOVERY_INTERVAL_SECONDS = env_int(
     "COMPACTION_RECOVERY_INTERVAL_SECONDS", 20, minimum=1, maximum=3600
 )
+# How often beat runs the sweeper: sessions over their threshold not yet asked, lost jobs, and
+# failed relief whose backoff has passed (compaction.sweeper).
+COMPACTION_SWEEP_INTERVAL_SECONDS = env_int(
+    "COMPACTION_SWEEP_INTERVAL_SECONDS", 60, minimum=1, maximum=3600
+)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "worker-heartbeat": {"task": "telemetry.record_heartbeat", "schedule": 30.0},
-    "compaction-sweep": {"task": "compaction.sweep", "schedule": 60.0},
+    "compaction-sweep": {
+        "task": "compaction.sweep",
+        "schedule": float(COMPACTION_SWEEP_INTERVAL_SECONDS),
+    },
     "compaction-recover-runs": {
         "task": "compaction.recover_runs",
         "schedule": float(COMPACTION_RECOVERY_INTERVAL_SECONDS),

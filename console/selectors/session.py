@@ -161,30 +161,47 @@ def turns_page(session: AgentSession, number: str | None) -> Page[Turn]:
 
 @dataclass(frozen=True)
 class AppliedCompaction:
-    """A compaction that changed the surface: the turn it took effect at, its mode and action."""
+    """A compaction that changed the surface: the turn it took effect at, its mode and action,
+    when it finished (the server's clock) and the turn before it with that turn's last call
+    time (the agent's clock); `after` is None when no turn had been received."""
 
     turn: int
     mode: str
     action: str
+    finished_at: datetime | None = None
+    after: int | None = None
+    after_at: datetime | None = None
 
 
 def applied_compactions(session: AgentSession) -> list[AppliedCompaction]:
     """The session's applied compactions in the order they finished. One query.
 
-    A run took effect at the first turn after the latest turn that had ended when the run
-    finished (the turn count at that time; 0 before any turn), so a chart marking it keeps the
-    two turns either side of the drop it caused.
+    A run took effect at the turn after the last turn the server had received when it was
+    applied (`CompactionRun.turn_received`; 0 before any turn), so a chart marking it keeps the
+    two turns either side of the drop it caused. Runs are timed by the server's clock and
+    turns by the agent's: the two are never compared.
     """
-    ended = Turn.objects.filter(
-        session_id=OuterRef("session_id"), last_at__lte=OuterRef("finished_at")
-    ).order_by("-turn")
+    after_at = Turn.objects.filter(
+        session_id=OuterRef("session_id"), turn=OuterRef("turn_received")
+    ).values("last_at")[:1]
     rows = (
         CompactionRun.objects.filter(session=session, status=CompactionRun.Status.APPLIED)
-        .annotate(before=Subquery(ended.values("turn")[:1]))
+        .annotate(after_at=Subquery(after_at))
         .order_by("finished_at", "pk")
-        .values_list("before", "mode", "action")
+        .values_list("turn_received", "mode", "action", "finished_at", "after_at")
     )
     return [
-        AppliedCompaction(0 if before is None else before + 1, mode, action)
-        for before, mode, action in rows
+        AppliedCompaction(
+            0 if before is None else before + 1, mode, action, finished, before, before_at
+        )
+        for before, mode, action, finished, before_at in rows
     ]
+
+
+def first_seen(session: AgentSession) -> datetime | None:
+    """When the session's first call was made, by the agent's clock (as `last_seen_at` is):
+    the earliest first call of its turns. One query."""
+    found: datetime | None = Turn.objects.filter(session=session).aggregate(at=Min("first_at"))[
+        "at"
+    ]
+    return found
