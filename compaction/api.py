@@ -50,6 +50,7 @@ from compaction.transcripts import (
 )
 from context_core import ConversionError, canonical_json, surface_fingerprints
 from telemetry.auth import compact_auth, ingest_auth, request_key
+from telemetry.cache_misses import Miss
 from telemetry.errors import FieldError
 from telemetry.models import AgentKey, AgentSession
 from telemetry.money import money_text
@@ -451,20 +452,22 @@ def get_cache_misses(request: HttpRequest, session_id: str) -> CacheMissesOut:
             changed=report.churn.changed,
             violates_d2=report.churn.violates_d2,
         ),
-        misses=[
-            MissOut(
-                turn=m.turn,
-                call=m.call,
-                at=m.at.isoformat(),
-                model=m.model,
-                expected_tokens=m.expected_tokens,
-                read_tokens=m.read_tokens,
-                missed_tokens=m.missed_tokens,
-                premium_usd=money_text(m.premium_usd),
-                cause=m.cause,
-                evidence=m.evidence,
-                detail=dict(m.detail),
-            )
-            for m in report.misses
-        ],
+        misses=[miss_out(m) for m in report.misses],
+    )
+
+
+def miss_out(m: Miss) -> MissOut:
+    """A miss as the API answers it (the misses list and the call route alike)."""
+    return MissOut(
+        turn=m.turn,
+        call=m.call,
+        at=m.at.isoformat(),
+        model=m.model,
+        expected_tokens=m.expected_tokens,
+        read_tokens=m.read_tokens,
+        missed_tokens=m.missed_tokens,
+        premium_usd=money_text(m.premium_usd),
+        cause=m.cause,
+        evidence=m.evidence,
+        detail=dict(m.detail),
     )
