@@ -51,6 +51,7 @@ from compaction.transcripts import (
 )
 from context_core import ConversionError, canonical_json, surface_fingerprints
 from telemetry.auth import compact_auth, ingest_auth, request_key
+from telemetry.cache_misses import Miss
 from telemetry.errors import FieldError
 from telemetry.models import AgentKey, AgentSession
 from telemetry.money import money_text
@@ -462,27 +463,30 @@ def get_cache_misses(request: HttpRequest, session_id: str) -> CacheMissesOut:
             agreed=report.agreement.agreed,
             rate=report.agreement.rate,
         ),
-        misses=[
-            MissOut(
-                turn=m.turn,
-                call=m.call,
-                at=m.at.isoformat(),
-                model=m.model,
-                expected_tokens=m.expected_tokens,
-                read_tokens=m.read_tokens,
-                missed_tokens=m.missed_tokens,
-                premium_usd=money_text(m.premium_usd),
-                cause=m.cause,
-                evidence=m.evidence,
-                detail=dict(m.detail),
-                inferred_cause=m.ours,
-                provider_type=None if m.provider is None else m.provider.type,
-                provider_missed_tokens=None if m.provider is None else m.provider.missed_tokens,
-                provider_cause=m.provider_cause,
-                provider_diagnostics=None if m.provider is None else m.provider.stored(),
-                agrees=m.agrees,
-                readings=m.readings,
-            )
-            for m in report.misses
-        ],
+        misses=[miss_out(m) for m in report.misses],
+    )
+
+
+def miss_out(m: Miss) -> MissOut:
+    """A miss as the API answers it (the misses list and the call route alike): our reading,
+    and the provider's beside it when the call carried its cache diagnostics."""
+    return MissOut(
+        turn=m.turn,
+        call=m.call,
+        at=m.at.isoformat(),
+        model=m.model,
+        expected_tokens=m.expected_tokens,
+        read_tokens=m.read_tokens,
+        missed_tokens=m.missed_tokens,
+        premium_usd=money_text(m.premium_usd),
+        cause=m.cause,
+        evidence=m.evidence,
+        detail=dict(m.detail),
+        inferred_cause=m.ours,
+        provider_type=None if m.provider is None else m.provider.type,
+        provider_missed_tokens=None if m.provider is None else m.provider.missed_tokens,
+        provider_cause=m.provider_cause,
+        provider_diagnostics=None if m.provider is None else m.provider.stored(),
+        agrees=m.agrees,
+        readings=m.readings,
     )

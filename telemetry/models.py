@@ -111,6 +111,7 @@ class Policy(models.Model):
     nudge_text = models.TextField(null=True, blank=True)  # noqa: DJ001 (NULL inherits)
     round_hard_cap = models.IntegerField(null=True, blank=True)
     archive_retention_days = models.IntegerField(null=True, blank=True)
+    call_retention_days = models.IntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -242,8 +243,14 @@ class AgentSession(models.Model):
             # the sessions list's model filter: a loose index scan over this (console.selectors.session_list)
             models.Index(fields=["model"], name="session_model"),
             # the overview: sessions per pressure band are range counts on this, and each
-            # profile's top sessions by pressure (then newest) its last entries
-            models.Index(fields=["profile", "pressure", "id"], name="session_profile_pressure"),
+            # profile's top sessions by pressure (then newest) its last entries; both count only
+            # the sessions active in the range, read from the covering `last_seen_at`
+            # (PostgreSQL; other backends read the row)
+            models.Index(
+                fields=["profile", "pressure", "id"],
+                include=["last_seen_at"],
+                name="session_profile_pressure",
+            ),
             # the overview's top sessions by cost (then newest): the first entries, not a sort
             models.Index(fields=["-cost_usd", "-id"], name="session_cost"),
         ]

@@ -38,6 +38,7 @@ class PolicyOut(Schema):
     nudge_text: str
     round_hard_cap: int
     archive_retention_days: int
+    call_retention_days: int
 
 
 class ErrorOut(Schema):

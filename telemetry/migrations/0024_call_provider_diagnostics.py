@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0021_catalogue_codex_models"),
+        ("telemetry", "0023_overview_active_sessions"),
     ]
 
     operations = [
