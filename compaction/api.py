@@ -20,6 +20,7 @@ from compaction.models import Archive, CompactionRun, Surface, SurfaceVersion
 from compaction.plans import plan_now
 from compaction.rawjson import array_elements, object_members
 from compaction.schemas import (
+    AgreementOut,
     ArchiveDocumentOut,
     ArchiveOut,
     CacheMissesOut,
@@ -50,8 +51,10 @@ from compaction.transcripts import (
 )
 from context_core import ConversionError, canonical_json, surface_fingerprints
 from telemetry.auth import compact_auth, ingest_auth, request_key
+from telemetry.cache_misses import Miss
 from telemetry.errors import FieldError
 from telemetry.models import AgentKey, AgentSession
+from telemetry.money import money_text
 from telemetry.policy_store import effective_policy
 from telemetry.schemas import ErrorOut
 from telemetry.session_state import get_or_create_session
@@ -437,33 +440,53 @@ def get_cache_misses(request: HttpRequest, session_id: str) -> CacheMissesOut:
     """D1/D2: each call that read less of the cache than the previous one left, above the floor
     (1,024 tokens and 5 %), with its cause (model_switch, expiry, our_compaction,
     agent_compaction, prefix_break, unexplained), the evidence and the premium paid in dollars;
-    totals by cause, and whether the system segment churns (D2)."""
+    totals by cause, and whether the system segment churns (D2).
+
+    When the call carried the provider's cache diagnostics (Anthropic `cache_miss_reason`,
+    OpenAI `prompt_cache_diagnostics`), its verdict is the `cause` and ours stays
+    `inferred_cause`, with the provider's word, tokens and object beside it; `agreement` counts
+    how often the two agreed."""
     session = _session(request_key(request), session_id)
     report = session_misses(session)
     return CacheMissesOut(
         session_id=session.external_id,
         calls=report.calls,
-        premium_usd=f"{report.premium_usd:.6f}",
-        premium_by_cause_usd={k: f"{v:.6f}" for k, v in report.by_cause.items()},
+        premium_usd=money_text(report.premium_usd),
+        premium_by_cause_usd={k: money_text(v) for k, v in report.by_cause.items()},
         system_churn=ChurnOut(
             pairs=report.churn.pairs,
             changed=report.churn.changed,
             violates_d2=report.churn.violates_d2,
         ),
-        misses=[
-            MissOut(
-                turn=m.turn,
-                call=m.call,
-                at=m.at.isoformat(),
-                model=m.model,
-                expected_tokens=m.expected_tokens,
-                read_tokens=m.read_tokens,
-                missed_tokens=m.missed_tokens,
-                premium_usd=None if m.premium_usd is None else f"{m.premium_usd:.6f}",
-                cause=m.cause,
-                evidence=m.evidence,
-                detail=dict(m.detail),
-            )
-            for m in report.misses
-        ],
+        agreement=AgreementOut(
+            compared=report.agreement.compared,
+            agreed=report.agreement.agreed,
+            rate=report.agreement.rate,
+        ),
+        misses=[miss_out(m) for m in report.misses],
+    )
+
+
+def miss_out(m: Miss) -> MissOut:
+    """A miss as the API answers it (the misses list and the call route alike): our reading,
+    and the provider's beside it when the call carried its cache diagnostics."""
+    return MissOut(
+        turn=m.turn,
+        call=m.call,
+        at=m.at.isoformat(),
+        model=m.model,
+        expected_tokens=m.expected_tokens,
+        read_tokens=m.read_tokens,
+        missed_tokens=m.missed_tokens,
+        premium_usd=money_text(m.premium_usd),
+        cause=m.cause,
+        evidence=m.evidence,
+        detail=dict(m.detail),
+        inferred_cause=m.ours,
+        provider_type=None if m.provider is None else m.provider.type,
+        provider_missed_tokens=None if m.provider is None else m.provider.missed_tokens,
+        provider_cause=m.provider_cause,
+        provider_diagnostics=None if m.provider is None else m.provider.stored(),
+        agrees=m.agrees,
+        readings=m.readings,
     )

@@ -25,6 +25,7 @@ from context_core import (
     plan_relief,
 )
 from telemetry.models import AgentSession
+from telemetry.money import money_text
 from telemetry.policy_rules import PolicyValues
 
 # When the window is unknown, forced compaction still needs a budget to report pressure against.
@@ -77,7 +78,7 @@ def plan_payload(
         }
 
     def money(value: Decimal | None) -> str | None:
-        return None if value is None or not pricing.priced else f"{value:.6f}"
+        return None if value is None or not pricing.priced else money_text(value)
 
     return {
         "session_id": session.external_id,

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import AfterValidator, ConfigDict, Field, StrictInt, StrictStr, WithJsonSchema
 
+from telemetry.money import Money
 from telemetry.schemas import no_nul
 
 MAX_SEQ = 2**31 - 1
@@ -236,9 +237,9 @@ class PlanOut(Schema):
     freed_tokens: int
     first_change: FirstChangeOut | None
     rewrite_tokens: int
-    rewrite_cost_usd: str | None
-    rewrite_premium_usd: str | None
-    saving_per_call_usd: str | None
+    rewrite_cost_usd: Money | None
+    rewrite_premium_usd: Money | None
+    saving_per_call_usd: Money | None
     break_even_calls: int | None
     remaining_calls: int
     worth_it: bool
@@ -263,18 +264,50 @@ class MissOut(Schema):
     expected_tokens: int
     read_tokens: int
     missed_tokens: int
-    premium_usd: str | None
-    cause: str
-    evidence: str
+    premium_usd: Money | None
+    cause: str = Field(
+        description="THE cause: the provider's verdict when its diagnostics gave one, else ours"
+    )
+    evidence: str = Field(description="our reading in words (`detail`: the same as data)")
     detail: dict[str, Any]
+    inferred_cause: str = Field(description="our own cause, whatever the provider said")
+    provider_type: str | None = Field(
+        description="the provider's word (Anthropic `cache_miss_reason.type`, OpenAI's miss "
+        "`reason` or outcome); null: the call carried no cache diagnostics"
+    )
+    provider_missed_tokens: int | None = Field(
+        description="the tokens the provider says fell after the divergence"
+    )
+    provider_cause: str | None = Field(
+        description="our cause for the provider's word; null: no verdict (not compared, "
+        "nothing found, or a word we do not know)"
+    )
+    provider_diagnostics: dict[str, Any] | None = Field(
+        description='the provider\'s object verbatim, under its format: {"anthropic": {...}} '
+        'or {"openai": {...}}'
+    )
+    agrees: bool | None = Field(
+        description="whether our cause agrees with the provider's; null without its verdict"
+    )
+    readings: str | None = Field(
+        description="both readings in words: `provider: messages_changed, 12,016 tokens; ours: "
+        "prefix_break at message 41`"
+    )
+
+
+class AgreementOut(Schema):
+    compared: int = Field(description="misses the provider gave a verdict on")
+    agreed: int = Field(description="of those, misses whose cause we inferred alike")
+    rate: float | None = Field(description="agreed / compared; null when none compared")
 
 
 class CacheMissesOut(Schema):
     session_id: str
     calls: int
-    premium_usd: str
-    premium_by_cause_usd: dict[str, str]
+    premium_usd: Money
+    premium_by_cause_usd: dict[str, Money]
     system_churn: ChurnOut
+    agreement: AgreementOut
     misses: list[MissOut]
 
 

@@ -9,12 +9,14 @@ from alerts.api import router as alerts_router
 from alerts.firing import RuleError
 from compaction.api import conflict_payload
 from compaction.api import router as compaction_router
+from compaction.call_api import router as call_router
 from compaction.errors import CompactionConflict
 from compaction.export_api import router as export_router
 from compaction.imports.api import router as imports_router
 from compaction.log_api import router as log_router
 from compaction.summarizers import SummarizerError
 from console.openapi import ConsoleAPI
+from console.read_api import router as console_router
 from telemetry.api import router as telemetry_router
 from telemetry.errors import FieldError
 from telemetry.otlp.api import router as otlp_router
@@ -30,12 +32,14 @@ api = ConsoleAPI(
     urls_namespace="api",
 )
 api.add_router("/v1", telemetry_router)
+api.add_router("/v1", console_router)
 api.add_router("/v1", otlp_router)
 api.add_router("/v1", compaction_router)
 api.add_router("/v1", log_router)
 api.add_router("/v1", imports_router)
 api.add_router("/v1", alerts_router)
 api.add_router("/v1", export_router)
+api.add_router("/v1", call_router)
 
 
 def _field_of(loc: list[object] | tuple[object, ...]) -> str:

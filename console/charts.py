@@ -69,6 +69,9 @@ class Marker:
 
     turn: int
     label: str
+    # what the hover says: for a run of ours, its time (server's clock) and the turn before it
+    # with that turn's time (agent's clock)
+    hover: str = ""
 
 
 def downsample(
@@ -103,6 +106,31 @@ def downsample(
             stop = (b + 1) * n // buckets
             chosen.update(_extremes(values, start, stop))
     return sorted(chosen)
+
+
+def series_indices(
+    values: Sequence[float | None], limit: int, *, keep: Iterable[int] = ()
+) -> list[int]:
+    """The sorted indices of `values` to send when at most `limit` points may be sent.
+
+    Invariants: never more than `limit` indices; every index when they fit (`len(values) <=
+    limit`); otherwise `downsample`'s choice (first, last, global peak and trough, each
+    bucket's extremes) with as many of `keep` as fit beside those four, the latest first. Below
+    four points the peak, then the last, then the first are kept. `limit` 0 sends none.
+    """
+    n = len(values)
+    if limit <= 0:
+        return []
+    if n <= limit:
+        return list(range(n))
+    if limit < 4:
+        known = [i for i in range(n) if values[i] is not None]
+        peak = [max(known, key=lambda i: _num(values[i]))] if known else []
+        ranked = list(dict.fromkeys([*peak, n - 1, 0]))
+        return sorted(ranked[:limit])
+    kept = sorted({i for i in keep if 0 <= i < n})
+    room = limit - 4
+    return downsample(values, limit, keep=kept[len(kept) - room :] if room else [])
 
 
 def _num(value: float | None) -> float:
@@ -278,6 +306,7 @@ def _marker_shapes(
                 # Right-aligned to its line and level, so a label near the right edge stays in.
                 "xanchor": "right",
                 "text": marker.label,
+                **({"hovertext": marker.hover} if marker.hover else {}),
                 "showarrow": False,
                 "font": {"size": 10, "color": COLORS["marker"]},
             }

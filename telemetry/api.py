@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from decimal import Decimal
+from collections.abc import Collection
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
 from ninja import Router
 from ninja.responses import NinjaJSONEncoder
 
@@ -16,8 +15,9 @@ from telemetry.auth import ingest_auth, request_key
 from telemetry.errors import FieldError
 from telemetry.ingest.pipeline import IngestResult, ingest_records
 from telemetry.models import AgentSession, Turn
+from telemetry.money import money_text
 from telemetry.policy_rules import PolicyValues
-from telemetry.policy_store import effective_policy, key_policy
+from telemetry.policy_store import key_policy
 from telemetry.pressure import hit_ratio, round_signal
 from telemetry.schemas import (
     MAX_BATCH,
@@ -25,7 +25,6 @@ from telemetry.schemas import (
     IngestOut,
     PolicyOut,
     RecordIn,
-    SessionDetailOut,
 )
 from telemetry.session_state import cache_savings, session_band
 from telemetry.windows import SOURCE_LABELS
@@ -165,10 +164,6 @@ def ingest_payload(result: IngestResult) -> dict[str, Any]:
     }
 
 
-def _money(value: Decimal | None) -> str | None:
-    return None if value is None else str(value.quantize(Decimal("0.000001")))
-
-
 def session_figures(session: AgentSession, policy: PolicyValues) -> dict[str, Any]:
     signal = round_signal(session.last_turn_rounds, policy.round_soft_limit, policy.round_hard_cap)
     savings = cache_savings(session)
@@ -191,9 +186,9 @@ def session_figures(session: AgentSession, policy: PolicyValues) -> dict[str, An
         "pressure_band": session_band(session, policy),
         "cache_hit_ratio": session.cache_hit_ratio,
         "last_turn_cache_hit_ratio": session.last_turn_cache_hit_ratio,
-        "cost_usd": _money(session.cost_usd),
-        "no_cache_cost_usd": _money(session.no_cache_cost_usd),
-        "cache_savings_usd": _money(savings),
+        "cost_usd": money_text(session.cost_usd),
+        "no_cache_cost_usd": money_text(session.no_cache_cost_usd),
+        "cache_savings_usd": money_text(savings),
         "unpriced_calls": session.unpriced_calls,
         "surface_version": session.surface_version,
         "last_seen_at": session.last_seen_at.isoformat() if session.last_seen_at else None,
@@ -211,26 +206,6 @@ def enqueue_relief(session_ids: list[int]) -> None:
     from telemetry.relief_dispatch import request_relief
 
     request_relief(session_ids)
-
-
-@router.get(
-    "/sessions/{session_id}",
-    response={200: SessionDetailOut, 404: ErrorOut, 401: ErrorOut},
-    auth=ingest_auth,
-)
-def get_session(request: HttpRequest, session_id: str, response: HttpResponse) -> HttpResponse:
-    """The session summary and its per-turn series. Another profile's session is a 404."""
-    key = request_key(request)
-    session = get_object_or_404(
-        AgentSession.objects.select_related("profile"), profile=key.profile, external_id=session_id
-    )
-    policy = effective_policy(key.profile)
-    payload = {**session_figures(session, policy), "turns_series": turns_series(session.pk)}
-    # Rendered as is, like the telemetry answer: `turns_series` builds exactly `TurnOut`'s
-    # fields (tests/db/test_ingest_payload compares the bytes with ninja's validated rendering),
-    # and validating a 100,000-turn series again was most of its read (make bench P3's API).
-    response.content = json.dumps(payload, cls=NinjaJSONEncoder)  # ninja's JSONRenderer
-    return response
 
 
 _SERIES_FIELDS = (
@@ -254,16 +229,30 @@ _SERIES_FIELDS = (
 )
 
 
-def turns_series(session_pk: int) -> list[dict[str, Any]]:
-    """Every turn of the session, in order, as `TurnOut` renders it (one read, tuples)."""
-    rows = Turn.objects.filter(session_id=session_pk).order_by("turn").values_list(*_SERIES_FIELDS)
+def turns_series(
+    session_pk: int,
+    *,
+    turns: Collection[int] | None = None,
+    after: int | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """The session's turns in order, as `TurnOut` renders it (one read, tuples): every turn, or
+    only those numbered in `turns`, or the first `limit` after turn `after`."""
+    found = Turn.objects.filter(session_id=session_pk)
+    if turns is not None:
+        found = found.filter(turn__in=list(turns))
+    if after is not None:
+        found = found.filter(turn__gt=after)
+    rows = found.order_by("turn").values_list(*_SERIES_FIELDS)
+    if limit is not None:
+        rows = rows[:limit]
     return [
         {
             "turn": turn,
             "calls": calls,
             "context_tokens": context,
             "cache_hit_ratio": hit_ratio(read_reported, denominator, reported_calls),
-            "cost_usd": None if cost is None else _money(cost),
+            "cost_usd": money_text(cost),
             "unpriced_calls": unpriced,
             "uncached_input": uncached,
             "cache_read": read,

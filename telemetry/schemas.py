@@ -16,6 +16,8 @@ from pydantic import (
     field_validator,
 )
 
+from telemetry.money import Money
+
 
 class PolicyOut(Schema):
     profile: str
@@ -36,6 +38,7 @@ class PolicyOut(Schema):
     nudge_text: str
     round_hard_cap: int
     archive_retention_days: int
+    call_retention_days: int
 
 
 class ErrorOut(Schema):
@@ -173,6 +176,11 @@ class RecordIn(BaseModel):
     # (`applied_edits`) and OpenAI Responses output items (only `compaction` items are read).
     context_management: dict[str, Any] | None = None
     output_items: Annotated[list[dict[str, Any]], Field(max_length=1_000)] | None = None
+    # What the provider said about the request's prompt cache, verbatim: Anthropic's response
+    # `diagnostics` ({"cache_miss_reason": {...}}), OpenAI Responses' `prompt_cache_diagnostics`
+    # (`telemetry.cache_diagnostics`).
+    diagnostics: dict[str, Any] | None = None
+    prompt_cache_diagnostics: dict[str, Any] | None = None
     # D1/D2: the request's prefix fingerprints (optional; a `surface_version` stands for ours).
     prefix: Annotated[list[PrefixSegmentIn], Field(max_length=MAX_PREFIX_SEGMENTS)] | None = None
 
@@ -225,7 +233,9 @@ class RecordIn(BaseModel):
             _refuse_nul(value)
         return value
 
-    @field_validator("context_management", "output_items")
+    @field_validator(
+        "context_management", "output_items", "diagnostics", "prompt_cache_diagnostics"
+    )
     @classmethod
     def _provider_context_without_nul(cls, value: Any) -> Any:
         if value is not None:
@@ -277,9 +287,9 @@ class SessionFiguresOut(Schema):
     pressure_band: str
     cache_hit_ratio: float | None
     last_turn_cache_hit_ratio: float | None
-    cost_usd: str | None
-    no_cache_cost_usd: str | None
-    cache_savings_usd: str | None
+    cost_usd: Money | None
+    no_cache_cost_usd: Money | None
+    cache_savings_usd: Money | None
     # calls `cost_usd` leaves out: their model has no catalogue price
     unpriced_calls: int
     surface_version: int
@@ -302,7 +312,7 @@ class TurnOut(Schema):
     calls: int
     context_tokens: int
     cache_hit_ratio: float | None
-    cost_usd: str | None
+    cost_usd: Money | None
     # calls of the turn `cost_usd` leaves out: their model has no catalogue price
     unpriced_calls: int
     uncached_input: int
@@ -317,4 +327,12 @@ class TurnOut(Schema):
 
 
 class SessionDetailOut(SessionFiguresOut):
-    turns_series: list[TurnOut]
+    series_complete: bool = Field(
+        description="true when `turns_series` holds every turn; false when it was downsampled "
+        "to `series_limit` points (read every turn from `GET …/turns`)"
+    )
+    turns_series: list[TurnOut] = Field(
+        description="the per-turn series, in turn order: every turn when they fit in "
+        "`series_limit`, else downsampled as the charts are (peaks, first and last turn, the "
+        "turns either side of each compaction kept)"
+    )

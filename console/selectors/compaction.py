@@ -8,15 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
+from django.conf import settings
 from django.core.paginator import Page, Paginator
-from django.db.models import Min
+from django.db.models import Min, Q
+from django.utils import timezone
 
 from compaction.archives import SearchHit, archive_document, search_archives_counted
 from compaction.estimate_checks import with_next_call
 from compaction.models import Archive, CompactionRun, Surface
+from compaction.relief_state import ReliefState, SessionRelief
 from compaction.transcripts import derive, format_of, stored_surface_messages, surface_at
+from console.selectors.relief import session_relief
 from context_core import (
     Format,
     Message,
@@ -41,11 +46,17 @@ class RunsTable:
     # Agent- and provider-side compactions, edits and overflows (not our runs), newest first.
     events: list[ContextEvent] = field(default_factory=list)
     events_total: int = 0
+    # where the session's automatic relief stands, and when the sweeper tries a failing one again
+    relief: SessionRelief = SessionRelief(ReliefState.NONE)
+    relief_retry_in: float | None = None
+    relief_cap: int = 0  # RELIEF_RETRY_MAX_ATTEMPTS
+    sweep_seconds: int = 0  # COMPACTION_SWEEP_INTERVAL_SECONDS
 
 
 def compaction_runs(session: AgentSession) -> RunsTable:
     """The session's latest compaction runs and its agent-/provider-side context events, newest
-    first, and how many of each there are. Four queries."""
+    first, how many of each there are, and where its automatic relief stands: four queries, one
+    for the turns after agent compactions, three for the relief state."""
     runs = CompactionRun.objects.filter(session=session).order_by("-started_at", "-pk")
     events = ContextEvent.objects.filter(session=session).order_by("-at", "-pk")
     shown = list(with_next_call(runs)[:RUNS_SHOWN])
@@ -58,7 +69,17 @@ def compaction_runs(session: AgentSession) -> RunsTable:
         )
     listed = list(events[:RUNS_SHOWN])
     _mark_turn_after(session, listed)
-    return RunsTable(shown, runs.count(), listed, events.count())
+    relief = session_relief(session)
+    return RunsTable(
+        shown,
+        runs.count(),
+        listed,
+        events.count(),
+        relief,
+        relief.retry_in_seconds(timezone.now()),
+        int(settings.RELIEF_RETRY_MAX_ATTEMPTS),
+        int(settings.COMPACTION_SWEEP_INTERVAL_SECONDS),
+    )
 
 
 def _mark_turn_after(session: AgentSession, events: list[ContextEvent]) -> None:
@@ -87,6 +108,45 @@ def _mark_turn_after(session: AgentSession, events: list[ContextEvent]) -> None:
         version = versions.get(event.pk)
         turns = [turn for seen, turn in first_turns if version is not None and seen >= version]
         event.turn_after = min(turns) if turns else None  # type: ignore[attr-defined]
+
+
+# A history entry's place: when it started (ours) or happened (theirs), ours before theirs at
+# the same instant, then the row's id. What a compaction-history cursor holds.
+HistoryKey = tuple[datetime, int, int]
+_OURS: Final = 0
+_THEIRS: Final = 1
+
+
+def _later(field: str, rank: int, after: HistoryKey) -> Q:
+    at, after_rank, pk = after
+    if rank > after_rank:
+        return Q(**{f"{field}__gte": at})
+    if rank < after_rank:
+        return Q(**{f"{field}__gt": at})
+    return Q(**{f"{field}__gt": at}) | Q(**{field: at, "pk__gt": pk})
+
+
+def compaction_history(
+    session: AgentSession, *, after: HistoryKey | None, limit: int
+) -> list[tuple[HistoryKey, CompactionRun | ContextEvent]]:
+    """The session's compaction history, oldest first: our runs (every outcome) and the agent's
+    and provider's context events in one order (`HistoryKey`), up to `limit` + 1 entries after
+    `after` (one more tells there is a next page). Two queries, whatever the history's length.
+    """
+    runs = CompactionRun.objects.filter(session=session)
+    events = ContextEvent.objects.filter(session=session)
+    if after is not None:
+        runs = runs.filter(_later("started_at", _OURS, after))
+        events = events.filter(_later("at", _THEIRS, after))
+    entries: list[tuple[HistoryKey, CompactionRun | ContextEvent]] = [
+        ((run.started_at, _OURS, run.pk), run)
+        for run in runs.order_by("started_at", "pk")[: limit + 1]
+    ]
+    entries += [
+        ((event.at, _THEIRS, event.pk), event) for event in events.order_by("at", "pk")[: limit + 1]
+    ]
+    entries.sort(key=lambda entry: entry[0])
+    return entries[: limit + 1]
 
 
 def session_archives(session: AgentSession) -> list[Archive]:

@@ -1,10 +1,11 @@
 """Reads of the sessions list: filters, sorts (the pressure band per profile's thresholds),
-a page counted no further than a cap, the models sessions report, and the list's version key."""
+a page counted no further than a cap, the models sessions report, each shown session's relief
+state, and the list's version key."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Final
 
@@ -16,9 +17,13 @@ from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
 from django.utils.functional import cached_property
 
+from compaction.relief_state import SessionRelief, session_reliefs
+from console.overview import RANGES
 from console.selectors.policies import Policies, band_rank, load_policies
+from console.selectors.relief import filter_by_relief
 from telemetry.band_sql import BANDS, band_ranges
 from telemetry.models import AgentProfile, AgentSession
+from telemetry.policy_rules import PolicyValues
 
 SESSIONS_PER_PAGE: Final = 25
 ACTIVE_WINDOW: Final = timedelta(hours=1)
@@ -46,13 +51,24 @@ class SessionFilters:
     model: str = ""
     band: str = ""
     active: bool = False
+    relief: str = ""  # a key of `console.selectors.relief.RELIEF_FILTERS`
+    # seen within the last `seen` (a key of `console.overview.RANGES`): the overview's bands
+    seen: str = ""
     sort: str = DEFAULT_SORT
     page: int = 1
 
     @property
     def is_filtered(self) -> bool:
         """Any filter narrows the list (the sort and page do not)."""
-        return bool(self.q or self.profile or self.model or self.band or self.active)
+        return bool(
+            self.q
+            or self.profile
+            or self.model
+            or self.band
+            or self.active
+            or self.seen
+            or self.relief
+        )
 
 
 @dataclass
@@ -67,6 +83,8 @@ class SessionsPage:
     models: list[str]
     filters: SessionFilters
     version: str = ""  # what the rows show and how many there are (`sessions_version`)
+    # each shown session's automatic relief (`compaction.relief_state`), by id
+    reliefs: dict[int, SessionRelief] = field(default_factory=dict)
 
 
 def _band_filter(band: str, profiles: list[AgentProfile], policies: Policies) -> Q:
@@ -96,7 +114,16 @@ def matching_sessions(
         sessions = sessions.filter(_band_filter(filters.band, profiles, policies))
     if filters.active:
         sessions = sessions.filter(last_seen_at__gte=timezone.now() - ACTIVE_WINDOW)
+    if filters.relief:
+        sessions = filter_by_relief(sessions, filters.relief, _each_profile(profiles, policies))
+    if filters.seen in RANGES:
+        sessions = sessions.filter(last_seen_at__gte=timezone.now() - RANGES[filters.seen][0])
     return sessions
+
+
+def _each_profile(profiles: list[AgentProfile], policies: Policies) -> dict[int, PolicyValues]:
+    """Every profile's effective policy, as `compaction.relief_state` takes them."""
+    return {profile.pk: policies.of(profile.pk) for profile in profiles}
 
 
 def filtered_sessions(
@@ -116,18 +143,74 @@ def filtered_sessions(
     return sessions.order_by(*_ordering(filters.sort))
 
 
-def _ordering(sort: str) -> list[OrderBy | str]:
+@dataclass(frozen=True)
+class OrderKey:
+    """One key of the list's order: a field or annotation, its direction, and whether it can
+    be null (nulls sort last either way). The newest session (`-pk`) breaks every tie."""
+
+    name: str
+    descending: bool
+    nullable: bool = True
+
+
+def order_keys(sort: str) -> list[OrderKey]:
+    """The list's order for `sort`, before the `-pk` tie-break: what the page is ordered by
+    and what a keyset cursor holds (one definition for both). An unknown sort is `-last_seen`."""
     descending = sort.startswith("-")
     key = sort.lstrip("-")
-    expression = SORTS.get(key, SORTS["last_seen"])
     if key not in SORTS:
-        descending = True
-    ordered = expression.desc(nulls_last=True) if descending else expression.asc(nulls_last=True)
+        key, descending = "last_seen", True
+    ordered = OrderKey(SORTS[key].name, descending)
     if key == "pressure":
         # the band (per profile thresholds) first, then the figure within the band
-        band = F("band_rank").desc() if descending else F("band_rank").asc()
-        return [band, ordered, "-pk"]
-    return [ordered, "-pk"]
+        return [OrderKey("band_rank", descending, nullable=False), ordered]
+    return [ordered]
+
+
+def _ordering(sort: str) -> list[OrderBy | str]:
+    ordering: list[OrderBy | str] = []
+    for key in order_keys(sort):
+        expression = F(key.name)
+        if not key.nullable:
+            ordering.append(expression.desc() if key.descending else expression.asc())
+        elif key.descending:
+            ordering.append(expression.desc(nulls_last=True))
+        else:
+            ordering.append(expression.asc(nulls_last=True))
+    return [*ordering, "-pk"]
+
+
+def key_values(session: AgentSession, sort: str) -> tuple[Any, ...]:
+    """The values of `session`'s order keys for `sort`, then its pk: where a page after it
+    starts (`sessions_after`)."""
+    values: list[Any] = []
+    for key in order_keys(sort):
+        value: Any = session
+        for part in key.name.split("__"):
+            value = getattr(value, part)
+        values.append(value)
+    return (*values, session.pk)
+
+
+def after_keys(sort: str, values: tuple[Any, ...]) -> Q:
+    """The sessions that come after the row whose `key_values` are `values`, in `sort`'s order.
+
+    Lexicographic over the order keys with nulls last (after a null only nulls follow; after a
+    value, the values beyond it and every null), then `-pk`. Keyset paging: rows inserted
+    before that row never shift a later page.
+    """
+    *keys_values, pk = values
+    condition = Q(pk__lt=pk)
+    keys = order_keys(sort)
+    for key, value in reversed(list(zip(keys, keys_values, strict=True))):
+        if value is None:
+            condition = Q(**{f"{key.name}__isnull": True}) & condition
+            continue
+        beyond = Q(**{f"{key.name}__{'lt' if key.descending else 'gt'}": value})
+        if key.nullable:
+            beyond |= Q(**{f"{key.name}__isnull": True})
+        condition = beyond | (Q(**{key.name: value}) & condition)
+    return condition
 
 
 SESSIONS_COUNT_CAP: Final = 2_000
@@ -194,7 +277,7 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]
 
 
 def sessions_page(filters: SessionFilters) -> SessionsPage:
-    """A page of the sessions list with the policies its rows are judged by. Four queries, none
+    """A page of the sessions list with the policies its rows are judged by. Five queries, none
     of which reads every session (the count stops at `SESSIONS_COUNT_CAP`)."""
     profiles = list(AgentProfile.objects.order_by("name"))
     policies = load_policies()
@@ -206,8 +289,14 @@ def sessions_page(filters: SessionFilters) -> SessionsPage:
     )
     page = paginator.counted_page(filters.page)
     sessions = list(page.object_list)
+    reliefs = (
+        session_reliefs([s.pk for s in sessions], _each_profile(profiles, policies))
+        if sessions
+        else {}
+    )
     version = digest(
         repr([_row_state(session) for session in sessions]),
+        repr(sorted((pk, relief.state, relief.overdue) for pk, relief in reliefs.items())),
         f"{paginator.probe}",
         policies.version,
     )
@@ -219,6 +308,7 @@ def sessions_page(filters: SessionFilters) -> SessionsPage:
         session_models(),
         filters,
         version,
+        reliefs,
     )
 
 
@@ -267,3 +357,18 @@ def sessions_version(listing: SessionsPage, query_string: str) -> str:
 def digest(*parts: str) -> str:
     """A short key of `parts` (the version the pollers send back as If-None-Match)."""
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+
+
+def sessions_after(
+    filters: SessionFilters, *, profile: AgentProfile, after: tuple[Any, ...] | None, limit: int
+) -> tuple[list[AgentSession], Policies]:
+    """Up to `limit` + 1 of `profile`'s sessions the filters select, in the list's order, after
+    the row whose `key_values` are `after` (from the start when None), with the policies they
+    are judged by. The console's own filters and order (`filtered_sessions`), keyset-paged: no
+    count and no offset, so a page costs the same deep in the list as at its start."""
+    profiles = [profile]
+    policies = load_policies([profile.pk])
+    sessions = filtered_sessions(filters, profiles, policies).filter(profile=profile)
+    if after is not None:
+        sessions = sessions.filter(after_keys(filters.sort, after))
+    return list(sessions[: limit + 1]), policies

@@ -3,7 +3,6 @@ beside ours, and the calls where they differ."""
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from django.http import HttpRequest
@@ -12,6 +11,7 @@ from ninja import Router, Schema
 
 from telemetry.auth import ingest_auth, request_key
 from telemetry.models import AgentSession
+from telemetry.money import Money, money_text
 from telemetry.otlp.costs import agent_cost
 from telemetry.schemas import ErrorOut
 
@@ -23,23 +23,19 @@ class CostRowOut(Schema):
     call: int
     request_id: str | None
     model: str
-    ours_usd: str | None
-    agent_usd: str
-    difference_usd: str | None
+    ours_usd: Money | None
+    agent_usd: Money
+    difference_usd: Money | None
 
 
 class AgentCostOut(Schema):
     session_id: str
     calls: int
-    agent_cost_usd: str
-    our_cost_usd: str
-    difference_usd: str
+    agent_cost_usd: Money
+    our_cost_usd: Money
+    difference_usd: Money
     unpriced_calls: int
     differing_calls: list[CostRowOut]
-
-
-def _money(value: Decimal | None) -> str | None:
-    return None if value is None else str(value.quantize(Decimal("0.000001")))
 
 
 @router.get(
@@ -56,9 +52,9 @@ def get_agent_cost(request: HttpRequest, session_id: str) -> dict[str, Any]:
     return {
         "session_id": session.external_id,
         "calls": found.calls,
-        "agent_cost_usd": _money(found.agent_usd),
-        "our_cost_usd": _money(found.ours_usd),
-        "difference_usd": _money(found.ours_usd - found.agent_usd),
+        "agent_cost_usd": money_text(found.agent_usd),
+        "our_cost_usd": money_text(found.ours_usd),
+        "difference_usd": money_text(found.ours_usd - found.agent_usd),
         "unpriced_calls": found.unpriced_calls,
         "differing_calls": [
             {
@@ -66,9 +62,9 @@ def get_agent_cost(request: HttpRequest, session_id: str) -> dict[str, Any]:
                 "call": row.call,
                 "request_id": row.request_id,
                 "model": row.model,
-                "ours_usd": _money(row.ours_usd),
-                "agent_usd": _money(row.agent_usd),
-                "difference_usd": _money(row.difference_usd),
+                "ours_usd": money_text(row.ours_usd),
+                "agent_usd": money_text(row.agent_usd),
+                "difference_usd": money_text(row.difference_usd),
             }
             for row in found.differing
         ],

@@ -78,7 +78,7 @@ def test_known_causes_are_classified_with_evidence_and_premium(agent):
     assert expiry["detail"] == {"gap_seconds": 27 * 60, "tier": "5m"}
     assert "27m 00s" in expiry["evidence"]
     # Haiku 4.5: 53,000 missed x ($1.25 - $0.10) / 1e6
-    assert expiry["premium_usd"] == "0.060950"
+    assert expiry["premium_usd"] == "0.060950000"
     broken = body["misses"][2]
     assert broken["detail"]["segment"] == "system"
     assert broken["detail"]["diff"] == ["-Now: 09:03", "+Now: 09:31"]
@@ -143,7 +143,7 @@ def test_plan_before_and_measured_outcome_after_a_compaction(compactor):
         remaining_calls=plan["remaining_calls"],
     )
     assert Decimal(plan["rewrite_premium_usd"]) == expected.rewrite_premium_usd.quantize(
-        Decimal("0.000001")
+        Decimal("0.000000001")
     )
     assert plan["break_even_calls"] == expected.break_even_calls
     assert compactor.get("/api/v1/sessions/s1/compact/plan?mode=bogus").status_code == 422
@@ -293,7 +293,7 @@ def test_the_overview_loads_the_fleet_miss_premiums(agent, viewer):
         record(0, 0, write=50_000) | {"at": now.isoformat()},
         record(1, 0, model=HAIKU, write=52_000) | {"at": (now + timedelta(minutes=1)).isoformat()},
     )
-    assert 'hx-get="/cache/summary"' in viewer.get("/").content.decode()
+    assert 'hx-get="/cache/summary?range=24h"' in viewer.get("/").content.decode()
     html = viewer.get("/cache/summary", headers={"HX-Request": "true"}).content.decode()
     assert "Cache miss premiums by cause" in html and "model switched" in html and ">s1<" in html
 

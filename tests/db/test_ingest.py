@@ -62,9 +62,10 @@ def test_anthropic_record_gives_the_hand_computed_figures(agent):
     assert session["window_tokens"] == 200_000
     assert session["pressure"] == pytest.approx(51_000 / (200_000 - 16_000))
     # Sonnet 4.5: 1200×$3 + 45000×$0.30 + 3000×$3.75 + 800×$15 per MTok
-    assert session["cost_usd"] == "0.040350"
-    assert session["no_cache_cost_usd"] == "0.159600"
-    assert session["cache_savings_usd"] == "0.119250"
+    # exact, with the nine decimals costs are stored with
+    assert session["cost_usd"] == "0.040350000"
+    assert session["no_cache_cost_usd"] == "0.159600000"
+    assert session["cache_savings_usd"] == "0.119250000"
 
 
 def test_turn_context_is_the_peak_call_and_session_current_is_the_latest_call(agent):

@@ -58,7 +58,7 @@ def test_golden_a_compacted_anthropic_call_is_billed_in_full_and_recorded(agent)
     assert (call.cost_uncached_input, call.cost_output) == (Decimal("0.039"), Decimal("0.0705"))
     assert call.no_cache_cost_usd == Decimal("0.6795")
     session = agent.get("/api/v1/sessions/p-1").json()
-    assert session["cost_usd"] == "0.235500"
+    assert session["cost_usd"] == "0.235500000"
     assert session["current_context_tokens"] == 23_000
 
     (event,) = ContextEvent.objects.all()

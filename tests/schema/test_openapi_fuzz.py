@@ -44,6 +44,10 @@ NOT_APPLICABLE: dict[tuple[str, str], set[str]] = {
     # And a body of another type than string cannot be sent: the serializer below writes any
     # generated value as text, which is a valid body, so its "negative" bodies are not (ST201).
     ("POST", "/api/v1/imports"): {"positive_data_acceptance", "negative_data_rejection"},
+    # A cursor is opaque: valid only as this API wrote it, for the same filters and sort (or
+    # session). Any other schema-valid string is refused 422 on `cursor` (ST202).
+    ("GET", "/api/v1/sessions"): {"positive_data_acceptance"},
+    ("GET", "/api/v1/sessions/{session_id}/compactions"): {"positive_data_acceptance"},
     # A rule's `target` must fit its `channel` (a URL resolving to a public address over https,
     # or an email address) and event-counting metrics need a window: rules across fields and
     # about the network that no schema can express, so schema-valid rules may be refused 422.
