@@ -43,10 +43,11 @@ K = TypeVar("K")
 
 
 def keyset_chunks(
-    read: Callable[[K | None, int], list[T]], key: Callable[[T], K], size: int = EXPORT_CHUNK
+    read: Callable[[K | None, int], list[T]], key: Callable[[T], K], size: int | None = None
 ) -> Iterator[T]:
     """Every row `read` returns, chunk after chunk: `read(after, size)` gives up to `size` rows
     after the row whose key is `after` (from the start when None). Stops at a short chunk."""
+    size = size or EXPORT_CHUNK
     after: K | None = None
     while True:
         chunk = read(after, size)
