@@ -1,83 +1,102 @@
-"""What a policy change would do now: how many sessions it would put at or above the prune and
-the summarize thresholds, shown before an admin saves (saving lower thresholds used to compact
-live sessions within seconds with "Saved" as the only feedback)."""
+"""What a policy or window change would do now, shown before an admin saves: sessions that
+would change band (and to which), whose usable window or billing tier would change, and a
+refusal when the reserve leaves no room in a window in use, and the raw turns and calls a
+shorter call retention would remove (`telemetry.retention`). The figures are
+`telemetry.policy_change.preview`'s (the rules ingest applies); a save that changes anything
+asks to confirm, and the confirm carries the digest of the previewed values."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from django.db.models import Count, Q
+from django.db.models import Count, Sum
+from django.utils import timezone
 
-from console.selectors.policies import load_policies
 from telemetry.errors import FieldError
-from telemetry.models import AgentProfile, AgentSession, Policy
-from telemetry.policy_rules import DEFAULT_POLICY, POLICY_FIELDS, PolicyValues, merge_policy
+from telemetry.models import AgentProfile, Turn
+from telemetry.policy_change import (
+    Proposal,
+    policy_proposal,
+    preview,
+    refuse_tight_reserve,
+    windows_proposal,
+)
+from telemetry.policy_effects import PolicyEffects
+from telemetry.retention import cutoffs, expired_turns
 
 
 @dataclass(frozen=True)
 class PolicyImpact:
-    """Sessions at or above each threshold with the new values, and how many of them are not
-    there now (`*_new`). `relief_new`: newly at prune with a transcript, which automatic
-    compaction would act on at their next report."""
-
-    prune_now: int
-    prune_new: int
-    compact_now: int
-    compact_new: int
-    relief_new: int
+    proposal: Proposal
+    effects: PolicyEffects
+    refused: str = ""
+    # raw turns and calls the new call retention removes that the current one keeps
+    expiring_turns: int = 0
+    expiring_calls: int = 0
 
     @property
     def changes_anything(self) -> bool:
-        return bool(self.prune_new or self.compact_new)
+        return self.effects.changes_anything or bool(self.expiring_turns)
+
+    @property
+    def digest(self) -> str:
+        return self.proposal.digest
+
+    @property
+    def ttl_changes(self) -> list[tuple[str, str, str]]:
+        """(profile, TTL now, TTL after) for each reached profile whose cache TTL changes."""
+        return [
+            (self.proposal.names[pk], before.policy.cache_ttl, after.policy.cache_ttl)
+            for pk, (before, after) in sorted(self.proposal.settings.items())
+            if before.policy.cache_ttl != after.policy.cache_ttl
+        ]
+
+    @property
+    def reserve_changes(self) -> list[tuple[str, int, int]]:
+        return [
+            (
+                self.proposal.names[pk],
+                before.policy.reserved_output_tokens,
+                after.policy.reserved_output_tokens,
+            )
+            for pk, (before, after) in sorted(self.proposal.settings.items())
+            if before.policy.reserved_output_tokens != after.policy.reserved_output_tokens
+        ]
 
 
-def _stored(row: Policy) -> dict[str, object]:
-    return {name: getattr(row, name) for name in POLICY_FIELDS}
+def _impact(proposal: Proposal, field: str) -> PolicyImpact:
+    refused = ""
+    try:
+        refuse_tight_reserve(proposal, field=field)
+    except FieldError as exc:
+        refused = exc.message
+    turns, calls = _expiring(proposal)
+    return PolicyImpact(proposal, preview(proposal), refused, turns, calls)
+
+
+def _expiring(proposal: Proposal) -> tuple[int, int]:
+    """(turns, calls) the proposal's call retention removes now and the current one keeps."""
+    now = timezone.now()
+    before = {pk: pair[0].policy for pk, pair in proposal.settings.items()}
+    after = {pk: pair[1].policy for pk, pair in proposal.settings.items()}
+    newly = expired_turns(cutoffs(after, now)) & ~expired_turns(cutoffs(before, now))
+    removed = Turn.objects.filter(newly).aggregate(turns=Count("id"), calls=Sum("calls"))
+    return int(removed["turns"] or 0), int(removed["calls"] or 0)
 
 
 def policy_impact(
     profile: AgentProfile | None, values: Mapping[str, object]
 ) -> PolicyImpact | None:
     """The impact of saving `values` on the global policy (`profile` None) or on `profile`'s
-    overrides (None values inherit). None when the values are not a valid policy. Two queries
-    and one aggregate, whatever the number of sessions."""
-    policies = load_policies()
-    old: dict[int, PolicyValues] = {}
-    new: dict[int, PolicyValues] = {}
+    overrides (None values inherit). None when the values are not a valid policy."""
     try:
-        if profile is None:
-            new_global = merge_policy(DEFAULT_POLICY, values)
-            overrides = {
-                row.profile_id: _stored(row)
-                for row in Policy.objects.filter(is_global=False)
-                if row.profile_id is not None
-            }
-            for pk in AgentProfile.objects.values_list("pk", flat=True):
-                old[pk] = policies.of(pk)
-                new[pk] = merge_policy(new_global, overrides.get(pk, {}))
-        else:
-            old[profile.pk] = policies.of(profile.pk)
-            new[profile.pk] = merge_policy(policies.global_policy, values)
+        proposal = policy_proposal(profile, values)
     except FieldError:
         return None
+    return _impact(proposal, "reserved_output_tokens")
 
-    def at(threshold: str, which: dict[int, PolicyValues]) -> Q:
-        condition = Q(pk__in=[])
-        for pk, policy in which.items():
-            condition |= Q(profile_id=pk, pressure__gte=getattr(policy, threshold))
-        return condition
 
-    prune_new = at("prune_threshold", new) & ~at("prune_threshold", old)
-    counts = AgentSession.objects.filter(
-        pressure__isnull=False, profile_id__in=list(new)
-    ).aggregate(
-        prune_now=Count("id", filter=at("prune_threshold", new)),
-        prune_new=Count("id", filter=prune_new),
-        compact_now=Count("id", filter=at("summarize_threshold", new)),
-        compact_new=Count(
-            "id", filter=at("summarize_threshold", new) & ~at("summarize_threshold", old)
-        ),
-        relief_new=Count("id", filter=prune_new & Q(surface_version__gt=0)),
-    )
-    return PolicyImpact(**{key: int(value or 0) for key, value in counts.items()})
+def windows_impact(profile: AgentProfile, overrides: Mapping[str, int]) -> PolicyImpact:
+    """The impact of replacing `profile`'s windows with `overrides`."""
+    return _impact(windows_proposal(profile, overrides), "window_overrides")

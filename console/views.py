@@ -19,6 +19,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
+from django.utils.crypto import constant_time_compare
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
@@ -38,7 +39,8 @@ from console.forms import (
     SessionFilterForm,
     WindowOverridesForm,
 )
-from console.policy_impact import policy_impact
+from console.overview import RANGES
+from console.policy_impact import PolicyImpact, policy_impact, windows_impact
 from console.presenters.search import hits_page
 from console.presenters.sessions import (
     SESSION_COLUMNS,
@@ -58,7 +60,9 @@ from console.selectors.compaction import (
     surface_on_turn,
 )
 from console.selectors.policies import load_policies, profiles_overview, stored_overrides
+from console.selectors.relief import RELIEF_FILTER_LABELS
 from console.selectors.session import (
+    first_seen,
     session_detail,
     turn_bounds,
     turns_page,
@@ -139,7 +143,8 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
     """Every session, sortable, filterable, searchable and paginated; the table polls itself."""
     filters = SessionFilterForm(request.GET).filters()
     # "active in the last hour" changes with the clock alone: such a list is new every minute
-    minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active else ""
+    # a time filter's result moves with the clock: the version does too
+    minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active or filters.seen else ""
     found = sessions_page(filters)
     version = sessions_version(found, request.GET.urlencode() + minute)
     if request.htmx:
@@ -152,6 +157,8 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
         "filters": filters,
         "columns": SESSION_COLUMNS,
         "bands": BANDS,
+        "relief_filters": RELIEF_FILTER_LABELS,
+        "seen_ranges": list(RANGES),
         "nav": "sessions",
     }
     if request.htmx:
@@ -207,6 +214,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return render(request, "console/session.html#archives", context)
     context = live_parts(session, policy, version, request.GET.get("turns_page")) | {
         "nav": "sessions",
+        "first_seen": first_seen(session),
         "imported": imported_view(session),
         # the surface (the whole transcript) arrives right after the page, not inside it,
         # unless asked for inline (the link a browser without JavaScript follows)
@@ -417,15 +425,14 @@ def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
     impact = None
     if request.method == "POST" and form.is_valid():
         impact = policy_impact(profile, form.values())
-        # A change that would put sessions into prune/compact now is saved only once the
-        # admin has seen how many (defect 4: saving used to compact live sessions silently).
-        confirmed = request.POST.get("confirm") == "1"
-        if impact is not None and impact.changes_anything and not confirmed:
-            messages.warning(
-                request,
-                "Not saved yet: these values would move sessions into prune or compact now "
-                "(below). Save again to confirm.",
-            )
+        # A refused reserve goes straight to the write path, which names the field.
+        if (
+            impact is not None
+            and impact.changes_anything
+            and not impact.refused
+            and not _confirmed(request, impact)
+        ):
+            pass  # `_confirmed` said why it is not saved yet
         else:
             try:
                 update_policy(profile=profile, values=form.values())
@@ -434,10 +441,7 @@ def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
             else:
                 note = ""
                 if impact is not None and impact.changes_anything:
-                    note = (
-                        f" {impact.prune_new} session(s) newly at prune, "
-                        f"{impact.compact_new} newly at summarize."
-                    )
+                    note = f" {_effects_note(impact)}"
                 messages.success(request, f"Saved the policy of {profile or 'all profiles'}.{note}")
                 return redirect("policy")
     elif request.method == "GET":
@@ -456,6 +460,45 @@ def policy_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
             "nav": "policy",
         },
     )
+
+
+def _confirmed(request: HttpRequest, impact: PolicyImpact) -> bool:
+    """A change that moves a session's band, usable window or billing is saved only once the
+    admin confirmed the very values previewed (the confirm carries their digest, which also
+    covers the stored policy and windows: a stale confirm is refused and previewed again)."""
+    sent = request.POST.get("confirm", "")
+    if sent and constant_time_compare(sent, impact.digest):
+        return True
+    if sent:
+        messages.warning(
+            request,
+            "Not saved: the values or the stored policy changed since the preview you "
+            "confirmed. Review the new preview (below) and confirm again.",
+        )
+    else:
+        messages.warning(
+            request,
+            "Not saved yet: these values would change sessions' pressure band, usable window "
+            "or billing, or remove calls now (below). Confirm to save.",
+        )
+    return False
+
+
+def _effects_note(impact: PolicyImpact) -> str:
+    effects = impact.effects
+    retention = (
+        f" The call retention will remove {impact.expiring_calls} call(s)."
+        if impact.expiring_turns
+        else ""
+    )
+    return (
+        f"{effects.band_moves} session(s) change band ({effects.prune_new} newly at prune, "
+        f"{effects.compact_new} newly at summarize), {effects.usable_moves} change usable "
+        f"window, {effects.billing} change billing; stored figures are being recomputed."
+        if impact.proposal.pressure_profiles()
+        else f"{effects.band_moves} session(s) change band ({effects.prune_new} newly at "
+        f"prune, {effects.compact_new} newly at summarize), {effects.billing} change billing."
+    ) + retention
 
 
 @require_POST
@@ -478,18 +521,33 @@ def profile_windows(request: HttpRequest, name: str) -> HttpResponse:
     profile = get_object_or_404(AgentProfile, name=name)
     initial = {"windows": format_window_overrides(profile.window_overrides or {})}
     form = WindowOverridesForm(request.POST or None, initial=initial)
+    impact = None
     if request.method == "POST" and form.is_valid():
         try:
-            set_window_overrides(profile=profile, overrides=form.overrides())
+            overrides = form.overrides()
         except FieldError:
             pass  # the form carries the error, naming the line
         else:
-            messages.success(request, f"Saved the windows of {profile.name}.")
-            return redirect("policy")
+            impact = windows_impact(profile, overrides)
+            if not impact.changes_anything or impact.refused or _confirmed(request, impact):
+                try:
+                    set_window_overrides(profile=profile, overrides=overrides)
+                except FieldError as exc:
+                    form.add_error("windows", exc.message)
+                else:
+                    note = f" {_effects_note(impact)}" if impact.changes_anything else ""
+                    messages.success(request, f"Saved the windows of {profile.name}.{note}")
+                    return redirect("policy")
     return render(
         request,
         "console/profile_windows.html",
-        {"form": form, "profile": profile, "nav": "policy"},
+        {
+            "form": form,
+            "profile": profile,
+            "impact": impact,
+            "needs_confirm": impact is not None and impact.changes_anything,
+            "nav": "policy",
+        },
     )
 
 

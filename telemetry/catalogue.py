@@ -9,6 +9,7 @@ from typing import Final
 
 from telemetry.errors import FieldError
 from telemetry.models import CatalogueModel
+from telemetry.policy_effects import CatalogueWindow
 from telemetry.pricing import SEED_CATALOGUE, IntegerPricer, ModelPrice, Rates, find_price
 from telemetry.recent import Recent
 
@@ -131,6 +132,28 @@ def key_catalogue(key_id: int, *, clock: Callable[[], float] = time.monotonic) -
     """`load_catalogue()` for the requests of agent key `key_id`, remembered as `key_prices`
     (each caller gets its own list)."""
     return list(key_prices(key_id, clock=clock).get())
+
+
+class CatalogueWindows:
+    """Models' catalogue family and standard window (what the window in force reads), from one
+    catalogue load, memoised per model."""
+
+    def __init__(self) -> None:
+        self._catalogue = load_catalogue()
+        self._found: dict[str, CatalogueWindow] = {}
+
+    def of(self, model: str) -> CatalogueWindow:
+        if model not in self._found:
+            price = find_price(model, self._catalogue) if model else None
+            self._found[model] = (
+                CatalogueWindow(price.family, price.window_tokens)
+                if price is not None
+                else CatalogueWindow(None, None)
+            )
+        return self._found[model]
+
+    def known(self) -> Mapping[str, CatalogueWindow]:
+        return self._found
 
 
 def seed_catalogue() -> int:

@@ -111,6 +111,7 @@ class Policy(models.Model):
     nudge_text = models.TextField(null=True, blank=True)  # noqa: DJ001 (NULL inherits)
     round_hard_cap = models.IntegerField(null=True, blank=True)
     archive_retention_days = models.IntegerField(null=True, blank=True)
+    call_retention_days = models.IntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -242,8 +243,14 @@ class AgentSession(models.Model):
             # the sessions list's model filter: a loose index scan over this (console.selectors.session_list)
             models.Index(fields=["model"], name="session_model"),
             # the overview: sessions per pressure band are range counts on this, and each
-            # profile's top sessions by pressure (then newest) its last entries
-            models.Index(fields=["profile", "pressure", "id"], name="session_profile_pressure"),
+            # profile's top sessions by pressure (then newest) its last entries; both count only
+            # the sessions active in the range, read from the covering `last_seen_at`
+            # (PostgreSQL; other backends read the row)
+            models.Index(
+                fields=["profile", "pressure", "id"],
+                include=["last_seen_at"],
+                name="session_profile_pressure",
+            ),
             # the overview's top sessions by cost (then newest): the first entries, not a sort
             models.Index(fields=["-cost_usd", "-id"], name="session_cost"),
         ]
@@ -300,6 +307,13 @@ class LLMCall(models.Model):
     # D1/D2: the request's prefix fingerprints as the agent reported them (`telemetry.cache_misses`
     # reads them): [{"name": "system", "hash": ..., "tokens": ..., "text"?: ...}, ...].
     prefix = models.JSONField(null=True, blank=True)
+    # What the provider said about this request's prompt cache (`telemetry.cache_diagnostics`):
+    # its word (Anthropic's `cache_miss_reason.type`, OpenAI's miss `reason` or outcome), the
+    # tokens it says missed, and its object verbatim under its format ({"anthropic": {...}}).
+    # NULL: the call carried no diagnostics.
+    provider_miss_type = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 (NULL: not given)
+    provider_missed_tokens = models.BigIntegerField(null=True, blank=True)
+    provider_diagnostics = models.JSONField(null=True, blank=True)
     at = models.DateTimeField()
     cost_uncached_input = money_field()
     cost_cache_read = money_field()

@@ -70,7 +70,10 @@ def update_policy(*, profile: AgentProfile | None, values: Mapping[str, object])
     """Set fields on the global row (`profile=None`) or on a profile's override row.
 
     A None value on a profile row clears the override (the field inherits again). The merged
-    result of every profile is validated first; nothing is written when any would be invalid.
+    result of every profile is validated first; nothing is written when any would be invalid,
+    nor when the reserve leaves no room in a window a reached profile uses. A saved change of
+    the reserve has the reached profiles' stored pressure recomputed by the worker
+    (`telemetry.policy_change`).
     """
     unknown = sorted(set(values) - set(POLICY_FIELDS))
     if unknown:
@@ -78,6 +81,9 @@ def update_policy(*, profile: AgentProfile | None, values: Mapping[str, object])
     if profile is None and any(value is None for value in values.values()):
         field = next(name for name, value in values.items() if value is None)
         raise FieldError(field, "the global policy needs a value")
+    # policy_change builds on this module's merge order; imported here, where it is needed
+    from telemetry import policy_change
+
     with transaction.atomic():
         if profile is None:
             row, _ = Policy.objects.select_for_update().get_or_create(is_global=True)
@@ -97,9 +103,14 @@ def update_policy(*, profile: AgentProfile | None, values: Mapping[str, object])
             result = new_global
         else:
             result = merge_policy(global_policy(), candidate)
+        proposal = policy_change.policy_proposal(profile, values)
+        # A reserve no window in use leaves room for would leave sessions "pressure unknown".
+        policy_change.refuse_tight_reserve(proposal)
         for name, value in values.items():
             if name == "prune_exclude_tools" and value is not None:
                 value = list(result.prune_exclude_tools)
             setattr(row, name, value)
         row.save()
+        # The stored figures follow a changed reserve at once, off the request path.
+        policy_change.schedule_recompute(proposal.pressure_profiles())
     return result if profile is None else effective_policy(profile)

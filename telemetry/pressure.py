@@ -22,6 +22,7 @@ __all__ = [
     "hit_ratio",
     "pressure",
     "pressure_band",
+    "pressure_or_unknown",
     "projected_next_request",
     "round_signal",
     "turn_context_tokens",
@@ -76,6 +77,17 @@ def pressure(
             f"reserved_output_tokens ({reserved_output_tokens})"
         )
     return projected / usable
+
+
+def pressure_or_unknown(
+    projected: int | None, window_tokens: int | None, reserved_output_tokens: int
+) -> float | None:
+    """`pressure`, or None (shown as "pressure unknown") when the projection or the window is
+    unknown or the window leaves no room beyond the reserved output. The one rule ingest, a
+    policy preview and the recompute after a policy change apply to a session's figures."""
+    if projected is None or window_tokens is None or window_tokens <= reserved_output_tokens:
+        return None
+    return pressure(projected, window_tokens, reserved_output_tokens)
 
 
 class CacheCounts(InputCounts, Protocol):

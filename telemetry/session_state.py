@@ -22,6 +22,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from context_core import next_call_crosses
+from telemetry.catalogue import CatalogueWindows
 from telemetry.ingest.statements import Statement
 from telemetry.ingest.upserts import (
     lock_keys,
@@ -29,16 +30,17 @@ from telemetry.ingest.upserts import (
     update_statement,
 )
 from telemetry.models import AgentProfile, AgentSession, Turn
+from telemetry.policy_effects import ProfileSetting, SessionFacts, recomputed_figures
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy
 from telemetry.pressure import (
     PressureBand,
     estimate_tokens,
     pressure_band,
+    pressure_or_unknown,
     projected_next_request,
 )
-from telemetry.pressure import pressure as pressure_of
-from telemetry.windows import WindowInForce
+from telemetry.windows import LearnedWindow, WindowInForce
 
 # The figures ingest re-derives from a session's turns, plus the projection they imply.
 FIGURE_FIELDS: Final = [
@@ -189,9 +191,7 @@ def session_pressure(
 ) -> float | None:
     """Pressure of `projected` tokens in `window`, or None when either is unknown or the window
     leaves no room beyond the reserved output (refused when a profile or record is saved)."""
-    if projected is None or window is None or window <= policy.reserved_output_tokens:
-        return None
-    return pressure_of(projected, window, policy.reserved_output_tokens)
+    return pressure_or_unknown(projected, window, policy.reserved_output_tokens)
 
 
 def session_projection(session: AgentSession, last: Turn) -> int:
@@ -276,6 +276,70 @@ def record_learned_window(session_id: int, tokens: int) -> None:
             fields += ["window_tokens", "window_source"]
         locked.save(update_fields=fields)
     refresh_projection(session_id)
+
+
+RECOMPUTE_BATCH: Final = 500
+_RECOMPUTED_FIELDS: Final = ["window_tokens", "window_source", "pressure"]
+
+
+def recompute_pressure_batch(
+    profile_id: int, *, after: str = "", limit: int = RECOMPUTE_BATCH
+) -> str | None:
+    """Recompute the window in force and the pressure of the profile's next `limit` sessions
+    (by external id, after `after`) under its policy and windows as stored now, with the rules
+    ingest applies (`telemetry.policy_effects.recomputed_figures`); the projection is kept.
+
+    Returns the last external id when more sessions may follow, None when done. The batch is
+    locked in external-id order, the order ingest locks sessions in (`lock_sessions`), so the
+    two never deadlock; rows whose figures already agree are not written, so a second run
+    writes nothing (idempotent). A profile deleted meanwhile is done."""
+    profile = AgentProfile.objects.filter(pk=profile_id).first()
+    if profile is None:
+        return None
+    setting = ProfileSetting(effective_policy(profile), dict(profile.window_overrides or {}))
+    catalogue = CatalogueWindows()
+    with transaction.atomic():
+        rows = list(
+            AgentSession.objects.select_for_update()
+            .filter(profile_id=profile_id, external_id__gt=after)
+            .order_by("external_id")[:limit]
+        )
+        changed = []
+        for row in rows:
+            figures = recomputed_figures(_facts(row), setting, catalogue.of(row.model))
+            window = figures.window
+            tokens, source = (window.tokens, window.source) if window else (None, "")
+            if (row.window_tokens, row.window_source, row.pressure) != (
+                tokens,
+                source,
+                figures.pressure,
+            ):
+                row.window_tokens, row.window_source = tokens, source
+                row.pressure = figures.pressure
+                changed.append(row)
+        update_rows(AgentSession, changed, list(_RECOMPUTED_FIELDS))
+    return rows[-1].external_id if len(rows) == limit else None
+
+
+def _facts(row: AgentSession) -> SessionFacts:
+    learned = (
+        LearnedWindow(row.learned_window_model, row.learned_window_tokens)
+        if row.learned_window_tokens is not None
+        else None
+    )
+    return SessionFacts(
+        session_id=row.pk,
+        profile_id=row.profile_id,
+        model=row.model,
+        projected_tokens=row.projected_tokens,
+        window_tokens=row.window_tokens,
+        window_source=row.window_source,
+        learned=learned,
+        pressure=row.pressure,
+        has_transcript=row.surface_version > 0,
+        has_calls=row.calls_count > 0,
+        external_id=row.external_id,
+    )
 
 
 def record_compaction_result(

@@ -10,6 +10,7 @@ from typing import Any
 from django.core.paginator import Page
 
 from compaction.models import CompactionRun
+from compaction.relief_state import ReliefState, SessionRelief
 from console.charts import Marker
 from console.gauge_chart import gauge_figure
 from console.selectors.session import AppliedCompaction
@@ -45,6 +46,39 @@ class SessionRow:
     # "hard" once a turn reached round_hard_cap, "soft" once one reached round_soft_limit.
     round_flag: str | None
     hit_ratio: float | None
+    # where its automatic relief stands (`compaction.relief_state`); NONE when nothing is asked
+    relief: SessionRelief = SessionRelief(ReliefState.NONE)
+
+
+NO_RELIEF = SessionRelief(ReliefState.NONE)
+
+
+def relief_flag(relief: SessionRelief) -> tuple[str, str, str] | None:
+    """The relief flag of a session as (css classes, text, title), None for no flag: failing,
+    given up, pending too long (loud), or pending (quiet)."""
+    if relief.state == ReliefState.GIVEN_UP:
+        return (
+            "flag hard relief-given_up",
+            "relief given up",
+            f"automatic relief failed {relief.failures} times in a row; the sweeper stopped"
+            " trying (the next append asks again)",
+        )
+    if relief.state == ReliefState.FAILING:
+        return (
+            "flag hard relief-failing",
+            "relief failing",
+            f"automatic relief failed {relief.failures} time{'s' if relief.failures != 1 else ''}"
+            " in a row; the sweeper tries again with backoff",
+        )
+    if relief.state == ReliefState.PENDING and relief.overdue:
+        return (
+            "flag soft relief-overdue",
+            "relief pending too long",
+            "the relief job was asked for and has not finished: is a worker running?",
+        )
+    if relief.state == ReliefState.PENDING:
+        return ("flag quiet relief-pending", "relief pending", "automatic relief is asked for")
+    return None
 
 
 def round_flag(max_rounds: int, policy: PolicyValues) -> str | None:
@@ -74,6 +108,7 @@ def sessions_listing(found: SessionsPage) -> SessionsListing:
                 band=session_band(session, policy),
                 round_flag=round_flag(session.max_turn_rounds, policy),
                 hit_ratio=session.cache_hit_ratio,
+                relief=found.reliefs.get(session.pk, NO_RELIEF),
             )
         )
     return SessionsListing(rows, found.page, found.profiles, found.models)
@@ -86,9 +121,20 @@ def compaction_markers(applied: list[AppliedCompaction]) -> list[Marker]:
         Marker(
             run.turn,
             f"{'summarize' if 'summarize' in run.action else run.action or 'compact'} ({run.mode})",
+            run_hover(run),
         )
         for run in applied
     ]
+
+
+def run_hover(run: AppliedCompaction) -> str:
+    """Where a run of ours meets the turns, both clocks: when it finished (server) and the last
+    turn the server had received then, with that turn's last call (agent)."""
+    done = f"{run.finished_at:%Y-%m-%d %H:%M:%S} UTC server time" if run.finished_at else "?"
+    if run.after is None:
+        return f"run finished {done}, before any turn was received"
+    when = f" (last call {run.after_at:%Y-%m-%d %H:%M:%S} UTC agent time)" if run.after_at else ""
+    return f"run finished {done}, after turn {run.after}{when}, the last the server had received"
 
 
 def live_context(

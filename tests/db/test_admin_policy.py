@@ -37,3 +37,29 @@ def test_a_refused_policy_save_shows_the_error_and_no_success_message():
     assert any(text.startswith("Not saved:") for text in texts), texts
     assert not any("successfully" in text for text in texts), texts
     assert global_policy() == before
+
+
+def test_the_admin_refuses_a_reserve_at_or_above_a_window_in_use_naming_both():
+    from telemetry.models import AgentProfile
+
+    ensure_defaults()
+    AgentProfile.objects.filter(name="default").update(window_overrides={"*": 60_000})
+    admin = get_user_model().objects.create_superuser("root", "root@example.com", "x" * 20)
+    client = Client()
+    client.force_login(admin)
+    row = Policy.objects.get(is_global=True)
+    before = global_policy()
+    page = client.get(f"/admin/telemetry/policy/{row.pk}/change/", secure=True)
+    form = page.context["adminform"].form
+    data = {name: form.initial.get(name, "") for name in form.fields}
+    data = {k: ("" if v is None else v) for k, v in data.items()}
+    data["prune_exclude_tools"] = "[]"  # the JSON field as the admin's form posts it
+    data["reserved_output_tokens"] = "120000"
+    response = client.post(f"/admin/telemetry/policy/{row.pk}/change/", data, secure=True)
+    texts = [str(m) for m in get_messages(response.wsgi_request)]
+    assert any(
+        "reserve 120,000 ≥ window 60,000 of the profile's default window (*)" in text
+        and "(profile default)" in text
+        for text in texts
+    ), texts
+    assert global_policy() == before

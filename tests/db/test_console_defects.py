@@ -3,6 +3,7 @@ the rest in Chromium)."""
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 from typing import Any
 
@@ -122,8 +123,22 @@ def test_16_wording_calls_labels_and_thresholds_in_percent(key_with_session) -> 
         reverse("policy_profile", args=["default"]),
         {"prune_threshold": "80", "summarize_threshold": "70"},
     )
-    error = fragment(response)
+    # the field's own message, in percent and without the ADR's jargon (the page around it holds
+    # a random CSRF token, which may spell "D4")
+    found = re.search(r'id="id_summarize_threshold-error">([^<]*)<', fragment(response))
+    assert found is not None
+    error = found.group(1)
     assert "must not be below prune_threshold (80%)" in error and "D4" not in error
+    # a share typed into the percent field (0.3 for 30 %) is refused, saying what to type
+    shared = client.post(
+        reverse("policy_profile", args=["default"]),
+        {"prune_threshold": "0.3", "summarize_threshold": "95"},
+    )
+    found = re.search(r'id="id_prune_threshold-error">([^<]*)<', fragment(shared))
+    assert found is not None and "type 30 for 30 %" in found.group(1), found
+    from telemetry.policy_store import effective_policy
+
+    assert effective_policy(key_with_session.profile).prune_threshold != 0.003
 
 
 def test_4_a_policy_change_says_how_many_sessions_it_moves_before_saving(key_with_session) -> None:
@@ -149,12 +164,27 @@ def test_4_a_policy_change_says_how_many_sessions_it_moves_before_saving(key_wit
     page = fragment(response)
     assert "Not saved yet" in page and "Save anyway" in page and "1 newly" in page
     assert effective_policy(profile).prune_threshold == 0.6
-    response = client.post(reverse("policy_profile", args=["default"]), lower | {"confirm": "1"})
+    digest = re.search(r'name="confirm" value="([0-9a-f]+)"', page)
+    assert digest is not None
+    # a confirm not bound to these values is stale: previewed again, not saved
+    stale = client.post(reverse("policy_profile", args=["default"]), lower | {"confirm": "1"})
+    assert stale.status_code == 200 and "changed since the preview" in fragment(stale)
+    other = {"prune_threshold": "6", "summarize_threshold": "10"}
+    moved = client.post(
+        reverse("policy_profile", args=["default"]), other | {"confirm": digest.group(1)}
+    )
+    assert moved.status_code == 200 and effective_policy(profile).prune_threshold == 0.6
+    response = client.post(
+        reverse("policy_profile", args=["default"]), lower | {"confirm": digest.group(1)}
+    )
     assert response.status_code == 302
     assert effective_policy(profile).prune_threshold == 0.05
-    # a change that moves nobody saves at once
+    # a change that moves nobody's band, usable window or billing saves at once
+    rounds = lower | {"keep_rounds": "6"}
+    assert client.post(reverse("policy_profile", args=["default"]), rounds).status_code == 302
+    # moving sessions down a band is a change too: it asks first
     higher = {"prune_threshold": "90", "summarize_threshold": "95"}
-    assert client.post(reverse("policy_profile", args=["default"]), higher).status_code == 302
+    assert client.post(reverse("policy_profile", args=["default"]), higher).status_code == 200
 
 
 def test_15_a_hit_opens_marked_long_messages_read_whole_stubs_link_their_original() -> None:

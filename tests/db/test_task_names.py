@@ -11,6 +11,7 @@ import compaction.tasks
 import telemetry.tasks
 from alerts.delivery import DELIVER_TASK
 from alerts.nudge import EVALUATE_TASK
+from telemetry.policy_change import RECOMPUTE_TASK
 from telemetry.relief_dispatch import RELIEF_TASK
 
 
@@ -20,6 +21,8 @@ def test_registered_task_names_stay_what_queued_jobs_carry():
         "compaction.sweep": compaction.tasks.sweep,
         "compaction.purge_archives": compaction.tasks.purge_archives,
         "telemetry.record_heartbeat": telemetry.tasks.record_heartbeat,
+        "telemetry.recompute_pressure": telemetry.tasks.recompute_pressure,
+        "telemetry.apply_retention": telemetry.tasks.apply_retention,
         "alerts.evaluate_sessions": alerts.tasks.evaluate_sessions_task,
         "alerts.evaluate": alerts.tasks.evaluate_task,
         "alerts.deliver": alerts.tasks.deliver_task,
@@ -30,7 +33,7 @@ def test_registered_task_names_stay_what_queued_jobs_carry():
 
 
 def test_what_telemetry_sends_and_beat_schedules_is_a_registered_task():
-    names = {RELIEF_TASK, DELIVER_TASK, EVALUATE_TASK} | {
+    names = {RELIEF_TASK, RECOMPUTE_TASK, DELIVER_TASK, EVALUATE_TASK} | {
         entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()
     }
     assert names <= set(current_app.tasks)
