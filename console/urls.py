@@ -9,6 +9,7 @@ from console import (
     cache_views,
     call_views,
     docs_views,
+    list_exports,
     overview_views,
     views,
 )
@@ -37,6 +38,23 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", overview_views.overview, name="overview"),
     path("sessions/", views.sessions_list, name="sessions"),
+    # each table's download: its page's path + export.csv or export.jsonl (console.list_exports)
+    path("overview/export.<str:fmt>", list_exports.spend_export, name="spend_export"),
+    path("sessions/export.<str:fmt>", list_exports.sessions_export, name="sessions_export"),
+    path(
+        "sessions/<int:pk>/cache/export.<str:fmt>",
+        list_exports.session_misses_export,
+        name="session_misses_export",
+    ),
+    path(
+        "sessions/<int:pk>/runs/export.<str:fmt>",
+        list_exports.session_runs_export,
+        name="session_runs_export",
+    ),
+    path("cache/export.<str:fmt>", list_exports.fleet_cache_export, name="cache_export"),
+    path("archives/export.<str:fmt>", list_exports.archives_export, name="archives_export"),
+    path("catalogue/export.<str:fmt>", list_exports.catalogue_export, name="catalogue_export"),
+    path("keys/export.<str:fmt>", list_exports.keys_export, name="keys_export"),
     path("sessions/<int:pk>/", views.session_page, name="session"),
     path("sessions/<int:pk>/live", views.session_live, name="session_live"),
     path("sessions/<int:pk>/compact", views.session_compact, name="session_compact"),
