@@ -486,7 +486,7 @@ def test_any_valid_offset_is_read_as_its_instant_or_refused_by_name(history, age
         assert response.status_code == 422 and response.json()["detail"].startswith("before:")
         return
     assert response.status_code == 200
-    body = b"".join(response.streaming_content).decode()  # type: ignore[attr-defined]
+    body = b"".join(response.streaming_content).decode()
     if before.startswith("2999"):
         assert body.count('"kind":"session"') >= 1  # the history's sessions began before it
     else:
