@@ -50,6 +50,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, Protocol
 
 from context_core.overflow_limit import valid_window
+from telemetry.session_meta import from_otlp
 
 # --- inputs (structurally the wire dataclasses) -------------------------------------------------
 
@@ -94,6 +95,8 @@ class CallDraft:
     # provider request; `provider_request`: that request's id as the provider gave it, or "".
     reporter: str = "sdk-span"
     provider_request: str = ""
+    # What the span and its resource say about the session (`telemetry.session_meta.from_otlp`).
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 # The `ContextEvent.Kind` and `.Origin` values OTLP produces (tests/db/test_status_choices.py).
@@ -419,6 +422,7 @@ def _span_call(index: int, span: SpanLike, compacted: bool) -> CallDraft | Rejec
         window_tokens=span_window(span.attributes),
         reporter=_reporter(span),
         provider_request=provider_request,
+        metadata=from_otlp(span.resource, span.attributes),
     )
 
 
@@ -483,6 +487,7 @@ def _claude_code_span_call(index: int, span: SpanLike) -> CallDraft | Rejection:
         window_tokens=span_window(attrs),
         reporter="claude-code-span",
         provider_request=provider_request,
+        metadata=from_otlp(span.resource, attrs),
     )
 
 

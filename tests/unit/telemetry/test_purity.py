@@ -16,6 +16,7 @@ PURE_MODULES = (
     "telemetry.cache_tiers",
     "telemetry.cache_misses",
     "telemetry.policy_effects",
+    "telemetry.session_meta",
 )
 
 
