@@ -333,7 +333,7 @@ NAMED_SESSION = "5b6c7d8e-2222-4333-8444-955566667777"
 def claude_code_named_session() -> str:
     """A session its user named (`/rename`: a `custom-title` line), whose lines carry cwd,
     gitBranch, version and entrypoint; the branch changes midway (the first one is kept)."""
-    ctx = {**CLAUDE_CODE_CONTEXT, "session": NAMED_SESSION}
+    ctx: dict[str, Any] = {**CLAUDE_CODE_CONTEXT, "session": NAMED_SESSION}
     return "".join(
         [
             user(

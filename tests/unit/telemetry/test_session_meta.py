@@ -171,7 +171,7 @@ def test_a_key_is_held_by_the_most_specific_door_that_sent_it(writes):
     doors: dict[str, str] = {}
     rank = {"otlp": 1, "import": 2, "record": 3}
     for incoming, door in writes:
-        merged = merge(values, doors, incoming, door)  # type: ignore[arg-type]
+        merged = merge(values, doors, incoming, door)
         if merged is not None:
             values, doors = merged
     for key in values:
