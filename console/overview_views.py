@@ -10,13 +10,15 @@ from alerts.models import Alert
 from console import charts, fleet_charts
 from console.overview import BUCKET_STEPS, ORIGINS, RANGES, load_overview
 from console.roles import Role, require_role
+from console.selectors.relief import relief_summary
 
 
 @require_GET
 @require_role(Role.VIEWER)
 def overview(request: HttpRequest) -> HttpResponse:
     """Spend and cache savings over time, the cache-hit trend, sessions by pressure band now,
-    compactions by origin, and the top sessions: read from the hour rollups."""
+    compactions by origin, and the top sessions: read from the hour rollups; sessions whose
+    automatic relief is in trouble now (`console.selectors.relief`)."""
     found = load_overview(request.GET.get("range", ""), request.GET.get("profile", ""))
     starts = [b.start for b in found.buckets]
     step = BUCKET_STEPS[found.bucket]
@@ -43,6 +45,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "ranges": list(RANGES),
         "origins": ORIGINS,
         "figures": figures,
+        "relief": relief_summary(found.profile),
         "nav": "overview",
         # one indexed count: the alerts open now (the Alerts page lists them)
         "firing_alerts": Alert.objects.filter(resolved_at__isnull=True).count(),

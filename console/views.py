@@ -61,6 +61,7 @@ from console.selectors.compaction import (
     surface_on_turn,
 )
 from console.selectors.policies import load_policies, profiles_overview, stored_overrides
+from console.selectors.relief import RELIEF_FILTER_LABELS
 from console.selectors.session import (
     first_seen,
     session_detail,
@@ -157,6 +158,7 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
         "filters": filters,
         "columns": SESSION_COLUMNS,
         "bands": BANDS,
+        "relief_filters": RELIEF_FILTER_LABELS,
         "seen_ranges": list(RANGES),
         "nav": "sessions",
     }

@@ -10,6 +10,7 @@ from typing import Any, Final
 from django.core.paginator import Page
 
 from compaction.models import CompactionRun
+from compaction.relief_state import ReliefState, SessionRelief
 from console.charts import Marker
 from console.gauge_chart import gauge_figure
 from console.selectors.session import AppliedCompaction
@@ -45,6 +46,39 @@ class SessionRow:
     # "hard" once a turn reached round_hard_cap, "soft" once one reached round_soft_limit.
     round_flag: str | None
     hit_ratio: float | None
+    # where its automatic relief stands (`compaction.relief_state`); NONE when nothing is asked
+    relief: SessionRelief = SessionRelief(ReliefState.NONE)
+
+
+NO_RELIEF = SessionRelief(ReliefState.NONE)
+
+
+def relief_flag(relief: SessionRelief) -> tuple[str, str, str] | None:
+    """The relief flag of a session as (css classes, text, title), None for no flag: failing,
+    given up, pending too long (loud), or pending (quiet)."""
+    if relief.state == ReliefState.GIVEN_UP:
+        return (
+            "flag hard relief-given_up",
+            "relief given up",
+            f"automatic relief failed {relief.failures} times in a row; the sweeper stopped"
+            " trying (the next append asks again)",
+        )
+    if relief.state == ReliefState.FAILING:
+        return (
+            "flag hard relief-failing",
+            "relief failing",
+            f"automatic relief failed {relief.failures} time{'s' if relief.failures != 1 else ''}"
+            " in a row; the sweeper tries again with backoff",
+        )
+    if relief.state == ReliefState.PENDING and relief.overdue:
+        return (
+            "flag soft relief-overdue",
+            "relief pending too long",
+            "the relief job was asked for and has not finished: is a worker running?",
+        )
+    if relief.state == ReliefState.PENDING:
+        return ("flag quiet relief-pending", "relief pending", "automatic relief is asked for")
+    return None
 
 
 def round_flag(max_rounds: int, policy: PolicyValues) -> str | None:
@@ -76,6 +110,7 @@ def sessions_listing(found: SessionsPage) -> SessionsListing:
                 band=session_band(session, policy),
                 round_flag=round_flag(session.max_turn_rounds, policy),
                 hit_ratio=session.cache_hit_ratio,
+                relief=found.reliefs.get(session.pk, NO_RELIEF),
             )
         )
     meta_filters = []

@@ -1,5 +1,6 @@
 """Reads of the sessions list: filters, sorts (the pressure band per profile's thresholds),
-a page counted no further than a cap, the models sessions report, and the list's version key."""
+a page counted no further than a cap, the models sessions report, each shown session's relief
+state, and the list's version key."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
 from django.utils.functional import cached_property
 
+from compaction.relief_state import SessionRelief, session_reliefs
 from console.overview import RANGES
 from console.selectors.policies import Policies, band_rank, load_policies
+from console.selectors.relief import filter_by_relief
 from telemetry.band_sql import BANDS, band_ranges
 from telemetry.models import AgentProfile, AgentSession
+from telemetry.policy_rules import PolicyValues
 
 SESSIONS_PER_PAGE: Final = 25
 ACTIVE_WINDOW: Final = timedelta(hours=1)
@@ -47,6 +51,7 @@ class SessionFilters:
     model: str = ""
     band: str = ""
     active: bool = False
+    relief: str = ""  # a key of `console.selectors.relief.RELIEF_FILTERS`
     # seen within the last `seen` (a key of `console.overview.RANGES`): the overview's bands
     seen: str = ""
     sort: str = DEFAULT_SORT
@@ -67,6 +72,7 @@ class SessionFilters:
             or self.band
             or self.active
             or self.seen
+            or self.relief
             or any(getattr(self, name) for name in META_FILTERS)
         )
 
@@ -97,11 +103,11 @@ class SessionsPage:
     profiles: list[str]
     models: list[str]
     filters: SessionFilters
-    version: str = ""
+    version: str = ""  # what the rows show and how many there are (`sessions_version`)
+    # each shown session's automatic relief (`compaction.relief_state`), by id
+    reliefs: dict[int, SessionRelief] = field(default_factory=dict)
     # each metadata filter's values some session has (`META_FILTERS`)
-    choices: dict[str, list[str]] = field(
-        default_factory=dict
-    )  # what the rows show and how many there are (`sessions_version`)
+    choices: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _band_filter(band: str, profiles: list[AgentProfile], policies: Policies) -> Q:
@@ -133,6 +139,8 @@ def matching_sessions(
         sessions = sessions.filter(_band_filter(filters.band, profiles, policies))
     if filters.active:
         sessions = sessions.filter(last_seen_at__gte=timezone.now() - ACTIVE_WINDOW)
+    if filters.relief:
+        sessions = filter_by_relief(sessions, filters.relief, _each_profile(profiles, policies))
     if filters.seen in RANGES:
         sessions = sessions.filter(last_seen_at__gte=timezone.now() - RANGES[filters.seen][0])
     for name, column in META_FILTERS.items():
@@ -140,6 +148,11 @@ def matching_sessions(
         if values:
             sessions = sessions.filter(**{f"{column}__in": values})
     return sessions
+
+
+def _each_profile(profiles: list[AgentProfile], policies: Policies) -> dict[int, PolicyValues]:
+    """Every profile's effective policy, as `compaction.relief_state` takes them."""
+    return {profile.pk: policies.of(profile.pk) for profile in profiles}
 
 
 def filtered_sessions(
@@ -293,7 +306,7 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]
 
 
 def sessions_page(filters: SessionFilters) -> SessionsPage:
-    """A page of the sessions list with the policies its rows are judged by. Four queries, none
+    """A page of the sessions list with the policies its rows are judged by. Five queries, none
     of which reads every session (the count stops at `SESSIONS_COUNT_CAP`)."""
     profiles = list(AgentProfile.objects.order_by("name"))
     policies = load_policies()
@@ -305,8 +318,14 @@ def sessions_page(filters: SessionFilters) -> SessionsPage:
     )
     page = paginator.counted_page(filters.page)
     sessions = list(page.object_list)
+    reliefs = (
+        session_reliefs([s.pk for s in sessions], _each_profile(profiles, policies))
+        if sessions
+        else {}
+    )
     version = digest(
         repr([_row_state(session) for session in sessions]),
+        repr(sorted((pk, relief.state, relief.overdue) for pk, relief in reliefs.items())),
         f"{paginator.probe}",
         policies.version,
     )
@@ -318,6 +337,7 @@ def sessions_page(filters: SessionFilters) -> SessionsPage:
         session_models(),
         filters,
         version,
+        reliefs,
         {name: distinct_values(column) for name, column in META_FILTERS.items()},
     )
 

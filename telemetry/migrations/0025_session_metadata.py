@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0023_overview_active_sessions"),
+        ("telemetry", "0024_call_provider_diagnostics"),
     ]
 
     operations = [
