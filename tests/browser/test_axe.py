@@ -50,6 +50,8 @@ def console_pages(console_data: Console) -> dict[str, str]:
     session = agent_at_work(console_data.key, "triage-5", compact=True)
     archive = Archive.objects.get(session=session)
     long = console_data.long_session
+    call = session.calls.order_by("pk").first()
+    assert call is not None
     return {
         "overview": "/",
         "sessions": reverse("sessions"),
@@ -73,6 +75,8 @@ def console_pages(console_data: Console) -> dict[str, str]:
         "catalogue-form": reverse("catalogue_new"),
         "keys": reverse("keys"),
         "docs": reverse("docs"),
+        "audit": reverse("audit"),
+        "call": reverse("call", args=[session.pk, call.pk]),
         "not-found": "/no/such/page/",
     }
 
