@@ -82,6 +82,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # issue 39: gzip for pages, fragments and API bodies of at least COMPRESS_MIN_BYTES; after
+    # WhiteNoise, which serves static files from their precompressed copies itself
+    "console.middleware.Compress",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -282,6 +285,8 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
 # The longest request target (path and query string) any request may have: longer answers 414
 # (JSON on /api/). gunicorn's own line limit sits above it (console.gunicorn_conf), so this
 # cap, not gunicorn's HTML page, is what a client meets.
+# issue 39: bodies smaller than this go out uncompressed (gzip's header and padding outweigh it)
+COMPRESS_MIN_BYTES = env_int("CONSOLE_COMPRESS_MIN_BYTES", 1024, minimum=200)
 MAX_URL_BYTES = env_int("CONSOLE_MAX_URL_BYTES", 8000, minimum=1024, maximum=65_536)
 # How long `/healthz` answers unhealthy after a write was refused for a full database.
 DATABASE_FULL_HEALTH_SECONDS = env_int("DATABASE_FULL_HEALTH_SECONDS", 60, minimum=0)
