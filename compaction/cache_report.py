@@ -27,6 +27,7 @@ from context_core import (
     net_saving,
     surface_fingerprints,
 )
+from telemetry.cache_diagnostics import Agreement, from_stored
 from telemetry.cache_misses import (
     CAUSES,
     CallObs,
@@ -71,6 +72,9 @@ _CALL_FIELDS = (
     "surface_version",
     "prefix",
     "context_tokens",
+    "provider_miss_type",
+    "provider_missed_tokens",
+    "provider_diagnostics",
 )
 
 
@@ -123,6 +127,9 @@ def _observation(row: Mapping[str, Any], price: ModelPrice | None) -> CallObs:
         row["surface_version"],
         _segments(prefix) if prefix is not None else None,
         row["context_tokens"],
+        from_stored(
+            row["provider_miss_type"], row["provider_missed_tokens"], row["provider_diagnostics"]
+        ),
     )
 
 
@@ -196,6 +203,22 @@ class MissReport:
     @property
     def premium_usd(self) -> Decimal:
         return sum(self.by_cause.values(), Decimal(0))
+
+    @property
+    def agreement(self) -> Agreement:
+        return agreement(self.misses)
+
+
+def agreement(misses: Iterable[Miss]) -> Agreement:
+    """How often our inferred cause agreed with the provider's, over the misses the provider
+    gave a verdict on (`telemetry.cache_diagnostics.agrees`)."""
+    compared = agreed = 0
+    for miss in misses:
+        verdict = miss.agrees
+        if verdict is not None:
+            compared += 1
+            agreed += verdict
+    return Agreement(compared, agreed)
 
 
 def _with_surface_prefixes(session: AgentSession, calls: list[CallObs]) -> list[CallObs]:
@@ -284,6 +307,8 @@ class ProfileCache:
     churn: SystemChurn = field(default_factory=lambda: SystemChurn(0, 0))
     # (gap seconds, premium) of each expiry miss: what the TTL advisor reads
     expiry: list[tuple[int, Decimal | None]] = field(default_factory=list)
+    # our inferred causes beside the provider's verdicts (`telemetry.cache_diagnostics`)
+    agreement: Agreement = field(default_factory=Agreement)
 
     @property
     def premium_usd(self) -> Decimal:
@@ -349,6 +374,7 @@ def fleet_cache(
             misses = [m for m in misses if m.at >= window_start]
         line = report.profiles.setdefault(session.profile.name, ProfileCache(session.profile.name))
         line.churn = line.churn + system_churn(calls)
+        line.agreement = line.agreement + agreement(misses)
         totals = premiums_by_cause(misses)
         for miss in misses:
             day = miss.at.date().isoformat()

@@ -76,6 +76,9 @@ POLICY_HELP: dict[str, str] = {
     "call_retention_days": "days raw calls and turns are kept (0: forever); rollups, session totals and compaction history stay",
 }
 _FLOAT_FIELDS = ("prune_threshold", "summarize_threshold", "relief_hysteresis")
+# Percent fields where a value in (0, 1] can only be a share typed by mistake (no band starts at
+# 1 % of the window); relief_hysteresis may honestly be small, so it is not among them.
+_SHARE_LOOKALIKES = ("prune_threshold", "summarize_threshold")
 
 
 def _as_percent(share: object) -> object:
@@ -141,6 +144,20 @@ class PolicyForm(forms.Form):
         if name == "prune_exclude_tools":
             return forms.CharField(label=label)
         return forms.IntegerField(label=label)
+
+    def clean(self) -> dict[str, Any]:
+        """A threshold of 0.3 is 0.3 %, not 30 %: a share typed into a percent field (any
+        value above 0 and at most 1) is refused, saying what to type instead."""
+        data = super().clean() or {}
+        for name in _SHARE_LOOKALIKES:
+            value = data.get(name)
+            if isinstance(value, int | float) and 0 < value <= 1:
+                self.add_error(
+                    name,
+                    f"{value:g} here means {value:g} % of the usable window; the form takes "
+                    f"percent: type {value * 100:g} for {value * 100:g} %.",
+                )
+        return data
 
     def initial_values(self) -> dict[str, object]:
         """The values the form starts from, as `values()` would give them (for a preview)."""

@@ -75,6 +75,8 @@ INSTALLED_APPS = [
     "console",
     # sign-in throttling (console.limits)
     "axes",
+    # the audit trail of policy, price, key and user changes (console.audit)
+    "auditlog",
     # the demo scenario and `manage.py simulate` (what `make run` seeds)
     "demo",
 ]
@@ -105,6 +107,11 @@ MIDDLEWARE.append("console.errors.friendly_405")
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")
 # issue 41: a request target over MAX_URL_BYTES answers 414 (JSON on the API) before anything
 MIDDLEWARE.insert(0, "console.middleware.url_limit")
+# issue 39: each audited change names who made it: the signed-in user or "api:<key prefix>"
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+    "console.audit.AuditActorMiddleware",
+)
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"
@@ -209,6 +216,26 @@ AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 # Only failures are kept (and only for the cool-off window); no row for every sign-in forever.
 AXES_DISABLE_ACCESS_LOG = True
 AXES_VERBOSE = False
+# The audit trail (django-auditlog; docs/operating.md "Audit trail"): who changed a policy, a
+# price, a profile, an agent key, a user or a group, when, and each field before → after.
+# A key's hash and a user's password hash are never recorded (excluded / shown as "(hidden)");
+# bookkeeping fields that change on every use (last used, last sign-in, updated at) are not
+# changes anyone made.
+AUDITLOG_STORE_JSON_CHANGES = True
+AUDITLOG_MASK_CALLABLE = "console.audit.hidden"
+AUDITLOG_INCLUDE_TRACKING_MODELS = (
+    {"model": "telemetry.policy", "exclude_fields": ["updated_at"]},
+    {"model": "telemetry.cataloguemodel", "exclude_fields": ["updated_at"]},
+    {"model": "telemetry.agentprofile", "exclude_fields": ["created_at"]},
+    {"model": "telemetry.agentkey", "exclude_fields": ["key_hash", "last_used_at", "created_at"]},
+    {
+        "model": "auth.user",
+        "exclude_fields": ["last_login", "date_joined"],
+        "mask_fields": ["password"],
+        "m2m_fields": ["groups", "user_permissions"],
+    },
+    {"model": "auth.group", "m2m_fields": ["permissions"]},
+)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"

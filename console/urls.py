@@ -3,7 +3,15 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
 from compaction.metrics import metrics_view
-from console import alert_views, cache_views, docs_views, overview_views, views
+from console import (
+    alert_views,
+    audit_views,
+    cache_views,
+    call_views,
+    docs_views,
+    overview_views,
+    views,
+)
 from console.api import api
 from console.limits import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
 from telemetry.otlp.views import export as otlp_export
@@ -32,6 +40,7 @@ urlpatterns = [
     path("sessions/<int:pk>/", views.session_page, name="session"),
     path("sessions/<int:pk>/live", views.session_live, name="session_live"),
     path("sessions/<int:pk>/compact", views.session_compact, name="session_compact"),
+    path("sessions/<int:pk>/calls/<int:call_pk>/", call_views.call_page, name="call"),
     path("sessions/<int:pk>/cache", cache_views.session_cache, name="session_cache"),
     path("sessions/<int:pk>/plan", cache_views.session_plan, name="session_plan"),
     path("cache/", cache_views.fleet_cache_page, name="cache"),
@@ -59,6 +68,7 @@ urlpatterns = [
     path("alerts/", alert_views.alerts_page, name="alerts"),
     path("alerts/rules/<int:pk>/delete", alert_views.alert_rule_delete, name="alert_rule_delete"),
     path("keys/<int:pk>/revoke", views.key_revoke, name="key_revoke"),
+    path("audit/", audit_views.audit, name="audit"),
     # the documentation site, when `make docs` has built it (console.docs_views)
     path("docs/", docs_views.docs, name="docs"),
     path("docs/<path:path>", docs_views.docs, name="docs_page"),

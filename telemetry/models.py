@@ -307,6 +307,13 @@ class LLMCall(models.Model):
     # D1/D2: the request's prefix fingerprints as the agent reported them (`telemetry.cache_misses`
     # reads them): [{"name": "system", "hash": ..., "tokens": ..., "text"?: ...}, ...].
     prefix = models.JSONField(null=True, blank=True)
+    # What the provider said about this request's prompt cache (`telemetry.cache_diagnostics`):
+    # its word (Anthropic's `cache_miss_reason.type`, OpenAI's miss `reason` or outcome), the
+    # tokens it says missed, and its object verbatim under its format ({"anthropic": {...}}).
+    # NULL: the call carried no diagnostics.
+    provider_miss_type = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 (NULL: not given)
+    provider_missed_tokens = models.BigIntegerField(null=True, blank=True)
+    provider_diagnostics = models.JSONField(null=True, blank=True)
     at = models.DateTimeField()
     cost_uncached_input = money_field()
     cost_cache_read = money_field()

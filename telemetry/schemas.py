@@ -176,6 +176,11 @@ class RecordIn(BaseModel):
     # (`applied_edits`) and OpenAI Responses output items (only `compaction` items are read).
     context_management: dict[str, Any] | None = None
     output_items: Annotated[list[dict[str, Any]], Field(max_length=1_000)] | None = None
+    # What the provider said about the request's prompt cache, verbatim: Anthropic's response
+    # `diagnostics` ({"cache_miss_reason": {...}}), OpenAI Responses' `prompt_cache_diagnostics`
+    # (`telemetry.cache_diagnostics`).
+    diagnostics: dict[str, Any] | None = None
+    prompt_cache_diagnostics: dict[str, Any] | None = None
     # D1/D2: the request's prefix fingerprints (optional; a `surface_version` stands for ours).
     prefix: Annotated[list[PrefixSegmentIn], Field(max_length=MAX_PREFIX_SEGMENTS)] | None = None
 
@@ -228,7 +233,9 @@ class RecordIn(BaseModel):
             _refuse_nul(value)
         return value
 
-    @field_validator("context_management", "output_items")
+    @field_validator(
+        "context_management", "output_items", "diagnostics", "prompt_cache_diagnostics"
+    )
     @classmethod
     def _provider_context_without_nul(cls, value: Any) -> Any:
         if value is not None:

@@ -19,6 +19,9 @@ Facts this parser encodes (see issue 11):
   `agent-acompact-*` is the compaction's own model call (parsed with `kind="subagent"` or
   `kind="compaction"`).
 * `thinking` blocks are kept whole, signature included.
+* With Anthropic's cache diagnostics on, the response's `message.diagnostics.cache_miss_reason`
+  is written too: the call keeps it (`telemetry.cache_diagnostics`); one that does not read is
+  noted and the call imported without it.
 
 The parser is a state machine over lines; `state()` is JSON and `ClaudeCodeParser(state=...)`
 resumes it, so a growing file is read from where the last import stopped.
@@ -40,6 +43,8 @@ from compaction.imports.records import (
     TokensAfter,
 )
 from context_core import TranscriptError, parse_message
+from telemetry.cache_diagnostics import read_anthropic
+from telemetry.errors import FieldError
 
 FileKind = Literal["main", "subagent", "compaction"]
 
@@ -252,9 +257,23 @@ class ClaudeCodeParser:
                 group["calls"].append(str(block["id"]))
         if usage is not None:
             group["usage"] = usage  # the last line's usage is the request's
+        if message.get("diagnostics") is not None:
+            self._diagnostics(group, message["diagnostics"], number, out)
         group["model"] = str(message.get("model") or group["model"])
         group["at"] = obj.get("timestamp") or group["at"]
         group["complete"] = message.get("stop_reason") is not None
+
+    def _diagnostics(
+        self, group: dict[str, Any], diagnostics: Any, number: int, out: list[Record]
+    ) -> None:
+        """Keep the response's cache diagnostics (the last line's, like its usage) when they
+        read; else say why and import the call without them."""
+        try:
+            read_anthropic(diagnostics, "message.diagnostics")
+        except FieldError as exc:
+            out.append(Note(number, f"cache diagnostics not read: {exc}"))
+            return
+        group["diagnostics"] = diagnostics
 
     def _user(
         self,
@@ -382,6 +401,7 @@ class ClaudeCodeParser:
                 window_tokens=None,
                 log_messages=seq,
                 line=group["line"],
+                diagnostics=group.get("diagnostics"),
             )
         )
         st["call"] += 1

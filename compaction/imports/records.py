@@ -53,6 +53,9 @@ class CallSeen:
     window_tokens: int | None
     log_messages: int
     line: int
+    # The provider's cache diagnostics of the response, verbatim (Claude Code writes Anthropic's
+    # `message.diagnostics`): the record's `diagnostics` (`telemetry.cache_diagnostics`).
+    diagnostics: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -528,6 +528,8 @@ class _Sink:
                 item["at"] = call.at
             if call.window_tokens:
                 item["window_tokens"] = call.window_tokens
+            if call.diagnostics is not None:
+                item["diagnostics"] = call.diagnostics
             version = versions.get((call.session, call.log_messages, ops))
             if version is not None:
                 item["surface_version"] = version

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final
+from typing import Final, cast
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, FloatField, Max, Min, OuterRef, Subquery
@@ -14,7 +14,7 @@ from django.db.models.functions import Cast
 from compaction.models import CompactionRun
 from console.selectors.policies import load_policies
 from console.selectors.session_list import digest
-from telemetry.models import AgentSession, ContextEvent, Turn
+from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.usage import BUCKETS
 
@@ -146,8 +146,17 @@ def turn_bounds(session: AgentSession) -> tuple[int, int] | None:
 
 def turns_page(session: AgentSession, number: str | None) -> Page[Turn]:
     """A page of the turns table, latest first. Two queries."""
-    turns = Turn.objects.filter(session=session).order_by("-turn")
-    return Paginator(turns, TURNS_PER_PAGE, allow_empty_first_page=True).get_page(number)
+    # each turn's first call, for the link to the call page (one subquery on the calls' index)
+    first_call = LLMCall.objects.filter(
+        session_id=OuterRef("session_id"), turn=OuterRef("turn")
+    ).order_by("call")
+    turns = (
+        Turn.objects.filter(session=session)
+        .annotate(first_call_pk=Subquery(first_call.values("pk")[:1]))
+        .order_by("-turn")
+    )
+    page = Paginator(turns, TURNS_PER_PAGE, allow_empty_first_page=True).get_page(number)
+    return cast("Page[Turn]", page)
 
 
 @dataclass(frozen=True)

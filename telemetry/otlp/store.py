@@ -291,6 +291,8 @@ def _records(
             record["agent"] = CLAUDE_CODE
         if draft.window_tokens is not None:
             record["window_tokens"] = draft.window_tokens
+        if draft.diagnostics:
+            record.update(draft.diagnostics)
         if draft.at is not None:
             record["at"] = draft.at.isoformat()
         records.append(record)

@@ -15,6 +15,7 @@ PURE_MODULES = (
     "telemetry.pressure",
     "telemetry.cache_tiers",
     "telemetry.cache_misses",
+    "telemetry.cache_diagnostics",
     "telemetry.policy_effects",
 )
 

@@ -76,9 +76,16 @@ def build_record(
     response's own. Raises ValueError when no usage or no model can be found.
     """
     usage: Any
+    diagnostics: dict[str, Any] = {}
     raw_usage = field_of(response_or_usage, "usage")
     if raw_usage is not None and not isinstance(raw_usage, int | float):
         usage = jsonable(raw_usage)
+        # the provider's cache diagnostics (Anthropic `diagnostics`, OpenAI Responses
+        # `prompt_cache_diagnostics`), verbatim: the console reads why a cache missed from them
+        for name in ("diagnostics", "prompt_cache_diagnostics"):
+            value = jsonable(field_of(response_or_usage, name))
+            if isinstance(value, dict):
+                diagnostics[name] = value
         model = model or field_of(response_or_usage, "model")
         provider = provider or provider_of(response_or_usage)
         request_id = (
@@ -108,4 +115,5 @@ def build_record(
         "prefix": prefix,
     }
     record.update({k: v for k, v in optional.items() if v is not None})
+    record.update(diagnostics)
     return record
