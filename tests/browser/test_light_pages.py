@@ -90,11 +90,20 @@ def test_a_live_update_with_the_surface_open_is_small_and_keeps_open_blocks_open
     report(console_data.key, [{**late, "surface_version": 1}])
     with page.expect_response(lambda r: "/live" in r.url and r.status == 200, timeout=15_000):
         pass
-    page.wait_for_selector(
-        "#turns tbody tr:first-child td:first-child:text-is('60')", timeout=15_000
+    # the turn number is a link to its calls: the first cell's text is the turn
+    from playwright.sync_api import expect
+
+    expect(page.locator("#turns tbody tr").first.locator("td").first).to_have_text(
+        "60", timeout=15_000
     )
-    # the panels that reload on the change: give them time to answer
-    time.sleep(1.5)
+    # the panels that reload on the change: wait for both answers
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        urls = [url for url, _ in transfers.since(mark)]
+        if any("/cache" in u for u in urls) and any("/plan" in u for u in urls):
+            break
+        page.wait_for_timeout(200)
+    page.wait_for_timeout(300)
     update = transfers.since(mark)
     sent = sum(size for url, size in update if "/sessions/" in url)
     assert any("/live" in url for url, _ in update)
