@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any, Final
 
 from django.core.paginator import Page, Paginator
-from django.db import connection
+from django.db import connections, router
 from django.db.models import F, FloatField, IntegerField, OrderBy, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, NullIf
@@ -308,8 +308,9 @@ SELECT model FROM models WHERE model IS NOT NULL
 
 
 def session_models() -> list[str]:
-    """Every model some session reports, sorted. One query, index probes only."""
-    with connection.cursor() as cursor:
+    """Every model some session reports, sorted. One query, index probes only (on the replica
+    where the page may read one, `console.routers`)."""
+    with connections[router.db_for_read(AgentSession)].cursor() as cursor:
         cursor.execute(_MODELS_SQL)
         return [row[0] for row in cursor.fetchall()]
 
