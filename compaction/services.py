@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import psycopg
 from django.conf import settings
@@ -129,10 +129,21 @@ def _transaction_lock(session_id: int) -> Iterator[bool]:
         if not acquired:
             # Given back at once: a held transaction pins one of the pool's server connections,
             # and the compaction refused here still needs one to record why.
-            raw.close()
+            _end(raw)
         yield acquired
     finally:
-        raw.close()  # rolls the transaction back: the lock is released
+        _end(raw)
+
+
+def _end(raw: psycopg.Connection[Any]) -> None:
+    """End the lock's transaction (released once the server answers, not when it notices the
+    closed socket) and close its connection."""
+    if raw.closed:
+        return
+    try:
+        raw.rollback()
+    finally:
+        raw.close()
 
 
 def configured_summarizer() -> Summarizer:
