@@ -65,11 +65,15 @@ else
 fi
 
 # Scaling out through PgBouncer in transaction mode (docs/scaling.md#poolers-pgbouncer): the
-# ingest, OTLP, console-page, compaction (API and worker) and replica suites, with the settings
-# the docs prescribe for it (DATABASE_POOLER=pgbouncer-transaction), against a pgbouncer of its
-# own on a free port (scripts/pgbouncer_stage.py).
+# ingest, OTLP, console-page, compaction-worker and replica suites and the concurrent
+# compactions (the lock), with the settings the docs prescribe for it
+# (DATABASE_POOLER=pgbouncer-transaction), against a pgbouncer of its own on a free port
+# (scripts/pgbouncer_stage.py). Left out, to keep the stage short: the slowest tests whose
+# subject is not the database connection (static files, a 32 MB body, a worker restart).
 PGBOUNCER_TESTS=(tests/db/test_ingest.py tests/db/test_otlp.py tests/db/test_console_views.py
-  tests/db/test_compaction_api.py tests/db/test_compaction_worker.py tests/db/test_replica_router.py)
+  tests/db/test_compaction_worker.py tests/db/test_replica_router.py tests/db/test_pooler_settings.py
+  tests/db/test_compaction_api.py::test_ten_concurrent_compactions_of_one_session_apply_exactly_one_operation
+  -k "not collectstatic and not after_a_restart and not failing_archive")
 if [ "$pg_up" = yes ] && [ "$amqp_up" = yes ]; then
   if command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ]; then
     stage "database + Celery tests through PgBouncer (transaction pooling) in front of $PG_URL"
