@@ -30,6 +30,9 @@ FIELDS = (
     "surface_version",
     "prefix",
     "context_tokens",
+    "provider_miss_type",
+    "provider_missed_tokens",
+    "provider_diagnostics",
 )
 
 

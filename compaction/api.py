@@ -20,6 +20,7 @@ from compaction.models import Archive, CompactionRun, Surface, SurfaceVersion
 from compaction.plans import plan_now
 from compaction.rawjson import array_elements, object_members
 from compaction.schemas import (
+    AgreementOut,
     ArchiveDocumentOut,
     ArchiveOut,
     CacheMissesOut,
@@ -50,6 +51,7 @@ from compaction.transcripts import (
 )
 from context_core import ConversionError, canonical_json, surface_fingerprints
 from telemetry.auth import compact_auth, ingest_auth, request_key
+from telemetry.cache_misses import Miss
 from telemetry.errors import FieldError
 from telemetry.models import AgentKey, AgentSession
 from telemetry.money import money_text
@@ -438,7 +440,12 @@ def get_cache_misses(request: HttpRequest, session_id: str) -> CacheMissesOut:
     """D1/D2: each call that read less of the cache than the previous one left, above the floor
     (1,024 tokens and 5 %), with its cause (model_switch, expiry, our_compaction,
     agent_compaction, prefix_break, unexplained), the evidence and the premium paid in dollars;
-    totals by cause, and whether the system segment churns (D2)."""
+    totals by cause, and whether the system segment churns (D2).
+
+    When the call carried the provider's cache diagnostics (Anthropic `cache_miss_reason`,
+    OpenAI `prompt_cache_diagnostics`), its verdict is the `cause` and ours stays
+    `inferred_cause`, with the provider's word, tokens and object beside it; `agreement` counts
+    how often the two agreed."""
     session = _session(request_key(request), session_id)
     report = session_misses(session)
     return CacheMissesOut(
@@ -451,20 +458,35 @@ def get_cache_misses(request: HttpRequest, session_id: str) -> CacheMissesOut:
             changed=report.churn.changed,
             violates_d2=report.churn.violates_d2,
         ),
-        misses=[
-            MissOut(
-                turn=m.turn,
-                call=m.call,
-                at=m.at.isoformat(),
-                model=m.model,
-                expected_tokens=m.expected_tokens,
-                read_tokens=m.read_tokens,
-                missed_tokens=m.missed_tokens,
-                premium_usd=money_text(m.premium_usd),
-                cause=m.cause,
-                evidence=m.evidence,
-                detail=dict(m.detail),
-            )
-            for m in report.misses
-        ],
+        agreement=AgreementOut(
+            compared=report.agreement.compared,
+            agreed=report.agreement.agreed,
+            rate=report.agreement.rate,
+        ),
+        misses=[miss_out(m) for m in report.misses],
+    )
+
+
+def miss_out(m: Miss) -> MissOut:
+    """A miss as the API answers it (the misses list and the call route alike): our reading,
+    and the provider's beside it when the call carried its cache diagnostics."""
+    return MissOut(
+        turn=m.turn,
+        call=m.call,
+        at=m.at.isoformat(),
+        model=m.model,
+        expected_tokens=m.expected_tokens,
+        read_tokens=m.read_tokens,
+        missed_tokens=m.missed_tokens,
+        premium_usd=money_text(m.premium_usd),
+        cause=m.cause,
+        evidence=m.evidence,
+        detail=dict(m.detail),
+        inferred_cause=m.ours,
+        provider_type=None if m.provider is None else m.provider.type,
+        provider_missed_tokens=None if m.provider is None else m.provider.missed_tokens,
+        provider_cause=m.provider_cause,
+        provider_diagnostics=None if m.provider is None else m.provider.stored(),
+        agrees=m.agrees,
+        readings=m.readings,
     )

@@ -27,6 +27,7 @@ from context_core import (
     net_saving,
     surface_fingerprints,
 )
+from telemetry.cache_diagnostics import Agreement, from_stored
 from telemetry.cache_misses import (
     CAUSES,
     CallObs,
@@ -42,9 +43,10 @@ from telemetry.cache_misses import (
     system_churn,
 )
 from telemetry.catalogue import load_catalogue
-from telemetry.models import AgentSession, ContextEvent, LLMCall
+from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall
 from telemetry.policy_rules import PolicyValues
 from telemetry.pricing import ModelPrice, find_price
+from telemetry.rollups import bucket_of
 
 # Surface versions whose fingerprints one report derives at most (each is a log derivation).
 MAX_DERIVED_VERSIONS = 40
@@ -70,6 +72,9 @@ _CALL_FIELDS = (
     "surface_version",
     "prefix",
     "context_tokens",
+    "provider_miss_type",
+    "provider_missed_tokens",
+    "provider_diagnostics",
 )
 
 
@@ -122,6 +127,9 @@ def _observation(row: Mapping[str, Any], price: ModelPrice | None) -> CallObs:
         row["surface_version"],
         _segments(prefix) if prefix is not None else None,
         row["context_tokens"],
+        from_stored(
+            row["provider_miss_type"], row["provider_missed_tokens"], row["provider_diagnostics"]
+        ),
     )
 
 
@@ -196,6 +204,22 @@ class MissReport:
     def premium_usd(self) -> Decimal:
         return sum(self.by_cause.values(), Decimal(0))
 
+    @property
+    def agreement(self) -> Agreement:
+        return agreement(self.misses)
+
+
+def agreement(misses: Iterable[Miss]) -> Agreement:
+    """How often our inferred cause agreed with the provider's, over the misses the provider
+    gave a verdict on (`telemetry.cache_diagnostics.agrees`)."""
+    compared = agreed = 0
+    for miss in misses:
+        verdict = miss.agrees
+        if verdict is not None:
+            compared += 1
+            agreed += verdict
+    return Agreement(compared, agreed)
+
 
 def _with_surface_prefixes(session: AgentSession, calls: list[CallObs]) -> list[CallObs]:
     """Give the calls around each candidate miss the fingerprints of the surface they used,
@@ -262,6 +286,8 @@ class FleetCache:
         default_factory=lambda: dict.fromkeys(CAUSES, Decimal(0))
     )
     by_day: dict[str, dict[Cause, Decimal]] = field(default_factory=dict)
+    # premiums per bucket start (UTC), when `fleet_cache` was given a bucket
+    by_bucket: dict[datetime, dict[Cause, Decimal]] = field(default_factory=dict)
     misses_by_cause: dict[Cause, int] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0))
     top_sessions: list[tuple[AgentSession, Decimal, Cause | None]] = field(default_factory=list)
     profiles: dict[str, ProfileCache] = field(default_factory=dict)
@@ -281,25 +307,40 @@ class ProfileCache:
     churn: SystemChurn = field(default_factory=lambda: SystemChurn(0, 0))
     # (gap seconds, premium) of each expiry miss: what the TTL advisor reads
     expiry: list[tuple[int, Decimal | None]] = field(default_factory=list)
+    # our inferred causes beside the provider's verdicts (`telemetry.cache_diagnostics`)
+    agreement: Agreement = field(default_factory=Agreement)
 
     @property
     def premium_usd(self) -> Decimal:
         return sum(self.by_cause.values(), Decimal(0))
 
 
-def fleet_cache(*, days: int = 14, limit: int = 500, top: int = 10) -> FleetCache:
+def fleet_cache(
+    *,
+    days: int = 14,
+    limit: int = 500,
+    top: int = 10,
+    since: datetime | None = None,
+    profile: AgentProfile | None = None,
+    bucket: timedelta | None = None,
+) -> FleetCache:
     """Classify the `limit` most recently seen sessions of the last `days` days, as many as fit
     in `MAX_FLEET_CALLS` calls.
+
+    Given `since` (the overview's range), only the sessions seen since then and only their
+    misses since then count; given `profile`, only its sessions; given `bucket` (an hour or a
+    day), the premiums are also summed per bucket (`by_bucket`). Misses are dated by their
+    call's time (the agent's clock).
 
     Read on demand (one query for the calls, one each for runs and events), so it is bounded;
     `truncated` says when more sessions were active.
     """
-    since = timezone.now() - timedelta(days=days)
-    sessions = list(
-        AgentSession.objects.select_related("profile")
-        .filter(last_seen_at__gte=since)
-        .order_by("-last_seen_at", "-pk")[: limit + 1]
-    )
+    window_start = since
+    since = since or timezone.now() - timedelta(days=days)
+    chosen = AgentSession.objects.select_related("profile").filter(last_seen_at__gte=since)
+    if profile is not None:
+        chosen = chosen.filter(profile=profile)
+    sessions = list(chosen.order_by("-last_seen_at", "-pk")[: limit + 1])
     truncated = len(sessions) > limit
     sessions = sessions[:limit]
     # Bounded by calls too: a few huge sessions must not make one page read millions of rows.
@@ -329,23 +370,28 @@ def fleet_cache(*, days: int = 14, limit: int = 500, top: int = 10) -> FleetCach
             surface_changes=runs.get(pk, ()),
             context_changes=events.get(pk, ()),
         )
-        profile = report.profiles.setdefault(
-            session.profile.name, ProfileCache(session.profile.name)
-        )
-        profile.churn = profile.churn + system_churn(calls)
+        if window_start is not None:
+            misses = [m for m in misses if m.at >= window_start]
+        line = report.profiles.setdefault(session.profile.name, ProfileCache(session.profile.name))
+        line.churn = line.churn + system_churn(calls)
+        line.agreement = line.agreement + agreement(misses)
         totals = premiums_by_cause(misses)
         for miss in misses:
             day = miss.at.date().isoformat()
-            bucket = report.by_day.setdefault(day, dict.fromkeys(CAUSES, Decimal(0)))
-            bucket[miss.cause] += miss.premium_usd or Decimal(0)
+            per_day = report.by_day.setdefault(day, dict.fromkeys(CAUSES, Decimal(0)))
+            per_day[miss.cause] += miss.premium_usd or Decimal(0)
+            if bucket is not None:
+                start = bucket_of(miss.at, bucket)
+                per_bucket = report.by_bucket.setdefault(start, dict.fromkeys(CAUSES, Decimal(0)))
+                per_bucket[miss.cause] += miss.premium_usd or Decimal(0)
             report.misses_by_cause[miss.cause] += 1
             if miss.cause == "expiry":
                 gap = miss.detail.get("gap_seconds")
                 if isinstance(gap, int):
-                    profile.expiry.append((gap, miss.premium_usd))
+                    line.expiry.append((gap, miss.premium_usd))
         for cause, value in totals.items():
             report.by_cause[cause] += value
-            profile.by_cause[cause] += value
+            line.by_cause[cause] += value
         total = sum(totals.values(), Decimal(0))
         if total > 0:
             worst = max(CAUSES, key=lambda c: totals[c])
@@ -353,6 +399,7 @@ def fleet_cache(*, days: int = 14, limit: int = 500, top: int = 10) -> FleetCach
     ranked.sort(key=lambda item: (-item[1], item[0].pk))
     report.top_sessions = ranked[:top]
     report.by_day = dict(sorted(report.by_day.items()))
+    report.by_bucket = dict(sorted(report.by_bucket.items()))
     return report
 
 
@@ -455,6 +502,7 @@ def compaction_outcomes(session: AgentSession) -> list[Outcome]:
             "cache_write_1h",
             "context_tokens",
             "surface_version",
+            "received_at",
         )
     )
     prices = _Prices()
@@ -497,7 +545,9 @@ def compaction_outcomes(session: AgentSession) -> list[Outcome]:
 
 
 def _after_run(call: Mapping[str, Any], run: CompactionRun, done_at: datetime) -> bool:
+    """Whether `call` came after `run`: by the surface it used, else by when the server
+    received it (the run's own clock; the call's `at` is the agent's)."""
     version = call["surface_version"]
     if version is not None and run.surface_version_after is not None:
         return bool(version >= run.surface_version_after)
-    return bool(call["at"] > done_at)
+    return bool(call["received_at"] > done_at)

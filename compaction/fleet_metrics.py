@@ -1,10 +1,10 @@
 """Per-profile gauges on `/metrics`, computed from the database at scrape time.
 
 What Grafana alerts on per profile: sessions per pressure band, spend and the calls it could not
-price, the cache hit ratio, and sessions whose automatic relief is pending, failing or given up
-(`compaction.relief_state`). Each family is one aggregate query (grouped by profile, and band),
-never a query per session; every profile gets a sample of the count families, zero included,
-so an alert sees 0 rather than no series.
+price, the cache hit ratio, and sessions whose automatic relief is pending (and of them, pending
+too long), failing or given up (`compaction.relief_state`). Each family is one aggregate query
+(grouped by profile, and band), never a query per session; every profile gets a sample of the
+count families, zero included, so an alert sees 0 rather than no series.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from compaction.relief_state import profile_policies, relief_counts
+from compaction.relief_state import ReliefCounts, profile_policies, relief_counts
 from telemetry.band_sql import BANDS, band_case
 from telemetry.models import AgentProfile, AgentSession, HourlyUsage
 from telemetry.policy_rules import PolicyValues
@@ -42,7 +42,7 @@ class FleetCollector(Collector):
         yield self._bands(names, policies)
         yield from self._spend(names)
         yield self._cache_hit(names)
-        yield from self._relief(names)
+        yield from self._relief(names, policies)
 
     def _bands(self, names: dict[int, str], policies: Mapping[int, PolicyValues]) -> Metric:
         family = GaugeMetricFamily(
@@ -111,7 +111,9 @@ class FleetCollector(Collector):
                 )
         return family
 
-    def _relief(self, names: dict[int, str]) -> Iterator[Metric]:
+    def _relief(
+        self, names: dict[int, str], policies: Mapping[int, PolicyValues]
+    ) -> Iterator[Metric]:
         families = {
             state: GaugeMetricFamily(
                 f"compaction_relief_{state}_sessions",
@@ -130,12 +132,16 @@ class FleetCollector(Collector):
                     "Sessions over their threshold whose automatic relief failed"
                     " RELIEF_RETRY_MAX_ATTEMPTS times in a row (the sweeper stopped)",
                 ),
+                (
+                    "overdue",
+                    "Pending sessions whose relief job was asked for more than"
+                    " RELIEF_PENDING_TOO_LONG_SECONDS ago and has not finished",
+                ),
             )
         }
-        counts = relief_counts()
+        counts = relief_counts(policies)
         for pk, name in sorted(names.items(), key=lambda item: item[1]):
-            per_profile = counts.get(pk)
-            families["pending"].add_metric([name], per_profile.pending if per_profile else 0)
-            families["failing"].add_metric([name], per_profile.failing if per_profile else 0)
-            families["given_up"].add_metric([name], per_profile.given_up if per_profile else 0)
+            per_profile = counts.get(pk, ReliefCounts())
+            for state, family in families.items():
+                family.add_metric([name], getattr(per_profile, state))
         yield from families.values()

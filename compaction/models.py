@@ -157,6 +157,10 @@ class CompactionRun(models.Model):
     task_id = models.CharField(max_length=64, blank=True, default="")
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The session's last turn the server had received when the run was applied (None: none
+    # yet). Runs are timed by the server's clock and turns by the agent's, so a chart of turns
+    # places a run by this, never by comparing the two clocks.
+    turn_received = models.PositiveIntegerField(null=True, blank=True)
     plan_ms = models.PositiveIntegerField(null=True, blank=True)
     # D1 economics as planned (`context_core.economics`): what the next call will re-write,
     # its premium over reading, the saving per later call, the break-even and the horizon; and

@@ -9,14 +9,18 @@ first that holds:
 - **failing**: over its threshold, and the latest automatic run that finished (applied, nothing
   to do, refused or failed) failed. The sweeper tries again after `retry_delay(failures)`.
 - **pending**: relief is queued (`relief_requested_at` is set), or the session is over its
-  threshold and not yet tried at its surface version (the sweeper or ingest will ask).
+  threshold and not yet tried at its surface version (the sweeper or ingest will ask). A pending
+  session whose relief job was asked for more than `RELIEF_PENDING_TOO_LONG_SECONDS` ago is
+  also **overdue** (`relief_overdue`): its job is waiting or running too long (no worker, a
+  lost publish, a summarizer that hangs). A session not yet asked has no server-time mark to
+  age from; the sweeper asks for it within `COMPACTION_SWEEP_INTERVAL_SECONDS`.
 
 "Over its threshold" is the profile's prune threshold under its effective policy, with a
 transcript log to relieve (`surface_version > 0`). A run `running` or `superseded` neither
 counts as a failure nor ends a streak; manual and overflow runs are not automatic relief.
 
-The console's sessions list flags and filters with `with_relief_state` / `in_relief_state`, its
-overview counts with `relief_counts`; `/metrics` exports the same counts
+The console's sessions list flags and filters with `with_relief_state` / `in_relief_state` /
+`in_trouble`, its overview counts with `relief_counts`; `/metrics` exports the same counts
 (`compaction.fleet_metrics`). The sweeper retries with `retry_candidates`.
 """
 
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django.conf import settings
 from django.db.models import (
+    BooleanField,
     Case,
     CharField,
     Count,
@@ -39,13 +44,20 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
+    Sum,
     Value,
     When,
 )
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from compaction.models import CompactionRun
-from context_core import RetryDecision, retry_backoff_seconds, retry_decision
+from context_core import (
+    RetryDecision,
+    retry_backoff_seconds,
+    retry_decision,
+    retry_wait_seconds,
+)
 from telemetry.models import AgentProfile, AgentSession, Policy
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import layered_policy
@@ -71,6 +83,7 @@ class ReliefAnnotations(TypedDict):
     relief_failed_at: datetime | None
     relief_failed_run: int | None
     relief_state: str
+    relief_overdue: bool
 
 
 if TYPE_CHECKING:
@@ -86,6 +99,13 @@ class ReliefCounts:
     pending: int = 0
     failing: int = 0
     given_up: int = 0
+    # of the pending ones, those whose job was asked for too long ago (`pending_too_long`)
+    overdue: int = 0
+
+    @property
+    def trouble(self) -> int:
+        """Sessions an operator must look at: failing, given up, or pending too long."""
+        return self.failing + self.given_up + self.overdue
 
 
 def retry_delay(failures: int) -> timedelta:
@@ -93,6 +113,13 @@ def retry_delay(failures: int) -> timedelta:
     (`context_core.retry_backoff_seconds` at `RELIEF_RETRY_BASE_SECONDS`). Requires failures ≥ 1."""
     base = int(settings.RELIEF_RETRY_BASE_SECONDS)
     return timedelta(seconds=retry_backoff_seconds(failures, base_seconds=base))
+
+
+def pending_too_long() -> Q:
+    """A relief job asked for more than `RELIEF_PENDING_TOO_LONG_SECONDS` ago (server time)
+    and not finished: the claim ingest or the sweeper set is still held."""
+    limit = timedelta(seconds=int(settings.RELIEF_PENDING_TOO_LONG_SECONDS))
+    return Q(relief_requested_at__lt=timezone.now() - limit)
 
 
 def profile_policies() -> dict[int, PolicyValues]:
@@ -137,7 +164,8 @@ def with_relief_state(
 ) -> QuerySet[AnnotatedSession]:
     """`sessions` annotated with `relief_failures` (failed automatic runs in a row),
     `relief_failed_at` (when the latest of them finished), `relief_failed_run` (its id) and
-    `relief_state` (a `ReliefState` value). Subqueries per row: filter `sessions` first."""
+    `relief_state` (a `ReliefState` value) and `relief_overdue` (pending too long).
+    Subqueries per row: filter `sessions` first."""
     failed = _failed_in_streak()
     over = over_threshold(policies)
     cap = int(settings.RELIEF_RETRY_MAX_ATTEMPTS)
@@ -152,7 +180,7 @@ def with_relief_state(
         relief_failed_at=Subquery(failed.order_by("-pk").values("finished_at")[:1]),
         relief_failed_run=Subquery(failed.order_by("-pk").values("pk")[:1]),
     )
-    return annotated.annotate(
+    states = annotated.annotate(
         relief_state=Case(
             When(over & Q(relief_failures__gte=cap), then=Value(ReliefState.GIVEN_UP.value)),
             When(over & Q(relief_failures__gte=1), then=Value(ReliefState.FAILING.value)),
@@ -165,6 +193,13 @@ def with_relief_state(
             output_field=CharField(),
         )
     )
+    return states.annotate(
+        relief_overdue=Case(
+            When(Q(relief_state=ReliefState.PENDING.value) & pending_too_long(), then=Value(True)),
+            default=Value(False),
+            output_field=BooleanField(),
+        )
+    )
 
 
 def candidates(policies: Mapping[int, PolicyValues] | None = None) -> Q:
@@ -173,38 +208,103 @@ def candidates(policies: Mapping[int, PolicyValues] | None = None) -> Q:
 
 
 def in_relief_state(
-    sessions: QuerySet[AgentSession], *states: ReliefState
+    sessions: QuerySet[AgentSession],
+    *states: ReliefState,
+    policies: Mapping[int, PolicyValues] | None = None,
 ) -> QuerySet[AnnotatedSession]:
     """`sessions` in any of `states` (NONE excluded from the pre-filter), annotated as by
     `with_relief_state`: the sessions list's filter ("relief failing": FAILING, GIVEN_UP)."""
-    policies = profile_policies()
+    policies = profile_policies() if policies is None else policies
     return with_relief_state(sessions.filter(candidates(policies)), policies).filter(
         Q(relief_state__in=[state.value for state in states])
     )
 
 
+def in_trouble(
+    sessions: QuerySet[AgentSession], policies: Mapping[int, PolicyValues] | None = None
+) -> QuerySet[AnnotatedSession]:
+    """`sessions` failing, given up or pending too long (the sessions list's "any trouble")."""
+    return in_relief_state(
+        sessions, ReliefState.FAILING, ReliefState.GIVEN_UP, ReliefState.PENDING, policies=policies
+    ).filter(~Q(relief_state=ReliefState.PENDING.value) | Q(relief_overdue=True))
+
+
 def session_relief_states(session_ids: Iterable[int]) -> dict[int, ReliefState]:
-    """The state of each given session (a page of the sessions list): one query."""
-    rows = with_relief_state(AgentSession.objects.filter(pk__in=list(session_ids))).values_list(
-        "pk", "relief_state"
+    """The state of each given session: one query."""
+    return {pk: found.state for pk, found in session_reliefs(session_ids).items()}
+
+
+@dataclass(frozen=True)
+class SessionRelief:
+    """Where one session's automatic relief stands, as the console shows it."""
+
+    state: ReliefState
+    overdue: bool = False
+    failures: int = 0  # failed automatic runs in a row
+    failed_at: datetime | None = None  # when the latest of them finished
+    failed_run: int | None = None  # its id
+    requested_at: datetime | None = None  # the claim of a queued or running job
+
+    @property
+    def trouble(self) -> bool:
+        return self.state in (ReliefState.FAILING, ReliefState.GIVEN_UP) or self.overdue
+
+    def retry_in_seconds(self, now: datetime) -> float | None:
+        """Seconds until the sweeper tries a failing session again (0: at its next pass);
+        None when it will not (given up, or not failing)."""
+        if self.state != ReliefState.FAILING or self.failures < 1:
+            return None
+        elapsed = 0.0 if self.failed_at is None else (now - self.failed_at).total_seconds()
+        return retry_wait_seconds(
+            self.failures,
+            elapsed_seconds=max(elapsed, 0.0),
+            base_seconds=int(settings.RELIEF_RETRY_BASE_SECONDS),
+            max_attempts=int(settings.RELIEF_RETRY_MAX_ATTEMPTS),
+        )
+
+
+def session_reliefs(
+    session_ids: Iterable[int], policies: Mapping[int, PolicyValues] | None = None
+) -> dict[int, SessionRelief]:
+    """The relief of each given session (a page of the sessions list, one session's page):
+    one query (and two for the policies unless given), its subqueries bounded by the ids."""
+    rows = with_relief_state(
+        AgentSession.objects.filter(pk__in=list(session_ids)), policies
+    ).values_list(
+        "pk",
+        "relief_state",
+        "relief_overdue",
+        "relief_failures",
+        "relief_failed_at",
+        "relief_failed_run",
+        "relief_requested_at",
     )
-    return {pk: ReliefState(state) for pk, state in rows}
+    return {
+        pk: SessionRelief(ReliefState(state), bool(overdue), failures, failed_at, run, asked)
+        for pk, state, overdue, failures, failed_at, run, asked in rows
+    }
 
 
-def relief_counts() -> dict[int, ReliefCounts]:
-    """Sessions pending, failing and given up, by profile id (profiles with none are left
-    out): one aggregate query over the sessions that can be in a state."""
-    policies = profile_policies()
+def relief_counts(policies: Mapping[int, PolicyValues] | None = None) -> dict[int, ReliefCounts]:
+    """Sessions pending (and of them overdue), failing and given up, by profile id (profiles
+    with none are left out): one aggregate query over the sessions that can be in a state."""
+    policies = profile_policies() if policies is None else policies
     rows = (
         with_relief_state(AgentSession.objects.filter(candidates(policies)), policies)
         .exclude(relief_state=ReliefState.NONE.value)
         .values("profile_id", "relief_state")
-        .annotate(n=Count("pk"))
+        .annotate(
+            n=Count("pk"),
+            overdue=Sum(Case(When(relief_overdue=True, then=Value(1)), default=Value(0))),
+        )
         .order_by()
     )
     counts: dict[int, dict[str, int]] = {}
     for row in rows:
-        counts.setdefault(row["profile_id"], {})[row["relief_state"]] = row["n"]
+        by_state = counts.setdefault(row["profile_id"], {})
+        by_state[row["relief_state"]] = row["n"]
+        if row["relief_state"] == ReliefState.PENDING.value:
+            by_state["overdue"] = row["overdue"] or 0
     return {profile_id: ReliefCounts(**by_state) for profile_id, by_state in counts.items()}
 
 

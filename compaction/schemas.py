@@ -265,9 +265,40 @@ class MissOut(Schema):
     read_tokens: int
     missed_tokens: int
     premium_usd: Money | None
-    cause: str
-    evidence: str
+    cause: str = Field(
+        description="THE cause: the provider's verdict when its diagnostics gave one, else ours"
+    )
+    evidence: str = Field(description="our reading in words (`detail`: the same as data)")
     detail: dict[str, Any]
+    inferred_cause: str = Field(description="our own cause, whatever the provider said")
+    provider_type: str | None = Field(
+        description="the provider's word (Anthropic `cache_miss_reason.type`, OpenAI's miss "
+        "`reason` or outcome); null: the call carried no cache diagnostics"
+    )
+    provider_missed_tokens: int | None = Field(
+        description="the tokens the provider says fell after the divergence"
+    )
+    provider_cause: str | None = Field(
+        description="our cause for the provider's word; null: no verdict (not compared, "
+        "nothing found, or a word we do not know)"
+    )
+    provider_diagnostics: dict[str, Any] | None = Field(
+        description='the provider\'s object verbatim, under its format: {"anthropic": {...}} '
+        'or {"openai": {...}}'
+    )
+    agrees: bool | None = Field(
+        description="whether our cause agrees with the provider's; null without its verdict"
+    )
+    readings: str | None = Field(
+        description="both readings in words: `provider: messages_changed, 12,016 tokens; ours: "
+        "prefix_break at message 41`"
+    )
+
+
+class AgreementOut(Schema):
+    compared: int = Field(description="misses the provider gave a verdict on")
+    agreed: int = Field(description="of those, misses whose cause we inferred alike")
+    rate: float | None = Field(description="agreed / compared; null when none compared")
 
 
 class CacheMissesOut(Schema):
@@ -276,6 +307,7 @@ class CacheMissesOut(Schema):
     premium_usd: Money
     premium_by_cause_usd: dict[str, Money]
     system_churn: ChurnOut
+    agreement: AgreementOut
     misses: list[MissOut]
 
 

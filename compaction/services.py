@@ -412,6 +412,12 @@ def _apply(session: AgentSession, run: CompactionRun, planned: _Planned) -> RunO
             _record(session, run, planned, log, operations, new_surface)
             run.surface_version_after = new_state.version
             run.apply_ms = _ms(started)
+            # under the session's lock no turn can arrive: this is what the server had received
+            run.turn_received = (
+                AgentSession.objects.filter(pk=session.pk)
+                .values_list("last_turn", flat=True)
+                .first()
+            )
             _finish(run, Status.APPLIED)
     except IntegrityError:
         # Another pass planned on the same version applied first (unique operation key).

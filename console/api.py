@@ -9,6 +9,7 @@ from alerts.api import router as alerts_router
 from alerts.firing import RuleError
 from compaction.api import conflict_payload
 from compaction.api import router as compaction_router
+from compaction.call_api import router as call_router
 from compaction.errors import CompactionConflict
 from compaction.export_api import router as export_router
 from compaction.imports.api import router as imports_router
@@ -38,6 +39,7 @@ api.add_router("/v1", log_router)
 api.add_router("/v1", imports_router)
 api.add_router("/v1", alerts_router)
 api.add_router("/v1", export_router)
+api.add_router("/v1", call_router)
 
 
 def _field_of(loc: list[object] | tuple[object, ...]) -> str:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
 
 from console.charts import Figure, chart_layout
+from console.fleet_charts import on_interval
 
 CAUSE_COLORS: Final = {
     "model_switch": "#6a1b9a",
@@ -123,6 +125,47 @@ def premiums_figure(
         **layout["yaxis"],
         "title": {"text": "miss premium $"},
         "rangemode": "tozero",
+    }
+    return {"data": data, "layout": layout}
+
+
+def premiums_by_bucket_figure(
+    *,
+    starts: Sequence[datetime],
+    step: timedelta,
+    by_bucket: Mapping[datetime, Mapping[Any, Decimal]],
+    labels: Mapping[Any, str],
+) -> Figure:
+    """Premium $ per bucket [start, start + step) of the overview's range, stacked by cause,
+    each bar over its interval (causes with no premium at all are left out)."""
+    data: list[dict[str, Any]] = []
+    for cause, color in CAUSE_COLORS.items():
+        values = [float(by_bucket.get(start, {}).get(cause, Decimal(0))) for start in starts]
+        if not any(values):
+            continue
+        label = labels.get(cause, cause)
+        data.append(
+            {
+                "type": "bar",
+                "name": label,
+                **on_interval(starts, step),
+                "y": [round(v, 6) for v in values],
+                "marker": {"color": color},
+                "hovertemplate": "$%{y:.4f} · %{customdata}<extra>" + label + "</extra>",
+            }
+        )
+    layout = chart_layout("Miss premiums by cause", height=300)
+    layout["barmode"] = "stack"
+    layout["xaxis"] = {
+        **layout["xaxis"],
+        "type": "date",
+        "title": {"text": "time (UTC, agent's clock)"},
+    }
+    layout["yaxis"] = {
+        **layout["yaxis"],
+        "title": {"text": "miss premium $"},
+        "rangemode": "tozero",
+        "tickprefix": "$",
     }
     return {"data": data, "layout": layout}
 

@@ -13,11 +13,19 @@ from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from compaction.cache_report import compaction_outcomes, fleet_cache, session_misses
 from compaction.plans import plan_now
-from console.cache_charts import MissPoint, miss_markers, misses_figure, premiums_figure
+from console.cache_charts import (
+    MissPoint,
+    miss_markers,
+    misses_figure,
+    premiums_by_bucket_figure,
+    premiums_figure,
+)
+from console.overview import BUCKET_STEPS, DEFAULT_RANGE, RANGES, bucket_starts
 from console.roles import Role, require_role
 from console.selectors.unpriced import unpriced_calls
 from telemetry.cache_misses import CAUSE_LABELS, CAUSES, ttl_advice
@@ -166,15 +174,36 @@ def ttl_advisor(request: HttpRequest) -> HttpResponse:
 @require_GET
 @require_role(Role.VIEWER)
 def cache_summary(request: HttpRequest) -> HttpResponse:
-    """The overview's section: fleet premiums by cause, the costliest sessions, D2 flags."""
-    report = fleet_cache()
+    """The overview's section over its range and profile (`?range=`, `?profile=`): premiums by
+    cause, per bucket as a chart, the costliest sessions, D2 flags."""
+    range_key = request.GET.get("range", "")
+    if range_key not in RANGES:
+        range_key = DEFAULT_RANGE
+    length, bucket = RANGES[range_key]
+    step = BUCKET_STEPS[bucket]
+    now = timezone.now()
+    since = now - length
+    name = request.GET.get("profile", "")
+    profile = AgentProfile.objects.filter(name=name).first() if name else None
+    report = fleet_cache(since=since, profile=profile, bucket=step)
+    starts = bucket_starts(since, now, bucket)
     context = {
+        "range_key": range_key,
+        "profile": profile,
+        "figure": premiums_by_bucket_figure(
+            starts=starts,
+            step=step,
+            by_bucket=report.by_bucket,
+            labels=CAUSE_LABELS,
+        )
+        if report.by_bucket
+        else None,
         "report": report,
         "fleet_causes": [
             (CAUSE_LABELS[c], report.by_cause[c], report.misses_by_cause[c]) for c in CAUSES
         ],
         "flagged": sorted(n for n, p in report.profiles.items() if p.churn.violates_d2),
-        "unpriced": unpriced_calls(since=report.since),
+        "unpriced": unpriced_calls(since=report.since, profile=profile),
     }
     if request.headers.get("HX-Request") == "true":
         return render(request, "console/_cache_summary.html", context)

@@ -69,6 +69,9 @@ class Marker:
 
     turn: int
     label: str
+    # what the hover says: for a run of ours, its time (server's clock) and the turn before it
+    # with that turn's time (agent's clock)
+    hover: str = ""
 
 
 def downsample(
@@ -303,6 +306,7 @@ def _marker_shapes(
                 # Right-aligned to its line and level, so a label near the right edge stays in.
                 "xanchor": "right",
                 "text": marker.label,
+                **({"hovertext": marker.hover} if marker.hover else {}),
                 "showarrow": False,
                 "font": {"size": 10, "color": COLORS["marker"]},
             }

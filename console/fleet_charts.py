@@ -1,10 +1,15 @@
 """The fleet overview's charts as plain data: spend, cache-hit trend and compactions per origin,
 with time on the x axis. Standard library only, as `console.charts` (whose colours, cost buckets
-and layout they share)."""
+and layout they share).
+
+A bucket is an interval [start, start + step): its bar spans it (x at the start, `offset` 0,
+`width` the step), and a line's point sits at its middle, so an hour's spend is drawn over that
+hour, not centred on the hour's start. `on_interval` is the one place that says so."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from console.charts import COLORS, COST_BUCKETS, Figure, chart_layout, rounded
@@ -24,7 +29,8 @@ def _time_layout(title: str, **extra: Any) -> dict[str, Any]:
         "type": "date",
         "gridcolor": "#eceff1",
         "zeroline": False,
-        "title": {"text": "time (UTC)"},
+        # calls are dated by the agent's clock (the time each record carries)
+        "title": {"text": "time (UTC, agent's clock)"},
     }
     # a legend above the plot never collides with the axis title on a narrow screen
     layout["margin"] = {"l": 64, "r": 24, "t": 84, "b": 48}
@@ -32,19 +38,50 @@ def _time_layout(title: str, **extra: Any) -> dict[str, Any]:
     return layout
 
 
+def on_interval(starts: Sequence[datetime], step: timedelta) -> dict[str, Any]:
+    """What places a bar over its bucket [start, start + step): x at the start, no offset, the
+    step as width (plotly takes both in milliseconds on a date axis), and each interval in words
+    for the hover."""
+    return {
+        "x": [start.isoformat() for start in starts],
+        "offset": 0,
+        "width": step.total_seconds() * 1000,
+        "customdata": [_interval(start, step) for start in starts],
+    }
+
+
+def mid_interval(starts: Sequence[datetime], step: timedelta) -> dict[str, Any]:
+    """What places a line's point in the middle of its bucket, with the interval for the hover."""
+    return {
+        "x": [(start + step / 2).isoformat() for start in starts],
+        "customdata": [_interval(start, step) for start in starts],
+    }
+
+
+def _interval(start: datetime, step: timedelta) -> str:
+    end = start + step
+    if step >= timedelta(days=1):
+        return f"{start:%Y-%m-%d} 00:00 – {end:%Y-%m-%d} 00:00 UTC"
+    return f"{start:%Y-%m-%d %H:%M} – {end:%H:%M} UTC"
+
+
 def spend_figure(
-    *, starts: Sequence[str], costs: Mapping[str, Sequence[float]], saved: Sequence[float]
+    *,
+    starts: Sequence[datetime],
+    step: timedelta,
+    costs: Mapping[str, Sequence[float]],
+    saved: Sequence[float],
 ) -> Figure:
-    """Spend per bucket stacked by token bucket (`COST_BUCKETS`), and what the cache saved
-    (no-cache cost − cost) as a line on the same dollar axis. `starts` are ISO bucket starts."""
+    """Spend per bucket [start, start + step) stacked by token bucket (`COST_BUCKETS`), and what
+    the cache saved (no-cache cost − cost) as a line on the same dollar axis."""
     data: list[dict[str, Any]] = [
         {
             "type": "bar",
             "name": label,
-            "x": list(starts),
+            **on_interval(starts, step),
             "y": [rounded(v) for v in costs[key]],
             "marker": {"color": COLORS[key]},
-            "hovertemplate": "$%{y:.4f}<extra>" + label + "</extra>",
+            "hovertemplate": "$%{y:.4f} · %{customdata}<extra>" + label + "</extra>",
         }
         for key, label in COST_BUCKETS
     ]
@@ -53,10 +90,10 @@ def spend_figure(
             "type": "scatter",
             "mode": "lines+markers",
             "name": "saved by the cache",
-            "x": list(starts),
+            **mid_interval(starts, step),
             "y": [rounded(v) for v in saved],
             "line": {"color": COLORS["ok"], "width": 2, "dash": "dot"},
-            "hovertemplate": "$%{y:.4f}<extra>saved by the cache</extra>",
+            "hovertemplate": "$%{y:.4f} · %{customdata}<extra>saved by the cache</extra>",
         }
     )
     layout = _time_layout("Spend and what the cache saved", barmode="stack")
@@ -64,19 +101,21 @@ def spend_figure(
     return {"data": data, "layout": layout}
 
 
-def hit_trend_figure(*, starts: Sequence[str], hit: Sequence[float | None]) -> Figure:
-    """Cache-hit % per bucket (Σread / Σ(uncached + read + writes)); a gap where nothing was
-    reported, never a zero."""
+def hit_trend_figure(
+    *, starts: Sequence[datetime], step: timedelta, hit: Sequence[float | None]
+) -> Figure:
+    """Cache-hit % per bucket (Σread / Σ(uncached + read + writes)), each point in the middle of
+    its bucket; a gap where nothing was reported, never a zero."""
     data = [
         {
             "type": "scatter",
             "mode": "lines+markers",
             "name": "cache hit %",
-            "x": list(starts),
+            **mid_interval(starts, step),
             "y": [None if r is None else rounded(r * 100.0, 4) for r in hit],
             "line": {"color": COLORS["hit"], "width": 2},
             "connectgaps": False,
-            "hovertemplate": "%{y:.1f} %<extra>cache hit</extra>",
+            "hovertemplate": "%{y:.1f} % · %{customdata}<extra>cache hit</extra>",
         }
     ]
     layout = _time_layout("Cache-hit trend", height=260, showlegend=False)
@@ -93,21 +132,23 @@ def hit_trend_figure(*, starts: Sequence[str], hit: Sequence[float | None]) -> F
 
 def compactions_figure(
     *,
-    days: Sequence[str],
+    days: Sequence[datetime],
     counts: Mapping[str, Sequence[int]],
     labels: Mapping[str, str],
     freed: Sequence[int],
 ) -> Figure:
     """Compactions per day stacked by origin (ours: manual, automatic, overflow; the agent's;
-    the provider's), and the tokens they freed as a line on a second axis."""
+    the provider's), each bar over its day, and the tokens they freed as a line on a second
+    axis."""
+    step = timedelta(days=1)
     data: list[dict[str, Any]] = [
         {
             "type": "bar",
             "name": labels[key],
-            "x": list(days),
+            **on_interval(days, step),
             "y": list(values),
             "marker": {"color": ORIGIN_COLORS.get(key, COLORS["window"])},
-            "hovertemplate": "%{y} compactions<extra>" + labels[key] + "</extra>",
+            "hovertemplate": "%{y} compactions · %{customdata}<extra>" + labels[key] + "</extra>",
         }
         for key, values in counts.items()
     ]
@@ -116,15 +157,19 @@ def compactions_figure(
             "type": "scatter",
             "mode": "lines+markers",
             "name": "tokens freed",
-            "x": list(days),
+            **mid_interval(days, step),
             "y": list(freed),
             "yaxis": "y2",
             "line": {"color": COLORS["context"], "width": 2},
-            "hovertemplate": "%{y:,} tokens<extra>freed</extra>",
+            "hovertemplate": "%{y:,} tokens · %{customdata}<extra>freed</extra>",
         }
     )
     layout = _time_layout("Compactions per day by origin", barmode="stack")
-    layout["xaxis"] = {**layout["xaxis"], "title": {"text": "day (UTC)"}, "dtick": 86_400_000}
+    layout["xaxis"] = {
+        **layout["xaxis"],
+        "title": {"text": "day (UTC): ours by server clock, others by agent's"},
+        "dtick": 86_400_000,
+    }
     most = max((sum(day) for day in zip(*counts.values(), strict=True)), default=0)
     layout["yaxis"] = {
         **layout["yaxis"],

@@ -7,6 +7,8 @@ from typing import Any
 
 from django import forms
 
+from console.overview import RANGES
+from console.selectors.relief import RELIEF_FILTER_LABELS
 from console.selectors.session_list import DEFAULT_SORT, SORTS, SessionFilters
 from telemetry.band_sql import BANDS
 from telemetry.errors import FieldError
@@ -15,6 +17,8 @@ from telemetry.policy_rules import POLICY_FIELDS, PolicyValues
 from telemetry.windows import parse_window_overrides
 
 # --- sessions list -----------------------------------------------------------------------------
+
+MAX_FILTER_VALUES = 20  # values kept per repeatable filter (?user=a&user=b...)
 
 
 class SessionFilterForm(forms.Form):
@@ -25,6 +29,10 @@ class SessionFilterForm(forms.Form):
         required=False, choices=[("", "any pressure")] + [(b, b) for b in BANDS]
     )
     active = forms.BooleanField(required=False, label="active in the last hour")
+    relief = forms.ChoiceField(
+        required=False, choices=[("", "any relief state"), *RELIEF_FILTER_LABELS]
+    )
+    seen = forms.ChoiceField(required=False, choices=[("", "any time")] + [(r, r) for r in RANGES])
     sort = forms.CharField(required=False, max_length=20)
     page = forms.IntegerField(required=False, min_value=1)
 
@@ -40,9 +48,22 @@ class SessionFilterForm(forms.Form):
             model=data.get("model") or "",
             band=data.get("band") or "",
             active=bool(data.get("active")),
+            relief=data.get("relief") or "",
+            seen=data.get("seen") or "",
             sort=sort,
             page=data.get("page") or 1,
+            user=self._many("user"),
+            repository=self._many("repository"),
+            branch=self._many("branch"),
+            agent=self._many("agent"),
         )
+
+    def _many(self, name: str) -> tuple[str, ...]:
+        """A repeatable filter's values (?user=a&user=b): the first few, each cut to a column."""
+        getlist = getattr(self.data, "getlist", None)
+        values = getlist(name) if getlist is not None else []
+        kept = [v.strip()[:200] for v in values if isinstance(v, str) and v.strip()]
+        return tuple(dict.fromkeys(kept))[:MAX_FILTER_VALUES]
 
 
 # --- policy ------------------------------------------------------------------------------------
@@ -65,8 +86,12 @@ POLICY_HELP: dict[str, str] = {
     "nudge_text": "the nudge returned to the agent at the soft limit",
     "round_hard_cap": "rounds in one turn before the agent is told to stop",
     "archive_retention_days": "days archived transcripts are kept",
+    "call_retention_days": "days raw calls and turns are kept (0: forever); rollups, session totals and compaction history stay",
 }
 _FLOAT_FIELDS = ("prune_threshold", "summarize_threshold", "relief_hysteresis")
+# Percent fields where a value in (0, 1] can only be a share typed by mistake (no band starts at
+# 1 % of the window); relief_hysteresis may honestly be small, so it is not among them.
+_SHARE_LOOKALIKES = ("prune_threshold", "summarize_threshold")
 
 
 def _as_percent(share: object) -> object:
@@ -132,6 +157,20 @@ class PolicyForm(forms.Form):
         if name == "prune_exclude_tools":
             return forms.CharField(label=label)
         return forms.IntegerField(label=label)
+
+    def clean(self) -> dict[str, Any]:
+        """A threshold of 0.3 is 0.3 %, not 30 %: a share typed into a percent field (any
+        value above 0 and at most 1) is refused, saying what to type instead."""
+        data = super().clean() or {}
+        for name in _SHARE_LOOKALIKES:
+            value = data.get(name)
+            if isinstance(value, int | float) and 0 < value <= 1:
+                self.add_error(
+                    name,
+                    f"{value:g} here means {value:g} % of the usable window; the form takes "
+                    f"percent: type {value * 100:g} for {value * 100:g} %.",
+                )
+        return data
 
     def initial_values(self) -> dict[str, object]:
         """The values the form starts from, as `values()` would give them (for a preview)."""

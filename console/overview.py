@@ -5,8 +5,10 @@ calls: the page costs the same number of queries at 10,000 and at 1,000,000 call
 grows with the hours in the range, not with the traffic. Compactions are read from their own
 (small) tables; pressure from the sessions' stored figures.
 
-Sessions by band and the top sessions by pressure are read per profile from the index on
-`(profile, pressure, id)`, never by ranking every session: within one profile the band only rises
+Sessions by band and the top sessions by pressure count the sessions active in the range (last
+seen within it, by the agent's clock like every call), read per profile from the index on
+`(profile, pressure, id)` that carries `last_seen_at` (on PostgreSQL a covering column, so the
+range test reads index entries, not rows), never by ranking every session: within one profile the band only rises
 with the pressure (the profile's thresholds are fixed), so each band is a range of the index, and
 a profile's first sessions by (band, pressure, newest) are simply its highest pressures. The
 fleet's top five are among the profiles' own top fives (a session outranked by five others of
@@ -45,6 +47,7 @@ from telemetry.band_sql import BAND_OF_RANK, BANDS, band_ranges
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, HourlyUsage
 from telemetry.policy_rules import PolicyValues
 from telemetry.pressure import PressureBand, hit_ratio
+from telemetry.rollups import bucket_of
 from telemetry.session_state import session_band
 from telemetry.usage import BUCKETS
 
@@ -56,6 +59,7 @@ RANGES: Final[dict[str, tuple[timedelta, str]]] = {
     "30d": (timedelta(days=30), "day"),
 }
 DEFAULT_RANGE: Final = "24h"
+BUCKET_STEPS: Final[dict[str, timedelta]] = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
 TOP_SESSIONS: Final = 5
 COST_KEYS: Final = BUCKETS
 # compactions by origin: ours (CompactionRun modes) and the agent's and provider's (ContextEvent)
@@ -73,10 +77,8 @@ def bucket_starts(since: datetime, now: datetime, bucket: str) -> list[datetime]
 
     Pure: the chart's axis, so an hour or day with no calls is drawn as zero, not skipped.
     """
-    step = timedelta(hours=1) if bucket == "hour" else timedelta(days=1)
-    first = since.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    if bucket == "day":
-        first = first.replace(hour=0)
+    step = BUCKET_STEPS[bucket]
+    first = bucket_of(since, step)
     starts = []
     at = first
     while at <= now:
@@ -197,30 +199,40 @@ def _per_profile(policies: Policies, name: str) -> Any:
     return Case(*whens, default=Value(default), output_field=FloatField())
 
 
-def _profiles(policies: Policies) -> list[AgentProfile]:
-    """Every profile by name, with its sessions counted per pressure band now (`n_<band>`) and
-    the keys of its own top sessions by pressure (`top_0` …). One query.
+def _profiles(policies: Policies, since: datetime) -> list[AgentProfile]:
+    """Every profile by name, with its sessions active since `since` counted per pressure band
+    now (`n_<band>`) and the keys of its own top such sessions by pressure (`top_0` …). One
+    query.
 
     Each band is a range of pressure under the profile's thresholds (`band_ranges`), so each
     count is a range count on the `(profile, pressure)` index: the database reads index entries,
     not the sessions' rows, and evaluates no CASE per session. The top sessions are the first
     entries of the same index read backwards (`TOP_SESSIONS` probes of a few entries each).
 
-    The statement depends on nothing but the thresholds, and building it through the ORM (ten
-    subqueries) costs more CPU than running it, so it is compiled once per set of thresholds.
+    The statement depends on nothing but the thresholds and `since`, and building it through
+    the ORM (ten subqueries) costs more CPU than running it, so it is compiled once per set of
+    thresholds with a stand-in for `since`, which each call puts in its parameters.
     """
     thresholds = _thresholds(policies)
     compiled = _PROFILES_SQL.get(thresholds)
     if compiled is None:
-        compiled = _profiles_query(policies).query.sql_with_params()
+        compiled = _profiles_query(policies, _SINCE_STANDIN).query.sql_with_params()
         _PROFILES_SQL.clear()  # one set of thresholds holds at a time
         _PROFILES_SQL[thresholds] = compiled
-    return list(AgentProfile.objects.raw(*compiled))
+    sql, params = compiled
+    # the parameters as the backend takes them (SQLite: text), the stand-in's among them
+    standin = connection.ops.adapt_datetimefield_value(_SINCE_STANDIN)
+    value = connection.ops.adapt_datetimefield_value(since)
+    return list(AgentProfile.objects.raw(sql, tuple(value if p == standin else p for p in params)))
 
 
-def _profiles_query(policies: Policies) -> QuerySet[AgentProfile]:
+# a time no session is seen at, held in the compiled statement's parameters for `since`
+_SINCE_STANDIN: Final = datetime(1, 1, 1, 0, 0, 0, 4242, tzinfo=UTC)
+
+
+def _profiles_query(policies: Policies, since: datetime) -> QuerySet[AgentProfile]:
     ranges = band_ranges(OuterRef("prune_at"), OuterRef("summarize_at"))
-    own = AgentSession.objects.filter(profile=OuterRef("pk")).order_by()
+    own = AgentSession.objects.filter(profile=OuterRef("pk"), last_seen_at__gte=since).order_by()
     counts = {
         f"n_{band}": Coalesce(
             Subquery(
@@ -283,7 +295,7 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
     length, bucket = RANGES[range_key]
     since = now - length
     policies = load_policies()
-    profiles = _profiles(policies)
+    profiles = _profiles(policies, since)
     chosen = next((p for p in profiles if p.name == profile_name), None)
 
     # spend and cache per bucket, from the rollups

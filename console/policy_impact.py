@@ -1,6 +1,7 @@
 """What a policy or window change would do now, shown before an admin saves: sessions that
 would change band (and to which), whose usable window or billing tier would change, and a
-refusal when the reserve leaves no room in a window in use. The figures are
+refusal when the reserve leaves no room in a window in use, and the raw turns and calls a
+shorter call retention would remove (`telemetry.retention`). The figures are
 `telemetry.policy_change.preview`'s (the rules ingest applies); a save that changes anything
 asks to confirm, and the confirm carries the digest of the previewed values."""
 
@@ -9,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from django.db.models import Count, Sum
+from django.utils import timezone
+
 from telemetry.errors import FieldError
-from telemetry.models import AgentProfile
+from telemetry.models import AgentProfile, Turn
 from telemetry.policy_change import (
     Proposal,
     policy_proposal,
@@ -19,6 +23,7 @@ from telemetry.policy_change import (
     windows_proposal,
 )
 from telemetry.policy_effects import PolicyEffects
+from telemetry.retention import cutoffs, expired_turns
 
 
 @dataclass(frozen=True)
@@ -26,10 +31,13 @@ class PolicyImpact:
     proposal: Proposal
     effects: PolicyEffects
     refused: str = ""
+    # raw turns and calls the new call retention removes that the current one keeps
+    expiring_turns: int = 0
+    expiring_calls: int = 0
 
     @property
     def changes_anything(self) -> bool:
-        return self.effects.changes_anything
+        return self.effects.changes_anything or bool(self.expiring_turns)
 
     @property
     def digest(self) -> str:
@@ -63,7 +71,18 @@ def _impact(proposal: Proposal, field: str) -> PolicyImpact:
         refuse_tight_reserve(proposal, field=field)
     except FieldError as exc:
         refused = exc.message
-    return PolicyImpact(proposal, preview(proposal), refused)
+    turns, calls = _expiring(proposal)
+    return PolicyImpact(proposal, preview(proposal), refused, turns, calls)
+
+
+def _expiring(proposal: Proposal) -> tuple[int, int]:
+    """(turns, calls) the proposal's call retention removes now and the current one keeps."""
+    now = timezone.now()
+    before = {pk: pair[0].policy for pk, pair in proposal.settings.items()}
+    after = {pk: pair[1].policy for pk, pair in proposal.settings.items()}
+    newly = expired_turns(cutoffs(after, now)) & ~expired_turns(cutoffs(before, now))
+    removed = Turn.objects.filter(newly).aggregate(turns=Count("id"), calls=Sum("calls"))
+    return int(removed["turns"] or 0), int(removed["calls"] or 0)
 
 
 def policy_impact(

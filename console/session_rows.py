@@ -19,14 +19,15 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 from django.utils.timezone import localtime
 
-from console.presenters.sessions import SessionRow
+from console.presenters.sessions import SessionRow, relief_flag
 from console.templatetags.console_format import band_badge, money, percent, unpriced_note
 from telemetry.models import AgentSession
 
 
 def session_row(row: SessionRow) -> SafeString:
-    """The `<tr>` of one session: id (linked), pressure badge, profile, model, cache hit of the
-    last turn and overall, cost, turns, rounds of the last turn (with the round flag), last seen."""
+    """The `<tr>` of one session: id (linked), pressure badge (and the relief flag), profile,
+    model, cache hit of the last turn and overall, cost, turns, rounds of the last turn (with
+    the round flag), last seen."""
     session, policy = row.session, row.policy
     flag = ""
     if row.round_flag == "hard":
@@ -39,11 +40,22 @@ def session_row(row: SessionRow) -> SafeString:
             ' <span class="flag soft" title="a turn passed the soft limit of '
             f'{policy.round_soft_limit} rounds">soft limit</span>'
         )
+    relief = ""
+    if (shown := relief_flag(row.relief)) is not None:
+        classes, text, title = shown
+        if row.relief.failed_run is not None:
+            # to the failed run on the session's page
+            run = f"{reverse('session', args=[session.pk])}#run-{row.relief.failed_run}"
+            relief = (
+                f' <a href="{escape(run)}" class="{classes}" title="{escape(title)}">'
+                f"{escape(text)}</a>"
+            )
+        else:
+            relief = f' <span class="{classes}" title="{escape(title)}">{escape(text)}</span>'
     seen_iso, seen = _seen(session.last_seen_at)
     cells = (
-        f'<td><a href="{escape(reverse("session", args=[session.pk]))}" class="mono">'
-        f"{escape(_truncated(session.external_id, 40))}</a></td>",
-        f"<td>{band_badge(row.band, session.pressure, policy, 0)}\n</td>",
+        _name_cell(session),
+        f"<td>{band_badge(row.band, session.pressure, policy, 0)}{relief}\n</td>",
         f"<td>{escape(session.profile.name)}</td>",
         f'<td class="mono small">{escape(session.model or "—")}</td>',
         f'<td class="num">{escape(percent(session.last_turn_cache_hit_ratio))}</td>',
@@ -81,4 +93,16 @@ def _seen(at: datetime | None) -> tuple[str, str]:
         local.isoformat(),
         f"{local.year:04d}-{local.month:02d}-{local.day:02d} "
         f"{local.hour:02d}:{local.minute:02d}:{local.second:02d}",
+    )
+
+
+def _name_cell(session: AgentSession) -> str:
+    """The session's title linked, its id beside it; the id alone while it has no title."""
+    href = escape(reverse("session", args=[session.pk]))
+    short_id = escape(_truncated(session.external_id, 40))
+    if not session.title:
+        return f'<td><a href="{href}" class="mono">{short_id}</a></td>'
+    return (
+        f'<td><a href="{href}" class="session-title">{escape(session.title)}</a>'
+        f' <span class="mono small muted session-id">{short_id}</span></td>'
     )

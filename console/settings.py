@@ -75,6 +75,8 @@ INSTALLED_APPS = [
     "console",
     # sign-in throttling (console.limits)
     "axes",
+    # the audit trail of policy, price, key and user changes (console.audit)
+    "auditlog",
     # the demo scenario and `manage.py simulate` (what `make run` seeds)
     "demo",
 ]
@@ -102,6 +104,11 @@ MIDDLEWARE.append("console.errors.friendly_405")
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")
 # issue 41: a request target over MAX_URL_BYTES answers 414 (JSON on the API) before anything
 MIDDLEWARE.insert(0, "console.middleware.url_limit")
+# issue 39: each audited change names who made it: the signed-in user or "api:<key prefix>"
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+    "console.audit.AuditActorMiddleware",
+)
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"
@@ -247,6 +254,26 @@ AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 # Only failures are kept (and only for the cool-off window); no row for every sign-in forever.
 AXES_DISABLE_ACCESS_LOG = True
 AXES_VERBOSE = False
+# The audit trail (django-auditlog; docs/operating.md "Audit trail"): who changed a policy, a
+# price, a profile, an agent key, a user or a group, when, and each field before → after.
+# A key's hash and a user's password hash are never recorded (excluded / shown as "(hidden)");
+# bookkeeping fields that change on every use (last used, last sign-in, updated at) are not
+# changes anyone made.
+AUDITLOG_STORE_JSON_CHANGES = True
+AUDITLOG_MASK_CALLABLE = "console.audit.hidden"
+AUDITLOG_INCLUDE_TRACKING_MODELS = (
+    {"model": "telemetry.policy", "exclude_fields": ["updated_at"]},
+    {"model": "telemetry.cataloguemodel", "exclude_fields": ["updated_at"]},
+    {"model": "telemetry.agentprofile", "exclude_fields": ["created_at"]},
+    {"model": "telemetry.agentkey", "exclude_fields": ["key_hash", "last_used_at", "created_at"]},
+    {
+        "model": "auth.user",
+        "exclude_fields": ["last_login", "date_joined"],
+        "mask_fields": ["password"],
+        "m2m_fields": ["groups", "user_permissions"],
+    },
+    {"model": "auth.group", "m2m_fields": ["permissions"]},
+)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
@@ -356,6 +383,11 @@ COMPACTION_JOB_RETRY_BACKOFF_SECONDS = env_int("COMPACTION_JOB_RETRY_BACKOFF_SEC
 # (`compaction.relief_state`).
 RELIEF_RETRY_BASE_SECONDS = env_int("RELIEF_RETRY_BASE_SECONDS", 60, minimum=1)
 RELIEF_RETRY_MAX_ATTEMPTS = env_int("RELIEF_RETRY_MAX_ATTEMPTS", 5, minimum=1, maximum=30)
+# A relief job asked for longer ago than this and not finished is flagged as pending too long
+# (the sessions list, the overview, `/metrics`).
+RELIEF_PENDING_TOO_LONG_SECONDS = env_int(
+    "RELIEF_PENDING_TOO_LONG_SECONDS", 300, minimum=1, maximum=86_400
+)
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     _VISIBILITY = env_int(
         "CELERY_VISIBILITY_TIMEOUT_SECONDS", COMPACTION_JOB_TIME_LIMIT + 300, minimum=2
@@ -390,14 +422,23 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 COMPACTION_RECOVERY_INTERVAL_SECONDS = env_int(
     "COMPACTION_RECOVERY_INTERVAL_SECONDS", 20, minimum=1, maximum=3600
 )
+# How often beat runs the sweeper: sessions over their threshold not yet asked, lost jobs, and
+# failed relief whose backoff has passed (compaction.sweeper).
+COMPACTION_SWEEP_INTERVAL_SECONDS = env_int(
+    "COMPACTION_SWEEP_INTERVAL_SECONDS", 60, minimum=1, maximum=3600
+)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "worker-heartbeat": {"task": "telemetry.record_heartbeat", "schedule": 30.0},
-    "compaction-sweep": {"task": "compaction.sweep", "schedule": 60.0},
+    "compaction-sweep": {
+        "task": "compaction.sweep",
+        "schedule": float(COMPACTION_SWEEP_INTERVAL_SECONDS),
+    },
     "compaction-recover-runs": {
         "task": "compaction.recover_runs",
         "schedule": float(COMPACTION_RECOVERY_INTERVAL_SECONDS),
     },
     "archive-retention": {"task": "compaction.purge_archives", "schedule": 3600.0},
+    "call-retention": {"task": "telemetry.apply_retention", "schedule": 3600.0},
 }
 # How often beat evaluates every alert rule (docs/alerts.md).
 ALERTS_EVALUATE_SECONDS = env_int("ALERTS_EVALUATE_SECONDS", 60, minimum=5, maximum=3600)

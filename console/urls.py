@@ -3,7 +3,16 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
 from compaction.metrics import metrics_view
-from console import alert_views, cache_views, docs_views, overview_views, views
+from console import (
+    alert_views,
+    audit_views,
+    cache_views,
+    call_views,
+    docs_views,
+    list_exports,
+    overview_views,
+    views,
+)
 from console.api import api
 from console.limits import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
 from console.replica import reads_from_replica
@@ -31,9 +40,27 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", reads_from_replica(overview_views.overview), name="overview"),
     path("sessions/", reads_from_replica(views.sessions_list), name="sessions"),
+    # each table's download: its page's path + export.csv or export.jsonl (console.list_exports)
+    path("overview/export.<str:fmt>", list_exports.spend_export, name="spend_export"),
+    path("sessions/export.<str:fmt>", list_exports.sessions_export, name="sessions_export"),
+    path(
+        "sessions/<int:pk>/cache/export.<str:fmt>",
+        list_exports.session_misses_export,
+        name="session_misses_export",
+    ),
+    path(
+        "sessions/<int:pk>/runs/export.<str:fmt>",
+        list_exports.session_runs_export,
+        name="session_runs_export",
+    ),
+    path("cache/export.<str:fmt>", list_exports.fleet_cache_export, name="cache_export"),
+    path("archives/export.<str:fmt>", list_exports.archives_export, name="archives_export"),
+    path("catalogue/export.<str:fmt>", list_exports.catalogue_export, name="catalogue_export"),
+    path("keys/export.<str:fmt>", list_exports.keys_export, name="keys_export"),
     path("sessions/<int:pk>/", views.session_page, name="session"),
     path("sessions/<int:pk>/live", views.session_live, name="session_live"),
     path("sessions/<int:pk>/compact", views.session_compact, name="session_compact"),
+    path("sessions/<int:pk>/calls/<int:call_pk>/", call_views.call_page, name="call"),
     path("sessions/<int:pk>/cache", cache_views.session_cache, name="session_cache"),
     path("sessions/<int:pk>/plan", cache_views.session_plan, name="session_plan"),
     path("cache/", reads_from_replica(cache_views.fleet_cache_page), name="cache"),
@@ -61,6 +88,7 @@ urlpatterns = [
     path("alerts/", alert_views.alerts_page, name="alerts"),
     path("alerts/rules/<int:pk>/delete", alert_views.alert_rule_delete, name="alert_rule_delete"),
     path("keys/<int:pk>/revoke", views.key_revoke, name="key_revoke"),
+    path("audit/", audit_views.audit, name="audit"),
     # the documentation site, when `make docs` has built it (console.docs_views)
     path("docs/", docs_views.docs, name="docs"),
     path("docs/<path:path>", docs_views.docs, name="docs_page"),

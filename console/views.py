@@ -39,11 +39,13 @@ from console.forms import (
     SessionFilterForm,
     WindowOverridesForm,
 )
+from console.overview import RANGES
 from console.policy_impact import PolicyImpact, policy_impact, windows_impact
 from console.presenters.search import hits_page
 from console.presenters.sessions import (
     SESSION_COLUMNS,
     run_outcome,
+    session_meta,
     sessions_listing,
 )
 from console.presenters.transcripts import archive_view, shown_surface
@@ -59,7 +61,9 @@ from console.selectors.compaction import (
     surface_on_turn,
 )
 from console.selectors.policies import load_policies, profiles_overview, stored_overrides
+from console.selectors.relief import RELIEF_FILTER_LABELS
 from console.selectors.session import (
+    first_seen,
     session_detail,
     turn_bounds,
     turns_page,
@@ -140,7 +144,8 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
     """Every session, sortable, filterable, searchable and paginated; the table polls itself."""
     filters = SessionFilterForm(request.GET).filters()
     # "active in the last hour" changes with the clock alone: such a list is new every minute
-    minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active else ""
+    # a time filter's result moves with the clock: the version does too
+    minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active or filters.seen else ""
     found = sessions_page(filters)
     version = sessions_version(found, request.GET.urlencode() + minute)
     if request.htmx:
@@ -153,6 +158,8 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
         "filters": filters,
         "columns": SESSION_COLUMNS,
         "bands": BANDS,
+        "relief_filters": RELIEF_FILTER_LABELS,
+        "seen_ranges": list(RANGES),
         "nav": "sessions",
     }
     if request.htmx:
@@ -208,6 +215,8 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return render(request, "console/session.html#archives", context)
     context = live_parts(session, policy, version, request.GET.get("turns_page")) | {
         "nav": "sessions",
+        "first_seen": first_seen(session),
+        "session_meta": session_meta(session),
         "imported": imported_view(session),
         # the surface (the whole transcript) arrives right after the page, not inside it,
         # unless asked for inline (the link a browser without JavaScript follows)
@@ -472,13 +481,18 @@ def _confirmed(request: HttpRequest, impact: PolicyImpact) -> bool:
         messages.warning(
             request,
             "Not saved yet: these values would change sessions' pressure band, usable window "
-            "or billing now (below). Confirm to save.",
+            "or billing, or remove calls now (below). Confirm to save.",
         )
     return False
 
 
 def _effects_note(impact: PolicyImpact) -> str:
     effects = impact.effects
+    retention = (
+        f" The call retention will remove {impact.expiring_calls} call(s)."
+        if impact.expiring_turns
+        else ""
+    )
     return (
         f"{effects.band_moves} session(s) change band ({effects.prune_new} newly at prune, "
         f"{effects.compact_new} newly at summarize), {effects.usable_moves} change usable "
@@ -486,7 +500,7 @@ def _effects_note(impact: PolicyImpact) -> str:
         if impact.proposal.pressure_profiles()
         else f"{effects.band_moves} session(s) change band ({effects.prune_new} newly at "
         f"prune, {effects.compact_new} newly at summarize), {effects.billing} change billing."
-    )
+    ) + retention
 
 
 @require_POST

@@ -36,6 +36,8 @@ class AgentKeyAdmin(admin.ModelAdmin[AgentKey]):
     list_display = ("prefix", "name", "profile", "scopes", "created_at", "revoked_at")
     list_filter = ("profile", "revoked_at")
     readonly_fields = ("prefix", "profile", "scopes", "created_at", "revoked_at", "last_used_at")
+    # Only a SHA-256 of a key is stored, and not even that is shown (nor editable)
+    exclude = ("key_hash",)
     actions = ["revoke"]
 
     def get_form(
@@ -50,7 +52,7 @@ class AgentKeyAdmin(admin.ModelAdmin[AgentKey]):
 
     def save_model(self, request: HttpRequest, obj: AgentKey, form: Any, change: bool) -> None:
         if change:
-            AgentKey.objects.filter(pk=obj.pk).update(name=obj.name)
+            obj.save(update_fields=["name"])  # a save: the audit trail records the rename
             return
         issued = create_agent_key(
             profile_name=form.cleaned_data["profile_name"],

@@ -21,6 +21,11 @@ The cause is the first that holds, in this order (DESIGN "Cache discipline"):
    system, message k) inside the cached part;
 6. `unexplained` — eviction, or a volatile prefix we cannot see.
 
+When the provider diagnosed the call itself (`CallObs.provider`, `telemetry.cache_diagnostics`:
+Anthropic's `cache_miss_reason`, OpenAI's `prompt_cache_diagnostics`), its verdict is the miss's
+cause and the cause found above stays as `Miss.inferred_cause`; a provider word without verdict
+leaves ours the cause.
+
 Everything here is a pure function of its arguments: the records' arrival order never changes
 the outcome (calls are sorted by position, events by time and id).
 """
@@ -37,6 +42,7 @@ from operator import attrgetter
 from typing import Final, Literal
 
 from context_core.economics import MONEY, PER_MILLION
+from telemetry.cache_diagnostics import ProviderDiagnosis, agrees, describe
 from telemetry.pricing import ModelPrice, Rates
 from telemetry.usage import INPUT_BUCKETS
 
@@ -121,6 +127,8 @@ class CallObs:
     surface_version: int | None = None
     prefix: tuple[Segment, ...] | None = None
     context: int | None = None
+    # What the provider said about this request's cache (`telemetry.cache_diagnostics`).
+    provider: ProviderDiagnosis | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -191,7 +199,10 @@ class Miss:
 
     `premium_usd` is None only when the model has no catalogue price. `evidence` is the
     operator-readable why; `detail` the same facts as data (gap seconds, tier, run id, segment,
-    diff lines), for the API.
+    diff lines), for the API. Both are our own reading.
+
+    `cause` is THE cause: the provider's (`provider`, `telemetry.cache_diagnostics`) when it gave
+    a verdict, else ours; `inferred_cause` is ours either way.
     """
 
     turn: int
@@ -205,10 +216,42 @@ class Miss:
     cause: Cause
     evidence: str
     detail: Mapping[str, object] = field(default_factory=dict)
+    inferred_cause: Cause | None = None  # ours; None (the constructor's default): `cause`
+    provider: ProviderDiagnosis | None = None
+
+    def __post_init__(self) -> None:
+        if self.inferred_cause is None:
+            object.__setattr__(self, "inferred_cause", self.cause)
 
     @property
     def cause_label(self) -> str:
         return CAUSE_LABELS[self.cause]
+
+    @property
+    def ours(self) -> Cause:
+        return self.inferred_cause or self.cause
+
+    @property
+    def provider_cause(self) -> Cause | None:
+        return None if self.provider is None else self.provider.cause
+
+    @property
+    def agrees(self) -> bool | None:
+        """Whether our cause agrees with the provider's; None without a provider verdict."""
+        theirs = self.provider_cause
+        if theirs is None or self.provider is None:
+            return None
+        return agrees(theirs, self.ours, self.provider.meaning.segment)
+
+    @property
+    def readings(self) -> str | None:
+        """Both readings in words, `provider: messages_changed, 12,016 tokens; ours:
+        prefix_break at message 41`; None when the provider said nothing of this call."""
+        if self.provider is None:
+            return None
+        segment = self.detail.get("segment") if self.ours == "prefix_break" else None
+        where = f" at {segment}" if segment else ""
+        return f"{describe(self.provider)}; ours: {self.ours}{where}"
 
 
 _POSITION = attrgetter("turn", "call")  # C-speed sort key (100,000 calls a report)
@@ -356,6 +399,8 @@ def classify(
             continue
         tier: Tier = written_tier or ("auto" if previous.automatic else "5m")
         cause, evidence, detail = _cause(previous, current, tier, ours, theirs, expected)
+        provider = current.provider
+        verdict = None if provider is None else provider.cause
         misses.append(
             Miss(
                 turn=current.turn,
@@ -366,9 +411,12 @@ def classify(
                 read_tokens=current.cache_read,
                 missed_tokens=missed,
                 premium_usd=_premium(current, missed, prices.get(current.model), rates),
-                cause=cause,
+                # the provider's verdict, when it gave one, is the cause; ours stays inferred
+                cause=cause if verdict is None else verdict,
                 evidence=evidence,
                 detail=detail,
+                inferred_cause=cause,
+                provider=provider,
             )
         )
     return misses

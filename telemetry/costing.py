@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from django.db.models.base import ModelState
 
+from telemetry.cache_diagnostics import ProviderDiagnosis
 from telemetry.ingest.values import json_text
 from telemetry.models import AgentSession, LLMCall
 from telemetry.pricing import BILLED_FIGURES, IntegerPricer
@@ -49,7 +50,10 @@ def call_row(
     writes as text)."""
     values = call_values(session.pk, v, pricer, now)._asdict()
     values.update(
-        raw_usage=v.record.usage, flags=list(v.usage.flags), prefix=stored_prefix(v.record)
+        raw_usage=v.record.usage,
+        flags=list(v.usage.flags),
+        prefix=stored_prefix(v.record),
+        provider_diagnostics=None if v.diagnosis is None else v.diagnosis.stored(),
     )
     return _unsaved_call(session, **values)
 
@@ -99,6 +103,9 @@ CALL_COLUMNS: tuple[str, ...] = (
     "window_tokens",
     "surface_version",
     "prefix",
+    "provider_miss_type",
+    "provider_missed_tokens",
+    "provider_diagnostics",
     "at",
     *BILLED_FIGURES,  # in `IntegerPricer.values`' order
     "payload_hash",
@@ -133,7 +140,7 @@ def call_values(
     prefix as their JSON text without `json_text`, and the tuple is made without the
     namedtuple's own `__new__` (a Python frame of 32 arguments). tests/db/test_call_values.py
     holds each column, by name, to what the record says it is."""
-    usage, record = v.usage, v.record
+    usage, record, diagnosis = v.usage, v.record, v.diagnosis
     costs: tuple[Decimal | bool | None, ...] = (
         _UNPRICED if pricer is None else pricer.values(v.provided.billed)
     )
@@ -158,6 +165,7 @@ def call_values(
             record.window_tokens,
             record.surface_version,
             "null" if record.prefix is None else json_text(stored_prefix(record)),
+            *(_UNDIAGNOSED if diagnosis is None else _diagnosed(diagnosis)),
             record.at or now,
             *costs,
             v.payload_hash,
@@ -167,6 +175,14 @@ def call_values(
 
 
 _BUCKET_COUNTS = attrgetter(*BUCKETS)
+
+# A call without the provider's cache diagnostics (the usual one): its three columns.
+_UNDIAGNOSED = (None, None, "null")
+
+
+def _diagnosed(diagnosis: ProviderDiagnosis) -> tuple[str, int | None, str]:
+    return (diagnosis.type, diagnosis.missed_tokens, json_text(diagnosis.stored()))
+
 
 # An unpriced call's figures in `IntegerPricer.values`' order: unknown, never 0, not long-context.
 _UNPRICED = tuple(False if name == "long_context" else None for name in BILLED_FIGURES)

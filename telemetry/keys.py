@@ -78,12 +78,12 @@ def create_agent_key(
 def revoke_agent_key(*, key_id: int) -> AgentKey:
     """Revoke a key. This process forgets it at once; every other process within
     `KEY_CACHE_SECONDS` (the age limit of its remembered checks)."""
-    key = AgentKey.objects.get(pk=key_id)
-    if key.revoked_at is None:
-        AgentKey.objects.filter(pk=key_id, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
-        key.refresh_from_db()
+    with transaction.atomic():
+        key = AgentKey.objects.select_for_update().get(pk=key_id)
+        if key.revoked_at is None:
+            # A save, not a bulk update: the audit trail records who revoked it (console.audit).
+            key.revoked_at = timezone.now()
+            key.save(update_fields=["revoked_at"])
     _checks.forget(key_id)
     return key
 

@@ -51,6 +51,9 @@ class PolicyValues:
     nudge_text: str = DEFAULT_NUDGE_TEXT
     round_hard_cap: int = 100
     archive_retention_days: int = 90
+    # Days raw calls and turns are kept (0: forever); hour rollups, session totals, compaction
+    # history and context events stay whatever it is (`telemetry.retention`).
+    call_retention_days: int = 0
 
     def as_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -68,6 +71,7 @@ _NON_NEGATIVE_INTS = (
     "stub_tail_chars",
     "prune_min_free_tokens",
     "reserved_output_tokens",
+    "call_retention_days",
 )
 _POSITIVE_INTS = (
     "max_result_chars",

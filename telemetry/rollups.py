@@ -89,6 +89,13 @@ def hour_of(at: datetime) -> datetime:
     return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
+def bucket_of(at: datetime, step: timedelta) -> datetime:
+    """The start of the UTC hour, or with a step of a day or more the UTC day, `at` falls in:
+    the bucket the overview draws `at` in."""
+    hour = hour_of(at)
+    return hour.replace(hour=0) if step >= timedelta(days=1) else hour
+
+
 class CallSums(InputCounts, Protocol):
     """What `sum_by_hour` reads of a call: an `LLMCall`, or its COPY row
     (`telemetry.costing.CallRow`)."""

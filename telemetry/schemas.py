@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from telemetry.money import Money
+from telemetry.session_meta import metadata_problem
 
 
 class PolicyOut(Schema):
@@ -38,6 +39,7 @@ class PolicyOut(Schema):
     nudge_text: str
     round_hard_cap: int
     archive_retention_days: int
+    call_retention_days: int
 
 
 class ErrorOut(Schema):
@@ -175,8 +177,17 @@ class RecordIn(BaseModel):
     # (`applied_edits`) and OpenAI Responses output items (only `compaction` items are read).
     context_management: dict[str, Any] | None = None
     output_items: Annotated[list[dict[str, Any]], Field(max_length=1_000)] | None = None
+    # What the provider said about the request's prompt cache, verbatim: Anthropic's response
+    # `diagnostics` ({"cache_miss_reason": {...}}), OpenAI Responses' `prompt_cache_diagnostics`
+    # (`telemetry.cache_diagnostics`).
+    diagnostics: dict[str, Any] | None = None
+    prompt_cache_diagnostics: dict[str, Any] | None = None
     # D1/D2: the request's prefix fingerprints (optional; a `surface_version` stands for ours).
     prefix: Annotated[list[PrefixSegmentIn], Field(max_length=MAX_PREFIX_SEGMENTS)] | None = None
+    # What the agent knows about its session (`telemetry.session_meta`): `title`, `user`,
+    # `repository`, `cwd`, `branch`, `agent`, `agent_version`... up to 50 string or number
+    # values. Merged into the session's metadata; never part of the call's identity.
+    metadata: dict[str, Any] | None = None
 
     @field_validator("prefix")
     @classmethod
@@ -227,7 +238,19 @@ class RecordIn(BaseModel):
             _refuse_nul(value)
         return value
 
-    @field_validator("context_management", "output_items")
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_shape(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            _no_nul_anywhere(value)
+            problem = metadata_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
+
+    @field_validator(
+        "context_management", "output_items", "diagnostics", "prompt_cache_diagnostics"
+    )
     @classmethod
     def _provider_context_without_nul(cls, value: Any) -> Any:
         if value is not None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import socket
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.db import OperationalError
 from django.utils import timezone
 
 from telemetry.models import Heartbeat
+from telemetry.retention import remove_expired_calls
 from telemetry.session_state import recompute_pressure_batch
 
 
@@ -20,6 +21,13 @@ def record_heartbeat() -> None:
         name="worker",
         defaults={"at": timezone.now(), "detail": f"{socket.gethostname()}:{os.getpid()}"},
     )
+
+
+@shared_task(name="telemetry.apply_retention", bind=True, ignore_result=True)
+def apply_retention(self: Task) -> None:  # type: ignore[type-arg]
+    """Call retention: a bounded batch a run; re-enqueue while there is more."""
+    if remove_expired_calls().has_more:
+        self.apply_async(countdown=1)
 
 
 @shared_task(

@@ -12,6 +12,7 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from telemetry import safejson
+from telemetry.cache_diagnostics import ProviderDiagnosis, read_record
 from telemetry.errors import FieldError
 from telemetry.idempotency import payload_hash
 from telemetry.policy_rules import PolicyValues
@@ -49,6 +50,8 @@ class ValidRecord:
     provided: ProviderUsage
     # The submitted object keeps `safejson.is_plain` (so does every value in it: `usage`...).
     plain: bool = False
+    # What the provider said about the request's cache (`telemetry.cache_diagnostics`).
+    diagnosis: ProviderDiagnosis | None = None
 
 
 def validation_field(error: ValidationError, prefix: str) -> tuple[str, str]:
@@ -141,9 +144,27 @@ def validate_items(
                 )
             )
             continue
+        diagnosis = None
+        if (
+            record.diagnostics is not None
+            or record.prompt_cache_diagnostics is not None
+            or not _DIAGNOSTICS_KEYS.isdisjoint(usage)
+        ):
+            try:
+                diagnosis = read_record(
+                    diagnostics=record.diagnostics,
+                    prompt_cache_diagnostics=record.prompt_cache_diagnostics,
+                    usage=usage,
+                )
+            except FieldError as exc:
+                name = f"{_prefix(index, batch)}{exc.field}"
+                outcomes.append(_invalid(index, record, name, exc.message))
+                continue
         outcomes.append(None)
         digest = payload_hash(record, raw if plain else None)
-        valid.append(ValidRecord(index, record, provided.context, digest, provided, plain))
+        valid.append(
+            ValidRecord(index, record, provided.context, digest, provided, plain, diagnosis)
+        )
     return outcomes, valid
 
 
@@ -154,6 +175,9 @@ def _prefix(index: int, batch: bool) -> str:
 
 
 _OWN_FIELDS = ("usage", "context_management", "output_items")
+
+# The keys of a usage object that may carry the provider's cache diagnostics (read_record).
+_DIAGNOSTICS_KEYS = frozenset({"diagnostics", "cache_miss_reason", "prompt_cache_diagnostics"})
 
 
 def _invalid(index: int, record: RecordIn, name: str, message: str) -> ItemResult:

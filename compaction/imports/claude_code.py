@@ -19,6 +19,9 @@ Facts this parser encodes (see issue 11):
   `agent-acompact-*` is the compaction's own model call (parsed with `kind="subagent"` or
   `kind="compaction"`).
 * `thinking` blocks are kept whole, signature included.
+* With Anthropic's cache diagnostics on, the response's `message.diagnostics.cache_miss_reason`
+  is written too: the call keeps it (`telemetry.cache_diagnostics`); one that does not read is
+  noted and the call imported without it.
 
 The parser is a state machine over lines; `state()` is JSON and `ClaudeCodeParser(state=...)`
 resumes it, so a growing file is read from where the last import stopped.
@@ -35,11 +38,15 @@ from compaction.imports.records import (
     LogAppend,
     Note,
     Record,
+    SessionMeta,
     SessionSeen,
     Skipped,
     TokensAfter,
 )
 from context_core import TranscriptError, parse_message
+from telemetry.cache_diagnostics import read_anthropic
+from telemetry.errors import FieldError
+from telemetry.session_meta import first_prompt, from_claude_code_line
 
 FileKind = Literal["main", "subagent", "compaction"]
 
@@ -160,6 +167,7 @@ class ClaudeCodeParser:
                 out.append(Skipped(number, f"{kind} line without a message object"))
                 return out
             name = self._session(obj, out)
+            self._meta(name, from_claude_code_line(obj), number, out)
             if kind == "assistant":
                 self._assistant(name, obj, message, number, out)
             else:
@@ -168,6 +176,9 @@ class ClaudeCodeParser:
             if obj.get("subtype") == "compact_boundary":
                 name = self._session(obj, out)
                 self._boundary(name, obj, number, out)
+        elif kind in ("summary", "custom-title"):
+            if self.s["kind"] == "main":
+                self._meta(self._session(obj, out), from_claude_code_line(obj), number, out)
         elif kind in _IGNORED_TYPES:
             pass
         elif kind is None:
@@ -175,6 +186,14 @@ class ClaudeCodeParser:
         else:
             out.append(Skipped(number, f"unknown type {kind!r}"))
         return out
+
+    def _meta(self, name: str, found: dict[str, str], number: int, out: list[Record]) -> None:
+        """A `SessionMeta` of what `found` says that this file has not said yet."""
+        said: dict[str, str] = self.s["sessions"][name].setdefault("meta", {})
+        new = {k: v for k, v in found.items() if said.get(k) != v}
+        if new:
+            said.update(new)
+            out.append(SessionMeta(name, new, number))
 
     def _emit(
         self, name: str, message: dict[str, Any], number: int, out: list[Record]
@@ -252,9 +271,23 @@ class ClaudeCodeParser:
                 group["calls"].append(str(block["id"]))
         if usage is not None:
             group["usage"] = usage  # the last line's usage is the request's
+        if message.get("diagnostics") is not None:
+            self._diagnostics(group, message["diagnostics"], number, out)
         group["model"] = str(message.get("model") or group["model"])
         group["at"] = obj.get("timestamp") or group["at"]
         group["complete"] = message.get("stop_reason") is not None
+
+    def _diagnostics(
+        self, group: dict[str, Any], diagnostics: Any, number: int, out: list[Record]
+    ) -> None:
+        """Keep the response's cache diagnostics (the last line's, like its usage) when they
+        read; else say why and import the call without them."""
+        try:
+            read_anthropic(diagnostics, "message.diagnostics")
+        except FieldError as exc:
+            out.append(Note(number, f"cache diagnostics not read: {exc}"))
+            return
+        group["diagnostics"] = diagnostics
 
     def _user(
         self,
@@ -299,6 +332,8 @@ class ClaudeCodeParser:
         if not obj.get("isMeta") and not compacted and not results:
             st["turn"] += 1  # a real prompt starts a turn
             st["call"] = 0
+            if st["turn"] == 0:
+                self._meta(name, first_prompt(_text_of(others)), number, out)
         seq = self._emit(name, body, number, out)
         if compacted and seq is not None:
             self._compaction(name, obj, number, seq, _text_of(others), out)
@@ -382,6 +417,7 @@ class ClaudeCodeParser:
                 window_tokens=None,
                 log_messages=seq,
                 line=group["line"],
+                diagnostics=group.get("diagnostics"),
             )
         )
         st["call"] += 1

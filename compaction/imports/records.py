@@ -25,6 +25,16 @@ class SessionSeen:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionMeta:
+    """What the file says about a session (`telemetry.session_meta` keys): cwd, branch, the
+    agent's version, its title or first prompt..."""
+
+    session: str
+    metadata: dict[str, str]
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
 class LogAppend:
     """One message for the session's log, in the log's `format`, at position `seq`."""
 
@@ -53,6 +63,9 @@ class CallSeen:
     window_tokens: int | None
     log_messages: int
     line: int
+    # The provider's cache diagnostics of the response, verbatim (Claude Code writes Anthropic's
+    # `message.diagnostics`): the record's `diagnostics` (`telemetry.cache_diagnostics`).
+    diagnostics: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,5 +111,5 @@ class Note:
 
 
 Record: TypeAlias = (
-    SessionSeen | LogAppend | CallSeen | CompactionSeen | TokensAfter | Skipped | Note
+    SessionSeen | SessionMeta | LogAppend | CallSeen | CompactionSeen | TokensAfter | Skipped | Note
 )

@@ -4,16 +4,17 @@ outcome in words. Pure: no query (what these need is read by `console.selectors`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from django.core.paginator import Page
 
 from compaction.models import CompactionRun
+from compaction.relief_state import ReliefState, SessionRelief
 from console.charts import Marker
 from console.gauge_chart import gauge_figure
 from console.selectors.session import AppliedCompaction
-from console.selectors.session_list import SessionsPage
+from console.selectors.session_list import META_FILTER_LABELS, SessionsPage
 from telemetry.models import AgentSession
 from telemetry.otlp.costs import AgentCost
 from telemetry.policy_rules import PolicyValues
@@ -45,6 +46,39 @@ class SessionRow:
     # "hard" once a turn reached round_hard_cap, "soft" once one reached round_soft_limit.
     round_flag: str | None
     hit_ratio: float | None
+    # where its automatic relief stands (`compaction.relief_state`); NONE when nothing is asked
+    relief: SessionRelief = SessionRelief(ReliefState.NONE)
+
+
+NO_RELIEF = SessionRelief(ReliefState.NONE)
+
+
+def relief_flag(relief: SessionRelief) -> tuple[str, str, str] | None:
+    """The relief flag of a session as (css classes, text, title), None for no flag: failing,
+    given up, pending too long (loud), or pending (quiet)."""
+    if relief.state == ReliefState.GIVEN_UP:
+        return (
+            "flag hard relief-given_up",
+            "relief given up",
+            f"automatic relief failed {relief.failures} times in a row; the sweeper stopped"
+            " trying (the next append asks again)",
+        )
+    if relief.state == ReliefState.FAILING:
+        return (
+            "flag hard relief-failing",
+            "relief failing",
+            f"automatic relief failed {relief.failures} time{'s' if relief.failures != 1 else ''}"
+            " in a row; the sweeper tries again with backoff",
+        )
+    if relief.state == ReliefState.PENDING and relief.overdue:
+        return (
+            "flag soft relief-overdue",
+            "relief pending too long",
+            "the relief job was asked for and has not finished: is a worker running?",
+        )
+    if relief.state == ReliefState.PENDING:
+        return ("flag quiet relief-pending", "relief pending", "automatic relief is asked for")
+    return None
 
 
 def round_flag(max_rounds: int, policy: PolicyValues) -> str | None:
@@ -60,6 +94,8 @@ class SessionsListing:
     page: Page[AgentSession]
     profiles: list[str]
     models: list[str]
+    # each metadata filter: (query parameter, label, the values to choose from, those chosen)
+    meta_filters: list[tuple[str, str, list[str], tuple[str, ...]]] = field(default_factory=list)
 
 
 def sessions_listing(found: SessionsPage) -> SessionsListing:
@@ -74,9 +110,46 @@ def sessions_listing(found: SessionsPage) -> SessionsListing:
                 band=session_band(session, policy),
                 round_flag=round_flag(session.max_turn_rounds, policy),
                 hit_ratio=session.cache_hit_ratio,
+                relief=found.reliefs.get(session.pk, NO_RELIEF),
             )
         )
-    return SessionsListing(rows, found.page, found.profiles, found.models)
+    meta_filters = []
+    for name, label in META_FILTER_LABELS.items():
+        values = found.choices.get(name, [])
+        chosen: tuple[str, ...] = getattr(found.filters, name)
+        missing = [v for v in chosen if v not in values]
+        meta_filters.append((name, label, sorted([*values, *missing]), chosen))
+    return SessionsListing(rows, found.page, found.profiles, found.models, meta_filters)
+
+
+# The session page's metadata lines: (key, label, the sessions list's filter for it or "").
+SESSION_META: Final = (
+    ("user", "User", "user"),
+    ("repository", "Repository", "repository"),
+    ("cwd", "Working directory", ""),
+    ("branch", "Branch", "branch"),
+    ("commit", "Commit", ""),
+    ("agent", "Agent", "agent"),
+    ("agent_version", "Version", ""),
+    ("entrypoint", "Entry point", ""),
+    ("originator", "Originator", ""),
+)
+
+
+def session_meta(session: AgentSession) -> list[tuple[str, str, str]]:
+    """The session's metadata as the page lists it: (label, value, filter parameter or "");
+    a filter links only to the value its column holds."""
+    values = session.metadata or {}
+    column = {"user": session.meta_user, "branch": session.git_branch, "agent": session.agent_name}
+    column["repository"] = session.repository
+    rows = []
+    for key, label, param in SESSION_META:
+        value = values.get(key)
+        if not value:
+            continue
+        link = param if param and column.get(key) == value else ""
+        rows.append((label, str(value), link))
+    return rows
 
 
 def compaction_markers(applied: list[AppliedCompaction]) -> list[Marker]:
@@ -86,9 +159,20 @@ def compaction_markers(applied: list[AppliedCompaction]) -> list[Marker]:
         Marker(
             run.turn,
             f"{'summarize' if 'summarize' in run.action else run.action or 'compact'} ({run.mode})",
+            run_hover(run),
         )
         for run in applied
     ]
+
+
+def run_hover(run: AppliedCompaction) -> str:
+    """Where a run of ours meets the turns, both clocks: when it finished (server) and the last
+    turn the server had received then, with that turn's last call (agent)."""
+    done = f"{run.finished_at:%Y-%m-%d %H:%M:%S} UTC server time" if run.finished_at else "?"
+    if run.after is None:
+        return f"run finished {done}, before any turn was received"
+    when = f" (last call {run.after_at:%Y-%m-%d %H:%M:%S} UTC agent time)" if run.after_at else ""
+    return f"run finished {done}, after turn {run.after}{when}, the last the server had received"
 
 
 def live_context(

@@ -11,13 +11,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
+from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db.models import Min, Q
+from django.utils import timezone
 
 from compaction.archives import SearchHit, archive_document, search_archives_counted
 from compaction.estimate_checks import with_next_call
 from compaction.models import Archive, CompactionRun, Surface
+from compaction.relief_state import ReliefState, SessionRelief
 from compaction.transcripts import derive, format_of, stored_surface_messages, surface_at
+from console.selectors.relief import session_relief
 from context_core import (
     Format,
     Message,
@@ -42,11 +46,17 @@ class RunsTable:
     # Agent- and provider-side compactions, edits and overflows (not our runs), newest first.
     events: list[ContextEvent] = field(default_factory=list)
     events_total: int = 0
+    # where the session's automatic relief stands, and when the sweeper tries a failing one again
+    relief: SessionRelief = SessionRelief(ReliefState.NONE)
+    relief_retry_in: float | None = None
+    relief_cap: int = 0  # RELIEF_RETRY_MAX_ATTEMPTS
+    sweep_seconds: int = 0  # COMPACTION_SWEEP_INTERVAL_SECONDS
 
 
 def compaction_runs(session: AgentSession) -> RunsTable:
     """The session's latest compaction runs and its agent-/provider-side context events, newest
-    first, and how many of each there are. Four queries."""
+    first, how many of each there are, and where its automatic relief stands: four queries, one
+    for the turns after agent compactions, three for the relief state."""
     runs = CompactionRun.objects.filter(session=session).order_by("-started_at", "-pk")
     events = ContextEvent.objects.filter(session=session).order_by("-at", "-pk")
     shown = list(with_next_call(runs)[:RUNS_SHOWN])
@@ -59,7 +69,17 @@ def compaction_runs(session: AgentSession) -> RunsTable:
         )
     listed = list(events[:RUNS_SHOWN])
     _mark_turn_after(session, listed)
-    return RunsTable(shown, runs.count(), listed, events.count())
+    relief = session_relief(session)
+    return RunsTable(
+        shown,
+        runs.count(),
+        listed,
+        events.count(),
+        relief,
+        relief.retry_in_seconds(timezone.now()),
+        int(settings.RELIEF_RETRY_MAX_ATTEMPTS),
+        int(settings.COMPACTION_SWEEP_INTERVAL_SECONDS),
+    )
 
 
 def _mark_turn_after(session: AgentSession, events: list[ContextEvent]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final
+from typing import Final, cast
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, FloatField, Max, Min, OuterRef, Subquery
@@ -14,7 +14,7 @@ from django.db.models.functions import Cast
 from compaction.models import CompactionRun
 from console.selectors.policies import load_policies
 from console.selectors.session_list import digest
-from telemetry.models import AgentSession, ContextEvent, Turn
+from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.usage import BUCKETS
 
@@ -146,36 +146,62 @@ def turn_bounds(session: AgentSession) -> tuple[int, int] | None:
 
 def turns_page(session: AgentSession, number: str | None) -> Page[Turn]:
     """A page of the turns table, latest first. Two queries."""
-    turns = Turn.objects.filter(session=session).order_by("-turn")
-    return Paginator(turns, TURNS_PER_PAGE, allow_empty_first_page=True).get_page(number)
+    # each turn's first call, for the link to the call page (one subquery on the calls' index)
+    first_call = LLMCall.objects.filter(
+        session_id=OuterRef("session_id"), turn=OuterRef("turn")
+    ).order_by("call")
+    turns = (
+        Turn.objects.filter(session=session)
+        .annotate(first_call_pk=Subquery(first_call.values("pk")[:1]))
+        .order_by("-turn")
+    )
+    page = Paginator(turns, TURNS_PER_PAGE, allow_empty_first_page=True).get_page(number)
+    return cast("Page[Turn]", page)
 
 
 @dataclass(frozen=True)
 class AppliedCompaction:
-    """A compaction that changed the surface: the turn it took effect at, its mode and action."""
+    """A compaction that changed the surface: the turn it took effect at, its mode and action,
+    when it finished (the server's clock) and the turn before it with that turn's last call
+    time (the agent's clock); `after` is None when no turn had been received."""
 
     turn: int
     mode: str
     action: str
+    finished_at: datetime | None = None
+    after: int | None = None
+    after_at: datetime | None = None
 
 
 def applied_compactions(session: AgentSession) -> list[AppliedCompaction]:
     """The session's applied compactions in the order they finished. One query.
 
-    A run took effect at the first turn after the latest turn that had ended when the run
-    finished (the turn count at that time; 0 before any turn), so a chart marking it keeps the
-    two turns either side of the drop it caused.
+    A run took effect at the turn after the last turn the server had received when it was
+    applied (`CompactionRun.turn_received`; 0 before any turn), so a chart marking it keeps the
+    two turns either side of the drop it caused. Runs are timed by the server's clock and
+    turns by the agent's: the two are never compared.
     """
-    ended = Turn.objects.filter(
-        session_id=OuterRef("session_id"), last_at__lte=OuterRef("finished_at")
-    ).order_by("-turn")
+    after_at = Turn.objects.filter(
+        session_id=OuterRef("session_id"), turn=OuterRef("turn_received")
+    ).values("last_at")[:1]
     rows = (
         CompactionRun.objects.filter(session=session, status=CompactionRun.Status.APPLIED)
-        .annotate(before=Subquery(ended.values("turn")[:1]))
+        .annotate(after_at=Subquery(after_at))
         .order_by("finished_at", "pk")
-        .values_list("before", "mode", "action")
+        .values_list("turn_received", "mode", "action", "finished_at", "after_at")
     )
     return [
-        AppliedCompaction(0 if before is None else before + 1, mode, action)
-        for before, mode, action in rows
+        AppliedCompaction(
+            0 if before is None else before + 1, mode, action, finished, before, before_at
+        )
+        for before, mode, action, finished, before_at in rows
     ]
+
+
+def first_seen(session: AgentSession) -> datetime | None:
+    """When the session's first call was made, by the agent's clock (as `last_seen_at` is):
+    the earliest first call of its turns. One query."""
+    found: datetime | None = Turn.objects.filter(session=session).aggregate(at=Min("first_at"))[
+        "at"
+    ]
+    return found

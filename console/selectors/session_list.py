@@ -1,10 +1,11 @@
 """Reads of the sessions list: filters, sorts (the pressure band per profile's thresholds),
-a page counted no further than a cap, the models sessions report, and the list's version key."""
+a page counted no further than a cap, the models sessions report, each shown session's relief
+state, and the list's version key."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Final
 
@@ -16,9 +17,13 @@ from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
 from django.utils.functional import cached_property
 
+from compaction.relief_state import SessionRelief, session_reliefs
+from console.overview import RANGES
 from console.selectors.policies import Policies, band_rank, load_policies
+from console.selectors.relief import filter_by_relief
 from telemetry.band_sql import BANDS, band_ranges
 from telemetry.models import AgentProfile, AgentSession
+from telemetry.policy_rules import PolicyValues
 
 SESSIONS_PER_PAGE: Final = 25
 ACTIVE_WINDOW: Final = timedelta(hours=1)
@@ -46,13 +51,45 @@ class SessionFilters:
     model: str = ""
     band: str = ""
     active: bool = False
+    relief: str = ""  # a key of `console.selectors.relief.RELIEF_FILTERS`
+    # seen within the last `seen` (a key of `console.overview.RANGES`): the overview's bands
+    seen: str = ""
     sort: str = DEFAULT_SORT
     page: int = 1
+    # the metadata filters (`META_FILTERS`), each any of several values (?user=a&user=b)
+    user: tuple[str, ...] = ()
+    repository: tuple[str, ...] = ()
+    branch: tuple[str, ...] = ()
+    agent: tuple[str, ...] = ()
 
     @property
     def is_filtered(self) -> bool:
         """Any filter narrows the list (the sort and page do not)."""
-        return bool(self.q or self.profile or self.model or self.band or self.active)
+        return bool(
+            self.q
+            or self.profile
+            or self.model
+            or self.band
+            or self.active
+            or self.seen
+            or self.relief
+            or any(getattr(self, name) for name in META_FILTERS)
+        )
+
+
+# The sessions list's metadata filters: query parameter → the session's indexed column.
+META_FILTERS: Final[dict[str, str]] = {
+    "user": "meta_user",
+    "repository": "repository",
+    "branch": "git_branch",
+    "agent": "agent_name",
+}
+META_FILTER_LABELS: Final[dict[str, str]] = {
+    "user": "User",
+    "repository": "Repository",
+    "branch": "Branch",
+    "agent": "Agent",
+}
 
 
 @dataclass
@@ -67,6 +104,10 @@ class SessionsPage:
     models: list[str]
     filters: SessionFilters
     version: str = ""  # what the rows show and how many there are (`sessions_version`)
+    # each shown session's automatic relief (`compaction.relief_state`), by id
+    reliefs: dict[int, SessionRelief] = field(default_factory=dict)
+    # each metadata filter's values some session has (`META_FILTERS`)
+    choices: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _band_filter(band: str, profiles: list[AgentProfile], policies: Policies) -> Q:
@@ -87,7 +128,9 @@ def matching_sessions(
     """The sessions the filters select, unordered and unannotated (what the list counts)."""
     sessions = AgentSession.objects.all()
     if filters.q:
-        sessions = sessions.filter(external_id__icontains=filters.q)
+        sessions = sessions.filter(
+            Q(external_id__icontains=filters.q) | Q(title__icontains=filters.q)
+        )
     if filters.profile:
         sessions = sessions.filter(profile__name=filters.profile)
     if filters.model:
@@ -96,7 +139,20 @@ def matching_sessions(
         sessions = sessions.filter(_band_filter(filters.band, profiles, policies))
     if filters.active:
         sessions = sessions.filter(last_seen_at__gte=timezone.now() - ACTIVE_WINDOW)
+    if filters.relief:
+        sessions = filter_by_relief(sessions, filters.relief, _each_profile(profiles, policies))
+    if filters.seen in RANGES:
+        sessions = sessions.filter(last_seen_at__gte=timezone.now() - RANGES[filters.seen][0])
+    for name, column in META_FILTERS.items():
+        values = getattr(filters, name)
+        if values:
+            sessions = sessions.filter(**{f"{column}__in": values})
     return sessions
+
+
+def _each_profile(profiles: list[AgentProfile], policies: Policies) -> dict[int, PolicyValues]:
+    """Every profile's effective policy, as `compaction.relief_state` takes them."""
+    return {profile.pk: policies.of(profile.pk) for profile in profiles}
 
 
 def filtered_sessions(
@@ -250,7 +306,7 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]
 
 
 def sessions_page(filters: SessionFilters) -> SessionsPage:
-    """A page of the sessions list with the policies its rows are judged by. Four queries, none
+    """A page of the sessions list with the policies its rows are judged by. Five queries, none
     of which reads every session (the count stops at `SESSIONS_COUNT_CAP`)."""
     profiles = list(AgentProfile.objects.order_by("name"))
     policies = load_policies()
@@ -262,8 +318,14 @@ def sessions_page(filters: SessionFilters) -> SessionsPage:
     )
     page = paginator.counted_page(filters.page)
     sessions = list(page.object_list)
+    reliefs = (
+        session_reliefs([s.pk for s in sessions], _each_profile(profiles, policies))
+        if sessions
+        else {}
+    )
     version = digest(
         repr([_row_state(session) for session in sessions]),
+        repr(sorted((pk, relief.state, relief.overdue) for pk, relief in reliefs.items())),
         f"{paginator.probe}",
         policies.version,
     )
@@ -275,6 +337,8 @@ def sessions_page(filters: SessionFilters) -> SessionsPage:
         session_models(),
         filters,
         version,
+        reliefs,
+        {name: distinct_values(column) for name, column in META_FILTERS.items()},
     )
 
 
@@ -288,6 +352,7 @@ def _row_state(session: AgentSession) -> tuple[object, ...]:
         session.calls_count,
         session.turns_count,
         session.model,
+        session.title,
         session.cost_usd,
         session.relief_requested_at,
     )
@@ -296,23 +361,34 @@ def _row_state(session: AgentSession) -> tuple[object, ...]:
 # A loose index scan: each step asks the (model) index for the next model after the last one,
 # so listing the few distinct models costs a handful of index probes, not a scan of every
 # session. Raw SQL because the ORM cannot write a recursive CTE; it runs on PostgreSQL and SQLite.
-_MODELS_SQL = """
-WITH RECURSIVE models(model) AS (
-    SELECT MIN(model) FROM telemetry_agentsession WHERE model > ''
+_DISTINCT_SQL = """
+WITH RECURSIVE found(v) AS (
+    SELECT MIN({column}) FROM telemetry_agentsession WHERE {column} > ''
     UNION ALL
-    SELECT (SELECT MIN(s.model) FROM telemetry_agentsession s WHERE s.model > models.model)
-    FROM models WHERE models.model IS NOT NULL
+    SELECT (SELECT MIN(s.{column}) FROM telemetry_agentsession s WHERE s.{column} > found.v)
+    FROM found WHERE found.v IS NOT NULL
 )
-SELECT model FROM models WHERE model IS NOT NULL
+SELECT v FROM found WHERE v IS NOT NULL LIMIT %s
 """
+# The columns listed so (each has an index of its own); the SQL names one of these only.
+_DISTINCT_COLUMNS: Final = frozenset({"model", *META_FILTERS.values()})
+DISTINCT_LIMIT: Final = 200
+
+
+def distinct_values(column: str, limit: int = DISTINCT_LIMIT) -> list[str]:
+    """The first `limit` distinct non-empty values of an indexed session column, sorted. One
+    query, index probes only."""
+    if column not in _DISTINCT_COLUMNS:
+        raise ValueError(f"{column!r} has no index to list its values from")
+    # on the replica where the page may read one (`console.routers`)
+    with connections[router.db_for_read(AgentSession)].cursor() as cursor:
+        cursor.execute(_DISTINCT_SQL.format(column=column), [limit])
+        return [row[0] for row in cursor.fetchall()]
 
 
 def session_models() -> list[str]:
-    """Every model some session reports, sorted. One query, index probes only (on the replica
-    where the page may read one, `console.routers`)."""
-    with connections[router.db_for_read(AgentSession)].cursor() as cursor:
-        cursor.execute(_MODELS_SQL)
-        return [row[0] for row in cursor.fetchall()]
+    """Every model some session reports, sorted. One query, index probes only."""
+    return distinct_values("model", limit=10_000)
 
 
 def sessions_version(listing: SessionsPage, query_string: str) -> str:

@@ -6,7 +6,8 @@ mapping and the helpers both use); standard library only, like it. The input is 
 
 Claude Code log events (`event.name`, or the body `claude_code.<name>`):
 - `api_request` -> a call (Anthropic-style exclusive counts; Claude Code's `cost_usd` kept in the
-  raw usage beside our own price); turn = `prompt.id`;
+  raw usage beside our own price; the provider's `cache_miss_reason` and
+  `cache_missed_input_tokens`, when present, as the record's `diagnostics`); turn = `prompt.id`;
 - `compaction` -> an agent-side compaction event with pre/post tokens;
 - `api_error` saying the prompt is too long -> a provider-side overflow event;
 - other documented events are ignored; unknown ones are ignored and counted by name.
@@ -24,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final, Protocol
 
+from telemetry.cache_diagnostics import record_fields
 from telemetry.errors import FieldError
 from telemetry.otlp.mapping import (
     _EPOCH,
@@ -42,6 +44,7 @@ from telemetry.otlp.mapping import (
     time_of,
     too_late,
 )
+from telemetry.session_meta import from_otlp
 from telemetry.windows import parse_overflow_limit
 
 
@@ -241,6 +244,8 @@ def _cc_call(index: int, record: LogLike) -> CallDraft | Rejection:
         source="claude-code",
         reporter="claude-code-event",
         provider_request=_text(attrs.get("request_id")),
+        metadata=from_otlp(record.resource, attrs),
+        diagnostics=record_fields(attrs),
     )
 
 

@@ -24,7 +24,10 @@ GenAI spans (OpenTelemetry GenAI semantic conventions, and OpenInference's `llm.
   calls of a turn are numbered by start time; time = the span's end;
 - `gen_ai.conversation.compacted = true` -> an agent-side compaction event on that call;
 - `gen_ai.context.window_size` (Sentry's convention) -> the call's window, the first source of
-  the window in force (`telemetry.windows`); a value that is no window is left out.
+  the window in force (`telemetry.windows`); a value that is no window is left out;
+- the provider's cache diagnosis (`cache_miss_reason` and `cache_missed_input_tokens`, or the
+  `anthropic.diagnostics.cache_miss_reason.*` / `openai.prompt_cache_diagnostics.*` attributes)
+  -> the record's `diagnostics` / `prompt_cache_diagnostics` (`telemetry.cache_diagnostics`).
 
 Claude's platform exports spans itself (`service.name = claude-platform`): GenAI spans like any
 other, told apart only as their reporter (`platform-span`).
@@ -50,6 +53,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, Protocol
 
 from context_core.overflow_limit import valid_window
+from telemetry.cache_diagnostics import record_fields
+from telemetry.session_meta import from_otlp
 
 # --- inputs (structurally the wire dataclasses) -------------------------------------------------
 
@@ -94,6 +99,11 @@ class CallDraft:
     # provider request; `provider_request`: that request's id as the provider gave it, or "".
     reporter: str = "sdk-span"
     provider_request: str = ""
+    # What the span and its resource say about the session (`telemetry.session_meta.from_otlp`).
+    metadata: dict[str, str] = field(default_factory=dict)
+    # The provider's cache diagnosis the item carried, as the JSON record's fields
+    # (`telemetry.cache_diagnostics.record_fields`): {} when none.
+    diagnostics: dict[str, Any] = field(default_factory=dict)
 
 
 # The `ContextEvent.Kind` and `.Origin` values OTLP produces (tests/db/test_status_choices.py).
@@ -419,6 +429,8 @@ def _span_call(index: int, span: SpanLike, compacted: bool) -> CallDraft | Rejec
         window_tokens=span_window(span.attributes),
         reporter=_reporter(span),
         provider_request=provider_request,
+        metadata=from_otlp(span.resource, span.attributes),
+        diagnostics=record_fields(span.attributes),
     )
 
 
@@ -483,6 +495,8 @@ def _claude_code_span_call(index: int, span: SpanLike) -> CallDraft | Rejection:
         window_tokens=span_window(attrs),
         reporter="claude-code-span",
         provider_request=provider_request,
+        metadata=from_otlp(span.resource, attrs),
+        diagnostics=record_fields(attrs),
     )
 
 

@@ -12,7 +12,9 @@ Which one: the richer report, the one carrying more of these facts (one point ea
   them exactly instead of at the profile's TTL;
 - the reporter's own cost (`cost_usd`), which the session's agent-cost panel sets beside ours;
 - the call's window (`gen_ai.context.window_size`), the first source of the window in force;
-- the user's prompt it answered (a `prompt:` turn), which groups an agent's calls into turns.
+- the user's prompt it answered (a `prompt:` turn), which groups an agent's calls into turns;
+- the provider's cache diagnosis (`cache_miss_reason`, `prompt_cache_diagnostics`), which
+  names the cause of a miss.
 
 Ties go to the reporter nearer the agent (`REPORTERS`, in that order), then to the earlier
 start, then to the earlier item of the export: the choice never depends on arrival order.
@@ -41,7 +43,7 @@ def _has_tier_split(usage: Mapping[str, Any]) -> bool:
 
 
 def richness(draft: CallDraft) -> int:
-    """How many of the module docstring's facts `draft` carries (0-5)."""
+    """How many of the module docstring's facts `draft` carries (0-6)."""
     usage = draft.usage
     return sum(
         (
@@ -50,6 +52,7 @@ def richness(draft: CallDraft) -> int:
             "cost_usd" in usage,
             draft.window_tokens is not None,
             draft.turn_key.startswith("prompt:") and len(draft.turn_key) > len("prompt:"),
+            bool(draft.diagnostics),
         )
     )
 

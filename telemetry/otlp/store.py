@@ -32,7 +32,7 @@ from telemetry.ingest.pipeline import ingest_records
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
 from telemetry.otlp.same_request import keep_richer
-from telemetry.session_state import discard_unused_sessions, lock_sessions
+from telemetry.session_state import discard_unused_sessions, lock_sessions, record_metadata
 from telemetry.usage import CLAUDE_CODE
 
 CHUNK = 1_000  # records per store_records call (the JSON API's batch limit)
@@ -122,12 +122,24 @@ def store_mapped(
                         Rejection(draft.index, field_name, reason.split(": ", 1)[-1])
                     )
         _record_events(sessions, turns, mapped.events, stored)
+        _record_metadata(sessions, calls)
         # A session this export opened but none of whose records were kept is not left behind.
         opened = [s.pk for eid, s in sessions.items() if eid not in known]
         if opened and stored.rejected:
             discard_unused_sessions(opened)
     stored.rejected.sort(key=lambda r: r.index)
     return stored
+
+
+def _record_metadata(sessions: dict[str, AgentSession], calls: list[CallDraft]) -> None:
+    """What the calls' spans and resources said about their sessions (`session_meta`)."""
+    found: dict[int, dict[str, str]] = {}
+    for call in calls:
+        if call.metadata:
+            pk = sessions[call.session_id].pk
+            found[pk] = {**call.metadata, **found.get(pk, {})}  # the first call's values win
+    if found:
+        record_metadata({s.pk: s for s in sessions.values()}, found, "otlp")
 
 
 def _stored_positions(
@@ -186,8 +198,9 @@ def _number_turns(
     calls: list[CallDraft],
     events: list[EventDraft],
 ) -> dict[tuple[int, str], int]:
-    """(session pk, turn key) -> turn number; new keys numbered after the session's last turn,
-    in the order of their earliest call (events without calls sort by their time)."""
+    """(session pk, turn key) -> turn number; new keys numbered after the session's last turn
+    (from 0 in a session without turns, as on every door: docs/concepts.md), in the order of
+    their earliest call (events without calls sort by their time)."""
     earliest: dict[tuple[int, str], tuple[int, str]] = {}
     for call in calls:
         pair = (sessions[call.session_id].pk, call.turn_key)
@@ -210,7 +223,8 @@ def _number_turns(
     }
     new = sorted((order, pair) for pair, order in earliest.items() if pair not in known)
     if new:
-        last = defaultdict(int, last_turns(session_ids))
+        last: dict[int, int] = defaultdict(lambda: -1)
+        last.update((sid, n) for sid, n in last_turns(session_ids).items() if n is not None)
         created = []
         for _, (sid, turn_key) in new:
             last[sid] += 1
@@ -220,8 +234,9 @@ def _number_turns(
     return {pair: known[pair] for pair in earliest}
 
 
-def last_turns(session_ids: Iterable[int]) -> dict[int, int]:
-    """Each session's last turn number, of its derived turns and its OTLP turn keys (0: none).
+def last_turns(session_ids: Iterable[int]) -> dict[int, int | None]:
+    """Each session's last turn number, of its derived turns and its OTLP turn keys (None:
+    neither).
 
     One statement; each session's two numbers are read by a `LIMIT 1` walk down the end of its
     (session, turn) unique index. A `MAX(turn) … GROUP BY session` read every turn of the
@@ -237,7 +252,10 @@ def last_turns(session_ids: Iterable[int]) -> dict[int, int]:
         )
         .values_list("pk", "top_turn", "top_key")
     )
-    return {pk: max(turn or 0, key or 0) for pk, turn, key in rows}
+    return {
+        pk: None if turn is None and key is None else max(turn or 0, key or 0)
+        for pk, turn, key in rows
+    }
 
 
 def _records(
@@ -285,6 +303,8 @@ def _records(
             record["agent"] = CLAUDE_CODE
         if draft.window_tokens is not None:
             record["window_tokens"] = draft.window_tokens
+        if draft.diagnostics:
+            record.update(draft.diagnostics)
         if draft.at is not None:
             record["at"] = draft.at.isoformat()
         records.append(record)

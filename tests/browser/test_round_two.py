@@ -69,7 +69,7 @@ def test_the_overview_is_home_and_its_band_counts_open_the_filtered_list(
     page.wait_for_url(re.compile(r".*profile=fleet.*"))
     assert page.locator("#top-cost tbody tr").count() == 1
     page.click("#bands a.band-count:has(.band-ok)")
-    page.wait_for_url(re.compile(r".*/sessions/\?band=ok&profile=fleet"))
+    page.wait_for_url(re.compile(r".*/sessions/\?band=ok&seen=7d&profile=fleet"))
     assert page.locator("#sessions tbody tr").count() == 1
 
 

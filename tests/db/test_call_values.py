@@ -28,7 +28,7 @@ from telemetry.safejson import is_plain
 from telemetry.usage import BUCKETS
 from telemetry.validation import validate_items
 
-_JSON = {"raw_usage", "flags", "prefix"}
+_JSON = {"raw_usage", "flags", "prefix", "provider_diagnostics"}
 _NOW = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 _MODELS = ["claude-sonnet-4-5-20250929", "claude-haiku-5-5", "gpt-5.1", "o3", "unknown-model"]
 
@@ -57,6 +57,11 @@ def _by_name(session_pk: int, valid: Any, pricer: IntegerPricer | None) -> dict[
         "raw_usage": record.usage,
         "flags": list(usage.flags),
         "prefix": stored_prefix(record),
+        "provider_miss_type": None if valid.diagnosis is None else valid.diagnosis.type,
+        "provider_missed_tokens": None
+        if valid.diagnosis is None
+        else valid.diagnosis.missed_tokens,
+        "provider_diagnostics": None if valid.diagnosis is None else valid.diagnosis.stored(),
         "at": record.at or _NOW,
         **dict(zip(BILLED_FIGURES, figures, strict=True)),
         "payload_hash": valid.payload_hash,
@@ -149,6 +154,19 @@ records = st.fixed_dictionaries(
         "prefix": segments,
         "context_management": st.just(
             {"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_input_tokens": 9}]}
+        ),
+        "diagnostics": st.fixed_dictionaries(
+            {
+                "cache_miss_reason": st.none()
+                | st.fixed_dictionaries(
+                    {"type": st.sampled_from(["messages_changed", "unavailable", "new_kind"])},
+                    optional={"cache_missed_input_tokens": counts},
+                )
+            }
+        ),
+        "prompt_cache_diagnostics": st.fixed_dictionaries(
+            {"type": st.sampled_from(["cache_miss", "cache_hit"])},
+            optional={"reason": st.just("input_changed"), "cache_missed_tokens": counts},
         ),
     },
 )

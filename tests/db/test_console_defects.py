@@ -123,8 +123,22 @@ def test_16_wording_calls_labels_and_thresholds_in_percent(key_with_session) -> 
         reverse("policy_profile", args=["default"]),
         {"prune_threshold": "80", "summarize_threshold": "70"},
     )
-    error = fragment(response)
+    # the field's own message, in percent and without the ADR's jargon (the page around it holds
+    # a random CSRF token, which may spell "D4")
+    found = re.search(r'id="id_summarize_threshold-error">([^<]*)<', fragment(response))
+    assert found is not None
+    error = found.group(1)
     assert "must not be below prune_threshold (80%)" in error and "D4" not in error
+    # a share typed into the percent field (0.3 for 30 %) is refused, saying what to type
+    shared = client.post(
+        reverse("policy_profile", args=["default"]),
+        {"prune_threshold": "0.3", "summarize_threshold": "95"},
+    )
+    found = re.search(r'id="id_prune_threshold-error">([^<]*)<', fragment(shared))
+    assert found is not None and "type 30 for 30 %" in found.group(1), found
+    from telemetry.policy_store import effective_policy
+
+    assert effective_policy(key_with_session.profile).prune_threshold != 0.003
 
 
 def test_4_a_policy_change_says_how_many_sessions_it_moves_before_saving(key_with_session) -> None:

@@ -508,7 +508,9 @@ def test_the_turns_table_pages_and_answers_htmx_with_the_fragment(client_as, key
     )
     body = fragment(response)
     assert "<html" not in body and 'id="turns"' in body and "page 3 of 3" in body
-    assert re.findall(r'<td class="num">(\d+)</td>\s*<td class="num">1</td>', body)[:2] == [
+    # the turn's number links to its call page
+    turn_cells = r'<td class="num"><a href="/sessions/\d+/calls/\d+/"[^>]*>(\d+)</a></td>'
+    assert re.findall(turn_cells + r'\s*<td class="num">1</td>', body)[:2] == [
         "9",
         "8",
     ]

@@ -121,6 +121,9 @@ def _odd_rows(session_pk: int) -> list[CallRow]:
             raw_usage=json_text(nested),
             flags=json_text([]),
             prefix=None,
+            provider_miss_type=_ODD_TEXT[:64],
+            provider_missed_tokens=2**62,
+            provider_diagnostics=json_text({"anthropic": {"cache_miss_reason": None}}),
             at=datetime(2025, 6, 1, 12, 0, 7, 123456, tzinfo=odd_zone),
             cost_uncached_input=Decimal("12345678901.123456789"),
             cost_cache_read=Decimal("0.0000000005"),
@@ -138,6 +141,9 @@ def _odd_rows(session_pk: int) -> list[CallRow]:
             raw_usage='{"é": "\U0001f600", "n": [[[]]], "s": "\\u00e9\\t"}',  # not ASCII-escaped
             flags=json_text(["inferred_ttl", "x"]),
             prefix=json_text(None),  # JSON null, not SQL NULL
+            provider_miss_type=None,
+            provider_missed_tokens=None,
+            provider_diagnostics=json_text(None),
             at=datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
             cost_uncached_input=None,
             cost_cache_read=None,

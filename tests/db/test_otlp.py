@@ -210,7 +210,8 @@ def test_turns_are_traces_numbered_by_start_and_calls_by_start_within_them(make_
         (c.request_id or "").split("/")[1][:2]: (c.turn, c.call)
         for c in LLMCall.objects.filter(session__external_id="t")
     }
-    assert rows == {"a2": (1, 0), "b1": (2, 0), "b2": (2, 1), "a1": (1, 1)}
+    # numbered from 0, as on every door (docs/concepts.md)
+    assert rows == {"a2": (0, 0), "b1": (1, 0), "b2": (1, 1), "a1": (0, 1)}
     assert TurnKey.objects.filter(session__external_id="t").count() == 2
 
 
@@ -255,7 +256,7 @@ def test_compacted_span_shows_in_the_session_compaction_history(make_agent):
         "compaction",
         "agent",
         "otlp",
-        1,
+        0,
     )
     assert event.call == LLMCall.objects.get(call=1)
     # Before: the previous call's request; after: the compacted call's own.
@@ -585,7 +586,7 @@ def test_sdk_log_exporters_carry_claude_code_events(make_agent, live_server, enc
     session = AgentSession.objects.get(external_id="cc-sdk")
     assert (session.calls_count, session.turns_count) == (3, 2)
     first = LLMCall.objects.get(session=session, request_id="cc:req_1")
-    assert (first.turn, first.call) == (1, 0)
+    assert (first.turn, first.call) == (0, 0)
     assert (first.uncached_input, first.cache_read, first.cache_write_5m, first.output) == (
         12,
         40000,
@@ -603,7 +604,7 @@ def test_sdk_log_exporters_carry_claude_code_events(make_agent, live_server, enc
         "claude-code",
         "auto",
     )
-    assert (event.tokens_before, event.tokens_after, event.turn) == (160000, 22000, 2)
+    assert (event.tokens_before, event.tokens_after, event.turn) == (160000, 22000, 1)
 
 
 def test_claude_code_logs_replayed_and_overflow(make_agent):
@@ -781,7 +782,7 @@ def test_done_when_through_the_sdk_exporter_s1_shows_4_uncached_1163_written_and
 
 def test_last_turns_reads_each_sessions_end_of_its_turn_index(make_agent):
     """`otlp.store.last_turns` (the number after which an export opens new turns): the larger of
-    a session's last derived turn and last turn key, 0 for neither; on PostgreSQL each read is a
+    a session's last derived turn and last turn key, None for neither; on PostgreSQL each read is a
     LIMIT 1 walk of the (session, turn) index, never an aggregate over all the session's turns."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -816,7 +817,7 @@ def test_last_turns_reads_each_sessions_end_of_its_turn_index(make_agent):
     TurnKey.objects.create(session=turns_only, key="k-c", turn=4)
     ids = [turns_only.pk, keys_ahead.pk, empty.pk]
     with CaptureQueriesContext(connection) as queries:
-        assert last_turns(ids) == {turns_only.pk: 9, keys_ahead.pk: 5, empty.pk: 0}
+        assert last_turns(ids) == {turns_only.pk: 9, keys_ahead.pk: 5, empty.pk: None}
     assert len(queries) == 1
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:

@@ -124,7 +124,7 @@ def test_the_overview_is_the_home_page_with_spend_bands_and_compactions(viewer, 
     assert found.archive_failures == 1
     assert found.top_pressure[0][0] == hot and found.top_pressure[0][1] == "compact"
     # each band count links to the filtered sessions list
-    assert f'href="{reverse("sessions")}?band=compact"' in page
+    assert f'href="{reverse("sessions")}?band=compact&amp;seen=24h"' in page
     figures = {
         name: json.loads(m)
         for name, m in re.findall(
@@ -231,10 +231,12 @@ def test_band_counts_and_top_lists_equal_a_brute_force_over_random_fleets(seed: 
         since = now - RANGES[range_key][0]
         for profile in [None, *AgentProfile.objects.all()]:
             found = load_overview(range_key, profile.name if profile else "", now=now)
-            mine = [s for s in everyone if profile is None or s.profile_id == profile.pk]
+            # "now" counts the sessions active in the range (last seen within it)
+            active = [s for s in everyone if s.last_seen_at and s.last_seen_at >= since]
+            mine = [s for s in active if profile is None or s.profile_id == profile.pk]
             assert found.bands == {b: sum(band(s) == b for s in mine) for b in BANDS}
             for line in found.lines:
-                theirs = [s for s in everyone if s.profile.name == line.name]
+                theirs = [s for s in active if s.profile.name == line.name]
                 assert line.bands == {b: sum(band(s) == b for s in theirs) for b in BANDS}
             by_pressure = sorted(
                 (s for s in mine if s.pressure is not None),

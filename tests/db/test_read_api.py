@@ -220,6 +220,7 @@ def test_the_downsampled_series_keeps_the_turns_around_a_compaction(agent):
         mode="manual",
         status="applied",
         finished_at=start + timedelta(seconds=30 * 60 + 30),
+        turn_received=30,  # applied after the server had received turn 30: it took effect at 31
     )
     turns = [
         t["turn"] for t in agent.get("/api/v1/sessions/drop?series_limit=10").json()["turns_series"]

@@ -1,5 +1,6 @@
 """The sessions list's rows and pressure badges, drawn in Python, are the former templates'
-markup byte for byte (console.session_rows, console_format.band_badge).
+markup byte for byte (console.session_rows, console_format.band_badge), the relief flag
+written in the template beside the band as the oracle of its own markup.
 
 The templates below are the ones the list and the former `_band.html` include used: the oracle.
 """
@@ -15,7 +16,8 @@ import pytest
 from django.template import engines
 from django.utils import timezone as django_timezone
 
-from console.presenters.sessions import SessionRow, round_flag
+from compaction.relief_state import ReliefState, SessionRelief
+from console.presenters.sessions import SessionRow, relief_flag, round_flag
 from console.session_rows import session_row
 from console.templatetags.console_format import band_badge
 from telemetry.models import AgentProfile, AgentSession
@@ -32,7 +34,7 @@ BAND_TEMPLATE = (
 
 ROW_TEMPLATE = """{% load console_format %}<tr>
         <td><a href="{% url 'session' row.session.pk %}" class="mono">{{ row.session.external_id|truncatechars:40 }}</a></td>
-        <td>{% include band_template with band=row.band pressure=row.session.pressure policy=row.policy digits=0 %}
+        <td>{% include band_template with band=row.band pressure=row.session.pressure policy=row.policy digits=0 %}{% if flag %} {% if row.relief.failed_run is not None %}<a href="{% url 'session' row.session.pk %}#run-{{ row.relief.failed_run }}" class="{{ flag.0 }}" title="{{ flag.2 }}">{{ flag.1 }}</a>{% else %}<span class="{{ flag.0 }}" title="{{ flag.2 }}">{{ flag.1 }}</span>{% endif %}{% endif %}
 </td>
         <td>{{ row.session.profile.name }}</td>
         <td class="mono small">{{ row.session.model|default:"—" }}</td>
@@ -87,9 +89,20 @@ def _rows() -> list[SessionRow]:
                 band=session_band(session, policy),
                 round_flag=round_flag(session.max_turn_rounds, policy),
                 hit_ratio=session.cache_hit_ratio,
+                relief=RELIEFS[i % len(RELIEFS)],
             )
         )
     return rows
+
+
+RELIEFS = [
+    SessionRelief(ReliefState.NONE),
+    SessionRelief(ReliefState.PENDING),
+    SessionRelief(ReliefState.PENDING, overdue=True),
+    SessionRelief(ReliefState.FAILING, failures=1),
+    SessionRelief(ReliefState.FAILING, failures=2, failed_run=7),
+    SessionRelief(ReliefState.GIVEN_UP, failures=5, failed_run=12),
+]
 
 
 @pytest.mark.parametrize("zone", ["UTC", "America/St_Johns"])
@@ -97,9 +110,11 @@ def test_a_session_row_is_the_former_template_byte_for_byte(zone: str) -> None:
     rows = _rows()
     assert {row.band for row in rows} == {"unknown", "ok", "prune", "compact", "over"}
     assert {row.round_flag for row in rows} == {None, "soft", "hard"}
+    assert {row.relief for row in rows} == set(RELIEFS)
     with django_timezone.override(zone):
         for row in rows:
-            expected = ROW.render({"row": row, "band_template": BAND})
+            flag = relief_flag(row.relief)
+            expected = ROW.render({"row": row, "band_template": BAND, "flag": flag})
             assert str(session_row(row)) == expected
 
 

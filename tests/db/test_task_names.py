@@ -22,6 +22,7 @@ def test_registered_task_names_stay_what_queued_jobs_carry():
         "compaction.purge_archives": compaction.tasks.purge_archives,
         "telemetry.record_heartbeat": telemetry.tasks.record_heartbeat,
         "telemetry.recompute_pressure": telemetry.tasks.recompute_pressure,
+        "telemetry.apply_retention": telemetry.tasks.apply_retention,
         "alerts.evaluate_sessions": alerts.tasks.evaluate_sessions_task,
         "alerts.evaluate": alerts.tasks.evaluate_task,
         "alerts.deliver": alerts.tasks.deliver_task,

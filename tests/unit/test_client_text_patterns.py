@@ -62,8 +62,11 @@ CLIENT_TEXT_PATTERNS: Final = {
 # session id of at most 200 characters; console_format.py: escaped query words, literal only;
 # ingest/statements.py: SQL we wrote; mapping.py: `as_count`'s anchored digits; wire.py: the pieces of
 # JSON nested too deep (`test_cutting_json_nested_too_deep_is_linear`); console/docs_site.py:
-# the built documentation site and mkdocs.yml of this repository, never a client's text.
+# the built documentation site and mkdocs.yml of this repository, never a client's text;
+# compaction/export_api.py: `before`'s date-time prefix, anchored and fixed-width (`match` reads
+# at most 16 characters whatever the text's length).
 REGEX_USES: Final = {
+    "compaction/export_api.py": 1,
     "compaction/imports/files.py": 1,
     "compaction/search_terms.py": 5,
     "console/presenters/search.py": 1,

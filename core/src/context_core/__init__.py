@@ -112,7 +112,8 @@ Overflow limits (`overflow_limit.py`)
 Relief retries (`relief_retry.py`, D4/D5)
     `retry_backoff_seconds(failures, base_seconds)` (base doubled per failure in a row) and
     `retry_decision(failures, elapsed_seconds, base_seconds, max_attempts) -> "wait" | "retry" |
-    "give_up"`: what the sweeper does with a session whose automatic relief keeps failing.
+    "give_up"`: what the sweeper does with a session whose automatic relief keeps failing;
+    `retry_wait_seconds(...)`: how long until that rule says "retry" (None: never).
 
 Fingerprints (`fingerprints.py`, D1/D2)
     `surface_fingerprints(surface, format=None, with_text=False) -> (SegmentPrint(name, hash,
@@ -178,7 +179,12 @@ from context_core.relief_planning import (
     next_call_crosses,
     plan_relief,
 )
-from context_core.relief_retry import RetryDecision, retry_backoff_seconds, retry_decision
+from context_core.relief_retry import (
+    RetryDecision,
+    retry_backoff_seconds,
+    retry_decision,
+    retry_wait_seconds,
+)
 from context_core.rounds import (
     Round,
     protected_head_end,
@@ -210,6 +216,7 @@ __all__ = [
     "RetryDecision",
     "retry_backoff_seconds",
     "retry_decision",
+    "retry_wait_seconds",
     "parse_overflow_limit",
     "OverflowLimit",
     "log_hash",

@@ -40,3 +40,21 @@ def retry_decision(
     if failures >= max_attempts:
         return "give_up"
     return "retry" if elapsed_seconds >= backoff else "wait"
+
+
+def retry_wait_seconds(
+    failures: int, *, elapsed_seconds: float, base_seconds: int, max_attempts: int
+) -> float | None:
+    """How long until `retry_decision` says "retry": 0 once it does, None when it never will
+    (the cap is reached: "give_up"). What the session page shows as the next try."""
+    decision = retry_decision(
+        failures,
+        elapsed_seconds=elapsed_seconds,
+        base_seconds=base_seconds,
+        max_attempts=max_attempts,
+    )
+    if decision == "give_up":
+        return None
+    return max(
+        float(retry_backoff_seconds(failures, base_seconds=base_seconds)) - elapsed_seconds, 0.0
+    )

@@ -15,7 +15,9 @@ PURE_MODULES = (
     "telemetry.pressure",
     "telemetry.cache_tiers",
     "telemetry.cache_misses",
+    "telemetry.cache_diagnostics",
     "telemetry.policy_effects",
+    "telemetry.session_meta",
 )
 
 

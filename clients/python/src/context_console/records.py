@@ -68,6 +68,7 @@ def build_record(
     window_tokens: int | None = None,
     appended_chars: int | None = None,
     prefix: list[dict[str, Any]] | None = None,
+    metadata: Mapping[str, str | int | float] | None = None,
 ) -> dict[str, Any]:
     """One `/telemetry` record from a raw SDK response (Anthropic `Message`, OpenAI
     `ChatCompletion` or `Response`, or their dict forms) or from a usage dict taken verbatim.
@@ -76,9 +77,16 @@ def build_record(
     response's own. Raises ValueError when no usage or no model can be found.
     """
     usage: Any
+    diagnostics: dict[str, Any] = {}
     raw_usage = field_of(response_or_usage, "usage")
     if raw_usage is not None and not isinstance(raw_usage, int | float):
         usage = jsonable(raw_usage)
+        # the provider's cache diagnostics (Anthropic `diagnostics`, OpenAI Responses
+        # `prompt_cache_diagnostics`), verbatim: the console reads why a cache missed from them
+        for name in ("diagnostics", "prompt_cache_diagnostics"):
+            value = jsonable(field_of(response_or_usage, name))
+            if isinstance(value, dict):
+                diagnostics[name] = value
         model = model or field_of(response_or_usage, "model")
         provider = provider or provider_of(response_or_usage)
         request_id = (
@@ -106,6 +114,8 @@ def build_record(
         "window_tokens": window_tokens,
         "appended_chars": appended_chars,
         "prefix": prefix,
+        "metadata": dict(metadata) if metadata else None,
     }
     record.update({k: v for k, v in optional.items() if v is not None})
+    record.update(diagnostics)
     return record

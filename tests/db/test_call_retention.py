@@ -1,0 +1,195 @@
+"""Call retention per profile (issue 35, item 2): 90 days of calls, a 30-day retention, and the
+overview's and the sessions' figures over the whole period unchanged while the old calls and
+turns are gone, removed in bounded batches; the policy shows what a change removes first."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from compaction.models import CompactionRun
+from console.policy_impact import policy_impact
+from telemetry.errors import FieldError
+from telemetry.events import record_context_event
+from telemetry.keys import create_agent_key
+from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall, Turn
+from telemetry.policy_store import effective_policy, update_policy
+from telemetry.retention import remove_expired_calls
+from telemetry.tasks import apply_retention
+from tests.db.conftest import Agent
+from tests.db.test_console_views import make_user, report
+from tests.db.test_session_export import hour_rows, overview_figures, records
+
+pytestmark = pytest.mark.django_db
+DAYS = 90
+
+
+@pytest.fixture
+def ninety_days(agent: Agent) -> AgentProfile:
+    """A session with a turn a day for 90 days (two calls each), one that ended 80 days ago
+    (with a compaction run and an agent's compaction event on an old call), and a session of
+    another profile, as old, whose profile keeps calls forever."""
+    now = timezone.now()
+    start = now - timedelta(days=DAYS)
+    daily = [
+        {
+            **record,
+            "at": (start + timedelta(days=record["turn"], minutes=record["call"])).isoformat(),
+        }
+        for record in records("daily", DAYS, start=start)
+    ]
+    report(agent.key, daily)
+    report(agent.key, records("ended", 6, start=now - timedelta(days=80)))
+    ended = AgentSession.objects.get(external_id="ended")
+    CompactionRun.objects.create(
+        session=ended,
+        mode="auto",
+        status="applied",
+        tokens_before=9_000,
+        tokens_after=3_000,
+        finished_at=now - timedelta(days=80),
+    )
+    record_context_event(
+        ended,
+        kind="compaction",
+        origin="agent",
+        source="claude-code",
+        source_key="cc-old",
+        at=now - timedelta(days=80),
+        turn=1,
+        call=LLMCall.objects.get(session=ended, turn=1, call=0),
+        tokens_before=8_000,
+        tokens_after=2_000,
+    )
+    fleet = create_agent_key(profile_name="fleet").key
+    report(fleet, records("kept", 4, start=now - timedelta(days=60)))
+    return agent.key.profile
+
+
+def session_figures() -> dict[str, dict[str, Any]]:
+    return {row["external_id"]: dict(row) for row in AgentSession.objects.values()}
+
+
+def test_a_30_day_retention_removes_the_old_calls_and_keeps_every_figure(ninety_days) -> None:
+    cutoff = timezone.now() - timedelta(days=30)
+    before = {
+        "sessions": session_figures(),
+        "hours": hour_rows(),
+        "overview": overview_figures(),
+        "default": overview_figures("default"),
+    }
+    old_calls = LLMCall.objects.filter(session__profile=ninety_days, at__lt=cutoff).count()
+    assert old_calls > 100
+
+    # nothing goes while the profile keeps calls forever (the default)
+    assert remove_expired_calls() == remove_expired_calls(batch_turns=1)
+    assert remove_expired_calls().turns == 0
+    preview = policy_impact(ninety_days, {"call_retention_days": 30})
+    assert preview is not None and preview.changes_anything
+    update_policy(profile=ninety_days, values={"call_retention_days": 30})
+    assert effective_policy(ninety_days).call_retention_days == 30
+
+    batches = []
+    while True:
+        done = remove_expired_calls(batch_turns=16)
+        assert done.turns <= 16  # bounded per job
+        batches.append(done)
+        if not done.has_more:
+            break
+    assert len(batches) > 3
+    assert sum(b.turns for b in batches) == preview.expiring_turns
+    assert sum(b.calls for b in batches) == preview.expiring_calls
+
+    # the old calls and turns are gone, whole turns only, but each session's latest turn (the
+    # projection reads it); turn 60 of "daily" straddles the cut-off and stays whole
+    ended = AgentSession.objects.get(external_id="ended")
+    assert list(Turn.objects.filter(session=ended).values_list("turn", flat=True)) == [5]
+    old_left = LLMCall.objects.filter(session__profile=ninety_days, at__lt=cutoff)
+    assert sorted(old_left.values_list("session__external_id", "turn", "call")) == [
+        ("daily", 60, 0),
+        ("ended", 5, 0),
+        ("ended", 5, 1),
+    ]
+    assert not Turn.objects.filter(session__external_id="daily", turn__lt=60).exists()
+    assert LLMCall.objects.filter(session__external_id="daily").count() == 2 * 30
+    # another profile keeps everything
+    assert LLMCall.objects.filter(session__external_id="kept").count() == 4 * 2
+    # the figures over the whole period: rollups, overview, every session's totals
+    assert hour_rows() == before["hours"]
+    assert overview_figures() == before["overview"]
+    assert overview_figures("default") == before["default"]
+    assert session_figures() == before["sessions"]
+    # compaction history and context events stay; the event's removed call is unlinked
+    assert CompactionRun.objects.filter(session=ended).count() == 1
+    event = ContextEvent.objects.get(source_key="cc-old")
+    assert event.call is None and event.tokens_before == 8_000
+    # nothing more to remove, and the policy now previews nothing new
+    assert remove_expired_calls().turns == 0
+    again = policy_impact(ninety_days, {"call_retention_days": 30})
+    assert again is not None and again.expiring_turns == 0
+
+
+def test_the_beat_job_removes_a_batch_and_stops_when_done(ninety_days) -> None:
+    update_policy(profile=ninety_days, values={"call_retention_days": 85})
+    apply_retention.apply()
+    cutoff = timezone.now() - timedelta(days=85)
+    assert not Turn.objects.filter(session__external_id="daily", last_at__lt=cutoff).exists()
+    assert Turn.objects.filter(session__external_id="daily").count() == 85
+
+
+def test_a_retention_must_be_a_whole_number_of_days(ninety_days) -> None:
+    with pytest.raises(FieldError, match="call_retention_days"):
+        update_policy(profile=ninety_days, values={"call_retention_days": -1})
+    with pytest.raises(FieldError, match="call_retention_days"):
+        update_policy(profile=ninety_days, values={"call_retention_days": 1.5})
+
+
+def test_the_policy_page_shows_what_a_retention_removes_before_saving(ninety_days, client) -> None:
+    client.force_login(make_user("boss", "admin"))
+    shorter = {"call_retention_days": "30"}
+    preview = client.post(reverse("policy_profile_preview", args=["default"]), shorter)
+    text = preview.content.decode()
+    assert "would remove" in text and "calls</strong>" in text
+    response = client.post(reverse("policy_profile", args=["default"]), shorter)
+    page = response.content.decode()
+    assert response.status_code == 200 and "Not saved yet" in page and "remove calls" in page
+    assert effective_policy(ninety_days).call_retention_days == 0
+    confirm = re.search(r'name="confirm" value="([^"]+)"', page)
+    assert confirm is not None
+    saved = client.post(
+        reverse("policy_profile", args=["default"]), shorter | {"confirm": confirm.group(1)}
+    )
+    assert saved.status_code == 302
+    assert effective_policy(ninety_days).call_retention_days == 30
+
+
+def test_agents_read_the_retention_in_their_policy(agent) -> None:
+    assert agent.get("/api/v1/policy").json()["call_retention_days"] == 0
+
+
+def test_an_export_taken_before_the_retention_restores_its_calls_with_the_same_figures(
+    ninety_days,
+) -> None:
+    import io
+
+    from compaction.session_import import import_lines
+    from tests.db.test_session_export import everything
+
+    exported = everything()
+    calls = LLMCall.objects.count()
+    update_policy(profile=ninety_days, values={"call_retention_days": 30})
+    while remove_expired_calls().has_more:
+        pass
+    before = {"sessions": session_figures(), "hours": hour_rows()}
+    assert LLMCall.objects.count() < calls
+
+    result = import_lines(io.StringIO(exported))
+
+    assert result.created == 0 and LLMCall.objects.count() == calls
+    assert ContextEvent.objects.get(source_key="cc-old").call is not None
+    assert {"sessions": session_figures(), "hours": hour_rows()} == before
