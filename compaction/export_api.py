@@ -9,7 +9,7 @@ server never holds more than a chunk of rows. `manage.py import_sessions` reads 
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from django.http import HttpRequest, StreamingHttpResponse
@@ -98,5 +98,12 @@ def export_sessions(
         raise HttpError(403, f"profile: this key belongs to profile {key.profile.name!r}")
     if before is not None and before.tzinfo is None:
         raise FieldError("before", "give a time zone offset (e.g. 2026-01-01T00:00:00Z)")
+    if before is not None:
+        # Any valid ISO offset (up to ±23:59) is read here, in UTC: the database's own offset
+        # range is narrower (PostgreSQL refuses +22:09), and the instant is what counts.
+        try:
+            before = before.astimezone(UTC)
+        except OverflowError:
+            raise FieldError("before", "is outside the range of times") from None
     sessions = sessions_to_export(profile_id=key.profile.pk, before=before)
     return _streamed(export_lines(sessions), f"sessions-{key.profile.name}.jsonl")

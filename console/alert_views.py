@@ -66,7 +66,9 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
                 messages.success(request, f"Rule “{rule.name}” created.")
                 return redirect("alerts")
     state = request.GET.get("state", "all")
-    alerts = Alert.objects.select_related("rule", "session", "profile")
+    alerts = Alert.objects.select_related("rule", "session", "profile").prefetch_related(
+        "notifications"
+    )
     if state == "firing":
         alerts = alerts.filter(resolved_at__isnull=True)
     elif state == "resolved":

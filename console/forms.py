@@ -18,6 +18,8 @@ from telemetry.windows import parse_window_overrides
 
 # --- sessions list -----------------------------------------------------------------------------
 
+MAX_FILTER_VALUES = 20  # values kept per repeatable filter (?user=a&user=b...)
+
 
 class SessionFilterForm(forms.Form):
     q = forms.CharField(required=False, max_length=200, label="Search id")
@@ -50,7 +52,18 @@ class SessionFilterForm(forms.Form):
             seen=data.get("seen") or "",
             sort=sort,
             page=data.get("page") or 1,
+            user=self._many("user"),
+            repository=self._many("repository"),
+            branch=self._many("branch"),
+            agent=self._many("agent"),
         )
+
+    def _many(self, name: str) -> tuple[str, ...]:
+        """A repeatable filter's values (?user=a&user=b): the first few, each cut to a column."""
+        getlist = getattr(self.data, "getlist", None)
+        values = getlist(name) if getlist is not None else []
+        kept = [v.strip()[:200] for v in values if isinstance(v, str) and v.strip()]
+        return tuple(dict.fromkeys(kept))[:MAX_FILTER_VALUES]
 
 
 # --- policy ------------------------------------------------------------------------------------

@@ -15,11 +15,14 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, PermissionsMixin
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.template.response import TemplateResponse
 from django_htmx.http import HttpResponseClientRedirect
 
 P = ParamSpec("P")
 R = TypeVar("R", bound=HttpRequest)
+# what the view answers: a page, or a streamed download (console.list_exports)
+V = TypeVar("V", bound=HttpResponseBase)
 
 
 class Role(IntEnum):
@@ -73,16 +76,16 @@ def forbidden(request: HttpRequest, needed: Role) -> HttpResponse:
 def require_role(
     minimum: Role,
 ) -> Callable[
-    [Callable[Concatenate[R, P], HttpResponse]],
-    Callable[Concatenate[R, P], HttpResponse],
+    [Callable[Concatenate[R, P], V]],
+    Callable[Concatenate[R, P], V | HttpResponse],
 ]:
     """Anonymous → the login page (an htmx request is told to move the page there); signed in
     without `minimum` → 403; else the view runs."""
 
     def decorator(
-        view: Callable[Concatenate[R, P], HttpResponse],
-    ) -> Callable[Concatenate[R, P], HttpResponse]:
-        def wrapped(request: R, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+        view: Callable[Concatenate[R, P], V],
+    ) -> Callable[Concatenate[R, P], V | HttpResponse]:
+        def wrapped(request: R, /, *args: P.args, **kwargs: P.kwargs) -> V | HttpResponse:
             if not request.user.is_authenticated:
                 to_login = redirect_to_login(request.get_full_path())
                 if getattr(request, "htmx", False):

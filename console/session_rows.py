@@ -54,8 +54,7 @@ def session_row(row: SessionRow) -> SafeString:
             relief = f' <span class="{classes}" title="{escape(title)}">{escape(text)}</span>'
     seen_iso, seen = _seen(session.last_seen_at)
     cells = (
-        f'<td><a href="{escape(reverse("session", args=[session.pk]))}" class="mono">'
-        f"{escape(_truncated(session.external_id, 40))}</a></td>",
+        _name_cell(session),
         f"<td>{band_badge(row.band, session.pressure, policy, 0)}{relief}\n</td>",
         f"<td>{escape(session.profile.name)}</td>",
         f'<td class="mono small">{escape(session.model or "—")}</td>',
@@ -94,4 +93,16 @@ def _seen(at: datetime | None) -> tuple[str, str]:
         local.isoformat(),
         f"{local.year:04d}-{local.month:02d}-{local.day:02d} "
         f"{local.hour:02d}:{local.minute:02d}:{local.second:02d}",
+    )
+
+
+def _name_cell(session: AgentSession) -> str:
+    """The session's title linked, its id beside it; the id alone while it has no title."""
+    href = escape(reverse("session", args=[session.pk]))
+    short_id = escape(_truncated(session.external_id, 40))
+    if not session.title:
+        return f'<td><a href="{href}" class="mono">{short_id}</a></td>'
+    return (
+        f'<td><a href="{href}" class="session-title">{escape(session.title)}</a>'
+        f' <span class="mono small muted session-id">{short_id}</span></td>'
     )

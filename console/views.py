@@ -47,6 +47,7 @@ from console.presenters.search import hits_page
 from console.presenters.sessions import (
     SESSION_COLUMNS,
     run_outcome,
+    session_meta,
     sessions_listing,
 )
 from console.presenters.transcripts import archive_view, shown_surface
@@ -223,6 +224,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     context = live_parts(session, policy, version, request.GET.get("turns_page")) | {
         "nav": "sessions",
         "first_seen": first_seen(session),
+        "session_meta": session_meta(session),
         "imported": imported_view(session),
         # the surface (the whole transcript) arrives right after the page, not inside it,
         # unless asked for inline (the link a browser without JavaScript follows)

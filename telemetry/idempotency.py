@@ -69,9 +69,10 @@ _DEFAULTS: dict[str, Any] = {
     for name, field in RecordIn.model_fields.items()
     if not field.is_required()
 }
-# Fields that say who reported a call, not what the call was: never hashed, so a report that
-# names the agent and one that does not are the same call (a duplicate, not a conflict).
-UNHASHED: Final = frozenset({"agent"})
+# Fields that say who reported a call or what the session is, not what the call was: never
+# hashed, so a report that names the agent (or carries session metadata) and one that does not
+# are the same call (a duplicate, not a conflict).
+UNHASHED: Final = frozenset({"agent", "metadata"})
 
 
 def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> str:

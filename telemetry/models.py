@@ -230,6 +230,16 @@ class AgentSession(models.Model):
     # The surface version the last automatic relief ran on: one job per surface version, so a
     # surface that cannot shrink further is not re-planned on every report.
     relief_tried_version = models.PositiveIntegerField(null=True, blank=True)
+    # What the doors said about the session (`telemetry.session_meta`): the merged metadata, the
+    # door each key came from, and the columns the sessions list filters and searches on.
+    metadata = models.JSONField(default=dict, blank=True)
+    metadata_doors = models.JSONField(default=dict, blank=True)
+    title = models.CharField(max_length=200, blank=True, default="")
+    meta_user = models.CharField(max_length=200, blank=True, default="")
+    repository = models.CharField(max_length=200, blank=True, default="")
+    git_branch = models.CharField(max_length=200, blank=True, default="")
+    agent_name = models.CharField(max_length=200, blank=True, default="")
+    agent_version = models.CharField(max_length=200, blank=True, default="")
 
     class Meta:
         constraints = [
@@ -253,6 +263,11 @@ class AgentSession(models.Model):
             ),
             # the overview's top sessions by cost (then newest): the first entries, not a sort
             models.Index(fields=["-cost_usd", "-id"], name="session_cost"),
+            # the sessions list's metadata filters (console.selectors.session_list)
+            models.Index(fields=["meta_user"], name="session_meta_user"),
+            models.Index(fields=["repository"], name="session_repository"),
+            models.Index(fields=["git_branch"], name="session_git_branch"),
+            models.Index(fields=["agent_name"], name="session_agent_name"),
         ]
 
     def __str__(self) -> str:

@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from telemetry.money import Money
+from telemetry.session_meta import metadata_problem
 
 
 class PolicyOut(Schema):
@@ -183,6 +184,10 @@ class RecordIn(BaseModel):
     prompt_cache_diagnostics: dict[str, Any] | None = None
     # D1/D2: the request's prefix fingerprints (optional; a `surface_version` stands for ours).
     prefix: Annotated[list[PrefixSegmentIn], Field(max_length=MAX_PREFIX_SEGMENTS)] | None = None
+    # What the agent knows about its session (`telemetry.session_meta`): `title`, `user`,
+    # `repository`, `cwd`, `branch`, `agent`, `agent_version`... up to 50 string or number
+    # values. Merged into the session's metadata; never part of the call's identity.
+    metadata: dict[str, Any] | None = None
 
     @field_validator("prefix")
     @classmethod
@@ -231,6 +236,16 @@ class RecordIn(BaseModel):
     def _usage_without_nul(cls, value: dict[str, Any]) -> dict[str, Any]:
         if not _nul_free(value):  # `_no_nul_anywhere`, without its call
             _refuse_nul(value)
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_shape(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            _no_nul_anywhere(value)
+            problem = metadata_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
         return value
 
     @field_validator(

@@ -40,6 +40,7 @@ from telemetry.pressure import (
     pressure_or_unknown,
     projected_next_request,
 )
+from telemetry.session_meta import Door, columns, merge
 from telemetry.windows import LearnedWindow, WindowInForce
 
 # The figures ingest re-derives from a session's turns, plus the projection they imply.
@@ -440,3 +441,22 @@ def discard_unused_sessions(session_ids: Iterable[int]) -> None:
 def mark_relief_tried(session_id: int, surface_version: int) -> None:
     """Automatic relief ran at `surface_version`: not again until the surface changes (D4)."""
     AgentSession.objects.filter(pk=session_id).update(relief_tried_version=surface_version)
+
+
+def record_metadata(
+    sessions: Mapping[int, AgentSession], incoming: Mapping[int, dict[str, str]], door: Door
+) -> None:
+    """Merge what `door` said about each session (by pk) into its metadata and columns
+    (`telemetry.session_meta.merge`); a session whose metadata does not change is not written."""
+    for pk, found in incoming.items():
+        session = sessions[pk]
+        merged = merge(session.metadata or {}, session.metadata_doors or {}, found, door)
+        if merged is None:
+            continue
+        session.metadata, session.metadata_doors = merged
+        fields = columns(session.metadata)
+        for name, value in fields.items():
+            setattr(session, name, value)
+        AgentSession.objects.filter(pk=pk).update(
+            metadata=session.metadata, metadata_doors=session.metadata_doors, **fields
+        )

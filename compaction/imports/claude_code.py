@@ -38,6 +38,7 @@ from compaction.imports.records import (
     LogAppend,
     Note,
     Record,
+    SessionMeta,
     SessionSeen,
     Skipped,
     TokensAfter,
@@ -45,6 +46,7 @@ from compaction.imports.records import (
 from context_core import TranscriptError, parse_message
 from telemetry.cache_diagnostics import read_anthropic
 from telemetry.errors import FieldError
+from telemetry.session_meta import first_prompt, from_claude_code_line
 
 FileKind = Literal["main", "subagent", "compaction"]
 
@@ -165,6 +167,7 @@ class ClaudeCodeParser:
                 out.append(Skipped(number, f"{kind} line without a message object"))
                 return out
             name = self._session(obj, out)
+            self._meta(name, from_claude_code_line(obj), number, out)
             if kind == "assistant":
                 self._assistant(name, obj, message, number, out)
             else:
@@ -173,6 +176,9 @@ class ClaudeCodeParser:
             if obj.get("subtype") == "compact_boundary":
                 name = self._session(obj, out)
                 self._boundary(name, obj, number, out)
+        elif kind in ("summary", "custom-title"):
+            if self.s["kind"] == "main":
+                self._meta(self._session(obj, out), from_claude_code_line(obj), number, out)
         elif kind in _IGNORED_TYPES:
             pass
         elif kind is None:
@@ -180,6 +186,14 @@ class ClaudeCodeParser:
         else:
             out.append(Skipped(number, f"unknown type {kind!r}"))
         return out
+
+    def _meta(self, name: str, found: dict[str, str], number: int, out: list[Record]) -> None:
+        """A `SessionMeta` of what `found` says that this file has not said yet."""
+        said: dict[str, str] = self.s["sessions"][name].setdefault("meta", {})
+        new = {k: v for k, v in found.items() if said.get(k) != v}
+        if new:
+            said.update(new)
+            out.append(SessionMeta(name, new, number))
 
     def _emit(
         self, name: str, message: dict[str, Any], number: int, out: list[Record]
@@ -318,6 +332,8 @@ class ClaudeCodeParser:
         if not obj.get("isMeta") and not compacted and not results:
             st["turn"] += 1  # a real prompt starts a turn
             st["call"] = 0
+            if st["turn"] == 0:
+                self._meta(name, first_prompt(_text_of(others)), number, out)
         seq = self._emit(name, body, number, out)
         if compacted and seq is not None:
             self._compaction(name, obj, number, seq, _text_of(others), out)

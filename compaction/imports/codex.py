@@ -29,11 +29,13 @@ from compaction.imports.records import (
     LogAppend,
     Note,
     Record,
+    SessionMeta,
     SessionSeen,
     Skipped,
     TokensAfter,
 )
 from context_core import TranscriptError, parse_message
+from telemetry.session_meta import first_prompt, from_codex_meta
 
 SOURCE = "codex"
 NO_RESULT = "[no tool output in the rollout]"
@@ -139,7 +141,8 @@ class CodexParser:
             out.append(Skipped(number, f"{kind} line without a payload object"))
             return out
         if kind == "session_meta":
-            self._session(out, payload)
+            name = self._session(out, payload)
+            out.append(SessionMeta(name, from_codex_meta(payload), number))
             return out
         self._session(out)
         if kind == "turn_context":
@@ -153,6 +156,11 @@ class CodexParser:
         elif kind == "event_msg":
             if payload.get("type") == "token_count":
                 self._token_count(payload, number, at, out)
+            elif payload.get("type") == "user_message" and not self.s.get("prompted"):
+                found = first_prompt(str(payload.get("message") or ""))
+                if found:
+                    self.s["prompted"] = True
+                    out.append(SessionMeta(self.s["session"], found, number))
         else:
             self._compacted(payload, number, at, out)
         return out

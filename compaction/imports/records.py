@@ -25,6 +25,16 @@ class SessionSeen:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionMeta:
+    """What the file says about a session (`telemetry.session_meta` keys): cwd, branch, the
+    agent's version, its title or first prompt..."""
+
+    session: str
+    metadata: dict[str, str]
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
 class LogAppend:
     """One message for the session's log, in the log's `format`, at position `seq`."""
 
@@ -101,5 +111,5 @@ class Note:
 
 
 Record: TypeAlias = (
-    SessionSeen | LogAppend | CallSeen | CompactionSeen | TokensAfter | Skipped | Note
+    SessionSeen | SessionMeta | LogAppend | CallSeen | CompactionSeen | TokensAfter | Skipped | Note
 )

@@ -34,6 +34,7 @@ from compaction.imports.records import (
     LogAppend,
     Note,
     Record,
+    SessionMeta,
     SessionSeen,
     Skipped,
     TokensAfter,
@@ -70,6 +71,7 @@ from telemetry.session_state import (
     get_or_create_session,
     hold_relief,
     lock_session,
+    record_metadata,
     release_relief,
 )
 
@@ -369,6 +371,9 @@ class _Sink:
         for record in records:
             if isinstance(record, SessionSeen):
                 self._seen(record)
+            elif isinstance(record, SessionMeta):
+                session = self.session(record.session)
+                record_metadata({session.pk: session}, {session.pk: record.metadata}, "import")
             elif isinstance(record, LogAppend):
                 self.messages[record.session].append(record)
             elif isinstance(record, CallSeen):

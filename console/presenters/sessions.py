@@ -4,8 +4,8 @@ outcome in words. Pure: no query (what these need is read by `console.selectors`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from django.core.paginator import Page
 
@@ -14,7 +14,7 @@ from compaction.relief_state import ReliefState, SessionRelief
 from console.charts import Marker
 from console.gauge_chart import gauge_figure
 from console.selectors.session import AppliedCompaction
-from console.selectors.session_list import SessionsPage
+from console.selectors.session_list import META_FILTER_LABELS, SessionsPage
 from telemetry.models import AgentSession
 from telemetry.otlp.costs import AgentCost
 from telemetry.policy_rules import PolicyValues
@@ -94,6 +94,8 @@ class SessionsListing:
     page: Page[AgentSession]
     profiles: list[str]
     models: list[str]
+    # each metadata filter: (query parameter, label, the values to choose from, those chosen)
+    meta_filters: list[tuple[str, str, list[str], tuple[str, ...]]] = field(default_factory=list)
 
 
 def sessions_listing(found: SessionsPage) -> SessionsListing:
@@ -111,7 +113,43 @@ def sessions_listing(found: SessionsPage) -> SessionsListing:
                 relief=found.reliefs.get(session.pk, NO_RELIEF),
             )
         )
-    return SessionsListing(rows, found.page, found.profiles, found.models)
+    meta_filters = []
+    for name, label in META_FILTER_LABELS.items():
+        values = found.choices.get(name, [])
+        chosen: tuple[str, ...] = getattr(found.filters, name)
+        missing = [v for v in chosen if v not in values]
+        meta_filters.append((name, label, sorted([*values, *missing]), chosen))
+    return SessionsListing(rows, found.page, found.profiles, found.models, meta_filters)
+
+
+# The session page's metadata lines: (key, label, the sessions list's filter for it or "").
+SESSION_META: Final = (
+    ("user", "User", "user"),
+    ("repository", "Repository", "repository"),
+    ("cwd", "Working directory", ""),
+    ("branch", "Branch", "branch"),
+    ("commit", "Commit", ""),
+    ("agent", "Agent", "agent"),
+    ("agent_version", "Version", ""),
+    ("entrypoint", "Entry point", ""),
+    ("originator", "Originator", ""),
+)
+
+
+def session_meta(session: AgentSession) -> list[tuple[str, str, str]]:
+    """The session's metadata as the page lists it: (label, value, filter parameter or "");
+    a filter links only to the value its column holds."""
+    values = session.metadata or {}
+    column = {"user": session.meta_user, "branch": session.git_branch, "agent": session.agent_name}
+    column["repository"] = session.repository
+    rows = []
+    for key, label, param in SESSION_META:
+        value = values.get(key)
+        if not value:
+            continue
+        link = param if param and column.get(key) == value else ""
+        rows.append((label, str(value), link))
+    return rows
 
 
 def compaction_markers(applied: list[AppliedCompaction]) -> list[Marker]:

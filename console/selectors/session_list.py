@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any, Final
 
 from django.core.paginator import Page, Paginator
-from django.db import connection
+from django.db import connections, router
 from django.db.models import F, FloatField, IntegerField, OrderBy, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, NullIf
@@ -56,6 +56,11 @@ class SessionFilters:
     seen: str = ""
     sort: str = DEFAULT_SORT
     page: int = 1
+    # the metadata filters (`META_FILTERS`), each any of several values (?user=a&user=b)
+    user: tuple[str, ...] = ()
+    repository: tuple[str, ...] = ()
+    branch: tuple[str, ...] = ()
+    agent: tuple[str, ...] = ()
 
     @property
     def is_filtered(self) -> bool:
@@ -68,7 +73,23 @@ class SessionFilters:
             or self.active
             or self.seen
             or self.relief
+            or any(getattr(self, name) for name in META_FILTERS)
         )
+
+
+# The sessions list's metadata filters: query parameter → the session's indexed column.
+META_FILTERS: Final[dict[str, str]] = {
+    "user": "meta_user",
+    "repository": "repository",
+    "branch": "git_branch",
+    "agent": "agent_name",
+}
+META_FILTER_LABELS: Final[dict[str, str]] = {
+    "user": "User",
+    "repository": "Repository",
+    "branch": "Branch",
+    "agent": "Agent",
+}
 
 
 @dataclass
@@ -85,6 +106,8 @@ class SessionsPage:
     version: str = ""  # what the rows show and how many there are (`sessions_version`)
     # each shown session's automatic relief (`compaction.relief_state`), by id
     reliefs: dict[int, SessionRelief] = field(default_factory=dict)
+    # each metadata filter's values some session has (`META_FILTERS`)
+    choices: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _band_filter(band: str, profiles: list[AgentProfile], policies: Policies) -> Q:
@@ -105,7 +128,9 @@ def matching_sessions(
     """The sessions the filters select, unordered and unannotated (what the list counts)."""
     sessions = AgentSession.objects.all()
     if filters.q:
-        sessions = sessions.filter(external_id__icontains=filters.q)
+        sessions = sessions.filter(
+            Q(external_id__icontains=filters.q) | Q(title__icontains=filters.q)
+        )
     if filters.profile:
         sessions = sessions.filter(profile__name=filters.profile)
     if filters.model:
@@ -118,6 +143,10 @@ def matching_sessions(
         sessions = filter_by_relief(sessions, filters.relief, _each_profile(profiles, policies))
     if filters.seen in RANGES:
         sessions = sessions.filter(last_seen_at__gte=timezone.now() - RANGES[filters.seen][0])
+    for name, column in META_FILTERS.items():
+        values = getattr(filters, name)
+        if values:
+            sessions = sessions.filter(**{f"{column}__in": values})
     return sessions
 
 
@@ -309,6 +338,7 @@ def sessions_page(filters: SessionFilters) -> SessionsPage:
         filters,
         version,
         reliefs,
+        {name: distinct_values(column) for name, column in META_FILTERS.items()},
     )
 
 
@@ -322,6 +352,7 @@ def _row_state(session: AgentSession) -> tuple[object, ...]:
         session.calls_count,
         session.turns_count,
         session.model,
+        session.title,
         session.cost_usd,
         session.relief_requested_at,
     )
@@ -330,22 +361,34 @@ def _row_state(session: AgentSession) -> tuple[object, ...]:
 # A loose index scan: each step asks the (model) index for the next model after the last one,
 # so listing the few distinct models costs a handful of index probes, not a scan of every
 # session. Raw SQL because the ORM cannot write a recursive CTE; it runs on PostgreSQL and SQLite.
-_MODELS_SQL = """
-WITH RECURSIVE models(model) AS (
-    SELECT MIN(model) FROM telemetry_agentsession WHERE model > ''
+_DISTINCT_SQL = """
+WITH RECURSIVE found(v) AS (
+    SELECT MIN({column}) FROM telemetry_agentsession WHERE {column} > ''
     UNION ALL
-    SELECT (SELECT MIN(s.model) FROM telemetry_agentsession s WHERE s.model > models.model)
-    FROM models WHERE models.model IS NOT NULL
+    SELECT (SELECT MIN(s.{column}) FROM telemetry_agentsession s WHERE s.{column} > found.v)
+    FROM found WHERE found.v IS NOT NULL
 )
-SELECT model FROM models WHERE model IS NOT NULL
+SELECT v FROM found WHERE v IS NOT NULL LIMIT %s
 """
+# The columns listed so (each has an index of its own); the SQL names one of these only.
+_DISTINCT_COLUMNS: Final = frozenset({"model", *META_FILTERS.values()})
+DISTINCT_LIMIT: Final = 200
+
+
+def distinct_values(column: str, limit: int = DISTINCT_LIMIT) -> list[str]:
+    """The first `limit` distinct non-empty values of an indexed session column, sorted. One
+    query, index probes only."""
+    if column not in _DISTINCT_COLUMNS:
+        raise ValueError(f"{column!r} has no index to list its values from")
+    # on the replica where the page may read one (`console.routers`)
+    with connections[router.db_for_read(AgentSession)].cursor() as cursor:
+        cursor.execute(_DISTINCT_SQL.format(column=column), [limit])
+        return [row[0] for row in cursor.fetchall()]
 
 
 def session_models() -> list[str]:
     """Every model some session reports, sorted. One query, index probes only."""
-    with connection.cursor() as cursor:
-        cursor.execute(_MODELS_SQL)
-        return [row[0] for row in cursor.fetchall()]
+    return distinct_values("model", limit=10_000)
 
 
 def sessions_version(listing: SessionsPage, query_string: str) -> str:

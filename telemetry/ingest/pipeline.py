@@ -42,13 +42,15 @@ from telemetry.models import AgentKey, AgentProfile, AgentSession
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy, key_policy
 from telemetry.pressure import round_signal
+from telemetry.session_meta import from_record
 from telemetry.session_state import (
     needs_relief,
+    record_metadata,
     refresh_projection,
     session_band,
     session_projection,
 )
-from telemetry.validation import ItemResult, Status, validate_items
+from telemetry.validation import ItemResult, Status, ValidRecord, validate_items
 from telemetry.window_resolution import resolve_window
 
 # Names other modules import from here; each lives in the module of its step.
@@ -144,9 +146,23 @@ def store_records(
         with transaction.atomic():
             written = store(writers.Submission(profile, valid, policy, catalogue, locked))
             result.sessions = written.sessions
+            _record_metadata(written, valid)
             _conclude(result, outcomes, written, policy, on_commit)
     result.items = [item for item in outcomes if item is not None]
     return result
+
+
+def _record_metadata(written: writers.Written, valid: list[ValidRecord]) -> None:
+    """The records' `metadata` objects, merged into their sessions (`session_meta`)."""
+    if not any(v.record.metadata for v in valid):
+        return
+    by_id = {s.external_id: s for s in written.sessions}
+    found: dict[int, dict[str, str]] = {}
+    for v in valid:
+        session = by_id.get(v.record.session_id)
+        if v.record.metadata and session is not None:
+            found.setdefault(session.pk, {}).update(from_record(v.record.metadata))
+    record_metadata({s.pk: s for s in written.sessions}, found, "record")
 
 
 def _conclude(

@@ -44,6 +44,7 @@ from telemetry.otlp.mapping import (
     time_of,
     too_late,
 )
+from telemetry.session_meta import from_otlp
 from telemetry.windows import parse_overflow_limit
 
 
@@ -243,6 +244,7 @@ def _cc_call(index: int, record: LogLike) -> CallDraft | Rejection:
         source="claude-code",
         reporter="claude-code-event",
         provider_request=_text(attrs.get("request_id")),
+        metadata=from_otlp(record.resource, attrs),
         diagnostics=record_fields(attrs),
     )
 

@@ -54,6 +54,7 @@ from typing import Any, Final, Literal, Protocol
 
 from context_core.overflow_limit import valid_window
 from telemetry.cache_diagnostics import record_fields
+from telemetry.session_meta import from_otlp
 
 # --- inputs (structurally the wire dataclasses) -------------------------------------------------
 
@@ -98,6 +99,8 @@ class CallDraft:
     # provider request; `provider_request`: that request's id as the provider gave it, or "".
     reporter: str = "sdk-span"
     provider_request: str = ""
+    # What the span and its resource say about the session (`telemetry.session_meta.from_otlp`).
+    metadata: dict[str, str] = field(default_factory=dict)
     # The provider's cache diagnosis the item carried, as the JSON record's fields
     # (`telemetry.cache_diagnostics.record_fields`): {} when none.
     diagnostics: dict[str, Any] = field(default_factory=dict)
@@ -426,6 +429,7 @@ def _span_call(index: int, span: SpanLike, compacted: bool) -> CallDraft | Rejec
         window_tokens=span_window(span.attributes),
         reporter=_reporter(span),
         provider_request=provider_request,
+        metadata=from_otlp(span.resource, span.attributes),
         diagnostics=record_fields(span.attributes),
     )
 
@@ -491,6 +495,7 @@ def _claude_code_span_call(index: int, span: SpanLike) -> CallDraft | Rejection:
         window_tokens=span_window(attrs),
         reporter="claude-code-span",
         provider_request=provider_request,
+        metadata=from_otlp(span.resource, attrs),
         diagnostics=record_fields(attrs),
     )
 

@@ -32,7 +32,7 @@ from telemetry.ingest.pipeline import ingest_records
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
 from telemetry.otlp.same_request import keep_richer
-from telemetry.session_state import discard_unused_sessions, lock_sessions
+from telemetry.session_state import discard_unused_sessions, lock_sessions, record_metadata
 from telemetry.usage import CLAUDE_CODE
 
 CHUNK = 1_000  # records per store_records call (the JSON API's batch limit)
@@ -122,12 +122,24 @@ def store_mapped(
                         Rejection(draft.index, field_name, reason.split(": ", 1)[-1])
                     )
         _record_events(sessions, turns, mapped.events, stored)
+        _record_metadata(sessions, calls)
         # A session this export opened but none of whose records were kept is not left behind.
         opened = [s.pk for eid, s in sessions.items() if eid not in known]
         if opened and stored.rejected:
             discard_unused_sessions(opened)
     stored.rejected.sort(key=lambda r: r.index)
     return stored
+
+
+def _record_metadata(sessions: dict[str, AgentSession], calls: list[CallDraft]) -> None:
+    """What the calls' spans and resources said about their sessions (`session_meta`)."""
+    found: dict[int, dict[str, str]] = {}
+    for call in calls:
+        if call.metadata:
+            pk = sessions[call.session_id].pk
+            found[pk] = {**call.metadata, **found.get(pk, {})}  # the first call's values win
+    if found:
+        record_metadata({s.pk: s for s in sessions.values()}, found, "otlp")
 
 
 def _stored_positions(

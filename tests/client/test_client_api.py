@@ -183,3 +183,21 @@ def test_errors_name_the_field(console):
         session.append([{"role": "user", "content": "x"}], seq=5)
     assert caught.value.status == 422 and caught.value.field == "messages.0.seq"
     assert json.dumps(caught.value.body)
+
+
+def test_a_session_handles_metadata_goes_with_its_first_report(console):
+    from telemetry.models import AgentSession
+
+    meta = {"title": "Nightly report", "user": "ana", "repository": "acme/reports"}
+    session = console.session("named-by-client", metadata=meta)
+    usage = {"input_tokens": 7, "output_tokens": 4}
+    first = session.report(usage, model=MODEL)
+    second = session.report(usage, model=MODEL, metadata={"branch": "main"})
+    third = session.report(usage, model=MODEL)
+    assert first is not None and first["metadata"] == meta
+    assert second is not None and second["metadata"] == {"branch": "main"}
+    assert third is not None and "metadata" not in third
+    assert console.flush(20) and console.stats.rejected == 0
+
+    stored = AgentSession.objects.get(external_id="named-by-client")
+    assert (stored.title, stored.meta_user, stored.git_branch) == ("Nightly report", "ana", "main")

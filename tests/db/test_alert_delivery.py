@@ -227,3 +227,44 @@ def test_a_real_worker_evaluates_after_ingest_and_retries_a_slow_then_failing_re
     finally:
         stop_worker(worker)
         receiver.stop()
+
+
+@pytest.mark.celery_worker
+def test_a_worker_restart_between_attempts_neither_loses_nor_repeats_a_notification(
+    transactional_db, make_agent, tmp_path: Path, settings
+):
+    settings.ALERTS_ALLOW_PRIVATE_URLS = True
+    settings.ALERTS_REQUIRE_HTTPS = False
+    receiver = Receiver(script=["fail", "ok"]).start()
+    env = {
+        "ALERTS_ALLOW_PRIVATE_URLS": "true",
+        "ALERTS_REQUIRE_HTTPS": "false",
+        "ALERTS_RETRY_BACKOFF_SECONDS": "6",
+    }
+    worker = start_worker(tmp_path / "worker-1.log", extra_env=env)
+    try:
+        agent = make_agent("default")
+        # the firing's job is published when its transaction commits
+        fired_notification(agent, "webhook", receiver.url)
+        wait_until(
+            lambda: DeliveryAttempt.objects.filter(ok=False).exists(),
+            what=f"the first, failing attempt\n{worker.log()}",
+        )
+        # the retry waits in the worker for its countdown: stop the worker meanwhile
+        assert not Notification.objects.filter(status="sent").exists()
+        stop_worker(worker)
+        worker = start_worker(tmp_path / "worker-2.log", extra_env=env)
+        wait_until(
+            lambda: Notification.objects.filter(status="sent").exists(),
+            timeout=60,
+            what=f"the retry after the restart\n{worker.log()}",
+        )
+        time.sleep(2)
+        assert [(a.number, a.ok) for a in DeliveryAttempt.objects.order_by("number")] == [
+            (1, False),
+            (2, True),
+        ]
+        assert len(receiver.requests) == 2
+    finally:
+        stop_worker(worker)
+        receiver.stop()

@@ -101,3 +101,15 @@ def test_the_overview_and_metrics_count_firing_alerts(client_as):
     metrics = Client().get("/metrics").content.decode()
     assert 'alerts_firing{metric="session_cost"} 2.0' in metrics
     assert 'alerts_firing{metric="session_band"} 0.0' in metrics
+
+
+def test_the_history_shows_each_notifications_status_and_attempts(client_as):
+    from alerts.models import Notification
+
+    rule = create_rule(RuleValues(name="r", metric="session_cost", threshold=1, profile=None))
+    alert = Alert.objects.create(rule=rule, subject="session:1", value=2, fired_at=timezone.now())
+    Notification.objects.create(
+        alert=alert, event="firing", channel="webhook", status="sent", attempts=3
+    )
+    page = client_as("viewer").get(reverse("alerts")).content.decode()
+    assert "firing: sent, 3 attempts" in page

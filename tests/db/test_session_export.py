@@ -472,3 +472,22 @@ def call_session(lines: list[dict[str, Any]], target: dict[str, Any]) -> str:
         if line is target:
             return current
     raise AssertionError("not in the lines")
+
+
+@pytest.mark.parametrize(
+    "before",
+    ["0066-09-13T01:59:35.965+22:09", "2999-01-01T23:30:00-23:59", "0001-01-01T00:30:00+01:00"],
+)
+def test_any_valid_offset_is_read_as_its_instant_or_refused_by_name(history, agent, before):
+    """ISO offsets go to ±23:59; PostgreSQL's stop at ±15:59 (it once answered +22:09 with a
+    500). The route reads the instant in UTC; one before year 1 in UTC is a 422 naming it."""
+    response = agent.get("/api/v1/export/sessions", data={"before": before})
+    if before.startswith("0001"):
+        assert response.status_code == 422 and response.json()["detail"].startswith("before:")
+        return
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content).decode()
+    if before.startswith("2999"):
+        assert body.count('"kind":"session"') >= 1  # the history's sessions began before it
+    else:
+        assert body == ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from argparse import ArgumentParser
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -36,7 +36,10 @@ def aware_time(text: str) -> datetime:
         found = None
     if found is None or found.tzinfo is None:
         raise CommandError(f"--before: {text!r} is not a date or a time with an offset")
-    return found
+    try:  # the instant, in UTC: PostgreSQL takes offsets only up to ±15:59
+        return found.astimezone(UTC)
+    except OverflowError:
+        raise CommandError(f"--before: {text!r} is outside the range of times") from None
 
 
 class Command(BaseCommand):

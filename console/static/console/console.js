@@ -14,7 +14,9 @@
       fitNarrow(holder, figure);
       // the container takes the figure's height, so a tall chart never spills over the next
       if (figure.layout.height) holder.style.height = figure.layout.height + "px";
-      Plotly.react(holder, figure.data, figure.layout, config);
+      // on a phone the mode bar would sit on the title and legend: touch zooms without it
+      var narrow = holder.clientWidth < 600;
+      Plotly.react(holder, figure.data, figure.layout, Object.assign({}, config, {displayModeBar: narrow ? false : "hover"}));
     });
   }
 

@@ -257,6 +257,13 @@ def codex_rollout() -> str:
                     "cwd": "/work/app",
                     "cli_version": "0.63.0",
                     "model_provider": "openai",
+                    "originator": "codex_cli_rs",
+                    "instructions": None,
+                    "git": {
+                        "commit_hash": "4f1c2e9a0b7d3e5f6a8b9c0d1e2f3a4b5c6d7e8f",
+                        "branch": "fix/tests",
+                        "repository_url": "git@github.com:acme/app.git",
+                    },
                 },
             ),
             _item(_msg("developer", "You are Codex.")),
@@ -307,5 +314,50 @@ def codex_without_usage() -> str:
             _codex("turn_context", {"model": "gpt-5"}),
             _item(_msg("user", "hello")),
             _item(_msg("assistant", "hi")),
+        ]
+    )
+
+
+# What every message line of a Claude Code transcript carries beside its message (2.x).
+CLAUDE_CODE_CONTEXT = {
+    "cwd": "/home/dev/src/shop",
+    "gitBranch": "feature/checkout",
+    "version": "2.0.31",
+    "entrypoint": "cli",
+    "userType": "external",
+    "isSidechain": False,
+}
+NAMED_SESSION = "5b6c7d8e-2222-4333-8444-955566667777"
+
+
+def claude_code_named_session() -> str:
+    """A session its user named (`/rename`: a `custom-title` line), whose lines carry cwd,
+    gitBranch, version and entrypoint; the branch changes midway (the first one is kept)."""
+    ctx: dict[str, Any] = {**CLAUDE_CODE_CONTEXT, "session": NAMED_SESSION}
+    return "".join(
+        [
+            user(
+                "n1",
+                "  Add a   coupon field\nto the checkout form, and validate it server-side "
+                "against the promotions table before the order is placed.",
+                **ctx,
+            ),
+            assistant(
+                "n2",
+                "msg_n1",
+                {"type": "text", "text": "Done."},
+                _usage(12, 0, 900, 30),
+                request="req_n1",
+                stop="end_turn",
+                **ctx,
+            ),
+            _line(
+                {
+                    "type": "custom-title",
+                    "customTitle": "Checkout coupons",
+                    "sessionId": NAMED_SESSION,
+                }
+            ),
+            user("n3", "now the tests", **{**ctx, "gitBranch": "main"}),
         ]
     )

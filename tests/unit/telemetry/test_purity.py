@@ -17,6 +17,7 @@ PURE_MODULES = (
     "telemetry.cache_misses",
     "telemetry.cache_diagnostics",
     "telemetry.policy_effects",
+    "telemetry.session_meta",
 )
 
 

@@ -152,6 +152,18 @@ class SessionState:
     calls: dict[int, int] = field(default_factory=dict)
     surface: Surface | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # What the session is (title, user, repository, branch...): sent with its first report.
+    metadata: dict[str, str | int | float] | None = None
+
+    def metadata_once(
+        self, given: Mapping[str, str | int | float] | None
+    ) -> Mapping[str, str | int | float] | None:
+        """The metadata for the next record: `given`, else the handle's on its first report."""
+        with self.lock:
+            pending, self.metadata = self.metadata, None
+        if given is None:
+            return pending
+        return {**(pending or {}), **given}
 
     @property
     def path(self) -> str:
@@ -325,10 +337,18 @@ class Console(_ConsoleBase):
         return cls(url, key, **options)
 
     def session(
-        self, session_id: str, *, format: Format = "anthropic", window_tokens: int | None = None
+        self,
+        session_id: str,
+        *,
+        format: Format = "anthropic",
+        window_tokens: int | None = None,
+        metadata: Mapping[str, str | int | float] | None = None,
     ) -> Session:
-        """A handle on one agent session (created on the console by its first append/report)."""
-        return Session(self, SessionState(session_id, format, window_tokens))
+        """A handle on one agent session (created on the console by its first append/report).
+        `metadata` (title, user, repository, branch, agent...) goes with its first report."""
+        state = SessionState(session_id, format, window_tokens)
+        state.metadata = dict(metadata) if metadata else None
+        return Session(self, state)
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
@@ -388,6 +408,7 @@ class _SessionBase:
         window_tokens: int | None = None,
         appended_chars: int | None = None,
         prefix: list[dict[str, Any]] | None = None,
+        metadata: Mapping[str, str | int | float] | None = None,
     ) -> dict[str, Any] | None:
         """Queue one call's usage: a raw SDK response or a usage dict (verbatim). Never raises
         for the console's sake; a response without usage or model is a caller's ValueError.
@@ -407,6 +428,7 @@ class _SessionBase:
             window_tokens=window_tokens or self.state.window_tokens,
             appended_chars=appended_chars,
             prefix=prefix,
+            metadata=self.state.metadata_once(metadata),
         )
         self.console.reporter.put(record)
         return record
@@ -519,9 +541,16 @@ class AsyncConsole(_ConsoleBase):
         return cls(url, key, **options)
 
     def session(
-        self, session_id: str, *, format: Format = "anthropic", window_tokens: int | None = None
+        self,
+        session_id: str,
+        *,
+        format: Format = "anthropic",
+        window_tokens: int | None = None,
+        metadata: Mapping[str, str | int | float] | None = None,
     ) -> AsyncSession:
-        return AsyncSession(self, SessionState(session_id, format, window_tokens))
+        state = SessionState(session_id, format, window_tokens)
+        state.metadata = dict(metadata) if metadata else None
+        return AsyncSession(self, state)
 
     async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:

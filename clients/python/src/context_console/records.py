@@ -68,6 +68,7 @@ def build_record(
     window_tokens: int | None = None,
     appended_chars: int | None = None,
     prefix: list[dict[str, Any]] | None = None,
+    metadata: Mapping[str, str | int | float] | None = None,
 ) -> dict[str, Any]:
     """One `/telemetry` record from a raw SDK response (Anthropic `Message`, OpenAI
     `ChatCompletion` or `Response`, or their dict forms) or from a usage dict taken verbatim.
@@ -113,6 +114,7 @@ def build_record(
         "window_tokens": window_tokens,
         "appended_chars": appended_chars,
         "prefix": prefix,
+        "metadata": dict(metadata) if metadata else None,
     }
     record.update({k: v for k, v in optional.items() if v is not None})
     record.update(diagnostics)

@@ -1,0 +1,149 @@
+"""Session metadata and titles through every door (issue 39): JSON records, OTLP spans and
+logs' resources, Claude Code transcripts and Codex rollouts; the list's search and its
+multi-select metadata filters. On PostgreSQL and SQLite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from compaction.imports.store import import_file
+from telemetry.models import AgentSession
+from tests.db.test_console_views import make_user
+from tests.db.test_otlp import DONE_WHEN, TRACES, pb_span, pb_traces, post
+from tests.unit.imports import fixtures as fx
+
+pytestmark = pytest.mark.django_db
+
+SONNET = "claude-sonnet-4-5-20250929"
+USAGE = {"input_tokens": 100, "output_tokens": 10}
+
+
+def record(session: str, turn: int = 0, **extra: Any) -> dict[str, Any]:
+    return {"session_id": session, "turn": turn, "model": SONNET, "usage": USAGE, **extra}
+
+
+def stored(external_id: str) -> AgentSession:
+    return AgentSession.objects.get(external_id=external_id)
+
+
+def test_a_json_record_metadata_is_stored_and_a_replay_with_other_metadata_is_a_duplicate(agent):
+    meta = {"title": "Refactor the\nbilling job", "user": "ana", "repository": "acme/billing"}
+    first = agent.post("/api/v1/telemetry", record("rec-1", metadata=meta))
+    assert first.status_code == 201, first.content
+    again = agent.post("/api/v1/telemetry", record("rec-1", metadata={"user": "bob"}))
+    assert again.json()["items"][0]["status"] == "duplicate"
+    session = stored("rec-1")
+    assert session.title == "Refactor the billing job"
+    # the record door is the most specific, but the first writer of a key wins within it
+    assert (session.meta_user, session.repository) == ("ana", "acme/billing")
+    assert session.metadata["user"] == "ana" and session.metadata_doors["user"] == "record"
+
+
+def test_a_bad_metadata_object_is_refused_naming_the_field(agent):
+    response = agent.post("/api/v1/telemetry", record("rec-2", metadata={"tags": ["a", "b"]}))
+    assert response.status_code == 422
+    payload = response.json()
+    named = payload.get("field") or payload.get("items", [{}])[0].get("field") or ""
+    assert named.startswith("metadata"), payload
+    assert "string or a number" in str(payload)
+    assert not AgentSession.objects.filter(external_id="rec-2", calls_count__gt=0).exists()
+
+
+def test_otlp_span_and_resource_attributes_name_the_user_repository_branch_and_agent(make_agent):
+    agent = make_agent()
+    resource = {
+        "service.name": "billing-agent",
+        "service.version": "1.4.2",
+        "vcs.repository.url.full": "https://github.com/acme/billing",
+        "vcs.ref.head.name": "main",
+    }
+    body = pb_traces(pb_span({**DONE_WHEN, "user.id": "ana@acme.test"}), resource=resource)
+    assert post(agent, TRACES, body).status_code == 200
+    session = stored("s1")
+    assert (session.meta_user, session.agent_name, session.agent_version) == (
+        "ana@acme.test",
+        "billing-agent",
+        "1.4.2",
+    )
+    assert (session.repository, session.git_branch) == ("https://github.com/acme/billing", "main")
+    assert session.metadata_doors["branch"] == "otlp"
+    # a record naming another branch is more specific than the OTLP resource
+    agent.post("/api/v1/telemetry", record("s1", turn=5, metadata={"branch": "release"}))
+    assert stored("s1").git_branch == "release"
+
+
+def _import(profile, tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with path.open("rb") as handle:
+        import_file(profile=profile, path=str(path), handle=handle)
+
+
+def test_a_claude_code_transcript_names_its_session(make_agent, tmp_path):
+    profile = make_agent("imports").key.profile
+    _import(profile, tmp_path, f"{fx.NAMED_SESSION}.jsonl", fx.claude_code_named_session())
+    session = stored(fx.NAMED_SESSION)
+    assert session.title == "Checkout coupons"
+    assert session.metadata["first_prompt"].startswith("Add a coupon field to the checkout")
+    assert (session.repository, session.git_branch) == ("/home/dev/src/shop", "feature/checkout")
+    assert (session.agent_name, session.agent_version) == ("claude-code", "2.0.31")
+    assert session.metadata["entrypoint"] == "cli"
+    # importing the file again changes nothing
+    before = (session.metadata, session.metadata_doors)
+    _import(profile, tmp_path, f"{fx.NAMED_SESSION}.jsonl", fx.claude_code_named_session())
+    again = stored(fx.NAMED_SESSION)
+    assert (again.metadata, again.metadata_doors) == before
+
+
+def test_a_codex_rollout_names_its_session_by_its_first_prompt(make_agent, tmp_path):
+    profile = make_agent("imports").key.profile
+    _import(profile, tmp_path, "rollout-2026-11-30T10-00-00.jsonl", fx.codex_rollout())
+    session = stored(fx.CODEX_SESSION)
+    assert session.title == "fix the tests"
+    assert (session.repository, session.git_branch) == ("git@github.com:acme/app.git", "fix/tests")
+    assert (session.agent_name, session.agent_version) == ("codex", "0.63.0")
+    assert session.metadata["cwd"] == "/work/app"
+
+
+@pytest.fixture
+def named(agent):
+    for sid, meta in (
+        ("n-1", {"title": "Checkout coupons", "user": "ana", "branch": "main", "agent": "cc"}),
+        ("n-2", {"title": "Billing retries", "user": "bob", "branch": "dev", "agent": "cc"}),
+        ("n-3", {"title": "Search ranking", "user": "cy", "branch": "main", "agent": "codex"}),
+    ):
+        assert agent.post("/api/v1/telemetry", record(sid, metadata=meta)).status_code == 201
+
+
+def _listed(client: Client, query: str) -> list[str]:
+    html = client.get(reverse("sessions") + query).content.decode()
+    return sorted(sid for sid in ("n-1", "n-2", "n-3") if f">{sid}<" in html)
+
+
+def test_the_list_shows_titles_searches_them_and_filters_on_several_values(named):
+    client = Client()
+    client.force_login(make_user("viewer-1", "viewer"))
+    page = client.get(reverse("sessions")).content.decode()
+    assert "Checkout coupons" in page and ">n-1<" in page
+    assert 'name="user" multiple' in page and '<option value="bob"' in page
+    assert _listed(client, "?q=coupon") == ["n-1"]
+    assert _listed(client, "?user=ana&user=cy") == ["n-1", "n-3"]
+    assert _listed(client, "?branch=main&agent=cc") == ["n-1"]
+    assert _listed(client, "?user=nobody") == []
+    chosen = client.get(reverse("sessions") + "?user=ana&user=cy").content.decode()
+    assert '<option value="ana" selected>' in chosen and '<option value="cy" selected>' in chosen
+
+
+def test_the_session_page_shows_the_title_the_id_and_metadata_linked_to_the_list(named):
+    client = Client()
+    client.force_login(make_user("viewer-2", "viewer"))
+    session = stored("n-2")
+    page = client.get(reverse("session", args=[session.pk])).content.decode()
+    assert "Billing retries" in page and "n-2" in page
+    assert f"{reverse('sessions')}?user=bob" in page
+    assert f"{reverse('sessions')}?branch=dev" in page
