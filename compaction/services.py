@@ -14,8 +14,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -94,6 +95,10 @@ def compaction_lock(session_id: int) -> Iterator[bool]:
     if connection.vendor != "postgresql":
         yield True
         return
+    if settings.DATABASE_POOLER == "pgbouncer-transaction":
+        with _transaction_lock(session_id) as acquired:
+            yield acquired
+        return
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_CLASS, session_id])
         acquired = bool(cursor.fetchone()[0])
@@ -103,6 +108,42 @@ def compaction_lock(session_id: int) -> Iterator[bool]:
         if acquired:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_CLASS, session_id])
+
+
+@contextmanager
+def _transaction_lock(session_id: int) -> Iterator[bool]:
+    """The compaction lock behind a transaction-mode pooler, where a session-level lock could be
+    released on another server connection than took it (or outlive the compaction there).
+
+    A connection of its own opens a transaction and takes the same lock at transaction level;
+    the pooler keeps that transaction on one server connection until it ends, and closing the
+    connection ends it (the lock goes with it, also when the process dies). `pg_locks` shows it
+    like the session-level one, so `compaction.recovery` reads both alike.
+    """
+    raw = psycopg.connect(**connection.get_connection_params())
+    try:
+        with raw.cursor() as cursor:  # psycopg opens the transaction (no autocommit)
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [LOCK_CLASS, session_id])
+            row = cursor.fetchone()
+        acquired = bool(row and row[0])
+        if not acquired:
+            # Given back at once: a held transaction pins one of the pool's server connections,
+            # and the compaction refused here still needs one to record why.
+            _end(raw)
+        yield acquired
+    finally:
+        _end(raw)
+
+
+def _end(raw: psycopg.Connection[Any]) -> None:
+    """End the lock's transaction (released once the server answers, not when it notices the
+    closed socket) and close its connection."""
+    if raw.closed:
+        return
+    try:
+        raw.rollback()
+    finally:
+        raw.close()
 
 
 def configured_summarizer() -> Summarizer:

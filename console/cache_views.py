@@ -14,6 +14,12 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.cache import (
+    get_conditional_response,
+    patch_cache_control,
+    patch_vary_headers,
+    set_response_etag,
+)
 from django.views.decorators.http import require_GET
 
 from compaction.cache_report import compaction_outcomes, fleet_cache, session_misses
@@ -41,11 +47,23 @@ def _session(pk: int) -> AgentSession:
     return session
 
 
+def _revalidated(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """A fragment the session page reloads on every live update (`session-changed`): tagged by
+    its content, so the browser revalidates it and an unchanged one comes back as a bodiless
+    304 that the browser's cache answers from."""
+    set_response_etag(response)
+    patch_cache_control(response, private=True, no_cache=True)
+    patch_vary_headers(response, ("HX-Request",))
+    answer = get_conditional_response(request, etag=response["ETag"], response=response)
+    assert isinstance(answer, HttpResponse)
+    return answer
+
+
 def _fragment_or_page(
     request: HttpRequest, fragment: str, context: dict[str, Any], title: str
 ) -> HttpResponse:
     if request.headers.get("HX-Request") == "true":
-        return render(request, fragment, context)
+        return _revalidated(request, render(request, fragment, context))
     return render(
         request,
         "console/cache_page.html",

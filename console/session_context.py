@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpRequest
+from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
+
 from console import charts
+from console.parts import DIGEST_MARK, keyed
 from console.presenters.sessions import compaction_markers, live_context
 from console.presenters.transcripts import shown_surface
 from console.selectors.compaction import (
@@ -73,3 +78,24 @@ def live_parts(
             "turn_bounds": (series.turns[0], series.turns[-1]) if series.turns else None,
         }
     )
+
+
+def rendered_part(
+    name: str, context: dict[str, Any], request: HttpRequest, held: frozenset[str] = frozenset()
+) -> str | None:
+    """A part of console/session.html rendered with its key in it (`console.parts.keyed`), or
+    None when the browser already holds that key: the poll leaves such a part out."""
+    html, key = keyed(
+        name,
+        render_to_string(
+            f"console/session.html#{name}", context | {"part_digest": DIGEST_MARK}, request
+        ),
+    )
+    return None if key in held else html
+
+
+def rendered_parts(
+    names: tuple[str, ...] | list[str], context: dict[str, Any], request: HttpRequest
+) -> dict[str, str]:
+    """The page's parts rendered once each, for the page to place (`{{ parts.live }}`)."""
+    return {name: mark_safe(rendered_part(name, context, request) or "") for name in names}

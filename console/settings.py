@@ -84,6 +84,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # issue 39: gzip for pages, fragments and API bodies of at least COMPRESS_MIN_BYTES; after
+    # WhiteNoise, which serves static files from their precompressed copies itself
+    "console.middleware.Compress",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -167,16 +170,57 @@ else:
     # statements also need a pooler that supports them (PgBouncer >= 1.21 in transaction mode).
     if env_bool("DB_SERVER_SIDE_BINDING", False):
         _db["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
+# What sits between the console and PostgreSQL (docs/scaling.md): nothing or a session-mode pool
+# (""), or PgBouncer in transaction mode ("pgbouncer-transaction"), where consecutive
+# transactions of one connection may run on different server connections. That switch turns
+# off what only holds on one server connection: server-side cursors (`.iterator()` would
+# FETCH from a cursor another server connection declared), prepared statements (PgBouncer
+# before 1.21 does not track them; DB_PREPARED_STATEMENTS=true turns them back on for a
+# PgBouncer with `max_prepared_statements`), pipelining, and the compaction lock's
+# session-level advisory lock (`compaction.services.compaction_lock` then holds a
+# transaction-level one on a connection of its own for the compaction's duration).
+DATABASE_POOLER = env_choice("DATABASE_POOLER", "", ("", "pgbouncer-transaction"))
+_TRANSACTION_POOLER = DATABASE_POOLER == "pgbouncer-transaction"
+if _TRANSACTION_POOLER:
+    if _db["ENGINE"] == "django.db.backends.sqlite3":
+        raise ImproperlyConfigured("DATABASE_POOLER needs a PostgreSQL DATABASE_URL")
+    if env_bool("DB_SERVER_SIDE_BINDING", False):
+        raise ImproperlyConfigured(
+            "DB_SERVER_SIDE_BINDING prepares Django's statements, which "
+            "DATABASE_POOLER=pgbouncer-transaction cannot carry: leave it off"
+        )
+    _db["DISABLE_SERVER_SIDE_CURSORS"] = True
+# Read-only console pages (`console.replica`) read from this PostgreSQL replica when it is set;
+# writes and every other read go to DATABASE_URL (`console.routers.ReplicaRouter`).
+DATABASE_REPLICA_URL = env_optional("DATABASE_REPLICA_URL")
+# The alias the router sends replica reads to; None: no replica, every read goes to the primary.
+REPLICA_DATABASE: str | None = None
 DATABASES = {"default": _db}
+if DATABASE_REPLICA_URL is not None:
+    if _db["ENGINE"] == "django.db.backends.sqlite3":
+        raise ImproperlyConfigured("DATABASE_REPLICA_URL needs a PostgreSQL DATABASE_URL")
+    env_url("DATABASE_REPLICA_URL", "", schemes=("postgres", "postgresql", "pgsql"))
+    _replica: dict[str, Any] = dict(
+        dj_database_url.parse(DATABASE_REPLICA_URL, conn_max_age=int(_db["CONN_MAX_AGE"] or 0))
+    )
+    for _name in ("ENGINE", "CONN_HEALTH_CHECKS", "OPTIONS", "DISABLE_SERVER_SIDE_CURSORS"):
+        if _name in _db:
+            _replica[_name] = _db[_name]
+    # Tests never create a replica database: the alias reads the test database.
+    _replica["TEST"] = {"MIRROR": "default"}
+    DATABASES["replica"] = _replica
+    REPLICA_DATABASE = "replica"
+DATABASE_ROUTERS = ["console.routers.ReplicaRouter"]
 # PostgreSQL: ingest's own statements (`telemetry.ingest.statements.run`) are prepared once per
 # connection whatever DB_SERVER_SIDE_BINDING says (their values never near the 65,535-parameter limit).
-# Off for a pooler without prepared-statement support (PgBouncer < 1.21 in transaction mode).
-DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", True)
+# Off for a pooler without prepared-statement support (PgBouncer < 1.21 in transaction mode),
+# and by default behind DATABASE_POOLER=pgbouncer-transaction.
+DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", not _TRANSACTION_POOLER)
 # PostgreSQL: those prepared statements go through libpq directly, the transaction's BEGIN (and
 # a single record's COMMIT) in the same round trip (libpq's pipeline mode,
 # `telemetry.ingest.pg_prepared`).
 # Off for a pooler that does not pass pipelined messages through; psycopg's cursor then runs them.
-DB_PIPELINE = env_bool("DB_PIPELINE", True)
+DB_PIPELINE = env_bool("DB_PIPELINE", not _TRANSACTION_POOLER)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Web processes (`console.wsgi`): the garbage collector's youngest-generation threshold, with
 # everything loaded at start-up frozen (`console.collector`); 0 keeps CPython's defaults.
@@ -309,6 +353,8 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
 # The longest request target (path and query string) any request may have: longer answers 414
 # (JSON on /api/). gunicorn's own line limit sits above it (console.gunicorn_conf), so this
 # cap, not gunicorn's HTML page, is what a client meets.
+# issue 39: bodies smaller than this go out uncompressed (gzip's header and padding outweigh it)
+COMPRESS_MIN_BYTES = env_int("CONSOLE_COMPRESS_MIN_BYTES", 1024, minimum=200)
 MAX_URL_BYTES = env_int("CONSOLE_MAX_URL_BYTES", 8000, minimum=1024, maximum=65_536)
 # How long `/healthz` answers unhealthy after a write was refused for a full database.
 DATABASE_FULL_HEALTH_SECONDS = env_int("DATABASE_FULL_HEALTH_SECONDS", 60, minimum=0)

@@ -15,11 +15,13 @@ from console import (
 )
 from console.api import api
 from console.limits import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
+from console.replica import reads_from_replica
 from telemetry.otlp.views import export as otlp_export
 
 # Sign-in throttling for the admin too (console.limits).
 admin.site.login_form = ThrottledAdminAuthenticationForm
 
+# The read-only pages may read from a replica (`DATABASE_REPLICA_URL`, `console.replica`).
 urlpatterns = [
     path("admin/", admin.site.urls),
     # OTLP/HTTP: OTEL_EXPORTER_OTLP_ENDPOINT=http://HOST/api/v1/otlp appends /v1/<signal>
@@ -36,8 +38,8 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", overview_views.overview, name="overview"),
-    path("sessions/", views.sessions_list, name="sessions"),
+    path("", reads_from_replica(overview_views.overview), name="overview"),
+    path("sessions/", reads_from_replica(views.sessions_list), name="sessions"),
     # each table's download: its page's path + export.csv or export.jsonl (console.list_exports)
     path("overview/export.<str:fmt>", list_exports.spend_export, name="spend_export"),
     path("sessions/export.<str:fmt>", list_exports.sessions_export, name="sessions_export"),
@@ -61,10 +63,10 @@ urlpatterns = [
     path("sessions/<int:pk>/calls/<int:call_pk>/", call_views.call_page, name="call"),
     path("sessions/<int:pk>/cache", cache_views.session_cache, name="session_cache"),
     path("sessions/<int:pk>/plan", cache_views.session_plan, name="session_plan"),
-    path("cache/", cache_views.fleet_cache_page, name="cache"),
+    path("cache/", reads_from_replica(cache_views.fleet_cache_page), name="cache"),
     path("cache/ttl", cache_views.ttl_advisor, name="ttl_advisor"),
-    path("cache/summary", cache_views.cache_summary, name="cache_summary"),
-    path("archives/", views.archives, name="archives"),
+    path("cache/summary", reads_from_replica(cache_views.cache_summary), name="cache_summary"),
+    path("archives/", reads_from_replica(views.archives), name="archives"),
     path("archives/<int:pk>/", views.archive_detail, name="archive"),
     path("archives/<int:pk>/messages/<int:seq>/", views.archive_message, name="archive_message"),
     path(

@@ -10,6 +10,7 @@ the fragment (a named `{% partialdef %}`). Every view checks the role on the ser
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.contrib import messages
 from django.db import connection
@@ -40,6 +41,7 @@ from console.forms import (
     WindowOverridesForm,
 )
 from console.overview import RANGES
+from console.parts import held
 from console.policy_impact import PolicyImpact, policy_impact, windows_impact
 from console.presenters.search import hits_page
 from console.presenters.sessions import (
@@ -70,7 +72,14 @@ from console.selectors.session import (
 )
 from console.selectors.session_list import sessions_page, sessions_version
 from console.selectors.unpriced import unpriced_models
-from console.session_context import LIVE_PARTS, compaction_parts, live_figures, live_parts
+from console.session_context import (
+    LIVE_PARTS,
+    compaction_parts,
+    live_figures,
+    live_parts,
+    rendered_part,
+    rendered_parts,
+)
 from telemetry import database_errors
 from telemetry.band_sql import BANDS
 from telemetry.catalogue import save_price
@@ -193,7 +202,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     target = request.htmx.target if request.htmx else None
     if target == "turns":
         turns = turns_page(session, request.GET.get("turns_page"))
-        return render(request, "console/session.html#turns", {"session": session, "turns": turns})
+        return _part(request, "turns", {"session": session, "turns": turns})
     if target == "surface":
         surface = shown_surface(
             surface_now(session)
@@ -206,13 +215,12 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "turn_bounds": turn_bounds(session),
             "surface_archive": latest_archive(session),
         }
-        return render(request, "console/session.html#surface", context)
+        return _part(request, "surface", context)
     if target == "runs":
-        context = {"session": session, "runs": compaction_runs(session)}
-        return render(request, "console/session.html#runs", context)
+        return _part(request, "runs", {"session": session, "runs": compaction_runs(session)})
     if target == "archives":
         context = {"session": session, "archives": session_archives(session)}
-        return render(request, "console/session.html#archives", context)
+        return _part(request, "archives", context)
     context = live_parts(session, policy, version, request.GET.get("turns_page")) | {
         "nav": "sessions",
         "first_seen": first_seen(session),
@@ -225,7 +233,13 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     }
     if not context["surface_deferred"]:
         context |= compaction_parts(session, surface_turn=_surface_turn(request))
+    context["parts"] = rendered_parts(LIVE_PARTS, context, request)
     return render(request, "console/session.html", context)
+
+
+def _part(request: HttpRequest, name: str, context: dict[str, Any]) -> HttpResponse:
+    """One part of the session page as an htmx fragment, keyed (`console.parts`)."""
+    return HttpResponse(rendered_part(name, context, request))
 
 
 @require_POST
@@ -268,9 +282,10 @@ def session_compact(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         | {"compact_run": run, "outcome_title": title, "outcome_detail": detail}
     )
     context |= live_parts(session, policy, version, request.GET.get("turns_page"))
-    html = render_to_string("console/session.html#compact", context, request)
-    for name in ("poller", *LIVE_PARTS, "surface"):
-        html += render_to_string(f"console/session.html#{name}", context | {"oob": True}, request)
+    html = str(render_to_string("console/session.html#compact", context, request))
+    html += render_to_string("console/session.html#poller", context | {"oob": True}, request)
+    for name in (*LIVE_PARTS, "surface"):
+        html += rendered_part(name, context | {"oob": True}, request) or ""
     response = HttpResponse(html)
     # the Compact panel's economics (plan now, predicted vs measured) reload on this event
     response["HX-Trigger"] = "compacted"
@@ -281,15 +296,18 @@ def session_compact(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_role(Role.VIEWER)
 def session_live(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """One poll for the whole session page: 304 while the session's version is unchanged, else
-    the poller (with the new version) and every live part out of band, so figures, gauge,
-    charts, turns, runs and archives change together. The surface joins when the reader is
-    looking at the surface now (`surface_now`)."""
+    the poller (with the new version) and, out of band, every live part whose content differs
+    from what the browser holds (the `have` keys its parts carry, `console.parts`): figures,
+    gauge, charts, turns, runs and archives change together, and an unchanged part is not sent
+    again. The surface joins when the reader is looking at the surface now (`surface_now`).
+    The page's panels that load on their own (cache misses, compaction economics) reload on the
+    `session-changed` event this answer triggers."""
     session, policy, version = _session_or_404(pk)
     not_modified = _versioned(request, version)
     if not_modified is not None:
         return not_modified
     context = live_parts(session, policy, version, request.GET.get("turns_page")) | {"oob": True}
-    html = render_to_string("console/session.html#poller", context, request)
+    html = str(render_to_string("console/session.html#poller", context, request))
     parts = list(LIVE_PARTS)
     if request.GET.get("surface_now") == "1":
         context |= {
@@ -298,9 +316,12 @@ def session_live(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "surface_archive": context["archives"][0] if context["archives"] else None,
         }
         parts.append("surface")
+    holds = held(request.GET.getlist("have"))
     for name in parts:
-        html += render_to_string(f"console/session.html#{name}", context, request)
-    return _mark_polled(HttpResponse(html), version)
+        html += rendered_part(name, context, request, holds) or ""
+    response = HttpResponse(html)
+    response["HX-Trigger"] = "session-changed"
+    return _mark_polled(response, version)
 
 
 # --- archives ------------------------------------------------------------------------------------

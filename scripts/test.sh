@@ -64,6 +64,28 @@ else
   [ "$amqp_up" = yes ] || missing "RabbitMQ ($AMQP_URL)" "Celery tests on RabbitMQ"
 fi
 
+# Scaling out through PgBouncer in transaction mode (docs/scaling.md#poolers-pgbouncer): the
+# ingest, OTLP, console-page, compaction-worker and replica suites and the concurrent
+# compactions (the lock), with the settings the docs prescribe for it
+# (DATABASE_POOLER=pgbouncer-transaction), against a pgbouncer of its own on a free port
+# (scripts/pgbouncer_stage.py). Left out, to keep the stage short: the slowest tests whose
+# subject is not the database connection (static files, a 32 MB body, a worker restart).
+PGBOUNCER_TESTS=(tests/db/test_ingest.py tests/db/test_otlp.py tests/db/test_console_views.py
+  tests/db/test_compaction_worker.py tests/db/test_replica_router.py tests/db/test_pooler_settings.py
+  tests/db/test_compaction_api.py::test_ten_concurrent_compactions_of_one_session_apply_exactly_one_operation
+  -k "not collectstatic and not after_a_restart and not failing_archive")
+if [ "$pg_up" = yes ] && [ "$amqp_up" = yes ]; then
+  if command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ]; then
+    stage "database + Celery tests through PgBouncer (transaction pooling) in front of $PG_URL"
+    started=$SECONDS
+    if "$BIN/python" scripts/pgbouncer_stage.py "$PG_URL" "$AMQP_URL" -- -q "${PGBOUNCER_TESTS[@]}"; then
+      record "passed: database + Celery through PgBouncer ($((SECONDS - started)) s)"; else
+      record "FAILED: database + Celery through PgBouncer"; failures=$((failures + 1)); fi
+  else
+    missing "pgbouncer (apt-get install pgbouncer)" "database tests through PgBouncer"
+  fi
+fi
+
 stage "database + Celery tests on the embedded default: SQLite + kombu filesystem broker"
 run_pytest "database + Celery on SQLite + filesystem broker" tests/db -q
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any, Final
 
 from django.core.paginator import Page, Paginator
-from django.db import connection
+from django.db import connections, router
 from django.db.models import F, FloatField, IntegerField, OrderBy, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, NullIf
@@ -380,7 +380,8 @@ def distinct_values(column: str, limit: int = DISTINCT_LIMIT) -> list[str]:
     query, index probes only."""
     if column not in _DISTINCT_COLUMNS:
         raise ValueError(f"{column!r} has no index to list its values from")
-    with connection.cursor() as cursor:
+    # on the replica where the page may read one (`console.routers`)
+    with connections[router.db_for_read(AgentSession)].cursor() as cursor:
         cursor.execute(_DISTINCT_SQL.format(column=column), [limit])
         return [row[0] for row in cursor.fetchall()]
 

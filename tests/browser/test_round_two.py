@@ -185,8 +185,11 @@ def test_2_every_part_of_the_session_page_refreshes_together(open_page, console_
     # a new turn arrives: figures, charts and the turns table follow in one poll
     late = working_session("triage-5", 6, start=datetime.now(UTC) - timedelta(minutes=1))[5]
     report(console_data.key, [{**late, "surface_version": 1}])
-    page.wait_for_selector(
-        "#turns tbody tr:first-child td:first-child:text-is('5')", timeout=15_000
+    # the turn number is a link to its calls: the first cell's text is the turn
+    from playwright.sync_api import expect
+
+    expect(page.locator("#turns tbody tr").first.locator("td").first).to_have_text(
+        "5", timeout=15_000
     )
     assert page.locator("#live .figure").nth(4).locator(".value").inner_text() == "5"
     page.wait_for_function(

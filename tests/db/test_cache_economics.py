@@ -304,7 +304,7 @@ def test_compact_now_asks_the_panel_economics_to_reload(compactor, admin_client_
     response = admin_client_.post(f"/sessions/{session.pk}/compact", headers={"HX-Request": "true"})
     assert response.status_code == 200 and response["HX-Trigger"] == "compacted"
     plan = admin_client_.get(f"/sessions/{session.pk}/plan", headers={"HX-Request": "true"})
-    assert 'hx-trigger="compacted from:body"' in plan.content.decode()
+    assert 'hx-trigger="compacted from:body, session-changed from:body"' in plan.content.decode()
 
 
 def test_the_fleet_report_reads_a_bounded_number_of_calls(agent, monkeypatch):

@@ -19,7 +19,7 @@ import pytest
 
 from compaction import search_terms
 from compaction.imports import files
-from telemetry import cache_misses, pricing, safejson, windows
+from telemetry import cache_misses, pricing, safejson, session_meta, windows
 from telemetry.otlp.claude_code import map_log_records
 from telemetry.otlp.wire import LogRecord, cut_too_deep
 from tests.linearity import MEGABYTE, RATIO, ratio_to_linear
@@ -37,6 +37,9 @@ ADVERSARIAL: Final = {
     "escaped quotes": '"\\' * (N // 2),
     "too long and digits": "prompt is too long: " + "1" * N,
     "tokens > repeated": "1 tokens > " * (N // 11),
+    "an open tag never closed": "<" + "-" * N,
+    "open tags": "<a" * (N // 2),
+    "spaces and tabs": " \t" * (N // 2) + "x",
 }
 
 # Every module-level pattern that reads client text, by name.
@@ -53,6 +56,9 @@ CLIENT_TEXT_PATTERNS: Final = {
     "pricing._DOTTED_VERSION": pricing._DOTTED_VERSION,
     "safejson._SURROGATE": safejson._SURROGATE,
     "files._UUID_TAIL": files._UUID_TAIL,
+    "session_meta._KEY": session_meta._KEY,
+    "session_meta._SPACE": session_meta._SPACE,
+    "session_meta._TAGS": session_meta._TAGS,
 }
 
 # Where the apps use `re`, and how often: a new use fails the test below until it is checked
@@ -80,6 +86,7 @@ REGEX_USES: Final = {
     "telemetry/otlp/wire.py": 1,
     "telemetry/pricing.py": 3,
     "telemetry/safejson.py": 1,
+    "telemetry/session_meta.py": 3,
 }
 _REGEX_USE: Final = re.compile(
     r"\bre\.(?:compile|search|match|fullmatch|sub|subn|findall|finditer|split)\("

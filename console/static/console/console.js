@@ -81,14 +81,53 @@
 
   // Traces a fragment adds to a chart already drawn (the cache chart's miss markers, which
   // arrive after the page): <div data-traces-for="<chart id>" data-traces="<script id>">.
+  // The fragment reloads on each live update: the traces it added before are replaced, not doubled.
   function addTraces(root) {
     root.querySelectorAll("[data-traces-for]").forEach(function (holder) {
       var target = document.getElementById(holder.dataset.tracesFor);
       var source = document.getElementById(holder.dataset.traces);
       if (!target || !source || typeof Plotly === "undefined" || !target.data) return;
-      Plotly.addTraces(target, JSON.parse(source.textContent));
+      var old = [];
+      target.data.forEach(function (trace, index) { if (trace.addedBy === holder.dataset.traces) old.push(index); });
+      if (old.length) Plotly.deleteTraces(target, old);
+      var traces = JSON.parse(source.textContent);
+      traces.forEach(function (trace) { trace.addedBy = holder.dataset.traces; });
+      Plotly.addTraces(target, traces);
     });
   }
+
+  // A live update replaces parts of the session page: the <details> the operator had opened
+  // (a summary, a tool call in the surface) stay open. A block is known by the nearest element
+  // with an id around it, its summary's text and its rank among blocks of that same key.
+  function openKeys(root) {
+    var seen = {};
+    var keys = [];
+    root.querySelectorAll("details").forEach(function (details) {
+      var holder = details.parentElement && details.parentElement.closest("[id]");
+      var summary = details.querySelector("summary");
+      var key = (holder ? holder.id : "") + "|" + (summary ? summary.textContent.trim() : "");
+      seen[key] = (seen[key] || 0) + 1;
+      keys.push({details: details, key: key + "|" + seen[key]});
+    });
+    return keys;
+  }
+  var keptOpen = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (!event.detail.elt || event.detail.elt.id !== "poller") return;
+    keptOpen = {};
+    openKeys(document).forEach(function (entry) { if (entry.details.open) keptOpen[entry.key] = true; });
+  });
+  function reopen() {
+    if (!keptOpen) return;
+    openKeys(document).forEach(function (entry) {
+      if (keptOpen[entry.key] && !entry.details.open) entry.details.open = true;
+    });
+  }
+  document.addEventListener("htmx:afterSettle", function (event) {
+    if (!event.detail.elt || event.detail.elt.id !== "poller") return;
+    reopen();
+    keptOpen = null;
+  });
 
   // A box that scrolls (a wide table, a long reason, a summary) must be reachable by keyboard
   // (WCAG 2.1.1; axe's scrollable-region-focusable): while its content overflows it takes focus,
@@ -122,6 +161,7 @@
   document.addEventListener("toggle", function (event) { reachable(event.target); }, true);
 
   htmx.onLoad(function (root) {
+    reopen();
     draw(root);
     addTraces(root);
     reachable(root);
