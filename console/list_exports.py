@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET
 from compaction.cache_report import fleet_cache, session_misses
 from compaction.models import Archive, CompactionRun
 from console.export_format import CONTENT_TYPES, FORMATS, Column, Format, export_lines
-from console.forms import SessionFilterForm
+from console.forms import PRICE_FIELDS, SessionFilterForm
 from console.overview import load_overview
 from console.roles import Role, require_role
 from console.selectors.compaction import HistoryKey, compaction_history
@@ -397,18 +397,6 @@ def archives_export(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
 
 # --- the catalogue and agent keys (admins) -------------------------------------------------------
 
-PRICE_FIELDS: Final = (
-    "input",
-    "output",
-    "cache_read",
-    "cache_write_5m",
-    "cache_write_1h",
-    "lc_input",
-    "lc_output",
-    "lc_cache_read",
-    "lc_cache_write_5m",
-    "lc_cache_write_1h",
-)
 CATALOGUE_EXPORT_COLUMNS: Final = (
     Column("model"),
     Column("provider"),
