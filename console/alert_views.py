@@ -1,17 +1,19 @@
-"""The alerts page: rules (admins create, switch off and delete them) and the history of
+"""The alerts page: rules (admins create, edit, switch off and delete them) and the history of
 firing and resolved alerts, each linked to its session, compaction run or cache misses."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from alerts.firing import CHANNELS, METRICS, RuleError
 from alerts.models import Alert, AlertRule
-from alerts.services import RuleValues, create_rule, delete_rule
+from alerts.services import RuleValues, create_rule, delete_rule, update_rule
 from console.roles import Role, forbidden, require_role, role_of
 from telemetry.models import AgentProfile
 
@@ -36,6 +38,43 @@ class RuleForm(forms.Form):
         max_length=500, required=False, help_text="webhook or Slack URL, or an email address"
     )
 
+    def rule_values(self, *, enabled: bool = True) -> RuleValues:
+        data = self.cleaned_data
+        return RuleValues(
+            name=data["name"],
+            metric=data["metric"],
+            threshold=data["threshold"],
+            profile=data["profile"],
+            window_minutes=data["window_minutes"],
+            cooldown_minutes=data["cooldown_minutes"],
+            channel=data["channel"],
+            target=data["target"],
+            enabled=enabled,
+        )
+
+
+class RuleEditForm(RuleForm):
+    """A rule as it stands, to change: every field of a new one, and whether it is on."""
+
+    enabled = forms.BooleanField(required=False, initial=True, label="On (evaluated)")
+
+    @classmethod
+    def of(cls, rule: AlertRule, data: Any = None) -> RuleEditForm:
+        return cls(
+            data,
+            initial={
+                "name": rule.name,
+                "profile": rule.profile.name if rule.profile else None,
+                "metric": rule.metric,
+                "threshold": rule.threshold.normalize(),
+                "window_minutes": rule.window_minutes,
+                "cooldown_minutes": rule.cooldown_minutes,
+                "channel": rule.channel,
+                "target": rule.target,
+                "enabled": rule.enabled,
+            },
+        )
+
 
 @require_http_methods(["GET", "POST"])
 @require_role(Role.VIEWER)
@@ -46,20 +85,8 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
         if not is_admin:
             return forbidden(request, Role.ADMIN)
         if form.is_valid():
-            data = form.cleaned_data
             try:
-                rule = create_rule(
-                    RuleValues(
-                        name=data["name"],
-                        metric=data["metric"],
-                        threshold=data["threshold"],
-                        profile=data["profile"],
-                        window_minutes=data["window_minutes"],
-                        cooldown_minutes=data["cooldown_minutes"],
-                        channel=data["channel"],
-                        target=data["target"],
-                    )
-                )
+                rule = create_rule(form.rule_values())
             except RuleError as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
             else:
@@ -86,6 +113,29 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
             "state": state,
         },
         # a form that could not be kept answers 422 (the page shows each field's error)
+        status=422 if request.method == "POST" else 200,
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@require_role(Role.ADMIN)
+def alert_rule_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    """One rule's form, filled with what it is; a save checks it as a new rule is checked (the
+    same `RuleError`s, a 422 naming the field) and keeps its history."""
+    rule = get_object_or_404(AlertRule.objects.select_related("profile"), pk=pk)
+    form = RuleEditForm.of(rule, request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            update_rule(rule.pk, form.rule_values(enabled=form.cleaned_data["enabled"]))
+        except RuleError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        else:
+            messages.success(request, f"Rule “{form.cleaned_data['name']}” saved.")
+            return redirect("alerts")
+    return render(
+        request,
+        "console/alert_rule_form.html",
+        {"nav": "alerts", "form": form, "rule": rule},
         status=422 if request.method == "POST" else 200,
     )
 

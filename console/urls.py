@@ -86,6 +86,7 @@ urlpatterns = [
     path("catalogue/<int:pk>/", views.catalogue_edit, name="catalogue_edit"),
     path("keys/", views.keys, name="keys"),
     path("alerts/", alert_views.alerts_page, name="alerts"),
+    path("alerts/rules/<int:pk>/", alert_views.alert_rule_edit, name="alert_rule_edit"),
     path("alerts/rules/<int:pk>/delete", alert_views.alert_rule_delete, name="alert_rule_delete"),
     path("keys/<int:pk>/revoke", views.key_revoke, name="key_revoke"),
     path("audit/", audit_views.audit, name="audit"),

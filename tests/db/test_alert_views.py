@@ -83,7 +83,45 @@ def test_viewers_and_operators_read_but_may_not_edit(client_as):
         assert page.status_code == 200 and 'id="rule-form"' not in page.content.decode()
         assert client.post(reverse("alerts"), form()).status_code == 403
         assert client.post(reverse("alert_rule_delete", args=[rule.pk])).status_code == 403
+        assert client.get(reverse("alert_rule_edit", args=[rule.pk])).status_code == 403
+        edit = form(name="taken over", threshold="9")
+        assert client.post(reverse("alert_rule_edit", args=[rule.pk]), edit).status_code == 403
     assert AlertRule.objects.count() == 1
+    assert AlertRule.objects.get().name == "r"
+
+
+def test_an_admin_edits_a_rule_in_place_keeping_its_history(client_as):
+    """The form opens filled with the rule; a save changes it (threshold, profile, switched off)
+    and keeps its alerts; a change that cannot be kept is a 422 naming the field, unsaved."""
+    from telemetry.profiles import get_or_create_profile
+
+    rule = create_rule(RuleValues(name="costly", metric="session_cost", threshold=1, profile=None))
+    fired = Alert.objects.create(
+        rule=rule, subject="session:1", value=Decimal(2), fired_at=timezone.now()
+    )
+    get_or_create_profile(name="fleet")
+    admin = client_as("admin")
+    url = reverse("alert_rule_edit", args=[rule.pk])
+    page = admin.get(url).content.decode()
+    assert 'value="costly"' in page and 'name="enabled"' in page and "checked" in page
+    assert (
+        reverse("alert_rule_edit", args=[rule.pk]) in admin.get(reverse("alerts")).content.decode()
+    )
+    refused = admin.post(url, form(threshold="-2", enabled="on"))
+    assert refused.status_code == 422 and "greater than or equal to 0" in refused.content.decode()
+    assert AlertRule.objects.get().threshold == Decimal(1)
+    saved = admin.post(url, form(name="costlier", threshold="2.5", profile="fleet"))
+    assert saved.status_code == 302
+    rule.refresh_from_db()
+    assert (rule.name, rule.threshold, rule.profile and rule.profile.name, rule.enabled) == (
+        "costlier",
+        Decimal("2.5"),
+        "fleet",
+        False,  # the box left unticked switches it off
+    )
+    assert Alert.objects.filter(pk=fired.pk).exists()
+    assert "(off)" in admin.get(reverse("alerts")).content.decode()
+    assert admin.get(reverse("alert_rule_edit", args=[999_999])).status_code == 404
 
 
 def test_the_overview_and_metrics_count_firing_alerts(client_as):
