@@ -21,7 +21,7 @@ from pydantic import BeforeValidator
 
 from compaction.session_export import export_lines, session_lines, sessions_to_export
 from telemetry.auth import ingest_auth, request_key
-from telemetry.errors import FieldError
+from telemetry.errors import FieldError, refuse_unknown
 from telemetry.models import AgentSession
 from telemetry.schemas import ErrorOut
 
@@ -90,9 +90,7 @@ def export_sessions(
     """Sessions of the key's profile opened before `before` or holding a turn begun before it
     (every session a retention cut-off at `before` takes rows from), whole; all of them without
     `before`. `profile`, if given, must be the key's own (403 otherwise)."""
-    unknown = sorted(set(request.GET) - _BULK_PARAMETERS)
-    if unknown:  # a misspelt `before` must not export every session
-        raise FieldError(unknown[0], "not a parameter of this route (before, profile)")
+    refuse_unknown(request.GET, _BULK_PARAMETERS)  # a misspelt `before` exports nothing
     key = request_key(request)
     if profile is not None and profile != key.profile.name:
         raise HttpError(403, f"profile: this key belongs to profile {key.profile.name!r}")

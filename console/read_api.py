@@ -46,7 +46,7 @@ from console.selectors.session_list import (
 from telemetry.api import session_figures, turns_series
 from telemetry.auth import ingest_auth, request_key
 from telemetry.band_sql import BANDS
-from telemetry.errors import FieldError
+from telemetry.errors import FieldError, refuse_unknown
 from telemetry.models import AgentKey, AgentSession, ContextEvent, Turn
 from telemetry.money import money_text
 from telemetry.policy_store import effective_policy
@@ -95,6 +95,10 @@ def _iso(at: datetime | None) -> str | None:
     return None if at is None else at.isoformat()
 
 
+_LIST_PARAMETERS: Final = frozenset({"q", "model", "band", "active", "sort", "limit", "cursor"})
+_OVERVIEW_PARAMETERS: Final = frozenset({"range", "profile"})
+
+
 @router.get(
     "/sessions",
     auth=ingest_auth,
@@ -122,6 +126,7 @@ def list_sessions(
     Keyset-paged: `next_cursor` resumes after the page's last session, so sessions created
     meanwhile never repeat or skip one; a cursor is valid only for the filters and sort that
     issued it (else 422 on `cursor`)."""
+    refuse_unknown(request.GET, _LIST_PARAMETERS)
     key = request_key(request)
     filters = SessionFilters(q=q.strip(), model=model, band=band or "", active=active, sort=sort)
     scope = cursor_scope("sessions", filters.q, model, filters.band, active, sort)
@@ -329,6 +334,7 @@ def get_overview(
     bucket (from the hour rollups), the cache-hit trend, sessions by pressure band now,
     compactions by origin per day with the tokens freed, and the top sessions by cost and by
     pressure. Another profile's name is a 404 on `profile`."""
+    refuse_unknown(request.GET, _OVERVIEW_PARAMETERS)
     key = request_key(request)
     own = key.profile
     if profile and profile != own.name:

@@ -28,3 +28,13 @@ class FieldError(ValueError):
         self.field = field
         self.message = message
         self.status = status
+
+
+def refuse_unknown(names: object, allowed: frozenset[str]) -> None:
+    """A query parameter a route does not take is refused, naming it: a misspelt filter
+    (`bnad=over`) must not answer as if there were none (every session, everything exported).
+    `names`: the request's parameter names (`request.GET`)."""
+    unknown = sorted(set(names) - allowed)  # type: ignore[call-overload]
+    if unknown:
+        listed = ", ".join(sorted(allowed)) or "none"
+        raise FieldError(unknown[0] or "(blank)", f"not a parameter of this route ({listed})")

@@ -361,3 +361,15 @@ def test_a_page_of_the_list_costs_the_same_queries_for_few_or_many_sessions(
         assert answer.status_code == 200 and answer.json()["sessions"]
         counts.append(len(queries.captured_queries))
     assert counts[0] == counts[1], counts
+
+
+@pytest.mark.parametrize(
+    ("path", "query"),
+    [("/api/v1/sessions", {"bnad": "over"}), ("/api/v1/overview", {"": "0", "range": "1h"})],
+)
+def test_a_parameter_the_route_does_not_take_is_a_422_naming_it(agent, path, query):
+    """A misspelt filter must not answer as if there were none (every session listed)."""
+    answer = agent.get(path, data=query)
+    assert answer.status_code == 422
+    assert answer.json()["field"] == (next(iter(query)) or "(blank)")
+    assert "not a parameter of this route" in answer.json()["detail"]
