@@ -250,3 +250,18 @@ def agent_at_work(key: AgentKey, session_id: str, *, compact: bool) -> AgentSess
         report(key, [{**records[4], "surface_version": 2, "at": after}])
     session.refresh_from_db()
     return session
+
+
+def save_confirming(page: Any, button: str, saved: str) -> bool:
+    """Click `button`; a change that moves a session's band, window or billing is previewed
+    first and asks to confirm ("Save anyway", bound to what was previewed): confirm it, then
+    wait for `saved`. True when a confirm was asked."""
+    page.click(f"text={button}")
+    done = page.locator(f"text={saved}")
+    confirm = page.get_by_role("button", name="Save anyway")
+    done.or_(confirm).first.wait_for()
+    if done.count():
+        return False
+    confirm.click()
+    done.wait_for()
+    return True

@@ -13,7 +13,14 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from compaction.models import Archive, CompactionRun, Surface
-from tests.browser.conftest import Console, agent_at_work, report, sign_in, working_session
+from tests.browser.conftest import (
+    Console,
+    agent_at_work,
+    report,
+    save_confirming,
+    sign_in,
+    working_session,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -145,8 +152,7 @@ def test_an_admin_tunes_policy_creates_a_key_and_sees_the_catalogue(
     assert "must not be below prune_threshold" in page.inner_text("#id_summarize_threshold-error")
     tracked.screenshot("06-policy-error")
     page.fill("#id_summarize_threshold", "95")
-    page.click("text=Save policy")
-    page.wait_for_selector("text=Saved the policy of default")
+    save_confirming(page, "Save policy", "Saved the policy of default")
 
     page.click("nav >> text=Agent keys")
     page.select_option("#id_profile", "fleet")

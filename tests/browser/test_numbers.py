@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from telemetry.models import AgentSession
-from tests.browser.conftest import Console, sign_in
+from tests.browser.conftest import Console, save_confirming, sign_in
 
 pytestmark = [
     pytest.mark.browser,
@@ -31,8 +31,7 @@ def test_an_admin_sets_windows_and_tries_round_limits(open_page, console_data: C
 
     page.locator("#windows tr", has_text="default").get_by_role("link", name="Edit").click()
     page.fill("#id_windows", "claude-sonnet-4-5 = 100000\n* = 150000")
-    page.click("text=Save windows")
-    page.wait_for_selector("text=Saved the windows of default")
+    save_confirming(page, "Save windows", "Saved the windows of default")
     assert "claude-sonnet-4-5 = 100,000" in page.inner_text("#windows")
     tracked.screenshot("issue15-windows")
 
