@@ -31,7 +31,9 @@ from compaction.models import (
     SurfaceVersion,
 )
 from context_core.export_lines import KINDS, encode_line
+from telemetry.accounting import STORED_COST_PLACES
 from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn, TurnKey
+from telemetry.money import money_text
 
 CHUNK_ROWS: Final = 1000
 SESSION_CHUNK: Final = 100
@@ -52,6 +54,8 @@ class Part:
     # server clocks (auto_now_add) exported all the same: a restored run keeps its start time
     kept_clocks: frozenset[str] = frozenset()
     columns: tuple[tuple[str, str], ...] = field(init=False)
+    # positions in `columns` of the money columns: written as the API writes money (`money_text`)
+    money: frozenset[int] = field(init=False)
 
     def __post_init__(self) -> None:
         own = tuple(
@@ -63,6 +67,14 @@ class Part:
             and (f.attname in self.kept_clocks or not _is_clock(f))
         )
         object.__setattr__(self, "columns", own + self.references)
+        money = []
+        for i, (name, _) in enumerate(own):
+            f = self.field(name)
+            if isinstance(f, models.DecimalField):
+                # every decimal a session holds is money, stored to the nano-dollar
+                assert f.decimal_places == STORED_COST_PLACES, f"{self.kind}.{name}"
+                money.append(i)
+        object.__setattr__(self, "money", frozenset(money))
 
     def field(self, name: str) -> models.Field[Any, Any]:
         found: models.Field[Any, Any] = self.model._meta.get_field(name)  # type: ignore[assignment]
@@ -138,7 +150,17 @@ def _chunks(part: Part, rows: QuerySet[Any]) -> Iterator[list[tuple[Any, ...]]]:
 
 def _lines(part: Part, rows: Sequence[tuple[Any, ...]]) -> str:
     names = [name for name, _ in part.columns]
-    return "".join(encode_line(part.kind, dict(zip(names, row, strict=True))) for row in rows)
+    money = part.money
+    return "".join(
+        encode_line(
+            part.kind,
+            {
+                name: money_text(value) if i in money else value
+                for i, (name, value) in enumerate(zip(names, row, strict=True))
+            },
+        )
+        for row in rows
+    )
 
 
 def session_lines(session_ids: Sequence[int]) -> Iterator[str]:
