@@ -11,10 +11,10 @@ import pytest
 from django.urls import reverse
 
 from console.session_context import LIVE_PARTS
-from tests.db.test_console_views import call, client_as, key, make_session, report
+from tests.db.test_console_views import call, key, make_session, report
 
 pytestmark = pytest.mark.django_db
-__all__ = ["client_as", "key"]  # fixtures this module uses
+__all__ = ["key"]  # a fixture this module uses
 
 GZIP = {"Accept-Encoding": "gzip, deflate, br"}
 
