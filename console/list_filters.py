@@ -46,6 +46,8 @@ BOUNDS: Final = (
     Bound("turns", "turns_count", "Turns", integer=True),
 )
 PARAMETERS: Final = frozenset({"tag", *(p for bound in BOUNDS for p in bound.params)})
+# the parameters that take several values (the API refuses any other given twice)
+REPEATABLE: Final = frozenset({"tag"})
 
 
 @dataclass(frozen=True)

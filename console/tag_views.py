@@ -6,8 +6,8 @@ list's filters select (up to `MAX_BULK_SESSIONS`). Saved views: any signed-in ro
 list's current query under a name, and renames or deletes its own views; a view is its user's
 alone.
 
-A refused value answers 422 with the form and a message naming the field; nothing stored is
-lost (`telemetry.session_tags`, `console.saved_views` change nothing on a refusal).
+A refused value answers 422 with the form and a message naming the field (to htmx, the form
+with the message in place); nothing stored is lost (`telemetry.session_tags`, `console.saved_views` change nothing on a refusal).
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ def _tags_answer(
     request: HttpRequest, session: AgentSession, error: FieldError | None, typed: str = ""
 ) -> HttpResponse:
     """The tags block (htmx) or, without JavaScript, the session page again (a success) or the
-    block on a page of its own (a refusal, 422)."""
+    block on a page of its own (a refusal, 422). To htmx a refusal is an answer shown in place
+    of the form, as Compact now's is (200: htmx swaps no 4xx)."""
     context = tags_context(
         session,
         tag_error=error.message if error else "",
@@ -86,7 +87,7 @@ def _tags_answer(
     )
     status = error.status if error else 200
     if getattr(request, "htmx", False):
-        return render(request, "console/session.html#tags", context, status=status)
+        return render(request, "console/session.html#tags", context)
     if error is None:
         return redirect(reverse("session", args=[session.pk]) + "#session-tags")
     return render(request, "console/session_tags.html", context, status=status)

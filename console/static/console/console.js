@@ -129,17 +129,6 @@
     keptOpen = null;
   });
 
-  // A form that marks itself data-swap-refusal shows its own refusal in place: the 422 answer
-  // (the form with the message naming the field) is swapped like a success; every other 4xx
-  // and 5xx stays unswapped (the page's htmx-config).
-  document.addEventListener("htmx:beforeSwap", function (event) {
-    var elt = event.detail.elt;
-    if (event.detail.xhr.status === 422 && elt && elt.closest && elt.closest("[data-swap-refusal]")) {
-      event.detail.shouldSwap = true;
-      event.detail.isError = false;
-    }
-  });
-
   // A box that scrolls (a wide table, a long reason, a summary) must be reachable by keyboard
   // (WCAG 2.1.1; axe's scrollable-region-focusable): while its content overflows it takes focus,
   // as a region named after its section's heading, so the arrow keys scroll it.
