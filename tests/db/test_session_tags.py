@@ -52,7 +52,9 @@ def test_an_operator_adds_and_removes_tags_in_place_and_the_audit_says_who(fleet
     assert sorted(SessionTag.objects.values_list("tag", flat=True)) == ["billing", "needs-review"]
     entry = LogEntry.objects.get_for_model(SessionTag).filter(action=LogEntry.Action.CREATE)
     assert entry.count() == 2
-    assert {e.actor.username for e in entry if e.actor} == {User.objects.last().username}
+    operator_user = User.objects.order_by("pk").last()
+    assert operator_user is not None
+    assert {e.actor.username for e in entry if e.actor} == {operator_user.username}
     # shown on the page and in the list's row, each a link to the list filtered by it
     page = operator.get(reverse("session", args=[session.pk])).text
     assert 'href="/sessions/?tag=needs-review"' in page
