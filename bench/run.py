@@ -1370,16 +1370,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         default="all",
-        choices=("all", "ingest", "import", "overview", "compaction", "list", "memory", "alerts"),
+        choices=(
+            "all",
+            "ingest",
+            "import",
+            "overview",
+            "compaction",
+            "list",
+            "memory",
+            "alerts",
+            "storage",
+        ),
         help="ingest: only B_copy, B_row, B_noop, P1, P2 and P10 (the ingest doors); "
         "import: only P11; overview: only POV; compaction: only B_io and P6; "
-        "list: only B_page, B_django and P5; memory: only P13; alerts: only PAL",
+        "list: only B_page, B_django and P5; memory: only P13; alerts: only PAL; "
+        "storage (with --scale fleet): only the seed and its bytes per million calls",
     )
     parser.add_argument(
         "--scale",
         default=os.environ.get("BENCH_SCALE") or "default",
         choices=("default", "fleet"),
         help="fleet: 100,000 sessions / 5M calls and 2 web + 2 workers (bench.fleet)",
+    )
+    parser.add_argument(
+        "--fleet-sessions",
+        type=int,
+        default=0,
+        help="with --scale fleet: sessions to seed (50 calls each), default 100,000",
     )
     return parser.parse_args(argv)
 
