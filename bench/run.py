@@ -1391,17 +1391,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             "memory",
             "alerts",
             "pages",
+            "storage",
         ),
         help="ingest: only B_copy, B_row, B_noop, P1, P2 and P10 (the ingest doors); "
         "import: only P11; overview: only POV; compaction: only B_io and P6; "
         "list: only B_page, B_django and P5; memory: only P13; alerts: only PAL; "
-        "pages: only PG1-PG3 (the chart pages in Chromium)",
+        "pages: only PG1-PG3 (the chart pages in Chromium); "
+        "storage (with --scale fleet): only the seed and its bytes per million calls",
     )
     parser.add_argument(
         "--scale",
         default=os.environ.get("BENCH_SCALE") or "default",
         choices=("default", "fleet"),
         help="fleet: 100,000 sessions / 5M calls and 2 web + 2 workers (bench.fleet)",
+    )
+    parser.add_argument(
+        "--fleet-sessions",
+        type=int,
+        default=0,
+        help="with --scale fleet: sessions to seed (50 calls each), default 100,000",
     )
     return parser.parse_args(argv)
 
