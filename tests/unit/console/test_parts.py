@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from console.parts import DIGEST_MARK, inner_mark, keyed
 
 OOB = ' hx-swap-oob="true"'
-text = st.text(st.characters(blacklist_characters="<>"), max_size=40)
+# HTML text as a template renders it: no markup of its own, no lone surrogates
+text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="<>"), max_size=40)
 
 
 def picker(body: str, oob: bool = False) -> str:
