@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from console.parts import DIGEST_MARK, inner_mark, keyed
 
 OOB = ' hx-swap-oob="true"'
-# HTML text as a template renders it: no markup of its own, no lone surrogates
-text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="<>"), max_size=40)
+# Text as a template renders it, escaped: no markup and no quote of its own (so never the
+# out-of-band attribute), no lone surrogates, and no key mark (no "_")
+text = st.text(st.characters(exclude_categories=["Cs"], exclude_characters='<>"_'), max_size=40)
 
 
 def picker(body: str, oob: bool = False) -> str:
