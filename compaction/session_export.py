@@ -18,6 +18,7 @@ import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any, Final
 
 from django.db import models
@@ -34,6 +35,7 @@ from context_core.export_lines import KINDS, encode_line
 from telemetry.accounting import STORED_COST_PLACES
 from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn, TurnKey
 from telemetry.money import money_text
+from telemetry.usage_forms import usage_as_sent
 
 CHUNK_ROWS: Final = 1000
 SESSION_CHUNK: Final = 100
@@ -54,8 +56,8 @@ class Part:
     # server clocks (auto_now_add) exported all the same: a restored run keeps its start time
     kept_clocks: frozenset[str] = frozenset()
     columns: tuple[tuple[str, str], ...] = field(init=False)
-    # positions in `columns` of the money columns: written as the API writes money (`money_text`)
-    money: frozenset[int] = field(init=False)
+    # the money columns: written as the API writes money (`money_text`)
+    money: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         own = tuple(
@@ -68,13 +70,13 @@ class Part:
         )
         object.__setattr__(self, "columns", own + self.references)
         money = []
-        for i, (name, _) in enumerate(own):
+        for name, _ in own:
             f = self.field(name)
             if isinstance(f, models.DecimalField):
                 # every decimal a session holds is money, stored to the nano-dollar
                 assert f.decimal_places == STORED_COST_PLACES, f"{self.kind}.{name}"
-                money.append(i)
-        object.__setattr__(self, "money", frozenset(money))
+                money.append(name)
+        object.__setattr__(self, "money", tuple(money))
 
     def field(self, name: str) -> models.Field[Any, Any]:
         found: models.Field[Any, Any] = self.model._meta.get_field(name)  # type: ignore[assignment]
@@ -150,17 +152,23 @@ def _chunks(part: Part, rows: QuerySet[Any]) -> Iterator[list[tuple[Any, ...]]]:
 
 def _lines(part: Part, rows: Sequence[tuple[Any, ...]]) -> str:
     names = [name for name, _ in part.columns]
-    money = part.money
-    return "".join(
-        encode_line(
-            part.kind,
-            {
-                name: money_text(value) if i in money else value
-                for i, (name, value) in enumerate(zip(names, row, strict=True))
-            },
-        )
-        for row in rows
-    )
+    values = (dict(zip(names, row, strict=True)) for row in rows)
+    if part.model is LLMCall:  # the usage as sent, where its buckets say all of it
+        values = (_with_usage(v) for v in values)
+    return "".join(encode_line(part.kind, _money_written(part, v)) for v in values)
+
+
+def _with_usage(values: dict[str, Any]) -> dict[str, Any]:
+    if values["raw_usage"] is None:
+        values["raw_usage"] = usage_as_sent(None, SimpleNamespace(**values))
+    return values
+
+
+def _money_written(part: Part, values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with the part's money columns written as the API writes money."""
+    for name in part.money:
+        values[name] = money_text(values[name])
+    return values
 
 
 def session_lines(session_ids: Sequence[int]) -> Iterator[str]:
