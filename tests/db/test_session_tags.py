@@ -113,6 +113,9 @@ def test_the_page_export_and_api_apply_the_same_tag_and_range_filters(fleet, age
         "turns_min=2&turns_max=3": {"middle"},
         "tag=red&turns_min=2": {"big"},
     }
+    export = viewer.get("/sessions/export.jsonl?tag=blue")
+    (line,) = b"".join(export.streaming_content).decode().splitlines()
+    assert json.loads(line)["tags"] == ["blue", "red"]  # the export carries the tags too
     for query, expected in cases.items():
         assert listed(viewer, query) == expected, query
         api = agent.get(f"/api/v1/sessions?{query}").json()
