@@ -7,12 +7,14 @@ elsewhere: one write path per action.
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
 from telemetry.pressure import hit_ratio
+from telemetry.usage_forms import usage_as_sent
 from telemetry.windows import SOURCE_LABELS
 
 PROFILE_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,62}$"
@@ -313,7 +315,9 @@ class LLMCall(models.Model):
     reasoning_output = models.BigIntegerField(null=True, blank=True)
     reported_cache = models.BooleanField()
     context_tokens = models.BigIntegerField()
-    raw_usage = models.JSONField()
+    # NULL: the usage was what `telemetry.usage_forms.derived_usage` builds from the buckets
+    # (the usual one); read it through `usage_as_sent`, never this column directly.
+    raw_usage = models.JSONField(null=True, blank=True)
     flags = models.JSONField(default=list)
     request_chars = models.BigIntegerField(null=True, blank=True)
     appended_chars = models.BigIntegerField(null=True, blank=True)
@@ -356,6 +360,11 @@ class LLMCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.turn}.{self.call}"
+
+    @property
+    def usage_as_sent(self) -> Any:
+        """The usage exactly as the agent reported it (`telemetry.usage_forms`)."""
+        return usage_as_sent(self.raw_usage, self)
 
 
 class Turn(models.Model):
