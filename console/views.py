@@ -80,6 +80,7 @@ from console.session_context import (
     rendered_part,
     rendered_parts,
 )
+from console.tag_views import list_tools_context, tags_context
 from telemetry import database_errors
 from telemetry.band_sql import BANDS
 from telemetry.catalogue import save_price
@@ -151,7 +152,8 @@ def _mark_polled(response: HttpResponse, version: str) -> HttpResponse:
 @require_role(Role.VIEWER)
 def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
     """Every session, sortable, filterable, searchable and paginated; the table polls itself."""
-    filters = SessionFilterForm(request.GET).filters()
+    form = SessionFilterForm(request.GET)
+    filters = form.filters()
     # "active in the last hour" changes with the clock alone: such a list is new every minute
     # a time filter's result moves with the clock: the version does too
     minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active or filters.seen else ""
@@ -170,7 +172,7 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
         "relief_filters": RELIEF_FILTER_LABELS,
         "seen_ranges": list(RANGES),
         "nav": "sessions",
-    }
+    } | list_tools_context(request, form)
     if request.htmx:
         return _mark_polled(render(request, "console/sessions.html#table", context), version)
     return render(request, "console/sessions.html", context)
@@ -225,6 +227,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "nav": "sessions",
         "first_seen": first_seen(session),
         "session_meta": session_meta(session),
+        **tags_context(session),
         "imported": imported_view(session),
         # the surface (the whole transcript) arrives right after the page, not inside it,
         # unless asked for inline (the link a browser without JavaScript follows)
