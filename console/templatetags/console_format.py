@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from html import escape as escape_text
 from typing import Any
+from urllib.parse import urlencode
 
 from django import template
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
+
+from console.periods import COMMON_ZONES, PERIOD_PARAMETERS, PRESETS, Period
 
 register = template.Library()
 
@@ -169,3 +172,70 @@ def highlight(text: str, query: str) -> str:
         last = found.end()
     out.append(escape(str(text)[last:]))
     return mark_safe("".join(out))  # noqa: S308 (every piece of text was escaped)
+
+
+# --- the period (console.periods) ---------------------------------------------------------------
+
+
+@register.simple_tag
+def period_query(period: Period, **extra: Any) -> str:
+    """The query string of `period` with `extra` (None or "" left out): a link that keeps the
+    period, e.g. `{% url 'sessions' %}?{% period_query period profile=name %}`."""
+    params = period.query() | {k: str(v) for k, v in extra.items() if v is not None and v != ""}
+    return urlencode(params)
+
+
+@register.filter
+def local(value: datetime | None, period: Period) -> str:
+    """A time in the period's zone, to the minute ("—" for none)."""
+    if value is None:
+        return "—"
+    return value.astimezone(period.tz).strftime("%Y-%m-%d %H:%M")
+
+
+@register.inclusion_tag("console/_period_picker.html", takes_context=True)
+def period_picker(context: dict[str, Any], live: bool = False) -> dict[str, Any]:
+    """The period picker: the presets as links, a custom range, the time zone and the previous
+    period, keeping the page's other parameters (`live`: the overview's auto-refresh switch)."""
+    request: HttpRequest = context["request"]
+    period: Period = context["period"]
+    kept = [
+        (name, value)
+        for name, values in request.GET.lists()
+        if name not in PERIOD_PARAMETERS and name not in ("page", "cursor")
+        for value in values
+    ]
+    zones = list(COMMON_ZONES)
+    if period.zone not in zones:
+        zones.insert(0, period.zone)
+    first, last = period.local_bounds_text()
+    return {
+        "request": request,
+        "period": period,
+        "presets": list(PRESETS),
+        "kept": kept,
+        "zones": zones,
+        "first": first[:10],
+        "last": last[:10],
+        "live": live,
+        "preset_links": [
+            (key, urlencode([*kept, *(period_with(period, key).items())])) for key in PRESETS
+        ],
+    }
+
+
+def period_with(period: Period, preset: str) -> dict[str, str]:
+    """The query of `preset` in `period`'s zone, keeping the comparison."""
+    params = {"range": preset, "tz": period.zone}
+    if period.compare:
+        params["compare"] = "previous"
+    return params
+
+
+@register.filter
+def change_percent(value: float | None) -> str:
+    """A relative change in words: 0.25 → "+25 %", -0.5 → "−50 %", None → "no base"."""
+    if value is None:
+        return "no base to compare"
+    sign = "+" if value > 0 else ("−" if value < 0 else "±")
+    return f"{sign}{abs(value) * 100:.0f} %"
