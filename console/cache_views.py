@@ -43,6 +43,14 @@ from telemetry.policy_store import effective_policy
 CACHE_DEFAULT: Final = "14d"
 
 
+def cache_period(request: HttpRequest, period: Period) -> Period:
+    """The cache page's period: the one asked for, else `CACHE_DEFAULT` (its export reads the
+    same)."""
+    if request.GET.get("range") or request.GET.get("from") or request.GET.get("to"):
+        return period
+    return preset_period(CACHE_DEFAULT, now=period.end, zone=period.zone)
+
+
 def _session(pk: int) -> AgentSession:
     session = AgentSession.objects.select_related("profile").filter(pk=pk).first()
     if session is None:
@@ -131,8 +139,7 @@ def fleet_cache_page(request: HttpRequest, period: Period) -> HttpResponse:
     """Miss premiums by cause over time for the fleet and per profile, the top offending
     sessions, the profiles flagged for D2 and the TTL advice from measured expiry gaps, over
     the period (by default the last 14 days, in its zone's days)."""
-    if not request.GET.get("range") and not request.GET.get("from"):
-        period = preset_period(CACHE_DEFAULT, now=period.end, zone=period.zone)
+    period = cache_period(request, period)
     report = fleet_cache(since=period.start, until=period.end, bucket=period.bucket_of)
     rows = {p.name: p for p in AgentProfile.objects.filter(name__in=report.profiles)}
     profiles = []

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET
 
 from compaction.cache_report import fleet_cache, session_misses
 from compaction.models import Archive, CompactionRun
+from console.cache_views import cache_period
 from console.export_format import CONTENT_TYPES, FORMATS, Column, Format, export_lines
 from console.forms import PRICE_FIELDS, SessionFilterForm
 from console.overview import load_overview
@@ -264,10 +265,15 @@ FLEET_CACHE_COLUMNS: Final = (
 
 @require_GET
 @require_role(Role.VIEWER)
-def fleet_cache_export(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
-    """The cache page's profiles table: miss premiums by cause, D2 churn and TTL advice."""
+def fleet_cache_export(request: HttpRequest, fmt: str) -> HttpResponseBase:
+    """The cache page's profiles table over its period: miss premiums by cause, D2 churn and
+    TTL advice."""
     _format(fmt)
-    report = fleet_cache()
+    try:
+        period = cache_period(request, request_period(request))
+    except FieldError as exc:
+        return refused_period(request, exc)
+    report = fleet_cache(since=period.start, until=period.end)
     stored = {p.name: p for p in AgentProfile.objects.filter(name__in=report.profiles)}
 
     def rows() -> Iterator[Row]:

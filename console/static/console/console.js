@@ -212,7 +212,7 @@
     if (picker && picker.dataset.zone !== zone && !/[?&]tz=/.test(window.location.search)) window.location.reload();
   })();
 
-  // The overview's auto-refresh (#overview-poller polls while this says yes): on unless the
+  // The overview's auto-refresh (#overview-poller asks only while this says yes): on unless the
   // operator switched it off (remembered for the tab), never while the tab is hidden.
   var REFRESH_KEY = "console-refresh-off";
   window.consoleRefreshOn = function () {
@@ -231,6 +231,11 @@
     refreshState();
   });
   document.addEventListener("visibilitychange", refreshState);
+  // the poller's request is dropped while the switch is off or the tab hidden (a trigger filter
+  // would be evaluated JavaScript, which the Content-Security-Policy forbids)
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (event.detail.elt && event.detail.elt.id === "overview-poller" && !window.consoleRefreshOn()) event.preventDefault();
+  });
   document.addEventListener("DOMContentLoaded", function () {
     var box = document.getElementById("auto-refresh-on");
     try { if (box && sessionStorage.getItem(REFRESH_KEY)) box.checked = false; } catch (e) { /* private mode */ }
