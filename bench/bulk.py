@@ -126,6 +126,25 @@ def seed_sessions(profile_id: int, prefix: str, count: int, *, start: int = 0) -
     return Seeded("telemetry_agentsession", rows, time.monotonic() - began)
 
 
+def _raw_usage() -> str:
+    """The usage `bench.data.record` sends, as ingest keeps it (`telemetry.usage_forms`):
+    nothing where the buckets say all of it, else the object."""
+    from bench.data import record
+    from telemetry.usage import normalize_usage
+    from telemetry.usage_forms import stored_usage
+
+    usage = record("s", 1)["usage"]
+    n = normalize_usage(usage)
+    counts = (n.uncached_input, n.cache_read, n.cache_write_5m, n.cache_write_1h, n.output)
+    if stored_usage(n.provider, usage, *counts) is None:
+        return "NULL"
+    return (
+        f"jsonb_build_object('input_tokens', {UNCACHED}, "
+        f"'cache_read_input_tokens', {CACHED}, "
+        f"'cache_creation_input_tokens', {WRITTEN}, 'output_tokens', {OUTPUT})"
+    )
+
+
 def seed_calls(session_where: str, params: list[Any], turns: int, calls_per_turn: int) -> Seeded:
     """`turns` × `calls_per_turn` calls for every session matching `session_where` (SQL on s)."""
     from telemetry.models import LLMCall
@@ -148,7 +167,7 @@ def seed_calls(session_where: str, params: list[Any], turns: int, calls_per_turn
             "output": OUTPUT,
             "reported_cache": "TRUE",
             "context_tokens": CONTEXT,
-            "raw_usage": "'{}'::jsonb",
+            "raw_usage": _raw_usage(),
             "flags": "'[]'::jsonb",
             "appended_chars": "1200",
             "at": "timestamptz '2025-06-01' + (t * 7 + c) * interval '1 second'",

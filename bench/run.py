@@ -38,6 +38,7 @@ from bench.load import LoadResult, Request, latency_summary, median, run_load, s
 from bench.memory import measure_p13
 from bench.otlp import measure_p10
 from bench.overview import measure_overview
+from bench.pages import measure_pages
 from bench.services import (
     DEFAULT_BROKER_URL,
     DEFAULT_DATABASE_URL,
@@ -1249,6 +1250,13 @@ class Bench:
                 measure_pal(self)
             self.report()
             return
+        if self.args.only == "pages":
+            with step("gunicorn"):
+                self.serve()
+            with step("PG1-PG3: the chart pages in Chromium (bytes cold and warm, live update)"):
+                measure_pages(self)
+            self.report()
+            return
         if self.args.only == "overview":
             with step("gunicorn"):
                 self.serve()
@@ -1272,6 +1280,9 @@ class Bench:
             self.pages()
         with step("POV: the overview at 10,000 and 1,000,000 calls"):
             measure_overview(self)
+        if not self.args.smoke:  # a browser: not in the harness's smoke run
+            with step("PG1-PG3: the chart pages in Chromium (bytes cold and warm, live update)"):
+                measure_pages(self)
         with step("P1: batched ingest"):
             self.batch_ingest()
         with step("Celery worker"):
@@ -1370,16 +1381,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         default="all",
-        choices=("all", "ingest", "import", "overview", "compaction", "list", "memory", "alerts"),
+        choices=(
+            "all",
+            "ingest",
+            "import",
+            "overview",
+            "compaction",
+            "list",
+            "memory",
+            "alerts",
+            "pages",
+            "storage",
+        ),
         help="ingest: only B_copy, B_row, B_noop, P1, P2 and P10 (the ingest doors); "
         "import: only P11; overview: only POV; compaction: only B_io and P6; "
-        "list: only B_page, B_django and P5; memory: only P13; alerts: only PAL",
+        "list: only B_page, B_django and P5; memory: only P13; alerts: only PAL; "
+        "pages: only PG1-PG3 (the chart pages in Chromium); "
+        "storage (with --scale fleet): only the seed and its bytes per million calls",
     )
     parser.add_argument(
         "--scale",
         default=os.environ.get("BENCH_SCALE") or "default",
         choices=("default", "fleet"),
         help="fleet: 100,000 sessions / 5M calls and 2 web + 2 workers (bench.fleet)",
+    )
+    parser.add_argument(
+        "--fleet-sessions",
+        type=int,
+        default=0,
+        help="with --scale fleet: sessions to seed (50 calls each), default 100,000",
     )
     return parser.parse_args(argv)
 

@@ -97,7 +97,7 @@ def get_call(
         cost_usd=money_text(call.cost_usd),
         no_cache_cost_usd=money_text(call.no_cache_cost_usd),
         long_context=call.long_context,
-        raw_usage=call.raw_usage if isinstance(call.raw_usage, dict) else {},
+        raw_usage=call.usage_as_sent if isinstance(call.usage_as_sent, dict) else {},
         surface_version=call.surface_version,
         window_tokens=call.window_tokens,
         cache_outcome=found.cache_outcome,

@@ -97,8 +97,8 @@ def call_detail(session: AgentSession, call_pk: int) -> CallDetail | None:
             Bucket(name, label, getattr(call, name), getattr(call, f"cost_{name}"))
             for name, label in BUCKETS
         ],
-        latency_ms=_reported_ms(call.raw_usage, LATENCY_KEYS),
-        first_token_ms=_reported_ms(call.raw_usage, FIRST_TOKEN_KEYS),
+        latency_ms=_reported_ms(call.usage_as_sent, LATENCY_KEYS),
+        first_token_ms=_reported_ms(call.usage_as_sent, FIRST_TOKEN_KEYS),
         cache_outcome=cache_outcome(call, miss),
         miss=miss,
         siblings=siblings,

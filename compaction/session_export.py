@@ -18,6 +18,7 @@ import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any, Final
 
 from django.db import models
@@ -32,6 +33,7 @@ from compaction.models import (
 )
 from context_core.export_lines import KINDS, encode_line
 from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn, TurnKey
+from telemetry.usage_forms import usage_as_sent
 
 CHUNK_ROWS: Final = 1000
 SESSION_CHUNK: Final = 100
@@ -138,7 +140,16 @@ def _chunks(part: Part, rows: QuerySet[Any]) -> Iterator[list[tuple[Any, ...]]]:
 
 def _lines(part: Part, rows: Sequence[tuple[Any, ...]]) -> str:
     names = [name for name, _ in part.columns]
-    return "".join(encode_line(part.kind, dict(zip(names, row, strict=True))) for row in rows)
+    values = (dict(zip(names, row, strict=True)) for row in rows)
+    if part.model is LLMCall:  # the usage as sent, where its buckets say all of it
+        values = (_with_usage(v) for v in values)
+    return "".join(encode_line(part.kind, v) for v in values)
+
+
+def _with_usage(values: dict[str, Any]) -> dict[str, Any]:
+    if values["raw_usage"] is None:
+        values["raw_usage"] = usage_as_sent(None, SimpleNamespace(**values))
+    return values
 
 
 def session_lines(session_ids: Sequence[int]) -> Iterator[str]:

@@ -34,6 +34,8 @@ from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall
 from telemetry.profiles import get_or_create_profile
 from telemetry.rollups import add_calls
 from telemetry.session_state import restore_session
+from telemetry.usage import BUCKETS
+from telemetry.usage_forms import stored_usage
 
 BATCH_ROWS: Final = 1000
 
@@ -109,7 +111,18 @@ def _values(part: Part, line: ExportLine) -> dict[str, Any]:
             )
         except ValidationError as exc:
             raise ExportLineError(line.number, f"{name}: {'; '.join(exc.messages)}") from None
+    if part.model is LLMCall:
+        _store_usage(values)
     return values
+
+
+def _store_usage(values: dict[str, Any]) -> None:
+    """A call's usage as ingest stores it: nothing where its buckets say all of it."""
+    counts = [values.get(name) for name in BUCKETS]
+    usage = values.get("raw_usage")
+    if isinstance(usage, dict) and all(type(n) is int for n in counts):
+        u, r, w5, w1, o = (int(n) for n in counts)  # type: ignore[arg-type]
+        values["raw_usage"] = stored_usage(str(values.get("provider")), usage, u, r, w5, w1, o)
 
 
 @dataclass

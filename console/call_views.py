@@ -30,7 +30,7 @@ def call_page(request: HttpRequest, pk: int, call_pk: int) -> HttpResponse:
             "session": session,
             "detail": found,
             "call": found.call,
-            "raw_usage": json.dumps(found.call.raw_usage, indent=2, sort_keys=True),
+            "raw_usage": json.dumps(found.call.usage_as_sent, indent=2, sort_keys=True),
             "nav": "sessions",
         },
     )

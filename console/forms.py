@@ -9,6 +9,7 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
+from console.list_filters import parse_list_filters
 from console.periods import DEFAULT_ZONE, PRESETS, parse_period
 from console.selectors.relief import RELIEF_FILTER_LABELS
 from console.selectors.session_list import DEFAULT_SORT, SORTS, SessionFilters
@@ -24,6 +25,11 @@ MAX_FILTER_VALUES = 20  # values kept per repeatable filter (?user=a&user=b...)
 
 
 class SessionFilterForm(forms.Form):
+    """The sessions list's query, read the same for the page and its exports; the tag and range
+    filters through `console.list_filters`, the one parser the read API uses too."""
+
+    list_errors: dict[str, str]
+
     q = forms.CharField(required=False, max_length=200, label="Search id")
     profile = forms.CharField(required=False, max_length=63)
     model = forms.CharField(required=False, max_length=200)
@@ -40,9 +46,12 @@ class SessionFilterForm(forms.Form):
 
     def filters(self, zone: str = DEFAULT_ZONE) -> SessionFilters:
         """The valid filters; anything malformed falls back to its default (a list never 400s;
-        the page checks a period first, `console.period_request`). `from`/`to` (in `tz`, else
-        `zone`): the sessions active in that period."""
+        the page checks a period first, `console.period_request`). The tag and range filters'
+        messages, per parameter, are `list_errors` after. `from`/`to` (in `tz`, else `zone`):
+        the sessions active in that period."""
         data: dict[str, Any] = self.cleaned_data if self.is_valid() else {}
+        getlist = getattr(self.data, "getlist", None)
+        listed, self.list_errors = parse_list_filters(getlist or (lambda name: []))
         active_from, active_to = self._period(zone)
         sort = data.get("sort") or DEFAULT_SORT
         if sort.lstrip("-") not in SORTS:
@@ -63,6 +72,8 @@ class SessionFilterForm(forms.Form):
             repository=self._many("repository"),
             branch=self._many("branch"),
             agent=self._many("agent"),
+            tags=listed.tags,
+            bounds=listed.bounds,
         )
 
     def _period(self, zone: str) -> tuple[datetime | None, datetime | None]:

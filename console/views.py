@@ -81,6 +81,7 @@ from console.session_context import (
     rendered_part,
     rendered_parts,
 )
+from console.tag_views import list_tools_context, tags_context
 from telemetry import database_errors
 from telemetry.band_sql import BANDS
 from telemetry.catalogue import save_price
@@ -162,7 +163,8 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
         except FieldError as exc:
             if not request.htmx:
                 return refused_period(request, exc)
-    filters = SessionFilterForm(request.GET).filters(zone)
+    form = SessionFilterForm(request.GET)
+    filters = form.filters(zone)
     # "active in the last hour" changes with the clock alone: such a list is new every minute
     # a time filter's result moves with the clock: the version does too
     minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active or filters.seen else ""
@@ -183,7 +185,7 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
         "period": period,
         "zone": period.zone if period else zone,
         "nav": "sessions",
-    }
+    } | list_tools_context(request, form)
     if request.htmx:
         return _mark_polled(render(request, "console/sessions.html#table", context), version)
     return render(request, "console/sessions.html", context)
@@ -238,6 +240,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "nav": "sessions",
         "first_seen": first_seen(session),
         "session_meta": session_meta(session),
+        **tags_context(session),
         "imported": imported_view(session),
         # the surface (the whole transcript) arrives right after the page, not inside it,
         # unless asked for inline (the link a browser without JavaScript follows)

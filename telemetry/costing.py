@@ -21,6 +21,7 @@ from telemetry.models import AgentSession, LLMCall
 from telemetry.pricing import BILLED_FIGURES, IntegerPricer
 from telemetry.schemas import RecordIn
 from telemetry.usage import BUCKETS
+from telemetry.usage_forms import stored_usage
 from telemetry.validation import ValidRecord
 
 
@@ -50,7 +51,7 @@ def call_row(
     writes as text)."""
     values = call_values(session.pk, v, pricer, now)._asdict()
     values.update(
-        raw_usage=v.record.usage,
+        raw_usage=stored_usage(v.usage.provider, v.record.usage, *_BUCKET_COUNTS(v.usage)),
         flags=list(v.usage.flags),
         prefix=stored_prefix(v.record),
         provider_diagnostics=None if v.diagnosis is None else v.diagnosis.stored(),
@@ -145,6 +146,12 @@ def call_values(
         _UNPRICED if pricer is None else pricer.values(v.provided.billed)
     )
     flags = usage.flags
+    counts = _BUCKET_COUNTS(usage)
+    raw = record.usage
+    if stored_usage(usage.provider, raw, *counts) is None:
+        raw_text = None  # the usual usage: its buckets say all of it (`telemetry.usage_forms`)
+    else:
+        raw_text = _plain_json(raw).decode() if v.plain else json_text(raw)
     return tuple.__new__(
         CallRow,
         (
@@ -154,11 +161,11 @@ def call_values(
             record.request_id,
             record.model,
             usage.provider,
-            *_BUCKET_COUNTS(usage),
+            *counts,
             usage.reasoning_output,
             usage.reported_cache,
             usage.context_tokens,
-            _plain_json(record.usage).decode() if v.plain else json_text(record.usage),
+            raw_text,
             json_text(list(flags)) if flags else "[]",
             record.request_chars,
             record.appended_chars,

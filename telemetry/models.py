@@ -7,12 +7,14 @@ elsewhere: one write path per action.
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
 from telemetry.pressure import hit_ratio
+from telemetry.usage_forms import usage_as_sent
 from telemetry.windows import SOURCE_LABELS
 
 PROFILE_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,62}$"
@@ -280,6 +282,27 @@ class AgentSession(models.Model):
         )
 
 
+class SessionTag(models.Model):
+    """An operator's tag on a session (`telemetry.tag_rules` says what a tag may be), once per
+    session. Written only by `telemetry.session_tags`; audited (settings.AUDITLOG_...)."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="tags")
+    tag = models.CharField(max_length=40)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "tag"], name="session_tag_once"),
+        ]
+        indexes = [
+            # the sessions list's tag filter and its choices: sessions by tag, tags in order
+            models.Index(fields=["tag", "session"], name="session_tag_by_tag"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tag} on session {self.session_id}"
+
+
 class LLMCall(models.Model):
     """One LLM call as an agent reported it: disjoint token buckets, the raw usage, the cost."""
 
@@ -313,7 +336,9 @@ class LLMCall(models.Model):
     reasoning_output = models.BigIntegerField(null=True, blank=True)
     reported_cache = models.BooleanField()
     context_tokens = models.BigIntegerField()
-    raw_usage = models.JSONField()
+    # NULL: the usage was what `telemetry.usage_forms.derived_usage` builds from the buckets
+    # (the usual one); read it through `usage_as_sent`, never this column directly.
+    raw_usage = models.JSONField(null=True, blank=True)
     flags = models.JSONField(default=list)
     request_chars = models.BigIntegerField(null=True, blank=True)
     appended_chars = models.BigIntegerField(null=True, blank=True)
@@ -356,6 +381,11 @@ class LLMCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.turn}.{self.call}"
+
+    @property
+    def usage_as_sent(self) -> Any:
+        """The usage exactly as the agent reported it (`telemetry.usage_forms`)."""
+        return usage_as_sent(self.raw_usage, self)
 
 
 class Turn(models.Model):

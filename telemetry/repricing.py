@@ -110,7 +110,7 @@ def _tier(profile: AgentProfile, agent: str, tiers: dict[int, CacheTTL]) -> Cach
 
 def _rebilled(call: LLMCall, tier: CacheTTL, catalogue: OnceCatalogue) -> bool:
     """Set `call`'s write buckets and costs as ingest would under `tier`; whether they changed."""
-    raw: dict[str, Any] = call.raw_usage
+    raw: dict[str, Any] = call.usage_as_sent
     usage = normalize_usage(raw, provider=call.provider, model=call.model, cache_ttl=tier)
     provided = read_provider_usage(raw, usage, cache_ttl=tier)
     context = provided.context

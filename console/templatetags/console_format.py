@@ -11,10 +11,13 @@ from urllib.parse import urlencode
 
 from django import template
 from django.http import HttpRequest
+from django.templatetags.static import static
 from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from console.periods import COMMON_ZONES, PERIOD_PARAMETERS, PRESETS, Period
+from console.plotly_bundle import bundle
 
 register = template.Library()
 
@@ -172,6 +175,13 @@ def highlight(text: str, query: str) -> str:
         last = found.end()
     out.append(escape(str(text)[last:]))
     return mark_safe("".join(out))  # noqa: S308 (every piece of text was escaped)
+
+
+@register.simple_tag
+def plotly_script() -> SafeString:
+    """The one script tag of the vendored plotly.js bundle (deferred: it runs before console.js,
+    which draws the figures, and neither blocks the page's parsing)."""
+    return format_html('<script src="{}" defer></script>', static(bundle().static_name))
 
 
 # --- the period (console.periods) ---------------------------------------------------------------

@@ -189,7 +189,7 @@ def _fill_in_reported_costs(sessions: dict[str, AgentSession], held: list[CallDr
     for call in lacking:
         cost = costs.get((call.session_id, call.request_id or ""))
         if cost is not None:
-            call.raw_usage = {**call.raw_usage, "cost_usd": cost}
+            call.raw_usage = {**call.usage_as_sent, "cost_usd": cost}
     LLMCall.objects.bulk_update(lacking, ["raw_usage"])
 
 

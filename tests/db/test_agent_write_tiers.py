@@ -184,7 +184,7 @@ def _as_stored_before(calls: Any) -> None:
     for call in rows:
         pricer = catalogue.pricer(call.model)
         assert pricer is not None
-        usage = normalize_usage(call.raw_usage, provider=call.provider, cache_ttl="1h")
+        usage = normalize_usage(call.usage_as_sent, provider=call.provider, cache_ttl="1h")
         for name, value in zip(BILLED_FIGURES, pricer.values([usage]), strict=True):
             setattr(call, name, value)
     LLMCall.objects.bulk_update(rows, list(BILLED_FIGURES))

@@ -26,6 +26,7 @@ from telemetry.policy_rules import PolicyValues
 from telemetry.pricing import BILLED_FIGURES, SEED_CATALOGUE, IntegerPricer, find_price
 from telemetry.safejson import is_plain
 from telemetry.usage import BUCKETS
+from telemetry.usage_forms import stored_usage
 from telemetry.validation import validate_items
 
 _JSON = {"raw_usage", "flags", "prefix", "provider_diagnostics"}
@@ -54,7 +55,10 @@ def _by_name(session_pk: int, valid: Any, pricer: IntegerPricer | None) -> dict[
         "session_id": session_pk,
         **{name: getattr(record, name) for name in _FROM_RECORD},
         **{name: getattr(usage, name) for name in _FROM_USAGE},
-        "raw_usage": record.usage,
+        # nothing where the buckets say all of it (telemetry.usage_forms)
+        "raw_usage": stored_usage(
+            usage.provider, record.usage, *(getattr(usage, name) for name in BUCKETS)
+        ),
         "flags": list(usage.flags),
         "prefix": stored_prefix(record),
         "provider_miss_type": None if valid.diagnosis is None else valid.diagnosis.type,
@@ -75,7 +79,9 @@ def _expected(session_pk: int, valid: Any, pricer: IntegerPricer | None) -> tupl
     values = []
     for name in CALL_COLUMNS:
         value = by_name[name]
-        if name == "raw_usage" and valid.plain:
+        if name == "raw_usage" and value is None:
+            pass
+        elif name == "raw_usage" and valid.plain:
             value = ("JSON", value)  # its text is msgspec's; compared as the value it encodes
         elif name in _JSON:
             value = json_text(value)
@@ -85,7 +91,7 @@ def _expected(session_pk: int, valid: Any, pricer: IntegerPricer | None) -> tupl
 
 def _parsed_usage(row: tuple[Any, ...], plain: bool) -> tuple[Any, ...]:
     index = CALL_COLUMNS.index("raw_usage")
-    if not plain:
+    if not plain or row[index] is None:
         return row
     return (*row[:index], ("JSON", json.loads(row[index])), *row[index + 1 :])
 

@@ -811,8 +811,10 @@ def test_key_creation_needs_a_known_profile(client_as) -> None:
 # --- static files --------------------------------------------------------------------------------
 
 
-def test_collectstatic_takes_plotly_from_its_package_and_nothing_else_of_it(tmp_path, settings):
+def test_collectstatic_takes_the_vendored_plotly_bundle_and_nothing_else_of_it(tmp_path, settings):
     from django.core.management import call_command
+
+    from console.plotly_bundle import bundle
 
     settings.STATIC_ROOT = tmp_path
     settings.STORAGES = {
@@ -820,11 +822,13 @@ def test_collectstatic_takes_plotly_from_its_package_and_nothing_else_of_it(tmp_
         "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
     }
     call_command("collectstatic", interactive=False, verbosity=0)
-    assert (tmp_path / "plotly" / "plotly.min.js").is_file()
-    assert not (tmp_path / "plotly" / "widgetbundle.js").exists()
-    assert not (tmp_path / "plotly" / "datasets").exists()
+    assert (tmp_path / bundle().static_name).is_file()
+    # the bundle, its hashed copy and their .gz: not the licence, README or bundle.json
+    stem = bundle().file.removesuffix(".js")
+    collected = [p.name for p in (tmp_path / "plotly").iterdir()]
+    assert collected and all(name.startswith(f"{stem}.") for name in collected), collected
     paths = json.loads((tmp_path / "staticfiles.json").read_text())["paths"]
-    for name in ("plotly/plotly.min.js", "console/console.js", "django_htmx/htmx-2.min.js"):
+    for name in (bundle().static_name, "console/console.js", "django_htmx/htmx-2.min.js"):
         assert name in paths
 
 

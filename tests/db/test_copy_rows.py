@@ -196,7 +196,9 @@ def test_typed_copy_stores_what_the_untyped_copy_stored(make_agent):
     assert first is not None
     assert first.request_id == _ODD_TEXT and first.model == _ODD_TEXT
     assert first.uncached_input == 2**63 - 1
-    assert first.raw_usage["big"] == 10**30 and first.raw_usage["a"]["b"][4] == "x\\y\n\u2028"
+    assert (
+        first.usage_as_sent["big"] == 10**30 and first.usage_as_sent["a"]["b"][4] == "x\\y\n\u2028"
+    )
     assert first.cost_uncached_input == Decimal("12345678901.123456789")
     assert first.cost_cache_read == Decimal("0.000000001")  # numeric(20, 9) rounds half up
     assert first.no_cache_cost_usd == Decimal(3)

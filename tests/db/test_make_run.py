@@ -22,6 +22,7 @@ from django.core.management import call_command
 from django.templatetags.static import static
 from django.test import Client
 
+from console.plotly_bundle import bundle
 from tests.db.test_chunked_bodies import assert_export_accepted, send_claude_code_export
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,13 +37,13 @@ def test_11_static_files_are_compressed_and_cached_for_a_year(settings: Any, tmp
         "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
     }
     call_command("collectstatic", interactive=False, verbosity=0)
-    url = static("plotly/plotly.min.js")
-    assert re.search(r"plotly\.min\.[0-9a-f]{12}\.js$", url)  # a hashed name
+    url = static(bundle().static_name)
+    assert re.search(r"plotly-finance\.min\.[0-9a-f]{12}\.js$", url)  # a hashed name
     response = Client().get(url, headers={"Accept-Encoding": "gzip"})
     assert response.status_code == 200
     assert response["Content-Encoding"] == "gzip"
     body = b"".join(response.streaming_content)  # type: ignore[attr-defined]
-    assert len(body) < 2_000_000  # 4.7 MB uncompressed
+    assert len(body) < 500_000  # 1.3 MB uncompressed
     cache = response["Cache-Control"]
     max_age = re.search(r"max-age=(\d+)", cache)
     assert "immutable" in cache and max_age is not None and int(max_age.group(1)) >= 31_536_000

@@ -595,7 +595,7 @@ def test_sdk_log_exporters_carry_claude_code_events(make_agent, live_server, enc
     )
     # Cache hit: 40,000 read of 42,012 sent.
     assert session.cache_hit_ratio == pytest.approx(40000 / 42012)
-    assert first.raw_usage["cost_usd"] == "0.0291"
+    assert first.usage_as_sent["cost_usd"] == "0.0291"
     assert first.cost_usd is not None and first.cost_usd > 0
     (event,) = ContextEvent.objects.filter(session=session)
     assert (event.kind, event.origin, event.source, event.trigger) == (

@@ -117,7 +117,7 @@ def test_a_claude_code_llm_request_span_is_a_call_with_anthropic_buckets(make_ag
     assert Decimal(detail["cost_usd"]) > 0
     call = LLMCall.objects.get()
     assert (call.request_id, call.provider) == ("cc:req_011A", "anthropic")
-    assert call.raw_usage["duration_ms"] == 4100
+    assert call.usage_as_sent["duration_ms"] == 4100
 
 
 def test_a_claude_platform_span_is_a_call(make_agent):
@@ -150,7 +150,7 @@ def test_one_request_as_a_claude_code_event_an_sdk_span_and_a_platform_span_is_o
         assert _rejected(response) == (0, "")  # a duplicate, never a conflict
     (call,) = LLMCall.objects.all()
     assert call.request_id == "cc:req_011A"
-    assert call.raw_usage["cost_usd"] == "0.0291"  # the event's, the richest report
+    assert call.usage_as_sent["cost_usd"] == "0.0291"  # the event's, the richest report
     assert (call.uncached_input, call.cache_read, call.cache_write_5m, call.output) == (
         12,
         40000,
@@ -179,8 +179,11 @@ def test_reports_of_one_request_arriving_together_keep_the_richer(make_agent):
     assert call.window_tokens == 180000  # the span that carried the window was kept
     # The event, later, is a duplicate: the stored figures stay; only Claude Code's own cost,
     # which the stored report lacked and no total holds, is filled in.
-    assert call.raw_usage["cost_usd"] == "0.0291"
-    assert "gen_ai.usage.input_tokens" in call.raw_usage and "input_tokens" not in call.raw_usage
+    assert call.usage_as_sent["cost_usd"] == "0.0291"
+    assert (
+        "gen_ai.usage.input_tokens" in call.usage_as_sent
+        and "input_tokens" not in call.usage_as_sent
+    )
     answer = agent.get("/api/v1/sessions/cc-1/agent-cost").json()
     assert (answer["calls"], Decimal(answer["agent_cost_usd"])) == (1, Decimal("0.0291"))
 

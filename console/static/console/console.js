@@ -92,7 +92,8 @@
     var right = layout.yaxis2 && layout.yaxis2.side === "right" ? 52 : 14;
     layout.margin = Object.assign({}, layout.margin, {l: 52, r: right, t: 52 + 24 * rows});
     layout.height = (layout.height || 320) + 24 * Math.max(0, rows - 1);
-    if (layout.title) layout.title = Object.assign({}, layout.title, {font: {size: 13}});
+    // the title at the top of the chart, not centred in the margin the legend's rows now fill
+    if (layout.title) layout.title = Object.assign({}, layout.title, {font: {size: 13}, y: 1, yref: "container", yanchor: "top", pad: {t: 12}});
     layout.legend = Object.assign({}, layout.legend, {font: {size: 11}});
   }
 

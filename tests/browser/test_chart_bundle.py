@@ -1,0 +1,88 @@
+"""Every chart page draws its charts with the vendored plotly.js bundle (issue 39, item 5), at
+1440×900 and 390×844: every figure is drawn, every trace keeps its type (plotly draws a trace
+type its bundle lacks as an empty scatter, without an error), no JavaScript error is logged (the
+open_page fixture fails on any), and on a phone no legend or mode bar lies over a title."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.urls import reverse
+
+from console.plotly_bundle import bundle
+from tests.browser.conftest import Console, agent_at_work, sign_in
+
+pytestmark = [pytest.mark.browser]
+
+SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+
+# Per drawn chart: its trace types as given and as plotly took them, and the boxes of its
+# title, legend and (visible) mode bar.
+CHARTS = """() => Array.from(document.querySelectorAll('[data-figure], [id^=chart-]'))
+  .filter(holder => holder.data)
+  .map(holder => {
+    const box = selector => {
+      const node = holder.querySelector(selector);
+      if (!node) return null;
+      const r = node.getBoundingClientRect();
+      return r.width && r.height ? [r.left, r.top, r.right, r.bottom] : null;
+    };
+    return {
+      id: holder.id || holder.dataset.figure,
+      given: holder.data.map(t => t.type || 'scatter'),
+      drawn: holder._fullData.map(t => t.type),
+      svg: holder.querySelectorAll('.main-svg').length,
+      title: box('.gtitle'),
+      legend: box('.legend .bg'),
+      modebar: box('.modebar-container .modebar'),
+    };
+  })"""
+
+
+def _overlap(a: list[float] | None, b: list[float] | None) -> bool:
+    if a is None or b is None:
+        return False
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def chart_pages(console_data: Console) -> dict[str, tuple[str, int]]:
+    """Each page that loads plotly, and how many charts it draws at least."""
+    session = agent_at_work(console_data.key, "charts-3", compact=True)
+    long = console_data.long_session
+    return {
+        "overview": ("/?range=7d", 3),
+        "session": (reverse("session", args=[long.pk]), 4),
+        "session-compacted": (reverse("session", args=[session.pk]), 4),
+        "session-cache": (reverse("session_cache", args=[long.pk]), 1),
+        "cache": (reverse("cache"), 1),
+        "cache-summary": (reverse("cache_summary") + "?range=7d", 1),
+    }
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+def test_every_chart_page_draws_its_charts_with_the_bundle(
+    open_page, console_data: Console, size: str
+) -> None:
+    pages = chart_pages(console_data)
+    tracked = open_page(*SIZES[size])
+    sign_in(tracked, "root")
+    page = tracked.page
+    for name, (path, least) in pages.items():
+        page.goto(path)
+        page.wait_for_load_state("networkidle")
+        scripts = page.eval_on_selector_all("script[src]", "nodes => nodes.map(n => n.src)")
+        assert any(bundle().file.removesuffix(".js") in src for src in scripts), (name, scripts)
+        assert page.evaluate("typeof Plotly") == "object", name
+        charts: list[dict[str, Any]] = page.evaluate(CHARTS)
+        assert len(charts) >= least, (name, [c["id"] for c in charts])
+        for chart in charts:
+            assert chart["svg"] >= 1, (name, chart["id"])
+            assert chart["drawn"] == chart["given"], (name, chart)
+            assert set(chart["given"]) <= bundle().traces, (name, chart)
+            assert not _overlap(chart["legend"], chart["title"]), (name, size, chart)
+            if size == "phone":  # the mode bar would cover the title and legend there
+                assert chart["modebar"] is None, (name, chart)
+            else:
+                assert not _overlap(chart["modebar"], chart["title"]), (name, size, chart)
+        tracked.screenshot(f"chart-bundle-{name}-{size}")
