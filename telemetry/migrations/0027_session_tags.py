@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0025_session_metadata"),
+        ("telemetry", "0026_call_raw_usage_derived"),
     ]
 
     operations = [
