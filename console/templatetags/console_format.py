@@ -204,11 +204,14 @@ def local(value: datetime | None, period: Period) -> str:
 
 
 @register.inclusion_tag("console/_period_picker.html", takes_context=True)
-def period_picker(context: dict[str, Any], live: bool = False) -> dict[str, Any]:
+def period_picker(context: dict[str, Any], live: int = 0, any_time: bool = False) -> dict[str, Any]:
     """The period picker: the presets as links, a custom range, the time zone and the previous
-    period, keeping the page's other parameters (`live`: the overview's auto-refresh switch)."""
+    period, keeping the page's other parameters (`live`: the overview's refresh interval in
+    seconds, with its switch; `any_time`: a page whose default is no period at all, such as
+    the alerts' history)."""
     request: HttpRequest = context["request"]
     period: Period = context["period"]
+    bounded = any(request.GET.get(name) for name in ("range", "from", "to"))
     kept = [
         (name, value)
         for name, values in request.GET.lists()
@@ -228,6 +231,9 @@ def period_picker(context: dict[str, Any], live: bool = False) -> dict[str, Any]
         "first": first[:10],
         "last": last[:10],
         "live": live,
+        "any_time": any_time,
+        "chosen": bounded or not any_time,
+        "any_time_link": urlencode(kept + ([("tz", period.zone)] if request.GET.get("tz") else [])),
         "preset_links": [
             (key, urlencode([*kept, *(period_with(period, key).items())])) for key in PRESETS
         ],

@@ -182,3 +182,24 @@ def test_the_read_api_takes_the_same_period(agent) -> None:
     refused = get("/api/v1/overview", **{"from": "2026-12-01", "tz": "Europe/Berlin"})
     assert refused.status_code == 422 and refused.json()["field"] == "to"
     assert get("/api/v1/sessions", **{**day, "tz": "Nowhere/x"}).json()["field"] == "tz"
+
+
+def test_the_alerts_history_shows_any_time_or_the_alerts_fired_in_a_period(viewer) -> None:  # noqa: F811
+    from alerts.models import Alert
+    from alerts.services import RuleValues, create_rule
+
+    rule = create_rule(RuleValues(name="costly", metric="session_cost", threshold=1, profile=None))
+    for subject, at in (
+        ("session:1", _local(2026, 12, 1, 23, 30)),
+        ("session:2", _local(2026, 12, 3, 9)),
+    ):
+        Alert.objects.create(rule=rule, subject=subject, value=Decimal(2), fired_at=at)
+    everything = viewer.get(reverse("alerts")).context["alerts"]
+    assert len(everything) == 2
+    day = {"from": "2026-12-01", "to": "2026-12-01", "tz": "Europe/Berlin"}
+    page = viewer.get(reverse("alerts"), day)
+    assert [a.subject for a in page.context["alerts"]] == ["session:1"]
+    html = page.content.decode()
+    assert "2026-12-01 23:30" in html  # in the zone asked for, not 22:30 UTC
+    assert "fired in 2026-12-01 – 2026-12-01" in html
+    assert viewer.get(reverse("alerts"), {"tz": "Mars/Base"}).status_code == 400
