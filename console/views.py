@@ -32,6 +32,7 @@ from compaction.models import Archive, CompactionRun
 from compaction.services import compact_session
 from compaction.summarizers import SummarizerError
 from console.advisor import ProposalForm, round_advice
+from console.cache_views import revalidated
 from console.forms import (
     CatalogueForm,
     KeyCreateForm,
@@ -230,7 +231,11 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "turn_bounds": turn_bounds(session),
             "surface_archive": latest_archive(session),
         }
-        return _part(request, "surface", context)
+        # tagged by its content: reloading the page, the browser gets a bodiless 304 for an
+        # unchanged transcript instead of hundreds of KB
+        response = _part(request, "surface", context)
+        patch_vary_headers(response, ("HX-Target",))
+        return revalidated(request, response)
     if target == "runs":
         return _part(request, "runs", {"session": session, "runs": compaction_runs(session)})
     if target == "archives":
@@ -315,7 +320,8 @@ def session_live(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     the poller (with the new version) and, out of band, every live part whose content differs
     from what the browser holds (the `have` keys its parts carry, `console.parts`): figures,
     gauge, charts, turns, runs and archives change together, and an unchanged part is not sent
-    again. The surface joins when the reader is looking at the surface now (`surface_now`).
+    again. The surface joins when the reader is looking at the surface now (`surface_now`);
+    while the transcript is unchanged only its turn picker comes, when its bounds moved.
     The page's panels that load on their own (cache misses, compaction economics) reload on the
     `session-changed` event this answer triggers."""
     session, policy, version = _session_or_404(pk)
@@ -324,17 +330,22 @@ def session_live(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return not_modified
     context = live_parts(session, policy, version, request.GET.get("turns_page")) | {"oob": True}
     html = str(render_to_string("console/session.html#poller", context, request))
-    parts = list(LIVE_PARTS)
+    holds = held(request.GET.getlist("have"))
+    for name in LIVE_PARTS:
+        html += rendered_part(name, context, request, holds) or ""
     if request.GET.get("surface_now") == "1":
         context |= {
             "surface": shown_surface(surface_now(session)),
             "surface_now": True,
             "surface_archive": context["archives"][0] if context["archives"] else None,
         }
-        parts.append("surface")
-    holds = held(request.GET.getlist("have"))
-    for name in parts:
-        html += rendered_part(name, context, request, holds) or ""
+        surface = rendered_part("surface", context, request, holds)
+        # an unchanged surface stays; its turn picker, whose bounds follow the turns, may not
+        html += (
+            surface
+            or rendered_part("surface_picker", context | {"picker_oob": True}, request, holds)
+            or ""
+        )
     response = HttpResponse(html)
     response["HX-Trigger"] = "session-changed"
     return _mark_polled(response, version)

@@ -3,19 +3,24 @@
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
 import pytest
 from auditlog.models import LogEntry
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.urls import reverse
 
+from compaction.imports.store import import_file
+from compaction.models import TranscriptImport
 from console.models import SavedView
 from telemetry.models import AgentSession, SessionTag
 from telemetry.session_tags import add_tags
 from telemetry.tag_rules import MAX_TAGS_PER_SESSION
 from tests.db.test_console_views import _plain_static, client_as, make_session
+from tests.unit.imports import fixtures as fx
 
 __all__ = ["_plain_static", "client_as"]  # fixtures this module uses
 
@@ -217,3 +222,33 @@ def test_a_console_operator_sets_tags_through_the_api_and_an_agent_key_cannot(
     viewer = client_as("viewer")
     assert viewer.put(url, body, content_type="application/json").status_code == 403
     assert agent.get("/api/v1/sessions/middle?series_limit=0").json()["tags"] == ["qa", "release-2"]
+
+
+def test_backfill_gives_imported_sessions_the_metadata_their_files_hold_once(make_agent, tmp_path):
+    profile = make_agent("imports").key.profile
+    for name, text in (
+        (f"{fx.NAMED_SESSION}.jsonl", fx.claude_code_named_session()),
+        ("rollout-2026-11-30T10-00-00.jsonl", fx.codex_rollout()),
+    ):
+        path = tmp_path / name
+        path.write_text(text)
+        with path.open("rb") as handle:
+            import_file(profile=profile, path=str(path), handle=handle)
+    kept = {s.pk: (s.metadata, s.title, s.git_branch) for s in AgentSession.objects.all()}
+    # as a session imported before metadata was kept: nothing of it
+    AgentSession.objects.update(metadata={}, metadata_doors={}, title="", git_branch="")
+    # a third import whose file is gone
+    gone = TranscriptImport.objects.first()
+    assert gone is not None
+    TranscriptImport.objects.create(
+        profile=profile, path=str(tmp_path / "gone.jsonl"), format="codex", session=gone.session
+    )
+    out = io.StringIO()
+    call_command("backfill_session_meta", "--dry-run", stdout=out)
+    assert "2 sessions given metadata" in out.getvalue() and "1 no longer on disk" in out.getvalue()
+    assert not AgentSession.objects.exclude(metadata={}).exists()  # a dry run changes nothing
+    call_command("backfill_session_meta", "--batch", "1", stdout=out)
+    assert {s.pk: (s.metadata, s.title, s.git_branch) for s in AgentSession.objects.all()} == kept
+    again = io.StringIO()
+    call_command("backfill_session_meta", stdout=again)
+    assert "0 sessions given metadata" in again.getvalue()
