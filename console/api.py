@@ -17,6 +17,7 @@ from compaction.log_api import router as log_router
 from compaction.summarizers import SummarizerError
 from console.openapi import ConsoleAPI
 from console.read_api import router as console_router
+from console.tag_api import router as tag_router
 from telemetry.api import router as telemetry_router
 from telemetry.errors import FieldError
 from telemetry.otlp.api import router as otlp_router
@@ -40,6 +41,7 @@ api.add_router("/v1", imports_router)
 api.add_router("/v1", alerts_router)
 api.add_router("/v1", export_router)
 api.add_router("/v1", call_router)
+api.add_router("/v1", tag_router)
 
 
 def _field_of(loc: list[object] | tuple[object, ...]) -> str:

@@ -1,4 +1,5 @@
-"""The audit page: who changed a policy, a price, a profile, a key, a user or a group, and how.
+"""The audit page: who changed a policy, a price, a profile, a key, a user, a group or a
+session tag, and how.
 
 Admins only. Reads django-auditlog's entries newest first, filtered by object type, by who made
 the change and by period, 50 a page; each row lists its fields before → after
@@ -41,6 +42,7 @@ OBJECT_TYPES: Final = {
     "key": ("telemetry", "agentkey", "Agent key"),
     "user": ("auth", "user", "User"),
     "group": ("auth", "group", "Group"),
+    "tag": ("telemetry", "sessiontag", "Session tag"),
 }
 TYPE_LABELS: Final = {(app, model): label for app, model, label in OBJECT_TYPES.values()}
 PERIODS: Final = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}

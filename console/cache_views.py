@@ -47,7 +47,7 @@ def _session(pk: int) -> AgentSession:
     return session
 
 
-def _revalidated(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+def revalidated(request: HttpRequest, response: HttpResponse) -> HttpResponse:
     """A fragment the session page reloads on every live update (`session-changed`): tagged by
     its content, so the browser revalidates it and an unchanged one comes back as a bodiless
     304 that the browser's cache answers from."""
@@ -63,7 +63,7 @@ def _fragment_or_page(
     request: HttpRequest, fragment: str, context: dict[str, Any], title: str
 ) -> HttpResponse:
     if request.headers.get("HX-Request") == "true":
-        return _revalidated(request, render(request, fragment, context))
+        return revalidated(request, render(request, fragment, context))
     return render(
         request,
         "console/cache_page.html",

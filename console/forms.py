@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from console.list_filters import parse_list_filters
 from console.overview import RANGES
 from console.selectors.relief import RELIEF_FILTER_LABELS
 from console.selectors.session_list import DEFAULT_SORT, SORTS, SessionFilters
@@ -22,6 +23,11 @@ MAX_FILTER_VALUES = 20  # values kept per repeatable filter (?user=a&user=b...)
 
 
 class SessionFilterForm(forms.Form):
+    """The sessions list's query, read the same for the page and its exports; the tag and range
+    filters through `console.list_filters`, the one parser the read API uses too."""
+
+    list_errors: dict[str, str]
+
     q = forms.CharField(required=False, max_length=200, label="Search id")
     profile = forms.CharField(required=False, max_length=63)
     model = forms.CharField(required=False, max_length=200)
@@ -37,8 +43,11 @@ class SessionFilterForm(forms.Form):
     page = forms.IntegerField(required=False, min_value=1)
 
     def filters(self) -> SessionFilters:
-        """The valid filters; anything malformed falls back to its default (a list never 400s)."""
+        """The valid filters; anything malformed falls back to its default (a list never 400s).
+        The tag and range filters' messages, per parameter, are `list_errors` after."""
         data: dict[str, Any] = self.cleaned_data if self.is_valid() else {}
+        getlist = getattr(self.data, "getlist", None)
+        listed, self.list_errors = parse_list_filters(getlist or (lambda name: []))
         sort = data.get("sort") or DEFAULT_SORT
         if sort.lstrip("-") not in SORTS:
             sort = DEFAULT_SORT
@@ -56,6 +65,8 @@ class SessionFilterForm(forms.Form):
             repository=self._many("repository"),
             branch=self._many("branch"),
             agent=self._many("agent"),
+            tags=listed.tags,
+            bounds=listed.bounds,
         )
 
     def _many(self, name: str) -> tuple[str, ...]:

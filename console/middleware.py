@@ -17,6 +17,7 @@ from django.middleware.gzip import GZipMiddleware
 from django.template.loader import render_to_string
 from django.views import defaults
 
+from console.list_filters import REPEATABLE
 from telemetry import database_errors, safejson
 from telemetry.errors import FieldError
 
@@ -170,7 +171,9 @@ def request_guard(
         for name, values in request.GET.lists():
             if "\x00" in name or any("\x00" in value for value in values):
                 return _unprocessable(name.replace("\x00", "\\u0000"), "must not contain NUL")
-            if len(values) > 1:  # no API parameter takes a list: say so instead of picking one
+            # only a list's parameters take several values (`?tag=a&tag=b`); any other given
+            # twice is said, instead of picking one
+            if len(values) > 1 and name not in REPEATABLE:
                 return _unprocessable(name, "is given more than once; send it once")
         if request.method in _BODY_METHODS and request.META.get("CONTENT_LENGTH") not in (
             None,

@@ -2,24 +2,49 @@
 its HTML, so the live poll can leave out every part the browser already shows (issue 39).
 
 Pure: no Django. A rendered part carries `DIGEST_MARK` where its key goes (a hidden input the
-poller sends back as `have`); `keyed` puts the key in its place."""
+poller sends back as `have`); `keyed` puts the key in its place.
+
+A part may hold another part that changes more often than it does (the surface holds its turn
+picker, whose bounds follow every new turn): the inner part is fenced, `<!--part:NAME-->` …
+`<!--/part:NAME-->`, and carries `inner_mark(NAME)` where its own key goes. The outer part's
+digest leaves the fenced HTML out, so a new turn changes the picker's key, not the surface's,
+and the poll sends the picker alone. A part's digest covers what its own fences hold, or all of
+its HTML when it has none: the picker rendered alone and inside the surface has the same key."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 
 DIGEST_MARK = "__part-digest__"
 _OOB = ' hx-swap-oob="true"'
+_FENCED = re.compile(r"<!--part:(\w+)-->.*?<!--/part:\1-->", re.S)
+
+
+def inner_mark(name: str) -> str:
+    """Where an inner part's key goes (its hidden input's value)."""
+    return f"__part-digest:{name}__"
 
 
 def keyed(name: str, html: str) -> tuple[str, str]:
-    """The part with its key in place of `DIGEST_MARK`, and that key ("name:digest"). The digest
-    ignores the mark and the out-of-band attribute, so the part drawn in the page and the same
-    part sent out of band by the poll have the same key."""
-    plain = html.replace(DIGEST_MARK, "").replace(_OOB, "")
+    """The part with its key in place of `DIGEST_MARK` (and of its own `inner_mark`), every
+    fenced inner part keyed on its own, and the part's key ("name:digest"). The digest ignores
+    the marks and the out-of-band attribute, so the part drawn in the page and the same part
+    sent out of band by the poll have the same key."""
+
+    def inner(match: re.Match[str]) -> str:
+        return (
+            match.group(0) if match.group(1) == name else keyed(match.group(1), match.group(0))[0]
+        )
+
+    html = _FENCED.sub(inner, html)
+    own = [m.group(0) for m in _FENCED.finditer(html) if m.group(1) == name]
+    digested = "".join(own) if own else html
+    plain = _FENCED.sub(lambda m: m.group(0) if m.group(1) == name else "", digested)
+    plain = plain.replace(DIGEST_MARK, "").replace(inner_mark(name), "").replace(_OOB, "")
     key = f"{name}:{hashlib.sha256(plain.encode('utf-8')).hexdigest()[:20]}"
-    return html.replace(DIGEST_MARK, key), key
+    return html.replace(DIGEST_MARK, key).replace(inner_mark(name), key), key
 
 
 def held(values: Iterable[str]) -> frozenset[str]:

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Final
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import Router
+from ninja import Query, Router
 from ninja.responses import NinjaJSONEncoder
 from pydantic import Field
 
@@ -30,6 +30,8 @@ from console.cursors import (
     decode_cursor,
     encode_cursor,
 )
+from console.list_filters import MAX_TAG_FILTERS, NUMBER_CHARS, first_error, parse_list_filters
+from console.list_filters import PARAMETERS as LIST_FILTER_PARAMETERS
 from console.overview import RANGES, load_overview
 from console.schemas import CompactionsOut, OverviewOut, SessionListOut, TurnsPageOut
 from console.selectors.compaction import HistoryKey, compaction_history
@@ -49,10 +51,12 @@ from telemetry.band_sql import BANDS
 from telemetry.errors import FieldError, refuse_unknown
 from telemetry.models import AgentKey, AgentSession, ContextEvent, Turn
 from telemetry.money import money_text
+from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy
 from telemetry.pressure import PressureBand
 from telemetry.schemas import ErrorOut, SessionDetailOut
 from telemetry.session_state import session_band
+from telemetry.session_tags import tags_of
 
 router = Router(tags=["console"])
 
@@ -95,7 +99,33 @@ def _iso(at: datetime | None) -> str | None:
     return None if at is None else at.isoformat()
 
 
-_LIST_PARAMETERS: Final = frozenset({"q", "model", "band", "active", "sort", "limit", "cursor"})
+_LIST_PARAMETERS: Final = frozenset(
+    {"q", "model", "band", "active", "sort", "limit", "cursor", *LIST_FILTER_PARAMETERS}
+)
+# What the range filters take (`console.list_filters` checks them; the schema says their shape)
+Bound = Annotated[
+    str | None,
+    Field(
+        max_length=NUMBER_CHARS,
+        pattern=r"^\s*([0-9]+(\.[0-9]*)?|\.[0-9]+)?\s*$",
+        description="a number, 0 or more; both ends inclusive",
+    ),
+]
+
+
+def named_session(
+    session: AgentSession, policy: PolicyValues, tags: tuple[str, ...]
+) -> dict[str, Any]:
+    """A session as the read API gives it (`SessionReadOut`): its figures, title, metadata and
+    tags."""
+    return {
+        **session_figures(session, policy),
+        "title": session.title,
+        "metadata": {k: v for k, v in (session.metadata or {}).items() if isinstance(v, str)},
+        "tags": list(tags),
+    }
+
+
 _OVERVIEW_PARAMETERS: Final = frozenset({"range", "profile"})
 
 
@@ -117,28 +147,63 @@ def list_sessions(
     ] = DEFAULT_SORT,
     limit: Annotated[int, Field(ge=1, le=MAX_SESSIONS_PAGE)] = SESSIONS_PER_PAGE,
     cursor: CursorText | None = None,
+    tag: Annotated[
+        list[Annotated[str, Field(max_length=200, pattern=NO_NUL)]],
+        Query(
+            max_length=MAX_TAG_FILTERS,
+            description="sessions holding any of these tags (repeat: `tag=a&tag=b`)",
+        ),
+    ] = [],  # noqa: B006 (ninja reads the default; it is never mutated)
+    cost_min: Annotated[Bound, Field(description="cost at least this, US dollars")] = None,
+    cost_max: Annotated[Bound, Field(description="cost at most this, US dollars")] = None,
+    turns_min: Annotated[Bound, Field(description="at least this many turns")] = None,
+    turns_max: Annotated[Bound, Field(description="at most this many turns")] = None,
 ) -> dict[str, Any]:
     """The console's sessions list as data: the same filters (`q` in the id, `model`, pressure
-    `band` under each profile's thresholds, `active` in the last hour), the same sorts (by
-    pressure: the band first, then the figure; nulls last; the newest session breaks ties),
-    each session's figures as `GET /sessions/{id}` gives them without the series.
+    `band` under each profile's thresholds, `active` in the last hour, any of the operators'
+    `tag`s, `cost_min`/`cost_max` in US dollars and `turns_min`/`turns_max`, read by the
+    console's one parser), the same sorts (by pressure: the band first, then the figure; nulls
+    last; the newest session breaks ties), each session's figures, title, metadata and tags as
+    `GET /sessions/{id}` gives them without the series.
 
     Keyset-paged: `next_cursor` resumes after the page's last session, so sessions created
     meanwhile never repeat or skip one; a cursor is valid only for the filters and sort that
     issued it (else 422 on `cursor`)."""
     refuse_unknown(request.GET, _LIST_PARAMETERS)
     key = request_key(request)
-    filters = SessionFilters(q=q.strip(), model=model, band=band or "", active=active, sort=sort)
-    scope = cursor_scope("sessions", filters.q, model, filters.band, active, sort)
+    # the tag and range filters: the console list's own parser, its first refusal a 422
+    listed, errors = parse_list_filters(request.GET.getlist)
+    if (refused := first_error(errors)) is not None:
+        raise FieldError(*refused)
+    filters = SessionFilters(
+        q=q.strip(),
+        model=model,
+        band=band or "",
+        active=active,
+        sort=sort,
+        tags=listed.tags,
+        bounds=listed.bounds,
+    )
+    scope = cursor_scope(
+        "sessions",
+        filters.q,
+        model,
+        filters.band,
+        active,
+        sort,
+        *listed.tags,
+        *(f"{param}={value}" for param, value in listed.bounds),
+    )
     after = _cursor(cursor, scope=scope, keys=len(order_keys(sort)) + 1)
     sessions, policies = sessions_after(
         filters, profile=key.profile, after=None if after is None else after.keys, limit=limit
     )
     page = sessions[:limit]
     more = len(sessions) > limit
+    tags = tags_of([s.pk for s in page]) if page else {}
     return {
         "sort": sort,
-        "sessions": [session_figures(s, policies.of(s.profile_id)) for s in page],
+        "sessions": [named_session(s, policies.of(s.profile_id), tags.get(s.pk, ())) for s in page],
         "next_cursor": (
             encode_cursor(Cursor(scope, key_values(page[-1], sort))) if more and page else None
         ),
@@ -172,7 +237,9 @@ def get_session(
     session = _session(key, session_id)
     series, complete = _series(session, series_limit)
     payload = {
-        **session_figures(session, effective_policy(key.profile)),
+        **named_session(
+            session, effective_policy(key.profile), tags_of([session.pk]).get(session.pk, ())
+        ),
         "series_complete": complete,
         "turns_series": series,
     }

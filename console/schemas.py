@@ -10,12 +10,12 @@ from pydantic import Field
 
 from telemetry.money import Money
 from telemetry.pressure import PressureBand
-from telemetry.schemas import SessionFiguresOut, TurnOut
+from telemetry.schemas import SessionReadOut, TurnOut
 
 
 class SessionListOut(Schema):
     sort: str
-    sessions: list[SessionFiguresOut]
+    sessions: list[SessionReadOut]
     next_cursor: str | None = Field(
         description="pass as `cursor` (with the same filters and sort) for the next page; "
         "null on the last page"

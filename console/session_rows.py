@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from html import escape
+from urllib.parse import quote
 
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
@@ -54,7 +55,7 @@ def session_row(row: SessionRow) -> SafeString:
             relief = f' <span class="{classes}" title="{escape(title)}">{escape(text)}</span>'
     seen_iso, seen = _seen(session.last_seen_at)
     cells = (
-        _name_cell(session),
+        _name_cell(session, row.tags),
         f"<td>{band_badge(row.band, session.pressure, policy, 0)}{relief}\n</td>",
         f"<td>{escape(session.profile.name)}</td>",
         f'<td class="mono small">{escape(session.model or "—")}</td>',
@@ -96,13 +97,27 @@ def _seen(at: datetime | None) -> tuple[str, str]:
     )
 
 
-def _name_cell(session: AgentSession) -> str:
-    """The session's title linked, its id beside it; the id alone while it has no title."""
+def _name_cell(session: AgentSession, tags: tuple[str, ...] = ()) -> str:
+    """The session's title linked, its id beside it; the id alone while it has no title. Its
+    tags after, each a link to the list filtered by it."""
     href = escape(reverse("session", args=[session.pk]))
     short_id = escape(_truncated(session.external_id, 40))
+    chips = _tag_chips(tags)
     if not session.title:
-        return f'<td><a href="{href}" class="mono">{short_id}</a></td>'
+        return f'<td><a href="{href}" class="mono">{short_id}</a>{chips}</td>'
     return (
         f'<td><a href="{href}" class="session-title">{escape(session.title)}</a>'
-        f' <span class="mono small muted session-id">{short_id}</span></td>'
+        f' <span class="mono small muted session-id">{short_id}</span>{chips}</td>'
     )
+
+
+def _tag_chips(tags: tuple[str, ...]) -> str:
+    """The session's tags as links to the list filtered by each; "" for none."""
+    if not tags:
+        return ""
+    links = "".join(
+        f'<a class="tag" href="?tag={quote(tag)}" title="sessions tagged {escape(tag)}">'
+        f"{escape(tag)}</a>"
+        for tag in tags
+    )
+    return f' <span class="tags">{links}</span>'

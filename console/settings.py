@@ -276,6 +276,8 @@ AUDITLOG_INCLUDE_TRACKING_MODELS = (
         "m2m_fields": ["groups", "user_permissions"],
     },
     {"model": "auth.group", "m2m_fields": ["permissions"]},
+    # operators' tags on sessions: who added or removed which tag, when
+    {"model": "telemetry.sessiontag", "exclude_fields": ["created_at"]},
 )
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"

@@ -11,6 +11,7 @@ from console import (
     docs_views,
     list_exports,
     overview_views,
+    tag_views,
     views,
 )
 from console.api import api
@@ -57,7 +58,17 @@ urlpatterns = [
     path("archives/export.<str:fmt>", list_exports.archives_export, name="archives_export"),
     path("catalogue/export.<str:fmt>", list_exports.catalogue_export, name="catalogue_export"),
     path("keys/export.<str:fmt>", list_exports.keys_export, name="keys_export"),
+    path("sessions/tag", tag_views.sessions_tag_bulk, name="sessions_tag_bulk"),
+    path("sessions/views/", tag_views.saved_view_save, name="saved_view_save"),
+    path(
+        "sessions/views/<str:view_id>/rename", tag_views.saved_view_rename, name="saved_view_rename"
+    ),
+    path(
+        "sessions/views/<str:view_id>/delete", tag_views.saved_view_delete, name="saved_view_delete"
+    ),
     path("sessions/<int:pk>/", views.session_page, name="session"),
+    path("sessions/<int:pk>/tags", tag_views.session_tags_add, name="session_tags"),
+    path("sessions/<int:pk>/tags/remove", tag_views.session_tag_remove, name="session_tag_remove"),
     path("sessions/<int:pk>/live", views.session_live, name="session_live"),
     path("sessions/<int:pk>/compact", views.session_compact, name="session_compact"),
     path("sessions/<int:pk>/calls/<int:call_pk>/", call_views.call_page, name="call"),

@@ -32,6 +32,7 @@ from compaction.models import Archive, CompactionRun
 from compaction.services import compact_session
 from compaction.summarizers import SummarizerError
 from console.advisor import ProposalForm, round_advice
+from console.cache_views import revalidated
 from console.forms import (
     CatalogueForm,
     KeyCreateForm,
@@ -80,6 +81,7 @@ from console.session_context import (
     rendered_part,
     rendered_parts,
 )
+from console.tag_views import list_tools_context, tags_context
 from telemetry import database_errors
 from telemetry.band_sql import BANDS
 from telemetry.catalogue import save_price
@@ -151,7 +153,8 @@ def _mark_polled(response: HttpResponse, version: str) -> HttpResponse:
 @require_role(Role.VIEWER)
 def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
     """Every session, sortable, filterable, searchable and paginated; the table polls itself."""
-    filters = SessionFilterForm(request.GET).filters()
+    form = SessionFilterForm(request.GET)
+    filters = form.filters()
     # "active in the last hour" changes with the clock alone: such a list is new every minute
     # a time filter's result moves with the clock: the version does too
     minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active or filters.seen else ""
@@ -170,7 +173,7 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
         "relief_filters": RELIEF_FILTER_LABELS,
         "seen_ranges": list(RANGES),
         "nav": "sessions",
-    }
+    } | list_tools_context(request, form)
     if request.htmx:
         return _mark_polled(render(request, "console/sessions.html#table", context), version)
     return render(request, "console/sessions.html", context)
@@ -215,7 +218,11 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "turn_bounds": turn_bounds(session),
             "surface_archive": latest_archive(session),
         }
-        return _part(request, "surface", context)
+        # tagged by its content: reloading the page, the browser gets a bodiless 304 for an
+        # unchanged transcript instead of hundreds of KB
+        response = _part(request, "surface", context)
+        patch_vary_headers(response, ("HX-Target",))
+        return revalidated(request, response)
     if target == "runs":
         return _part(request, "runs", {"session": session, "runs": compaction_runs(session)})
     if target == "archives":
@@ -225,6 +232,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "nav": "sessions",
         "first_seen": first_seen(session),
         "session_meta": session_meta(session),
+        **tags_context(session),
         "imported": imported_view(session),
         # the surface (the whole transcript) arrives right after the page, not inside it,
         # unless asked for inline (the link a browser without JavaScript follows)
@@ -299,7 +307,8 @@ def session_live(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     the poller (with the new version) and, out of band, every live part whose content differs
     from what the browser holds (the `have` keys its parts carry, `console.parts`): figures,
     gauge, charts, turns, runs and archives change together, and an unchanged part is not sent
-    again. The surface joins when the reader is looking at the surface now (`surface_now`).
+    again. The surface joins when the reader is looking at the surface now (`surface_now`);
+    while the transcript is unchanged only its turn picker comes, when its bounds moved.
     The page's panels that load on their own (cache misses, compaction economics) reload on the
     `session-changed` event this answer triggers."""
     session, policy, version = _session_or_404(pk)
@@ -308,17 +317,22 @@ def session_live(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return not_modified
     context = live_parts(session, policy, version, request.GET.get("turns_page")) | {"oob": True}
     html = str(render_to_string("console/session.html#poller", context, request))
-    parts = list(LIVE_PARTS)
+    holds = held(request.GET.getlist("have"))
+    for name in LIVE_PARTS:
+        html += rendered_part(name, context, request, holds) or ""
     if request.GET.get("surface_now") == "1":
         context |= {
             "surface": shown_surface(surface_now(session)),
             "surface_now": True,
             "surface_archive": context["archives"][0] if context["archives"] else None,
         }
-        parts.append("surface")
-    holds = held(request.GET.getlist("have"))
-    for name in parts:
-        html += rendered_part(name, context, request, holds) or ""
+        surface = rendered_part("surface", context, request, holds)
+        # an unchanged surface stays; its turn picker, whose bounds follow the turns, may not
+        html += (
+            surface
+            or rendered_part("surface_picker", context | {"picker_oob": True}, request, holds)
+            or ""
+        )
     response = HttpResponse(html)
     response["HX-Trigger"] = "session-changed"
     return _mark_polled(response, version)

@@ -282,6 +282,27 @@ class AgentSession(models.Model):
         )
 
 
+class SessionTag(models.Model):
+    """An operator's tag on a session (`telemetry.tag_rules` says what a tag may be), once per
+    session. Written only by `telemetry.session_tags`; audited (settings.AUDITLOG_...)."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="tags")
+    tag = models.CharField(max_length=40)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "tag"], name="session_tag_once"),
+        ]
+        indexes = [
+            # the sessions list's tag filter and its choices: sessions by tag, tags in order
+            models.Index(fields=["tag", "session"], name="session_tag_by_tag"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tag} on session {self.session_id}"
+
+
 class LLMCall(models.Model):
     """One LLM call as an agent reported it: disjoint token buckets, the raw usage, the cost."""
 

@@ -341,7 +341,21 @@ class TurnOut(Schema):
     surface_version: int | None
 
 
-class SessionDetailOut(SessionFiguresOut):
+class SessionReadOut(SessionFiguresOut):
+    """A session as the read API gives it: its figures, with its name, metadata and tags."""
+
+    title: str = Field(
+        description="what the agent or its user named the session, else its first prompt, "
+        "trimmed (empty while no door said)"
+    )
+    metadata: dict[str, str] = Field(
+        description="what the doors reported: user, repository, cwd, branch, commit, agent, "
+        "agent_version, entrypoint, originator and keys of the caller's own"
+    )
+    tags: list[str] = Field(description="the operators' tags, sorted")
+
+
+class SessionDetailOut(SessionReadOut):
     series_complete: bool = Field(
         description="true when `turns_series` holds every turn; false when it was downsampled "
         "to `series_limit` points (read every turn from `GET …/turns`)"

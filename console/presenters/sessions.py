@@ -48,6 +48,8 @@ class SessionRow:
     hit_ratio: float | None
     # where its automatic relief stands (`compaction.relief_state`); NONE when nothing is asked
     relief: SessionRelief = SessionRelief(ReliefState.NONE)
+    # the operators' tags on it, sorted
+    tags: tuple[str, ...] = ()
 
 
 NO_RELIEF = SessionRelief(ReliefState.NONE)
@@ -111,6 +113,7 @@ def sessions_listing(found: SessionsPage) -> SessionsListing:
                 round_flag=round_flag(session.max_turn_rounds, policy),
                 hit_ratio=session.cache_hit_ratio,
                 relief=found.reliefs.get(session.pk, NO_RELIEF),
+                tags=found.tags.get(session.pk, ()),
             )
         )
     meta_filters = []
@@ -119,6 +122,10 @@ def sessions_listing(found: SessionsPage) -> SessionsListing:
         chosen: tuple[str, ...] = getattr(found.filters, name)
         missing = [v for v in chosen if v not in values]
         meta_filters.append((name, label, sorted([*values, *missing]), chosen))
+    missing_tags = [t for t in found.filters.tags if t not in found.tag_choices]
+    meta_filters.append(
+        ("tag", "Tag", sorted([*found.tag_choices, *missing_tags]), found.filters.tags)
+    )
     return SessionsListing(rows, found.page, found.profiles, found.models, meta_filters)
 
 

@@ -7,23 +7,26 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any, Final
 
 from django.core.paginator import Page, Paginator
 from django.db import connections, router
-from django.db.models import F, FloatField, IntegerField, OrderBy, Q, QuerySet
+from django.db.models import Exists, F, FloatField, IntegerField, OrderBy, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
 from django.utils.functional import cached_property
 
 from compaction.relief_state import SessionRelief, session_reliefs
+from console.list_filters import bound_lookups
 from console.overview import RANGES
 from console.selectors.policies import Policies, band_rank, load_policies
 from console.selectors.relief import filter_by_relief
 from telemetry.band_sql import BANDS, band_ranges
-from telemetry.models import AgentProfile, AgentSession
+from telemetry.models import AgentProfile, AgentSession, SessionTag
 from telemetry.policy_rules import PolicyValues
+from telemetry.session_tags import known_tags, tags_of
 
 SESSIONS_PER_PAGE: Final = 25
 ACTIVE_WINDOW: Final = timedelta(hours=1)
@@ -61,6 +64,9 @@ class SessionFilters:
     repository: tuple[str, ...] = ()
     branch: tuple[str, ...] = ()
     agent: tuple[str, ...] = ()
+    # the operators' tags (any of them) and the range filters (`console.list_filters`)
+    tags: tuple[str, ...] = ()
+    bounds: tuple[tuple[str, Decimal], ...] = ()
 
     @property
     def is_filtered(self) -> bool:
@@ -73,6 +79,8 @@ class SessionFilters:
             or self.active
             or self.seen
             or self.relief
+            or self.tags
+            or self.bounds
             or any(getattr(self, name) for name in META_FILTERS)
         )
 
@@ -108,6 +116,10 @@ class SessionsPage:
     reliefs: dict[int, SessionRelief] = field(default_factory=dict)
     # each metadata filter's values some session has (`META_FILTERS`)
     choices: dict[str, list[str]] = field(default_factory=dict)
+    # each shown session's tags, by id (sessions without one are absent), and the tags to
+    # choose from in the tag filter
+    tags: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    tag_choices: list[str] = field(default_factory=list)
 
 
 def _band_filter(band: str, profiles: list[AgentProfile], policies: Policies) -> Q:
@@ -147,6 +159,11 @@ def matching_sessions(
         values = getattr(filters, name)
         if values:
             sessions = sessions.filter(**{f"{column}__in": values})
+    if filters.tags:
+        tagged = SessionTag.objects.filter(session_id=OuterRef("pk"), tag__in=filters.tags)
+        sessions = sessions.filter(Exists(tagged))
+    if filters.bounds:
+        sessions = sessions.filter(**dict(bound_lookups(filters.bounds)))
     return sessions
 
 
@@ -306,8 +323,8 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]
 
 
 def sessions_page(filters: SessionFilters) -> SessionsPage:
-    """A page of the sessions list with the policies its rows are judged by. Five queries, none
-    of which reads every session (the count stops at `SESSIONS_COUNT_CAP`)."""
+    """A page of the sessions list with the policies its rows are judged by. None of its
+    queries reads every session (the count stops at `SESSIONS_COUNT_CAP`)."""
     profiles = list(AgentProfile.objects.order_by("name"))
     policies = load_policies()
     paginator = CappedPaginator(
@@ -323,8 +340,10 @@ def sessions_page(filters: SessionFilters) -> SessionsPage:
         if sessions
         else {}
     )
+    tags = tags_of([s.pk for s in sessions]) if sessions else {}
     version = digest(
         repr([_row_state(session) for session in sessions]),
+        repr(sorted(tags.items())),
         repr(sorted((pk, relief.state, relief.overdue) for pk, relief in reliefs.items())),
         f"{paginator.probe}",
         policies.version,
@@ -339,6 +358,8 @@ def sessions_page(filters: SessionFilters) -> SessionsPage:
         version,
         reliefs,
         {name: distinct_values(column) for name, column in META_FILTERS.items()},
+        tags,
+        known_tags(),
     )
 
 

@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.urls import reverse
 from pytest_django.live_server_helper import LiveServer
 
 from compaction.models import Archive
+from console.saved_views import save_view
+from telemetry.session_tags import add_tags
 from tests.browser.conftest import SCREENSHOTS, Console, agent_at_work, make_user, sign_in
 from tests.browser.conftest import Page as Tracked
 
@@ -52,6 +55,9 @@ def console_pages(console_data: Console) -> dict[str, str]:
     long = console_data.long_session
     call = session.calls.order_by("pk").first()
     assert call is not None
+    # the list's and the session page's tags and saved views, drawn
+    add_tags(session_id=long.pk, texts=["needs-review, billing"])
+    save_view(user=User.objects.get(username="root"), name="Busy", pairs=[("turns_min", "2")])
     return {
         "overview": "/",
         "sessions": reverse("sessions"),

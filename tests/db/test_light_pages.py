@@ -11,7 +11,15 @@ import pytest
 from django.urls import reverse
 
 from console.session_context import LIVE_PARTS
-from tests.db.test_console_views import call, client_as, key, make_session, report
+from tests.db.test_console_views import (
+    call,
+    client_as,
+    htmx,
+    key,
+    make_session,
+    report,
+    worked_session,
+)
 
 pytestmark = pytest.mark.django_db
 __all__ = ["client_as", "key"]  # fixtures this module uses
@@ -142,3 +150,47 @@ def test_a_fragment_the_page_reloads_answers_304_while_unchanged(client_as, key)
         reverse("session_cache", args=[session.pk]), headers={"HX-Request": "true"}
     ).content.decode()
     assert 'hx-trigger="session-changed from:body"' in misses
+
+
+def test_a_new_turn_sends_the_surfaces_turn_picker_not_the_transcript(client_as, key) -> None:
+    """The surface's turn picker offers the session's turns, so its bounds move with every new
+    turn; the transcript does not. The poll sends the picker alone, and the surface fragment the
+    page loads answers 304 while it is unchanged."""
+    session = worked_session(key, "picked", compact=False)
+    client = client_as("viewer")
+    page = client.get(reverse("session", args=[session.pk])).content.decode()
+    assert "?surface=fragment" in page  # the deferred surface's own URL
+    url = reverse("session", args=[session.pk])
+    fragment = client.get(url, {"surface": "fragment"}, headers=htmx("surface"))
+    assert fragment.status_code == 200 and "no-cache" in fragment["Cache-Control"]
+    assert "HX-Target" in fragment["Vary"]
+    again = client.get(
+        url,
+        {"surface": "fragment"},
+        headers=htmx("surface") | {"If-None-Match": fragment["ETag"]},
+    )
+    assert again.status_code == 304 and again.content == b""
+    surface = fragment.content.decode()
+    held = _keys(page) + _keys(surface)
+    assert sorted(k.split(":")[0] for k in _keys(surface)) == ["surface", "surface_picker"]
+    assert 'max="1"' in surface
+    report(key, [call("picked", 2, surface_version=1)])
+    live = reverse("session_live", args=[session.pk])
+    poll = client.get(live, {"have": held, "surface_now": "1"}, headers={"HX-Request": "true"})
+    body = poll.content.decode()
+    sent = {k.split(":")[0] for k in _keys(body)}
+    assert "surface_picker" in sent and "surface" not in sent, sent
+    assert '<div id="surface-picker" hx-swap-oob="true">' in body and 'max="2"' in body
+    assert 'class="msg' not in body  # none of the transcript
+    # the picker the poll sent is the one the fragment holds now
+    now = client.get(url, {"surface": "fragment"}, headers=htmx("surface")).content.decode()
+    assert set(_keys(body)) <= set(_keys(now) + _keys(client.get(url).content.decode()))
+    # the transcript changes: the surface comes whole, its picker inside it
+    report(key, [call("picked", 3, surface_version=1)])
+    from compaction.services import compact_session
+
+    compact_session(session_id=session.pk, mode="manual", trigger="test", requested_by="test")
+    poll = client.get(live, {"have": held, "surface_now": "1"}, headers={"HX-Request": "true"})
+    body = poll.content.decode()
+    assert 'id="surface" class="panel" hx-swap-oob="true"' in body
+    assert body.count('id="surface-picker"') == 1

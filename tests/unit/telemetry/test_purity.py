@@ -18,6 +18,7 @@ PURE_MODULES = (
     "telemetry.cache_diagnostics",
     "telemetry.policy_effects",
     "telemetry.session_meta",
+    "telemetry.tag_rules",
 )
 
 

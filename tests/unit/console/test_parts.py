@@ -1,0 +1,60 @@
+"""A part holding another part (the surface and its turn picker, `console.parts`): the inner
+part's changes change its own key only, and it has the same key alone as inside."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from console.parts import DIGEST_MARK, inner_mark, keyed
+
+OOB = ' hx-swap-oob="true"'
+# Text as a template renders it, escaped: no markup and no quote of its own (so never the
+# out-of-band attribute), no lone surrogates, and no key mark (no "_")
+text = st.text(st.characters(exclude_categories=["Cs"], exclude_characters='<>"_'), max_size=40)
+
+
+def picker(body: str, oob: bool = False) -> str:
+    return (
+        f'<div id="surface-picker"{OOB if oob else ""}><!--part:surface_picker-->'
+        f'<input class="part-key" value="{inner_mark("surface_picker")}">{body}'
+        "<!--/part:surface_picker--></div>"
+    )
+
+
+def surface(messages: str, picker_body: str, oob: bool = False) -> str:
+    return (
+        f'<section id="surface"{OOB if oob else ""}><input class="part-key" value="{DIGEST_MARK}">'
+        f"<h2>Surface</h2>{picker(picker_body)}<ol>{messages}</ol></section>"
+    )
+
+
+@given(messages=text, before=text, after=text)
+def test_the_picker_changes_its_own_key_not_the_surfaces(
+    messages: str, before: str, after: str
+) -> None:
+    html_before, surface_before = keyed("surface", surface(messages, before))
+    html_after, surface_after = keyed("surface", surface(messages, after, oob=True))
+    assert surface_before == surface_after
+    alone_before = keyed("surface_picker", picker(before, oob=True))[1]
+    alone_after = keyed("surface_picker", picker(after))[1]
+    # the picker's key, inside the surface, is the one it has alone
+    assert f'value="{alone_before}"' in html_before
+    assert f'value="{alone_after}"' in html_after
+    assert (alone_before == alone_after) == (before == after)
+    assert f'value="{surface_before}"' in html_before
+    assert DIGEST_MARK not in html_before and inner_mark("surface_picker") not in html_before
+
+
+@given(before=text, after=text, body=text)
+def test_the_surfaces_messages_change_its_key(before: str, after: str, body: str) -> None:
+    first = keyed("surface", surface(before, body))[1]
+    second = keyed("surface", surface(after, body))[1]
+    assert (first == second) == (before == after)
+
+
+def test_a_part_without_fences_is_digested_whole() -> None:
+    one = keyed("turns", f'<div id="turns" data-k="{DIGEST_MARK}">1</div>')
+    two = keyed("turns", f'<div id="turns"{OOB} data-k="{DIGEST_MARK}">1</div>')
+    assert one[1] == two[1] and one[1].startswith("turns:")
+    assert keyed("turns", f'<div id="turns" data-k="{DIGEST_MARK}">2</div>')[1] != one[1]
