@@ -28,7 +28,7 @@ def drop(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0026_call_raw_usage_derived"),
+        ("telemetry", "0027_session_tags"),
     ]
 
     operations = [migrations.RunPython(create, drop, elidable=False)]
