@@ -23,8 +23,8 @@ from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall, 
 from telemetry.policy_store import effective_policy, update_policy
 from telemetry.retention import BATCH_TURNS, remove_expired_calls
 from telemetry.tasks import apply_retention
-from tests.db.conftest import Agent
-from tests.db.test_console_views import make_user, report
+from tests.db.conftest import Agent, make_user
+from tests.db.test_console_views import report
 from tests.db.test_session_export import hour_rows, overview_figures, records
 
 pytestmark = pytest.mark.django_db
