@@ -19,10 +19,10 @@ from console.models import SavedView
 from telemetry.models import AgentSession, SessionTag
 from telemetry.session_tags import add_tags
 from telemetry.tag_rules import MAX_TAGS_PER_SESSION
-from tests.db.test_console_views import _plain_static, client_as, make_session
+from tests.db.test_console_views import _plain_static, make_session
 from tests.unit.imports import fixtures as fx
 
-__all__ = ["_plain_static", "client_as"]  # fixtures this module uses
+__all__ = ["_plain_static"]  # a fixture this module uses
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true"}
