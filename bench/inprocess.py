@@ -61,6 +61,15 @@ SPLIT = (
     ("telemetry.ingest.statements", "run_together"),
     ("telemetry.ingest.statements", "run"),
     ("psycopg.cursor", "Cursor.execute"),
+    ("telemetry.otlp.views", "_decode_and_map"),
+    ("telemetry.otlp.wire", "decode_request"),
+    ("telemetry.otlp.mapping", "map_spans"),
+    ("telemetry.otlp.store", "store_mapped"),
+    ("telemetry.otlp.store", "_number_turns"),
+    ("telemetry.otlp.store", "_records"),
+    ("telemetry.otlp.store", "_stored_positions"),
+    ("telemetry.otlp.store", "_record_metadata"),
+    ("telemetry.otlp.same_request", "keep_richer"),
     ("django.db.transaction", "Atomic.__enter__"),
     ("django.db.transaction", "Atomic.__exit__"),
 )
@@ -139,7 +148,9 @@ def _machine_busy_s() -> float:
     return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def _environ(path: str, body: bytes, token: str) -> dict[str, Any]:
+def _environ(
+    path: str, body: bytes, token: str, content_type: str = "application/json"
+) -> dict[str, Any]:
     return {
         "REQUEST_METHOD": "POST",
         "PATH_INFO": path,
@@ -149,7 +160,7 @@ def _environ(path: str, body: bytes, token: str) -> dict[str, Any]:
         "SERVER_PORT": "8000",
         "HTTP_HOST": "127.0.0.1",
         "SERVER_PROTOCOL": "HTTP/1.1",
-        "CONTENT_TYPE": "application/json",
+        "CONTENT_TYPE": content_type,
         "CONTENT_LENGTH": str(len(body)),
         "HTTP_AUTHORIZATION": f"Bearer {token}",
         "REMOTE_ADDR": "127.0.0.1",
@@ -166,6 +177,11 @@ def _environ(path: str, body: bytes, token: str) -> dict[str, Any]:
 def _bodies(kind: str, count: int, label: str, size: int = 1_000) -> Iterable[bytes]:
     from bench.data import batch_body, batch_records, record, single_body
 
+    if kind == "otlp":  # exports of bench.otlp.BATCH spans, as P10's SDK clients send them
+        from bench.otlp import export_bodies
+
+        yield from export_bodies(label, count)
+        return
     if kind in ("single", "noop"):
         sessions = 8
         for i in range(count):
@@ -180,7 +196,7 @@ def _bodies(kind: str, count: int, label: str, size: int = 1_000) -> Iterable[by
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kind", choices=("single", "batch", "noop"), default="single")
+    parser.add_argument("--kind", choices=("single", "batch", "noop", "otlp"), default="single")
     parser.add_argument("--requests", type=int, default=1_000)
     parser.add_argument("--batch-size", type=int, default=1_000, help="records a batch request")
     parser.add_argument("--threads", type=int, default=1, help="threads sending at once")
@@ -236,7 +252,10 @@ def main(argv: list[str] | None = None) -> None:
         issued = create_agent_key(profile_name="bench", name="bench")
         from console.wsgi import application as app  # as gunicorn loads it (console.collector)
 
-        path = "/bench/noop" if args.kind == "noop" else "/api/v1/telemetry"
+        path = {"noop": "/bench/noop", "otlp": "/api/v1/otlp/v1/traces"}.get(
+            args.kind, "/api/v1/telemetry"
+        )
+        content_type = "application/x-protobuf" if args.kind == "otlp" else "application/json"
         statuses: dict[str, int] = {}
 
         def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
@@ -244,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
             return lambda data: None
 
         def send_one(body: bytes) -> None:
-            for _ in app(_environ(path, body, issued.plaintext), start):
+            for _ in app(_environ(path, body, issued.plaintext, content_type), start):
                 pass
 
         def send(bodies: list[bytes]) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.conf import settings
 from django.db.models import (
@@ -58,6 +58,7 @@ from context_core import (
     retry_decision,
     retry_wait_seconds,
 )
+from telemetry.compiled import CompiledRead
 from telemetry.models import AgentProfile, AgentSession, Policy
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import layered_policy
@@ -115,11 +116,17 @@ def retry_delay(failures: int) -> timedelta:
     return timedelta(seconds=retry_backoff_seconds(failures, base_seconds=base))
 
 
-def pending_too_long() -> Q:
+def pending_limit() -> timedelta:
+    return timedelta(seconds=int(settings.RELIEF_PENDING_TOO_LONG_SECONDS))
+
+
+def pending_too_long(asked_before: datetime | None = None) -> Q:
     """A relief job asked for more than `RELIEF_PENDING_TOO_LONG_SECONDS` ago (server time)
-    and not finished: the claim ingest or the sweeper set is still held."""
-    limit = timedelta(seconds=int(settings.RELIEF_PENDING_TOO_LONG_SECONDS))
-    return Q(relief_requested_at__lt=timezone.now() - limit)
+    and not finished: the claim ingest or the sweeper set is still held. `asked_before`: that
+    moment (default: now minus the limit)."""
+    if asked_before is None:
+        asked_before = timezone.now() - pending_limit()
+    return Q(relief_requested_at__lt=asked_before)
 
 
 def profile_policies() -> dict[int, PolicyValues]:
@@ -160,12 +167,15 @@ def _failed_in_streak() -> QuerySet[CompactionRun]:
 
 
 def with_relief_state(
-    sessions: QuerySet[AgentSession], policies: Mapping[int, PolicyValues] | None = None
+    sessions: QuerySet[AgentSession],
+    policies: Mapping[int, PolicyValues] | None = None,
+    *,
+    asked_before: datetime | None = None,
 ) -> QuerySet[AnnotatedSession]:
     """`sessions` annotated with `relief_failures` (failed automatic runs in a row),
     `relief_failed_at` (when the latest of them finished), `relief_failed_run` (its id) and
     `relief_state` (a `ReliefState` value) and `relief_overdue` (pending too long).
-    Subqueries per row: filter `sessions` first."""
+    Subqueries per row: filter `sessions` first. `asked_before`: see `pending_too_long`."""
     failed = _failed_in_streak()
     over = over_threshold(policies)
     cap = int(settings.RELIEF_RETRY_MAX_ATTEMPTS)
@@ -195,7 +205,10 @@ def with_relief_state(
     )
     return states.annotate(
         relief_overdue=Case(
-            When(Q(relief_state=ReliefState.PENDING.value) & pending_too_long(), then=Value(True)),
+            When(
+                Q(relief_state=ReliefState.PENDING.value) & pending_too_long(asked_before),
+                then=Value(True),
+            ),
             default=Value(False),
             output_field=BooleanField(),
         )
@@ -287,10 +300,32 @@ def session_reliefs(
 
 def relief_counts(policies: Mapping[int, PolicyValues] | None = None) -> dict[int, ReliefCounts]:
     """Sessions pending (and of them overdue), failing and given up, by profile id (profiles
-    with none are left out): one aggregate query over the sessions that can be in a state."""
+    with none are left out): one aggregate query over the sessions that can be in a state.
+
+    The statement depends only on the thresholds, the retry cap and the time pending turns
+    overdue; the ORM builds it (a case per profile, several times over, and three subqueries)
+    at more CPU than it takes to run, so it is compiled once per set of those
+    (`telemetry.compiled`), and the overview and /metrics run it as it is."""
     policies = profile_policies() if policies is None else policies
-    rows = (
-        with_relief_state(AgentSession.objects.filter(candidates(policies)), policies)
+    key = (
+        tuple(sorted((pk, policy.prune_threshold) for pk, policy in policies.items())),
+        int(settings.RELIEF_RETRY_MAX_ATTEMPTS),
+    )
+    counts: dict[int, dict[str, int]] = {}
+    asked_before = timezone.now() - pending_limit()
+    for row in _COUNTS.rows(key, asked_before, lambda at: _counts_query(at, policies)):
+        by_state = counts.setdefault(row["profile_id"], {})
+        by_state[row["relief_state"]] = row["n"]
+        if row["relief_state"] == ReliefState.PENDING.value:
+            by_state["overdue"] = row["overdue"] or 0
+    return {profile_id: ReliefCounts(**by_state) for profile_id, by_state in counts.items()}
+
+
+def _counts_query(asked_before: datetime, policies: Mapping[int, PolicyValues]) -> QuerySet[Any]:
+    return (
+        with_relief_state(
+            AgentSession.objects.filter(candidates(policies)), policies, asked_before=asked_before
+        )
         .exclude(relief_state=ReliefState.NONE.value)
         .values("profile_id", "relief_state")
         .annotate(
@@ -299,13 +334,9 @@ def relief_counts(policies: Mapping[int, PolicyValues] | None = None) -> dict[in
         )
         .order_by()
     )
-    counts: dict[int, dict[str, int]] = {}
-    for row in rows:
-        by_state = counts.setdefault(row["profile_id"], {})
-        by_state[row["relief_state"]] = row["n"]
-        if row["relief_state"] == ReliefState.PENDING.value:
-            by_state["overdue"] = row["overdue"] or 0
-    return {profile_id: ReliefCounts(**by_state) for profile_id, by_state in counts.items()}
+
+
+_COUNTS = CompiledRead()
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from telemetry.errors import FieldError
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel, ContextEvent
 from telemetry.policy_store import effective_policy
 from telemetry.session_state import session_band
+from telemetry.session_tags import tags_of
 
 EXPORT_CHUNK: Final = 1000
 
@@ -104,6 +105,8 @@ SESSION_EXPORT_COLUMNS: Final = (
     Column("last_turn_rounds", "int"),
     Column("last_seen_at", "time"),
     Column("created_at", "time"),
+    Column("title"),
+    Column("tags", "list"),
 )
 
 
@@ -123,14 +126,18 @@ def sessions_export(request: HttpRequest, fmt: str) -> HttpResponseBase:
     profiles = list(AgentProfile.objects.order_by("name"))
     policies = load_policies()
 
-    def read(after: tuple[Any, ...] | None, size: int) -> list[AgentSession]:
+    def read(
+        after: tuple[Any, ...] | None, size: int
+    ) -> list[tuple[AgentSession, tuple[str, ...]]]:
         sessions = filtered_sessions(filters, profiles, policies)
         if after is not None:
             sessions = sessions.filter(after_keys(filters.sort, after))
-        return list(sessions[:size])
+        chunk = list(sessions[:size])
+        tags = tags_of([s.pk for s in chunk]) if chunk else {}  # one query a chunk
+        return [(s, tags.get(s.pk, ())) for s in chunk]
 
     def rows() -> Iterator[Row]:
-        for session in keyset_chunks(read, lambda s: key_values(s, filters.sort)):
+        for session, tags in keyset_chunks(read, lambda found: key_values(found[0], filters.sort)):
             policy = policies.of(session.profile_id)
             yield (
                 session.pk,
@@ -147,6 +154,8 @@ def sessions_export(request: HttpRequest, fmt: str) -> HttpResponseBase:
                 session.last_turn_rounds,
                 session.last_seen_at,
                 session.created_at,
+                session.title,
+                tags,
             )
 
     return streamed(fmt, "sessions", SESSION_EXPORT_COLUMNS, rows())

@@ -9,6 +9,7 @@ class TelemetryConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_delete, post_save
 
+        import telemetry.lookups  # noqa: F401  (registers `__any_of`)
         from telemetry.keys import forget_key_checks
         from telemetry.models import AgentKey, AgentProfile
 

@@ -99,9 +99,11 @@ class Segment:
     text: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CallObs:
-    """One call as the classifier sees it (buckets are disjoint, as stored).
+    """One call as the classifier sees it (buckets are disjoint, as stored). Not changed once
+    built; not frozen, as a frozen dataclass sets each field through `object.__setattr__` and a
+    report builds one per call (100,000 for make bench's P12), at several times the cost.
 
     `automatic` says the provider caches on its own without reporting writes (OpenAI): the whole
     prompt is then what the call made cacheable. `prefix` is the call's prefix fingerprints, from

@@ -110,6 +110,11 @@ OTLP_KEYS: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
+# Every attribute name `from_otlp` reads: an item carrying none of them says only what its
+# resource says (`telemetry.otlp.mapping` reads a resource's metadata once for all its items).
+OTLP_NAMES: Final = frozenset(name for names in OTLP_KEYS.values() for name in names)
+
+
 def from_otlp(resource: Mapping[str, Any], attributes: Mapping[str, Any]) -> dict[str, str]:
     """Metadata from a span's or log record's attributes, then its resource's."""
     found: dict[str, str] = {}

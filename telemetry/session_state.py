@@ -13,6 +13,7 @@ compaction registers when its app is ready (`register_log_appended_tokens`, D6).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any, Final
@@ -340,6 +341,7 @@ def _facts(row: AgentSession) -> SessionFacts:
         has_transcript=row.surface_version > 0,
         has_calls=row.calls_count > 0,
         external_id=row.external_id,
+        agent=row.agent_name,
     )
 
 
@@ -447,7 +449,10 @@ def record_metadata(
     sessions: Mapping[int, AgentSession], incoming: Mapping[int, dict[str, str]], door: Door
 ) -> None:
     """Merge what `door` said about each session (by pk) into its metadata and columns
-    (`telemetry.session_meta.merge`); a session whose metadata does not change is not written."""
+    (`telemetry.session_meta.merge`); a session whose metadata does not change is not written,
+    and sessions that end with the same values (an export's new sessions of one service) are
+    written by one statement."""
+    groups: dict[str, tuple[dict[str, Any], list[int]]] = {}
     for pk, found in incoming.items():
         session = sessions[pk]
         merged = merge(session.metadata or {}, session.metadata_doors or {}, found, door)
@@ -457,6 +462,8 @@ def record_metadata(
         fields = columns(session.metadata)
         for name, value in fields.items():
             setattr(session, name, value)
-        AgentSession.objects.filter(pk=pk).update(
-            metadata=session.metadata, metadata_doors=session.metadata_doors, **fields
-        )
+        values = {"metadata": session.metadata, "metadata_doors": session.metadata_doors, **fields}
+        key = json.dumps(values, sort_keys=True)
+        groups.setdefault(key, (values, []))[1].append(pk)
+    for values, pks in groups.values():
+        AgentSession.objects.filter(pk__in=pks).update(**values)

@@ -54,7 +54,7 @@ from typing import Any, Final, Literal, Protocol
 
 from context_core.overflow_limit import valid_window
 from telemetry.cache_diagnostics import record_fields
-from telemetry.session_meta import from_otlp
+from telemetry.session_meta import OTLP_NAMES, from_otlp
 
 # --- inputs (structurally the wire dataclasses) -------------------------------------------------
 
@@ -272,6 +272,27 @@ def claude_code_usage(attributes: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+class ResourceMetadata:
+    """`from_otlp` for the items of one export, each resource read once: an item whose
+    attributes carry none of `OTLP_NAMES` has its resource's metadata (what `from_otlp` gives
+    for it by definition), kept per resource object; any other item is read whole."""
+
+    def __init__(self) -> None:
+        # id(resource) -> (resource, its metadata); the resource is held so its id stays its own
+        self._seen: dict[int, tuple[Mapping[str, Any], dict[str, str]]] = {}
+
+    def __call__(
+        self, resource: Mapping[str, Any], attributes: Mapping[str, Any]
+    ) -> dict[str, str]:
+        if not OTLP_NAMES.isdisjoint(attributes):
+            return from_otlp(resource, attributes)
+        held = self._seen.get(id(resource))
+        if held is None or held[0] is not resource:
+            held = (resource, from_otlp(resource, {}))
+            self._seen[id(resource)] = held
+        return dict(held[1])
+
+
 # --- GenAI spans --------------------------------------------------------------------------------
 
 # OpenInference token counts, and the GenAI attribute each one means.
@@ -342,22 +363,24 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
     the wire refused (a `Rejection` in its place) stays rejected, and so does a call or
     compaction span that starts or ends past `latest` (see `too_late`)."""
     out = Mapped()
+    metadata = ResourceMetadata()
     for index, span in enumerate(spans):
         if isinstance(span, Rejection):
             out.rejected.append(span)
             continue
         attrs = span.attributes
         if span.name == CLAUDE_CODE_SPAN:
-            _map_claude_code_span(index, span, out, latest)
+            _map_claude_code_span(index, span, out, latest, metadata)
             continue
         compacted = _flag(attrs.get(COMPACTED))
+        call = is_llm_call(attrs)
         late = None
-        if compacted or is_llm_call(attrs):
+        if compacted or call:
             late = too_late(index, latest, *span_times(span))
         if late is not None:
             out.rejected.append(late)
             continue
-        if not is_llm_call(attrs):
+        if not call:
             if compacted:
                 event = _span_compaction(span, call_request_id=None)
                 if event is not None:
@@ -365,7 +388,7 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
                     continue
             out.ignored += 1
             continue
-        draft_or_error = _span_call(index, span, compacted)
+        draft_or_error = _span_call(index, span, compacted, metadata)
         if isinstance(draft_or_error, Rejection):
             out.rejected.append(draft_or_error)
             continue
@@ -399,7 +422,9 @@ def _reporter(span: SpanLike) -> str:
     return "platform-span" if service == PLATFORM_SERVICE else "sdk-span"
 
 
-def _span_call(index: int, span: SpanLike, compacted: bool) -> CallDraft | Rejection:
+def _span_call(
+    index: int, span: SpanLike, compacted: bool, metadata: ResourceMetadata
+) -> CallDraft | Rejection:
     if not span.span_id:
         return Rejection(index, "spanId", "is required to identify the call")
     session = span_session(span)
@@ -429,7 +454,7 @@ def _span_call(index: int, span: SpanLike, compacted: bool) -> CallDraft | Rejec
         window_tokens=span_window(span.attributes),
         reporter=_reporter(span),
         provider_request=provider_request,
-        metadata=from_otlp(span.resource, span.attributes),
+        metadata=metadata(span.resource, span.attributes),
         diagnostics=record_fields(span.attributes),
     )
 
@@ -440,20 +465,26 @@ _CLAUDE_CODE_SPAN_EXTRAS: Final = ("query_source", "duration_ms", "ttft_ms", "sp
 _DURATIONS: Final = frozenset({"duration_ms", "ttft_ms"})
 
 
-def _map_claude_code_span(index: int, span: SpanLike, out: Mapped, latest: datetime | None) -> None:
+def _map_claude_code_span(
+    index: int, span: SpanLike, out: Mapped, latest: datetime | None, metadata: ResourceMetadata
+) -> None:
     """A `claude_code.llm_request` span: a call when it carries token counts, else ignored."""
     attrs = span.attributes
     if not any(source in attrs for source, _ in CLAUDE_CODE_TOKENS):
         out.ignored += 1  # a request that failed or was cancelled: no usage, no call
         return
-    draft = too_late(index, latest, *span_times(span)) or _claude_code_span_call(index, span)
+    draft = too_late(index, latest, *span_times(span)) or _claude_code_span_call(
+        index, span, metadata
+    )
     if isinstance(draft, Rejection):
         out.rejected.append(draft)
     else:
         out.calls.append(draft)
 
 
-def _claude_code_span_call(index: int, span: SpanLike) -> CallDraft | Rejection:
+def _claude_code_span_call(
+    index: int, span: SpanLike, metadata: ResourceMetadata
+) -> CallDraft | Rejection:
     if not span.span_id:
         return Rejection(index, "spanId", "is required to identify the call")
     attrs = span.attributes
@@ -495,7 +526,7 @@ def _claude_code_span_call(index: int, span: SpanLike) -> CallDraft | Rejection:
         window_tokens=span_window(attrs),
         reporter="claude-code-span",
         provider_request=provider_request,
-        metadata=from_otlp(span.resource, attrs),
+        metadata=metadata(span.resource, attrs),
         diagnostics=record_fields(attrs),
     )
 

@@ -149,8 +149,8 @@ def _stored_positions(
     return {
         (sid, rid or ""): (turn, call)
         for sid, rid, turn, call in LLMCall.objects.filter(
-            session_id__in={sessions[c.session_id].pk for c in calls},
-            request_id__in={c.request_id for c in calls},
+            session_id__any_of={sessions[c.session_id].pk for c in calls},
+            request_id__any_of={c.request_id for c in calls},
         ).values_list("session_id", "request_id", "turn", "call")
     }
 
@@ -216,10 +216,10 @@ def _number_turns(
         return {}
     session_ids = {sid for sid, _ in earliest}
     known = {
-        (row.session_id, row.key): row.turn
-        for row in TurnKey.objects.filter(
-            session_id__in=session_ids, key__in={k for _, k in earliest}
-        )
+        (sid, key): turn
+        for sid, key, turn in TurnKey.objects.filter(
+            session_id__any_of=session_ids, key__any_of={k for _, k in earliest}
+        ).values_list("session_id", "key", "turn")
     }
     new = sorted((order, pair) for pair, order in earliest.items() if pair not in known)
     if new:
@@ -271,7 +271,7 @@ def _records(
     turn_numbers = {turns[(sessions[c.session_id].pk, c.turn_key)] for c in calls}
     next_call: dict[tuple[int, int], int] = {
         (row["session_id"], row["turn"]): row["top"] + 1
-        for row in LLMCall.objects.filter(session_id__in=session_ids, turn__in=turn_numbers)
+        for row in LLMCall.objects.filter(session_id__any_of=session_ids, turn__any_of=turn_numbers)
         .values("session_id", "turn")
         .annotate(top=Max("call"))
     }

@@ -440,12 +440,20 @@ def any_value(value: AnyValue) -> AttrValue:
     return result
 
 
+_NESTED: Final = frozenset({"array_value", "kvlist_value"})
+
+
 def attributes(pairs: Any) -> Attributes:
     """A KeyValue list as a dict (the last of repeated keys wins, as most SDKs do)."""
     out: Attributes = {}
     kv: KeyValue
     for kv in pairs:
-        out[kv.key] = any_value(kv.value)
+        value = kv.value
+        kind = value.WhichOneof("value")
+        # a scalar inline (what nearly every attribute is); nested values through `any_value`
+        out[kv.key] = (
+            getattr(value, kind) if kind is not None and kind not in _NESTED else any_value(value)
+        )
     return out
 
 

@@ -24,6 +24,7 @@ from pytest_django.live_server_helper import LiveServer
 
 from telemetry.models import AgentSession, ContextEvent, LLMCall, TurnKey
 from telemetry.seeding import ensure_defaults
+from tests.db.conftest import signed_in
 
 TRACES = "/api/v1/otlp/v1/traces"
 LOGS = "/api/v1/otlp/v1/logs"
@@ -697,13 +698,9 @@ def test_claude_codes_own_cost_sits_beside_ours_and_differences_are_listed(make_
     assert make_agent("desktop").get("/api/v1/sessions/cc-cost/agent-cost").status_code == 404
 
     # The session page says the same to an operator.
-    from django.contrib.auth.models import Group, User
     from django.urls import reverse
 
-    viewer = User.objects.create_user("viewer-otlp", password="x" * 12)
-    viewer.groups.add(Group.objects.get_or_create(name="viewer")[0])
-    browser = Client()
-    browser.force_login(viewer)
+    browser = signed_in("viewer", "viewer-otlp")
     session = AgentSession.objects.get(external_id="cc-cost")
     page = browser.get(reverse("session", args=[session.pk])).content.decode()
     differing = len(expected)
@@ -825,3 +822,21 @@ def test_last_turns_reads_each_sessions_end_of_its_turn_index(make_agent):
             plan = "\n".join(row[0] for row in cursor.fetchall())
         assert "GroupAggregate" not in plan and "HashAggregate" not in plan, plan
         assert plan.count("Limit") == 2 and "Backward" in plan, plan
+
+
+@pytest.mark.django_db
+def test_any_of_finds_what_in_finds():
+    """`__any_of` (one array on PostgreSQL, what the OTLP store reads its identities with) is
+    `__in` on a field and on a foreign key, None and repeats included."""
+    ensure_defaults()
+    from telemetry.models import AgentProfile
+
+    profile = AgentProfile.objects.get(name="default")
+    made = [AgentSession.objects.create(profile=profile, external_id=f"any-{i}") for i in range(4)]
+    wanted = ["any-1", "any-3", "any-3", None, "missing"]
+    by_in = set(AgentSession.objects.filter(external_id__in=wanted))
+    assert by_in == set(AgentSession.objects.filter(external_id__any_of=wanted))
+    assert by_in == {made[1], made[3]}
+    assert set(AgentSession.objects.filter(profile__any_of=[profile.pk])) == set(made)
+    assert set(AgentSession.objects.filter(profile_id__any_of=[profile.pk, -1])) == set(made)
+    assert not AgentSession.objects.filter(external_id__any_of=[]).exists()

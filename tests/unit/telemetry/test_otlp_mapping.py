@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from telemetry.otlp.claude_code import map_log_records
-from telemetry.otlp.mapping import as_count, is_llm_call, map_spans
+from telemetry.otlp.mapping import ResourceMetadata, as_count, is_llm_call, map_spans
 from telemetry.otlp.wire import LogRecord, Span
+from telemetry.session_meta import OTLP_NAMES, from_otlp
 from telemetry.usage import FLAG_OTEL_INPUT_EXCLUSIVE, normalize_usage
 
 REPO = Path(__file__).resolve().parents[3]
@@ -397,3 +398,20 @@ def test_a_session_id_the_api_cannot_address_is_rejected_naming_the_attribute():
     assert rejection.field == "gen_ai.conversation.id" and "'/'" in rejection.message
     logged = map_log_records([log({**CC_REQUEST, "session.id": "x" * 201})])
     assert [r.field for r in logged.rejected] == ["session.id"]
+
+
+_META_NAMES = sorted(OTLP_NAMES) + ["gen_ai.request.model", "other.name"]
+_META_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.sampled_from(["", "  ", "alice", " svc "])
+)
+_META_ATTRS = st.dictionaries(st.sampled_from(_META_NAMES), _META_VALUES, max_size=6)
+
+
+@given(st.lists(_META_ATTRS, min_size=1, max_size=4), st.lists(_META_ATTRS, max_size=12))
+def test_resource_metadata_is_from_otlp(resources, items):
+    """The per-export reader gives what `from_otlp` gives for every item, whether its
+    attributes name a metadata key (read whole) or not (its resource's, read once)."""
+    read = ResourceMetadata()
+    for i, attrs in enumerate(items):
+        resource = resources[i % len(resources)]
+        assert read(resource, attrs) == from_otlp(resource, attrs)
