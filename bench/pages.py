@@ -14,7 +14,9 @@ timing's `domContentLoadedEventEnd`, which includes running the deferred scripts
 PG3: with the session page open, one new call is reported for the session; the bytes of the
 live update that follows (the poll's answer and the panels it reloads) are summed.
 
-Medians of the runs. Bars: ≤ 1 MB cold, ≤ 100 KB warm, ≤ 0.8 s DOMContentLoaded warm, ≤ 20 KB a
+B_full, the baseline, is the same pages from a second gunicorn serving plotly's full bundle
+(the plotly Python package's copy of the same plotly.js version) exactly as the vendored one is
+served (`bench.full_plotly`); its visits alternate with the product's. Medians of the runs. Bars: ≤ 1 MB cold, ≤ 100 KB warm, ≤ 0.8 s DOMContentLoaded warm, ≤ 20 KB a
 live update.
 """
 
@@ -23,11 +25,15 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.load import median
@@ -250,6 +256,36 @@ def _live_update(bench: Bench, page: Any, transfers: Transfers, late: dict[str, 
     return sum(size for url, size in transfers.since(mark) if "/sessions/" in url)
 
 
+def full_bundle_server(bench: Bench) -> int | None:
+    """B_full's server: a second gunicorn like the bench's, serving plotly's full bundle (the
+    plotly Python package's own copy, the same version) under the vendored bundle's name
+    (`bench.full_plotly`); None when the plotly package is not installed."""
+    try:
+        import plotly
+    except ImportError:
+        return None
+    from bench.services import ROOT, start_gunicorn
+    from console.plotly_bundle import bundle
+
+    root = Path(bench.var_dir) / "full-plotly"
+    (root / "bundle").mkdir(parents=True, exist_ok=True)
+    full = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+    shutil.copyfile(full, root / "bundle" / bundle().file)
+    env = dict(os.environ) | {"BENCH_FULL_PLOTLY_DIR": str(root)}
+    manage = [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"]
+    subprocess.run(manage, cwd=ROOT, env=env, check=True)
+    _, port = start_gunicorn(
+        env,
+        bench.log_dir,
+        bench.cleanup,
+        workers=bench.args.web_workers or 2 * (os.cpu_count() or 1),
+        worker_class=bench.args.worker_class,
+        threads=bench.args.threads,
+        name="gunicorn-full-plotly",
+    )
+    return int(port)
+
+
 def measure_pages(bench: Bench) -> None:
     from django.conf import settings
 
@@ -260,52 +296,62 @@ def measure_pages(bench: Bench) -> None:
         f"/sessions/{pk}/", headers={"HX-Request": "true", "HX-Target": "surface"}
     )
     assert surface.status_code == 200 and b'class="msg' in surface.content
-    base = f"http://127.0.0.1:{bench.port}"
+    servers = {"product": bench.port}
+    full_port = full_bundle_server(bench)
+    if full_port is not None:
+        servers["full"] = full_port
     cookie = bench.client.cookies[settings.SESSION_COOKIE_NAME].value
     paths = {"session": f"/sessions/{pk}/", "overview": "/"}
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in paths}
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {
+        (server, name): [] for server in servers for name in paths
+    }
     live: list[int] = []
     with chromium() as browser:
         for run in range(-1, bench.sizes.runs):  # run -1: a warm-up, discarded
             for name, path in paths.items():
-                context = browser.new_context(viewport=VIEWPORT)
-                context.add_cookies(
-                    [{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": base}]
-                )
-                page = context.new_page()
-                page.set_default_timeout(60_000)
-                transfers = Transfers()
-                transfers.attach(page)
-                cold = _visit(page, transfers, base + path)
-                warm = _visit(page, transfers, base + path)
-                if name == "session":
-                    size = _live_update(bench, page, transfers, next_call(TURNS + 1 + run))
+                # the product and its baseline alternate, so a busy machine's drift hits both
+                for server, port in servers.items():
+                    base = f"http://127.0.0.1:{port}"
+                    context = browser.new_context(viewport=VIEWPORT)
+                    context.add_cookies(
+                        [{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": base}]
+                    )
+                    page = context.new_page()
+                    page.set_default_timeout(60_000)
+                    transfers = Transfers()
+                    transfers.attach(page)
+                    cold = _visit(page, transfers, base + path)
+                    warm = _visit(page, transfers, base + path)
+                    if name == "session" and server == "product":
+                        turn = TURNS + 1 + run
+                        size = _live_update(bench, page, transfers, next_call(turn))
+                        if run >= 0:
+                            live.append(size)
+                    context.close()
                     if run >= 0:
-                        live.append(size)
-                context.close()
-                if run >= 0:
-                    runs[name].append({"cold": cold, "warm": warm})
+                        runs[server, name].append({"cold": cold, "warm": warm})
     calls = LLMCall.objects.filter(session_id=pk).count()
     from bench.run import Bar
 
+    def medians(measured: list[dict[str, Any]]) -> dict[str, float]:
+        return {
+            f"{visit}_{figure}": median([r[visit][figure] for r in measured])
+            for visit in ("cold", "warm")
+            for figure in ("bytes", "dcl_ms", "drawn_ms")
+        }
+
     for number, name in ((1, "session"), (2, "overview")):
-        measured = runs[name]
-        cold_b = median([r["cold"]["bytes"] for r in measured])
-        warm_b = median([r["warm"]["bytes"] for r in measured])
-        warm_dcl = median([r["warm"]["dcl_ms"] for r in measured])
-        cold_dcl = median([r["cold"]["dcl_ms"] for r in measured])
-        warm_drawn = median([r["warm"]["drawn_ms"] for r in measured])
+        got = medians(runs["product", name])
+        baseline = medians(runs["full", name]) if "full" in servers else None
         bench.measurement(
             f"PG{number}",
             page=paths[name],
-            cold_bytes=cold_b,
-            warm_bytes=warm_b,
-            warm_dcl_ms=warm_dcl,
-            cold_dcl_ms=cold_dcl,
-            warm_drawn_ms=warm_drawn,
+            **got,
             surface_bytes=len(surface.content) if name == "session" else None,
-            runs=measured,
+            runs=runs["product", name],
         )
+        if baseline is not None:
+            bench.baseline(f"B_full_{name}", **baseline, runs=runs["full", name])
         what = (
             f"session page ({calls} calls, surface open: {len(surface.content) / 1024:,.0f} KB)"
             if name == "session"
@@ -314,13 +360,26 @@ def measure_pages(bench: Bench) -> None:
         bench.bars.append(
             Bar(
                 f"PG{number}",
-                f"{what}: bytes cold / warm, DOMContentLoaded warm (cold {cold_dcl:,.0f} ms; "
-                f"charts drawn warm {warm_drawn:,.0f} ms)",
-                f"{cold_b / 1024:,.0f} KB / {warm_b / 1024:,.1f} KB / {warm_dcl:,.0f} ms",
-                "—",
-                None,
+                f"{what}: bytes cold / warm, DOMContentLoaded warm",
+                f"{got['cold_bytes'] / 1024:,.0f} KB / {got['warm_bytes'] / 1024:,.1f} KB / "
+                f"{got['warm_dcl_ms']:,.0f} ms",
+                "—"
+                if baseline is None
+                else f"B_full {baseline['cold_bytes'] / 1024:,.0f} KB / "
+                f"{baseline['warm_bytes'] / 1024:,.1f} KB / {baseline['warm_dcl_ms']:,.0f} ms",
+                None if baseline is None else got["warm_dcl_ms"] / baseline["warm_dcl_ms"],
                 "≤ 1 MB / ≤ 100 KB / ≤ 0.8 s",
-                cold_b <= COLD_BYTES and warm_b <= WARM_BYTES and warm_dcl <= WARM_DCL_MS,
+                got["cold_bytes"] <= COLD_BYTES
+                and got["warm_bytes"] <= WARM_BYTES
+                and got["warm_dcl_ms"] <= WARM_DCL_MS,
+                f"cold DOMContentLoaded {got['cold_dcl_ms']:,.0f} ms; charts drawn cold "
+                f"{got['cold_drawn_ms']:,.0f} ms, warm {got['warm_drawn_ms']:,.0f} ms"
+                + (
+                    ""
+                    if baseline is None
+                    else f" (B_full: {baseline['cold_drawn_ms']:,.0f} ms, "
+                    f"{baseline['warm_drawn_ms']:,.0f} ms); ratio: warm DOMContentLoaded"
+                ),
             )
         )
     update = median(live)

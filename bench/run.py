@@ -1442,6 +1442,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="fleet: 100,000 sessions / 5M calls and 2 web + 2 workers (bench.fleet)",
     )
     parser.add_argument(
+        "--pooler",
+        action="store_true",
+        help="with --scale fleet: every web and worker process through a pgbouncer in "
+        "transaction mode (Debian's, started and stopped by the bench)",
+    )
+    parser.add_argument(
         "--fleet-sessions",
         type=int,
         default=0,

@@ -32,7 +32,9 @@ from compaction.models import (
     SurfaceVersion,
 )
 from context_core.export_lines import KINDS, encode_line
+from telemetry.accounting import STORED_COST_PLACES
 from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn, TurnKey
+from telemetry.money import money_text
 from telemetry.usage_forms import usage_as_sent
 
 CHUNK_ROWS: Final = 1000
@@ -54,6 +56,8 @@ class Part:
     # server clocks (auto_now_add) exported all the same: a restored run keeps its start time
     kept_clocks: frozenset[str] = frozenset()
     columns: tuple[tuple[str, str], ...] = field(init=False)
+    # the money columns: written as the API writes money (`money_text`)
+    money: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         own = tuple(
@@ -65,6 +69,14 @@ class Part:
             and (f.attname in self.kept_clocks or not _is_clock(f))
         )
         object.__setattr__(self, "columns", own + self.references)
+        money = []
+        for name, _ in own:
+            f = self.field(name)
+            if isinstance(f, models.DecimalField):
+                # every decimal a session holds is money, stored to the nano-dollar
+                assert f.decimal_places == STORED_COST_PLACES, f"{self.kind}.{name}"
+                money.append(name)
+        object.__setattr__(self, "money", tuple(money))
 
     def field(self, name: str) -> models.Field[Any, Any]:
         found: models.Field[Any, Any] = self.model._meta.get_field(name)  # type: ignore[assignment]
@@ -143,12 +155,19 @@ def _lines(part: Part, rows: Sequence[tuple[Any, ...]]) -> str:
     values = (dict(zip(names, row, strict=True)) for row in rows)
     if part.model is LLMCall:  # the usage as sent, where its buckets say all of it
         values = (_with_usage(v) for v in values)
-    return "".join(encode_line(part.kind, v) for v in values)
+    return "".join(encode_line(part.kind, _money_written(part, v)) for v in values)
 
 
 def _with_usage(values: dict[str, Any]) -> dict[str, Any]:
     if values["raw_usage"] is None:
         values["raw_usage"] = usage_as_sent(None, SimpleNamespace(**values))
+    return values
+
+
+def _money_written(part: Part, values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with the part's money columns written as the API writes money."""
+    for name in part.money:
+        values[name] = money_text(values[name])
     return values
 
 

@@ -54,6 +54,7 @@ _FACT_COLUMNS = (
     "surface_version",
     "calls_count",
     "external_id",
+    "agent_name",
 )
 # what the window in force of a session depends on
 _WINDOW_COLUMNS = (
@@ -85,6 +86,7 @@ def facts_of(row: Mapping[str, Any]) -> SessionFacts:
         has_transcript=row["surface_version"] > 0,
         has_calls=row["calls_count"] > 0,
         external_id=row["external_id"],
+        agent=row["agent_name"],
     )
 
 
@@ -209,7 +211,7 @@ def refuse_tight_reserve(proposal: Proposal, *, field: str = "reserved_output_to
     for row in shapes.iterator(chunk_size=2000):
         facts = facts_of(
             {**row, "pk": 0, "projected_tokens": None, "pressure": None, "surface_version": 0}
-            | {"calls_count": 0, "external_id": ""}
+            | {"calls_count": 0, "external_id": "", "agent_name": ""}
         )
         by_profile.setdefault(facts.profile_id, []).append(facts)
     for pk, (_, after) in sorted(proposal.settings.items()):

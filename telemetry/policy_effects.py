@@ -23,6 +23,7 @@ from typing import Final
 from telemetry.errors import FieldError
 from telemetry.policy_rules import PolicyValues
 from telemetry.pressure import PressureBand, pressure_band, pressure_or_unknown
+from telemetry.usage import untiered_write_tier
 from telemetry.windows import DEFAULT_KEY, LearnedWindow, WindowInForce, window_in_force
 
 # Bands from least to most pressing; "unknown" ranks below "ok" (nothing is known to press).
@@ -47,6 +48,9 @@ class SessionFacts:
     has_transcript: bool = False
     has_calls: bool = True
     external_id: str = ""
+    # the agent the session's doors named (`AgentSession.agent_name`), "" when none did: its
+    # untiered cache writes are billed at the tier `telemetry.usage.untiered_write_tier` gives
+    agent: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,13 +167,22 @@ def session_change(
 ) -> SessionChange:
     """The session now (stored figures under `before`) against the session under `after`.
 
-    Billing moves when the cache TTL changes for a session that reports calls: cache writes that
-    carry no tier are billed at the profile's TTL."""
+    Billing moves when a session that reports calls would have its untiered cache writes billed
+    at another tier: the tier `telemetry.usage.untiered_write_tier` gives its agent under each
+    TTL (a Claude Code session writes at 5 minutes whatever the profile's TTL says)."""
     return SessionChange(
         facts=facts,
         before=stored_figures(facts, before),
         after=recomputed_figures(facts, after, catalogue),
-        billing=facts.has_calls and before.policy.cache_ttl != after.policy.cache_ttl,
+        billing=facts.has_calls and billing_moves(facts.agent, before, after),
+    )
+
+
+def billing_moves(agent: str, before: ProfileSetting, after: ProfileSetting) -> bool:
+    """Whether `agent`'s untiered cache writes are billed at another tier after the change."""
+    named = agent or None
+    return untiered_write_tier(named, before.policy.cache_ttl) != untiered_write_tier(
+        named, after.policy.cache_ttl
     )
 
 

@@ -341,6 +341,7 @@ def _facts(row: AgentSession) -> SessionFacts:
         has_transcript=row.surface_version > 0,
         has_calls=row.calls_count > 0,
         external_id=row.external_id,
+        agent=row.agent_name,
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.test import Client
 
@@ -117,6 +118,46 @@ def compactor(make_agent: Callable[..., Agent]) -> Agent:
 def outsider(make_agent: Callable[..., Agent]) -> Agent:
     """An agent of another profile: it must see nothing of `default`'s sessions."""
     return make_agent("outsiders")
+
+
+# --- people signed in to the console ----------------------------------------------------------
+
+PASSWORD = "a-long-test-password-123"
+
+
+def make_user(name: str, role: str | None) -> User:
+    """A console user in the `role` group ("superuser": a superuser; None: in no group)."""
+    user = User.objects.create_user(name, password=PASSWORD)
+    if role == "superuser":
+        user.is_superuser = True
+        user.save()
+    elif role is not None:
+        # get_or_create: a transactional test may have flushed the migration's groups
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+    return user
+
+
+def sign_in(user: User, *, enforce_csrf: bool = False) -> Client:
+    """A client signed in as `user`."""
+    client = Client(enforce_csrf_checks=enforce_csrf)
+    client.force_login(user)
+    return client
+
+
+def signed_in(role: str | None, name: str = "") -> Client:
+    """A client signed in as a new user of `role`, named `name` (default: after the role)."""
+    return sign_in(make_user(name or f"user-{role}", role))
+
+
+@pytest.fixture
+def client_as(db: None) -> Callable[..., Client]:
+    """A client signed in as a fresh user of `role` (None: signed in, but in no role group)."""
+    count = iter(range(1_000))
+
+    def make(role: str | None, *, enforce_csrf: bool = False) -> Client:
+        return sign_in(make_user(f"user-{role}-{next(count)}", role), enforce_csrf=enforce_csrf)
+
+    return make
 
 
 # --- a real Celery worker ------------------------------------------------------------------

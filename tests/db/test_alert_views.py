@@ -3,11 +3,9 @@ kept answers 422 with the field's error; the overview and /metrics count firing 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -16,20 +14,6 @@ from alerts.models import Alert, AlertRule
 from alerts.services import RuleValues, create_rule
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def client_as() -> Callable[[str], Client]:
-    count = iter(range(1_000))
-
-    def make(role: str) -> Client:
-        user = User.objects.create_user(f"user-{role}-{next(count)}", password="pw-123456789")
-        user.groups.add(Group.objects.get_or_create(name=role)[0])
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return make
 
 
 def form(**overrides: str) -> dict[str, str]:

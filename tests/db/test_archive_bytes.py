@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.test import Client
 from django.urls import reverse
 
 from compaction.models import Archive
+from tests.db.conftest import signed_in
 from tests.support import tool_transcript
 
 pytestmark = pytest.mark.django_db
@@ -54,10 +53,7 @@ def test_an_archive_serves_each_message_as_appended_through_the_api_and_the_down
     assert document["surface"] == json.loads(archive.surface)
     assert document["session_id"] == "bytes" and document["log_messages"] == len(appended)
 
-    viewer = User.objects.create_user("archive-viewer", password="a-long-test-password-123")
-    viewer.groups.add(Group.objects.get_or_create(name="viewer")[0])
-    console = Client()
-    console.force_login(viewer)
+    console = signed_in("viewer", "archive-viewer")
     whole = console.get(reverse("archive_download", args=[archive.pk, "json"]))
     assert whole.content == served.content + b"\n"
     lines = console.get(reverse("archive_download", args=[archive.pk, "jsonl"]))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -26,13 +25,13 @@ from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel, LLMCall, Policy
 from telemetry.money import money_text
 from telemetry.policy_store import update_policy
+from tests.db.conftest import make_user, sign_in
 from tests.db.test_console_views import (
     SONNET,
     _catalogue_values,
     call,
     fragment,
     make_session,
-    make_user,
     report,
 )
 
@@ -53,19 +52,6 @@ def key() -> AgentKey:
     return create_agent_key(profile_name="default").key
 
 
-@pytest.fixture
-def client_as(db: None) -> Callable[..., Client]:
-    """A client signed in as a fresh user of `role` (None: in no role group)."""
-    count = iter(range(1_000))
-
-    def make(role: str | None) -> Client:
-        client = Client()
-        client.force_login(make_user(f"user-{role}-{next(count)}", role))
-        return client
-
-    return make
-
-
 def entries_for(model: type[Any]) -> list[LogEntry]:
     return list(
         LogEntry.objects.filter(content_type=ContentType.objects.get_for_model(model)).order_by(
@@ -76,9 +62,7 @@ def entries_for(model: type[Any]) -> list[LogEntry]:
 
 def admin_client(name: str = "alice") -> tuple[Client, User]:
     user = make_user(name, "admin")
-    client = Client()
-    client.force_login(user)
-    return client, user
+    return sign_in(user), user
 
 
 def everything_logged() -> str:

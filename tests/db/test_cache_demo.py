@@ -37,9 +37,14 @@ def _defaults(settings: Any) -> None:
     settings.COMPACTION_AUTO_ENQUEUE = False
 
 
+# The cache demo's own sessions beside the smallest traffic: the fleet's traffic and its
+# compactions are tests/db/test_simulate.py's subject, not this file's.
+SMALL = {"sessions": 1, "no_compaction": True, "cache_demo": True}
+
+
 def test_demo_misses_have_every_cause_and_each_a_premium(live_server: LiveServer) -> None:
     out = io.StringIO()
-    call_command("simulate", base_url=live_server.url, stdout=out, cache_demo=True)
+    call_command("simulate", base_url=live_server.url, stdout=out, **SMALL)
     assert "Cache-miss causes demo: cache-causes, cache-volatile-system, cache-compacted." in (
         out.getvalue()
     )
@@ -70,5 +75,5 @@ def test_demo_misses_have_every_cause_and_each_a_premium(live_server: LiveServer
     assert claude_code.ours_usd == claude_code.agent_usd == Decimal("0.1608084")
     # a second run sends nothing twice
     again = io.StringIO()
-    call_command("simulate", base_url=live_server.url, stdout=again, quiet=True, cache_demo=True)
+    call_command("simulate", base_url=live_server.url, stdout=again, quiet=True, **SMALL)
     assert AgentSession.objects.filter(external_id="cache-causes").count() == 1

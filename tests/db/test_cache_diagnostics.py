@@ -18,6 +18,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from compaction.imports.store import import_file
 from telemetry.models import AgentSession, LLMCall
+from tests.db.conftest import signed_in
 from tests.db.test_otlp import LOGS, T0, TRACES, _any, pb_span, pb_traces, post
 
 pytestmark = pytest.mark.django_db
@@ -381,18 +382,11 @@ def test_the_clients_record_carries_a_responses_prompt_cache_diagnostics():
 
 @pytest.fixture
 def viewer(db, settings):
-    from django.contrib.auth.models import Group, User
-    from django.test import Client
-
     settings.STORAGES = {
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
-    user = User.objects.create_user("viewer", password="a-long-test-password-123")
-    user.groups.add(Group.objects.get_or_create(name="viewer")[0])
-    client = Client()
-    client.force_login(user)
-    return client
+    return signed_in("viewer", "viewer")
 
 
 def test_the_cache_panel_shows_both_readings(agent, viewer):

@@ -16,6 +16,7 @@ from compaction.models import CompactionRun
 from context_core import CacheRates, pass_economics
 from telemetry.events import record_context_event
 from telemetry.models import AgentSession
+from tests.db.conftest import signed_in
 from tests.support import append_body
 
 pytestmark = pytest.mark.django_db
@@ -198,29 +199,16 @@ def test_auto_relief_defers_a_plan_that_cannot_pay_back_and_metrics_count_it(com
 
 @pytest.fixture
 def viewer(db, settings):
-    from django.contrib.auth.models import Group, User
-    from django.test import Client
-
     settings.STORAGES = {
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
-    user = User.objects.create_user("viewer", password="a-long-test-password-123")
-    user.groups.add(Group.objects.get_or_create(name="viewer")[0])
-    client = Client()
-    client.force_login(user)
-    return client
+    return signed_in("viewer", "viewer")
 
 
 @pytest.fixture
 def admin_client_(db, settings, viewer):
-    from django.contrib.auth.models import User
-    from django.test import Client
-
-    user = User.objects.create_superuser("root", password="a-long-test-password-123")
-    client = Client()
-    client.force_login(user)
-    return client
+    return signed_in("superuser", "root")
 
 
 def test_the_session_page_loads_the_misses_table_with_causes_and_the_d2_flag(agent, viewer):

@@ -15,10 +15,10 @@ from django.urls import reverse
 
 from compaction.models import CompactionRun
 from telemetry.models import AgentKey, AgentSession
-from tests.db.test_console_views import client_as, fragment, key, state_of, worked_session
+from tests.db.test_console_views import fragment, key, state_of, worked_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
-__all__ = ["client_as", "key"]  # fixtures this module uses
+__all__ = ["key"]  # fixtures this module uses
 
 OTHER_ERROR = "another run of this session failed meanwhile"
 

@@ -16,7 +16,8 @@ from django.urls import reverse
 from console.roles import Role, role_of
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey, AgentSession
-from tests.db.test_console_views import fragment, make_user, report
+from tests.db.conftest import signed_in
+from tests.db.test_console_views import fragment, report
 
 pytestmark = pytest.mark.django_db
 SONNET = "claude-sonnet-4-5-20250929"
@@ -28,12 +29,6 @@ def _plain_static(settings: Any) -> None:
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
-
-
-def signed_in(role: str) -> Client:
-    client = Client()
-    client.force_login(make_user(f"someone-{role}", role))
-    return client
 
 
 def test_3_a_key_records_when_it_was_last_used() -> None:

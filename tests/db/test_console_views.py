@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -34,12 +33,12 @@ from telemetry.ingest.pipeline import ingest_records
 from telemetry.keys import create_agent_key, find_active_key
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel
 from telemetry.policy_store import effective_policy, update_policy
+from tests.db.conftest import PASSWORD, make_user
 from tests.support import tool_transcript
 
 pytestmark = pytest.mark.django_db
 
 SONNET = "claude-sonnet-4-5-20250929"
-PASSWORD = "a-long-test-password-123"
 
 
 @pytest.fixture(autouse=True)
@@ -52,30 +51,6 @@ def _plain_static(settings: Any) -> None:
 
 
 # --- people and data ---------------------------------------------------------------------------
-
-
-def make_user(name: str, role: str | None) -> User:
-    user = User.objects.create_user(name, password=PASSWORD)
-    if role == "superuser":
-        user.is_superuser = True
-        user.save()
-    elif role is not None:
-        # get_or_create: a transactional test may have flushed the migration's groups
-        user.groups.add(Group.objects.get_or_create(name=role)[0])
-    return user
-
-
-@pytest.fixture
-def client_as(db: None) -> Callable[..., Client]:
-    """A client signed in as a fresh user of `role` (None: signed in, but in no role group)."""
-    count = iter(range(1_000))
-
-    def make(role: str | None, *, enforce_csrf: bool = False) -> Client:
-        client = Client(enforce_csrf_checks=enforce_csrf)
-        client.force_login(make_user(f"user-{role}-{next(count)}", role))
-        return client
-
-    return make
 
 
 def call(session_id: str, turn: int, **overrides: Any) -> dict[str, Any]:

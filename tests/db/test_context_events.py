@@ -6,8 +6,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.test import Client
 from django.urls import reverse
 
 from telemetry.catalogue import seed_catalogue
@@ -15,6 +13,7 @@ from telemetry.events import record_context_event, session_context_events
 from telemetry.ingest.pipeline import ingest_records
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentSession, ContextEvent
+from tests.db.conftest import signed_in
 
 pytestmark = pytest.mark.django_db
 AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -104,10 +103,7 @@ def test_the_session_page_lists_agent_and_provider_compactions(session: AgentSes
         tokens_after=20_000,
         summary="Summary of the work so far",
     )
-    user = User.objects.create_user("viewer-1", password="a-long-test-password-123")
-    user.groups.add(Group.objects.get_or_create(name="viewer")[0])
-    client = Client()
-    client.force_login(user)
+    client = signed_in("viewer", "viewer-1")
     page = client.get(reverse("session", args=[session.pk])).content.decode()
     assert "Agent and provider compactions" in page
     assert "Summary of the work so far" in page

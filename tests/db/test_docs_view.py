@@ -9,10 +9,9 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.test import Client
 
 from console import docs_views
+from tests.db.conftest import signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -93,9 +92,6 @@ def test_without_a_build_the_page_names_are_listed_and_their_sources_served(clie
 
 @pytest.mark.parametrize("role", ["viewer", "operator", "admin"])
 def test_every_role_has_the_docs_link_in_its_menu(unbuilt, role):
-    user = User.objects.create_user(f"reader-{role}", password="docs-test-password-42")
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
-    client = Client()
-    client.force_login(user)
+    client = signed_in(role, f"reader-{role}")
     page = client.get("/").content.decode()
     assert '<a href="/docs/" >Docs</a>' in page

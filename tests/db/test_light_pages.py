@@ -13,7 +13,6 @@ from django.urls import reverse
 from console.session_context import LIVE_PARTS
 from tests.db.test_console_views import (
     call,
-    client_as,
     htmx,
     key,
     make_session,
@@ -22,7 +21,7 @@ from tests.db.test_console_views import (
 )
 
 pytestmark = pytest.mark.django_db
-__all__ = ["client_as", "key"]  # fixtures this module uses
+__all__ = ["key"]  # a fixture this module uses
 
 GZIP = {"Accept-Encoding": "gzip, deflate, br"}
 

@@ -13,7 +13,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -41,24 +40,6 @@ def _plain_static(settings: Any) -> None:
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
-
-
-@pytest.fixture
-def client_as(db: None) -> Callable[[str], Client]:
-    count = iter(range(1_000))
-
-    def make(role: str) -> Client:
-        user = User.objects.create_user(f"u-{role}-{next(count)}", password="a-long-password-1")
-        if role == "superuser":
-            user.is_superuser = True
-            user.save()
-        else:
-            user.groups.add(Group.objects.get_or_create(name=role)[0])
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return make
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from pytest_django.live_server_helper import LiveServer
 
 from telemetry.models import AgentSession, ContextEvent, LLMCall, TurnKey
 from telemetry.seeding import ensure_defaults
+from tests.db.conftest import signed_in
 
 TRACES = "/api/v1/otlp/v1/traces"
 LOGS = "/api/v1/otlp/v1/logs"
@@ -697,13 +698,9 @@ def test_claude_codes_own_cost_sits_beside_ours_and_differences_are_listed(make_
     assert make_agent("desktop").get("/api/v1/sessions/cc-cost/agent-cost").status_code == 404
 
     # The session page says the same to an operator.
-    from django.contrib.auth.models import Group, User
     from django.urls import reverse
 
-    viewer = User.objects.create_user("viewer-otlp", password="x" * 12)
-    viewer.groups.add(Group.objects.get_or_create(name="viewer")[0])
-    browser = Client()
-    browser.force_login(viewer)
+    browser = signed_in("viewer", "viewer-otlp")
     session = AgentSession.objects.get(external_id="cc-cost")
     page = browser.get(reverse("session", args=[session.pk])).content.decode()
     differing = len(expected)

@@ -28,7 +28,8 @@ from telemetry.models import AgentKey, AgentProfile, AgentSession
 from telemetry.policy_store import update_policy
 from telemetry.pressure import pressure_band
 from telemetry.profiles import get_or_create_profile
-from tests.db.test_console_views import fragment, make_user, report, session_at_pressure
+from tests.db.conftest import signed_in
+from tests.db.test_console_views import fragment, report, session_at_pressure
 
 pytestmark = pytest.mark.django_db
 SONNET = "claude-sonnet-4-5-20250929"
@@ -51,9 +52,7 @@ def key() -> AgentKey:
 
 @pytest.fixture
 def viewer() -> Client:
-    client = Client()
-    client.force_login(make_user("watcher", "viewer"))
-    return client
+    return signed_in("viewer", "watcher")
 
 
 def calls(session_id: str, n: int, *, start: datetime) -> list[dict[str, Any]]:

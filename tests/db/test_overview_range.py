@@ -28,7 +28,8 @@ from telemetry.catalogue import seed_catalogue
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey, AgentProfile, AgentSession, LLMCall, Turn
 from telemetry.policy_store import update_policy
-from tests.db.test_console_views import append, call, make_user, report
+from tests.db.conftest import signed_in
+from tests.db.test_console_views import append, call, report
 from tests.support import tool_transcript
 from tests.unit.imports import fixtures as fx
 
@@ -52,9 +53,7 @@ def key() -> AgentKey:
 
 @pytest.fixture
 def viewer() -> Client:
-    client = Client()
-    client.force_login(make_user("watcher", "viewer"))
-    return client
+    return signed_in("viewer", "watcher")
 
 
 def pressed(key: AgentKey, session_id: str, pressure: float, *, ago: timedelta) -> None:

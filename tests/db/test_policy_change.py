@@ -8,7 +8,6 @@ import re
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.test import Client
 from django.urls import reverse
@@ -19,7 +18,7 @@ from telemetry.models import AgentProfile, AgentSession, Policy
 from telemetry.policy_store import effective_policy, forget_policies, update_policy
 from telemetry.profiles import set_window_overrides
 from telemetry.session_state import recompute_pressure_batch
-from tests.db.conftest import wait_until
+from tests.db.conftest import signed_in, wait_until
 
 SONNET = "claude-sonnet-4-5-20250929"  # a 200,000-token catalogue window
 SMALL_MODEL = "claude-haiku-4-5"
@@ -46,11 +45,7 @@ def record(session_id: str, context: int, **extra: Any) -> dict[str, Any]:
 
 
 def admin() -> Client:
-    user = User.objects.create_user("policy-admin", password="a-long-test-password-123")
-    user.groups.add(Group.objects.get_or_create(name="admin")[0])
-    client = Client()
-    client.force_login(user)
-    return client
+    return signed_in("admin", "policy-admin")
 
 
 def page_text(response: Any) -> str:
@@ -96,6 +91,9 @@ def test_a_ttl_change_is_a_billing_change_and_asks_to_confirm(
     agent,
 ) -> None:
     agent.post("/api/v1/telemetry", record("billed", 10_000))
+    # Claude Code's untiered writes stay at 5 minutes whatever the TTL: not a billing change
+    agent.post("/api/v1/telemetry", record("claude", 10_000, metadata={"agent": "claude-code"}))
+    assert AgentSession.objects.get(external_id="claude").agent_name == "claude-code"
     client = admin()
     preview = page_text(
         client.post(reverse("policy_profile_preview", args=["default"]), {"cache_ttl": "1h"})

@@ -7,14 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.test import Client
 from django.urls import reverse
 
 from compaction.models import CompactionRun, LogMessage, Surface
 from compaction.token_rates import appended_between
 from context_core.estimates import KindChars, appended_after_reply
 from telemetry.models import AgentSession
+from tests.db.conftest import signed_in
 from tests.support import tool_transcript
 
 pytestmark = pytest.mark.django_db
@@ -90,10 +89,7 @@ def test_golden_a_fitted_session_is_estimated_within_15_percent_where_the_old_ru
 
     # The history shows the estimate beside the next call's measured context, and the error.
     report(compactor, 8, after.version, after.chars)
-    user = User.objects.create_user("viewer-e", password="a-long-test-password-123")
-    user.groups.add(Group.objects.get_or_create(name="viewer")[0])
-    client = Client()
-    client.force_login(user)
+    client = signed_in("viewer", "viewer-e")
     session = AgentSession.objects.get(external_id="est")
     page = client.get(reverse("session", args=[session.pk])).content.decode()
     assert 'data-estimate-method="fit"' in page

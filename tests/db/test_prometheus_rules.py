@@ -1,11 +1,9 @@
-"""deploy/prometheus/alerts.yml: every expression names only metrics /metrics exposes, and
-`promtool check rules` accepts the file where promtool is installed."""
+"""deploy/prometheus/alerts.yml: every rule has a name, an expression and a summary, and every
+expression names only metrics /metrics exposes."""
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +60,3 @@ def test_every_rule_expression_names_only_metrics_the_console_exposes():
 def test_every_rule_has_a_name_an_expression_and_a_summary():
     for rule in rules():
         assert rule["alert"] and rule["expr"] and rule["annotations"]["summary"]
-
-
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
-def test_promtool_accepts_the_rules_file():
-    checked = subprocess.run(
-        ["promtool", "check", "rules", str(RULES)], capture_output=True, text=True, check=False
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr

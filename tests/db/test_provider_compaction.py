@@ -7,11 +7,10 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.test import Client
 from django.urls import reverse
 
 from telemetry.models import AgentSession, ContextEvent, LLMCall
+from tests.db.conftest import signed_in
 from tests.unit.telemetry.test_provider_context import COMPACTED
 
 pytestmark = pytest.mark.django_db
@@ -139,10 +138,7 @@ def test_bad_iterations_are_refused_naming_the_field(agent):
 
 def test_the_session_page_lists_the_provider_compaction(agent):
     agent.post("/api/v1/telemetry", record())
-    user = User.objects.create_user("viewer-p", password="a-long-test-password-123")
-    user.groups.add(Group.objects.get_or_create(name="viewer")[0])
-    client = Client()
-    client.force_login(user)
+    client = signed_in("viewer", "viewer-p")
     session = AgentSession.objects.get(external_id="p-1")
     page = client.get(reverse("session", args=[session.pk])).content.decode()
     assert 'class="event-provider"' in page

@@ -26,7 +26,6 @@ from compaction.relief_state import ReliefCounts, ReliefState, relief_counts, se
 from console.selectors.relief import relief_summary
 from telemetry.models import AgentSession
 from tests.db.test_compaction_worker import session_over_threshold
-from tests.db.test_console_views import client_as
 from tests.db.test_relief_retry import (
     failing_session,
     latest_auto_run,
@@ -36,7 +35,7 @@ from tests.db.test_relief_retry import (
 )
 
 pytestmark = pytest.mark.django_db
-__all__ = ["client_as", "failing_session", "published"]  # fixtures this module uses
+__all__ = ["failing_session", "published"]  # fixtures this module uses
 
 
 @pytest.fixture(autouse=True)

@@ -27,11 +27,9 @@ from telemetry.models import AgentSession
 from telemetry.relief_dispatch import wait_for_publisher
 from tests.db.conftest import start_worker, stop_worker, wait_until
 from tests.db.test_compaction_worker import session_over_threshold
-from tests.db.test_console_views import client_as
 from tests.db.test_relief_retry import scrape
 
 pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
-__all__ = ["client_as"]  # a fixture this module uses
 
 
 class Summarizer(BaseHTTPRequestHandler):

@@ -23,7 +23,8 @@ from django.urls import reverse
 from console.replica import reads_from_replica, replica_reads_allowed
 from console.routers import ReplicaRouter
 from telemetry.models import AgentSession
-from tests.db.test_console_views import PASSWORD, make_session, make_user
+from tests.db.conftest import PASSWORD, make_user
+from tests.db.test_console_views import make_session
 
 ALIAS = "replica"
 

@@ -6,10 +6,10 @@ import re
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
+from tests.db.conftest import signed_in
 from tests.unit.telemetry.test_round_advice import WEEK
 
 pytestmark = pytest.mark.django_db
@@ -49,11 +49,7 @@ def week(agent) -> None:
 
 
 def admin() -> Client:
-    user = User.objects.create_user("advisor-admin", password="a-long-test-password-123")
-    user.groups.add(Group.objects.get_or_create(name="admin")[0])
-    client = Client()
-    client.force_login(user)
-    return client
+    return signed_in("admin", "advisor-admin")
 
 
 def row(page: str, profile: str) -> str:
@@ -89,8 +85,4 @@ def test_a_bad_proposal_is_refused_naming_the_field(week):
 
 
 def admin_two() -> Client:
-    user = User.objects.create_user("advisor-admin-2", password="a-long-test-password-123")
-    user.groups.add(Group.objects.get_or_create(name="admin")[0])
-    client = Client()
-    client.force_login(user)
-    return client
+    return signed_in("admin", "advisor-admin-2")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -461,6 +462,15 @@ def test_the_export_leaves_out_archives_and_money_stays_exact(history):
         session__external_id=call_session(lines, line), turn=call["turn"], call=call["call"]
     )
     assert Decimal(call["cost_usd"]) == stored.cost_usd and isinstance(call["cost_usd"], str)
+    # every amount is written as the API writes money (`money_text`): 9 places, never "0E-9"
+    amounts = [
+        value
+        for line in lines
+        for name, value in line["row"].items()
+        if (name.startswith("cost_") or name.endswith("_usd")) and value is not None
+    ]
+    assert "0.000000000" in amounts
+    assert all(re.fullmatch(r"-?[0-9]+\.[0-9]{9}", value) for value in amounts), amounts
     assert all(line["v"] == 1 for line in lines)
 
 

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from compaction.imports.store import import_file
 from telemetry.models import AgentSession
-from tests.db.test_console_views import make_user
+from tests.db.conftest import signed_in
 from tests.db.test_otlp import DONE_WHEN, TRACES, pb_span, pb_traces, post
 from tests.unit.imports import fixtures as fx
 
@@ -126,8 +126,7 @@ def _listed(client: Client, query: str) -> list[str]:
 
 
 def test_the_list_shows_titles_searches_them_and_filters_on_several_values(named):
-    client = Client()
-    client.force_login(make_user("viewer-1", "viewer"))
+    client = signed_in("viewer", "viewer-1")
     page = client.get(reverse("sessions")).content.decode()
     assert "Checkout coupons" in page and ">n-1<" in page
     assert 'name="user" multiple' in page and '<option value="bob"' in page
@@ -140,8 +139,7 @@ def test_the_list_shows_titles_searches_them_and_filters_on_several_values(named
 
 
 def test_the_session_page_shows_the_title_the_id_and_metadata_linked_to_the_list(named):
-    client = Client()
-    client.force_login(make_user("viewer-2", "viewer"))
+    client = signed_in("viewer", "viewer-2")
     session = stored("n-2")
     page = client.get(reverse("session", args=[session.pk])).content.decode()
     assert "Billing retries" in page and "n-2" in page

@@ -19,10 +19,10 @@ from console.models import SavedView
 from telemetry.models import AgentSession, SessionTag
 from telemetry.session_tags import add_tags
 from telemetry.tag_rules import MAX_TAGS_PER_SESSION
-from tests.db.test_console_views import _plain_static, client_as, make_session
+from tests.db.test_console_views import _plain_static, make_session
 from tests.unit.imports import fixtures as fx
 
-__all__ = ["_plain_static", "client_as"]  # fixtures this module uses
+__all__ = ["_plain_static"]  # a fixture this module uses
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true"}
@@ -70,6 +70,8 @@ def test_an_operator_adds_and_removes_tags_in_place_and_the_audit_says_who(fleet
     assert removed.status_code == 200 and ">billing</a>" not in removed.text
     assert list(SessionTag.objects.values_list("tag", flat=True)) == ["needs-review"]
     assert LogEntry.objects.get_for_model(SessionTag).filter(action=LogEntry.Action.DELETE)
+    audit = client_as("superuser").get("/audit/?type=tag").text  # the admins' audit page
+    assert "billing on session" in audit and operator_user.username in audit
 
 
 def test_a_bad_tag_or_one_too_many_answers_422_naming_the_field_and_keeps_what_was_there(

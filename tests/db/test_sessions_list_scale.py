@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -18,6 +17,7 @@ from console.selectors.policies import load_policies
 from console.selectors.session_list import session_models, sessions_page
 from telemetry.models import AgentProfile, AgentSession
 from telemetry.profiles import get_or_create_profile
+from tests.db.conftest import signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -39,11 +39,7 @@ def _sessions(count: int, *, models: tuple[str, ...] = ("m-a",)) -> None:
 
 
 def _viewer() -> Client:
-    user = User.objects.create_user("viewer-list", password="a-long-test-password-123")
-    user.groups.add(Group.objects.get_or_create(name="viewer")[0])
-    client = Client()
-    client.force_login(user)
-    return client
+    return signed_in("viewer", "viewer-list")
 
 
 def test_the_count_stops_at_the_cap_and_the_list_says_so(monkeypatch: Any) -> None:

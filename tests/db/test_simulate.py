@@ -26,6 +26,7 @@ from django.test.utils import override_settings
 from django.utils import timezone
 from pytest_django.live_server_helper import LiveServer
 
+from compaction.cache_report import fleet_cache
 from compaction.models import (
     Archive,
     CompactionOperation,
@@ -295,6 +296,9 @@ def test_simulate_seeds_the_demo_and_shows_every_kind_of_compaction(
     assert re.search(r"overflow, agent retried +billing-refactor-\S+ +overflow +applied", output)
     assert "NOT archived: ArchiveError: archive store unavailable" in output
     assert re.search(r"manual /compact +monorepo-migration-\S+ +manual +applied", output)
+    # the fleet's own traffic keeps the default profile's cache churn within D2 (the cache
+    # demo's sessions, tests/db/test_cache_demo.py, show a profile that breaks it)
+    assert not fleet_cache().profiles["default"].churn.violates_d2
 
 
 def test_no_compaction_appends_the_transcripts_and_compacts_nothing(

@@ -17,7 +17,8 @@ from console.selectors.unpriced import unpriced_calls, unpriced_models
 from telemetry.catalogue import seed_catalogue
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentKey, AgentSession, CatalogueModel
-from tests.db.test_console_views import make_user, report
+from tests.db.conftest import signed_in
+from tests.db.test_console_views import report
 from tests.db.test_overview import calls
 
 pytestmark = pytest.mark.django_db
@@ -41,9 +42,7 @@ def key() -> AgentKey:
 
 @pytest.fixture
 def admin() -> Client:
-    client = Client()
-    client.force_login(make_user("keeper", "admin"))
-    return client
+    return signed_in("admin", "keeper")
 
 
 @pytest.fixture

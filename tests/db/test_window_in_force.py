@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
 from telemetry.keys import forget_key_checks
 from telemetry.models import AgentProfile, AgentSession, CatalogueModel
+from tests.db.conftest import signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -50,11 +50,7 @@ def set_windows(overrides: dict[str, int]) -> None:
 
 
 def admin_client() -> Client:
-    user = User.objects.create_user("windows-admin", password="a-long-test-password-123")
-    user.groups.add(Group.objects.get_or_create(name="admin")[0])
-    client = Client()
-    client.force_login(user)
-    return client
+    return signed_in("admin", "windows-admin")
 
 
 def test_the_seeded_catalogue_keeps_opus_standard_window_and_its_opt_in_maximum_apart(agent):

@@ -57,10 +57,12 @@ class ExportLine:
 
 
 def plain(value: Any) -> Any:
-    """`value` as JSON can hold it without loss: a Decimal as its exact string, a time as ISO
-    8601 (with its offset). Other values are returned as they are."""
+    """`value` as JSON can hold it without loss: a Decimal as its exact fixed-point string
+    (never an exponent), a time as ISO 8601 (with its offset). Other values are returned as they
+    are. Money reaches here already written by the caller's money rule (the console's session
+    export writes it with `telemetry.money.money_text`, as its API does)."""
     if isinstance(value, Decimal):
-        return str(value)
+        return f"{value:f}"
     if isinstance(value, datetime | date):
         return value.isoformat()
     return value

@@ -52,6 +52,13 @@ def test_a_row_comes_back_as_its_plain_values_in_its_order(kind, record, number)
 def test_money_is_its_exact_decimal_string_never_a_float(amount):
     line = decode_line(encode_line("call", {"cost_usd": amount}), 1)
     assert Decimal(line.record["cost_usd"]) == amount
+    assert "E" not in line.record["cost_usd"].upper()  # fixed point, never an exponent
+
+
+def test_a_stored_zero_is_fixed_point_not_an_exponent():
+    # what the database hands back for 0 at nine places, and a whole amount in exponent form
+    assert plain(Decimal("0E-9")) == "0.000000000"
+    assert plain(Decimal("1E+2")) == "100"
 
 
 def test_a_time_keeps_its_offset():

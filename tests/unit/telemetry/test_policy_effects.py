@@ -14,6 +14,7 @@ from telemetry.policy_effects import (
     ProfileSetting,
     SessionFacts,
     WindowUse,
+    billing_moves,
     configured_windows,
     proposal_digest,
     recomputed_figures,
@@ -24,6 +25,7 @@ from telemetry.policy_effects import (
 )
 from telemetry.policy_rules import DEFAULT_POLICY
 from telemetry.pressure import pressure, pressure_band, pressure_or_unknown
+from telemetry.usage import untiered_write_tier
 from telemetry.windows import LearnedWindow, window_in_force
 
 SONNET = CatalogueWindow("claude-sonnet-4-5", 200_000)
@@ -112,6 +114,36 @@ def test_a_ttl_change_moves_the_billing_of_sessions_that_report_calls_only():
     assert with_calls.billing and not with_calls.band_moves and with_calls.changes_anything
     assert not without.billing
     assert summarize_changes([with_calls, without]).billing == 1
+
+
+@pytest.mark.parametrize(
+    ("agent", "moves"),
+    [
+        ("claude-code", False),  # writes at 5 minutes whatever the profile's TTL
+        ("Claude-Code ", False),  # the agent is named as `untiered_write_tier` reads it
+        ("codex", True),  # an agent without a tier of its own follows the profile
+        ("", True),  # no door named the agent: the profile's TTL
+    ],
+)
+def test_a_ttl_change_moves_billing_only_where_the_agents_tier_follows_the_profile(agent, moves):
+    one_hour = ProfileSetting(replace(DEFAULT_POLICY, cache_ttl="1h"))
+    for before, after in ((DEFAULT, one_hour), (one_hour, DEFAULT)):
+        change = session_change(stored(1_000, agent=agent), before, after, SONNET)
+        assert change.billing is moves
+        assert change.billing is (
+            untiered_write_tier(agent or None, before.policy.cache_ttl)
+            != untiered_write_tier(agent or None, after.policy.cache_ttl)
+        )
+
+
+@given(
+    agent=st.sampled_from(["", "claude-code", "codex", "CLAUDE-CODE"]),
+    ttls=st.tuples(*[st.sampled_from(["5m", "1h"])] * 2),
+)
+def test_billing_moves_exactly_when_the_untiered_tier_does(agent, ttls):
+    before, after = (ProfileSetting(replace(DEFAULT_POLICY, cache_ttl=ttl)) for ttl in ttls)
+    tiers = {untiered_write_tier(agent or None, ttl) for ttl in ttls}
+    assert billing_moves(agent, before, after) is (len(tiers) == 2)
 
 
 def test_lower_thresholds_count_newly_at_prune_and_which_have_a_transcript():

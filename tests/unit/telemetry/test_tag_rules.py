@@ -74,3 +74,14 @@ def test_adding_never_passes_the_session_limit_and_keeps_what_was_held(held, add
     else:
         after = tags_after_adding(held, added)
         assert after == tuple(sorted(held | added))
+
+
+@given(st.lists(st.text(max_size=50), max_size=5))
+def test_whatever_is_typed_is_refused_or_becomes_distinct_valid_tags(texts):
+    try:
+        tags = parse_tags(texts)
+    except TagError as exc:
+        assert exc.field == "tags" and exc.message
+    else:
+        assert len(set(tags)) == len(tags) <= MAX_TAGS_PER_CHANGE
+        assert all(tag_problem(tag) is None for tag in tags)
