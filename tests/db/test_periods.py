@@ -203,3 +203,21 @@ def test_the_alerts_history_shows_any_time_or_the_alerts_fired_in_a_period(viewe
     assert "2026-12-01 23:30" in html  # in the zone asked for, not 22:30 UTC
     assert "fired in 2026-12-01 – 2026-12-01" in html
     assert viewer.get(reverse("alerts"), {"tz": "Mars/Base"}).status_code == 400
+
+
+def test_the_cache_page_and_its_summary_take_the_period(key, viewer) -> None:  # noqa: F811
+    """Two weeks unless another period is picked; the overview's section compares with the
+    previous period when asked; each premium bar links to its bucket's sessions."""
+    report(key, calls("cached", 3, start=timezone.now() - timedelta(minutes=40)))
+    page = viewer.get(reverse("cache"))
+    assert page.context["period"].preset == "14d"
+    assert len(page.context["drill"]) == len(page.context["period"].bucket_starts())
+    berlin = viewer.get(reverse("cache"), {"range": "24h", "tz": "Europe/Berlin"})
+    assert berlin.context["period"].bucket == "hour"
+    assert all("tz=Europe%2FBerlin" in link for link in berlin.context["drill"])
+    summary = viewer.get(
+        reverse("cache_summary"),
+        {"range": "24h", "compare": "previous"},
+        headers={"HX-Request": "true"},
+    ).content.decode()
+    assert 'id="previous-premium"' in summary and "in the last 24h" in summary
