@@ -1264,6 +1264,9 @@ class Bench:
                 measure_overview(self)
             self.report()
             return
+        if self.args.only == "perf":
+            self.run_perf()
+            return
         with step("P9: the pure core"):
             self.core()
         with step("B_copy, B_row: raw writes into a scratch copy of the calls table"):
@@ -1317,6 +1320,36 @@ class Bench:
             self.single_records()
         with step("P1: batched ingest"):
             self.batch_ingest()
+        with step("P10: GenAI spans through the OTel SDK exporter"):
+            measure_p10(self)
+        self.report()
+
+    def run_perf(self) -> None:
+        """`--only perf`: the bars of issue 37 and what they are measured against (B_copy,
+        B_row, B_calls and P12, B_noop and P2, POV, P1, P6, P7, P10), in the full run's order."""
+        with step("B_copy, B_row: raw writes into a scratch copy of the calls table"):
+            self.raw_writes()
+        with step("seed P3 sessions; B_read"):
+            self.seed_p3()
+        with step("P12: cache-miss classification vs reading the calls"):
+            measure_p12(self)
+        with step("gunicorn"):
+            self.serve()
+        with step("B_noop and P2: single requests, alternating runs"):
+            self.single_records()
+        with step("POV: the overview at 10,000 and 1,000,000 calls"):
+            measure_overview(self)
+        with step("P1: batched ingest"):
+            self.batch_ingest()
+        with step("Celery worker"):
+            self.start_worker()
+        with step("1M-token transcript; B_io"):
+            self.transcript()
+            self.raw_io()
+        with step("P6: compaction in the worker"):
+            self.compaction()
+        with step("P7: ingest while compactions run"):
+            self.ingest_under_compaction()
         with step("P10: GenAI spans through the OTel SDK exporter"):
             measure_p10(self)
         self.report()
@@ -1392,12 +1425,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             "alerts",
             "pages",
             "storage",
+            "perf",
         ),
         help="ingest: only B_copy, B_row, B_noop, P1, P2 and P10 (the ingest doors); "
         "import: only P11; overview: only POV; compaction: only B_io and P6; "
         "list: only B_page, B_django and P5; memory: only P13; alerts: only PAL; "
         "pages: only PG1-PG3 (the chart pages in Chromium); "
-        "storage (with --scale fleet): only the seed and its bytes per million calls",
+        "storage (with --scale fleet): only the seed and its bytes per million calls; "
+        "perf: only the rows of the ingest, overview and cache-report bars (B_copy, B_row, "
+        "B_calls, P12, B_noop, P2, POV, P1, B_io, P6, P7, P10)",
     )
     parser.add_argument(
         "--scale",

@@ -225,6 +225,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Web processes (`console.wsgi`): the garbage collector's youngest-generation threshold, with
 # everything loaded at start-up frozen (`console.collector`); 0 keeps CPython's defaults.
 WEB_GC_THRESHOLD = env_int("WEB_GC_THRESHOLD", 50_000, minimum=0)
+# Celery pool processes (compactions, archives, alert evaluation) run this much nicer than the
+# web processes (`console.celery`): on a machine they share, ingest keeps its share of the CPU
+# while a compaction runs (make bench P7). 0 leaves their priority as started.
+WORKER_NICE = env_int("WORKER_NICE", 10, minimum=0, maximum=19)
 
 # --- Auth, i18n, static ----------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
