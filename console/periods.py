@@ -6,6 +6,8 @@ One definition of each rule a page with figures follows:
 - a period is the half-open interval [start, end), held in UTC;
 - a preset (`PRESETS`) ends now; a custom range is `from` and `to` in the operator's zone, a
   date meaning that day's local midnight (`to` as a date takes in that whole day);
+- a missing bound is open: `from` alone runs until now, `to` alone reaches back as far as a
+  range may (`MAX_LENGTH`);
 - the bucket follows the length (`bucket_for`): hours up to two days, days beyond;
 - buckets are aligned in the zone: an hour bucket starts on a local hour, a day bucket at local
   midnight (a day across a DST change is 23 or 25 hours long);
@@ -139,13 +141,15 @@ def _parse_moment(text: str, zone: ZoneInfo, field: str, *, end: bool) -> dateti
 @dataclass(frozen=True)
 class Period:
     """[start, end) in UTC, in `zone`; `preset` is its preset key, "" for a custom range;
-    `compare`: the previous period is shown beside."""
+    `compare`: the previous period is shown beside; `to_now`: a custom range given by `from`
+    alone, which ends now (its links keep it open)."""
 
     start: datetime
     end: datetime
     zone: str = DEFAULT_ZONE
     preset: str = ""
     compare: bool = False
+    to_now: bool = False
 
     @property
     def tz(self) -> ZoneInfo:
@@ -220,12 +224,14 @@ class Period:
 
     def query(self) -> dict[str, str]:
         """The query parameters that give this period back (`parse_period`): the preset, or
-        `from` and `to` as local date-times (dates when both are local midnights); `tz` always
-        (a link means the same period whatever zone the browser remembers); `compare` when
-        on."""
+        `from` and `to` as local date-times (dates when both are local midnights; `from` alone
+        for a range that ends now); `tz` always (a link means the same period whatever zone the
+        browser remembers); `compare` when on."""
         params: dict[str, str] = {}
         if self.preset:
             params["range"] = self.preset
+        elif self.to_now:
+            params["from"] = self.local_bounds_text()[0]
         else:
             params["from"], params["to"] = self.local_bounds_text()
         params["tz"] = self.zone
@@ -235,9 +241,17 @@ class Period:
 
     def local_bounds_text(self) -> tuple[str, str]:
         """`from` and `to` as the picker's fields show them: local dates when the range is whole
-        local days (`to` the last day in it), else local date-times to the minute."""
+        local days (`to` the last day in it), else local date-times to the minute; `to` is ""
+        for a range that ends now (`to_now`), `from` a date when it is a local midnight."""
         zone = self.tz
         start, end = self.start.astimezone(zone), self.end.astimezone(zone)
+        if self.to_now:
+            first = (
+                start.date().isoformat()
+                if local_midnight(start.date(), zone) == self.start
+                else start.strftime("%Y-%m-%dT%H:%M")
+            )
+            return first, ""
         if (
             local_midnight(start.date(), zone) == self.start
             and local_midnight(end.date(), zone) == self.end
@@ -246,10 +260,13 @@ class Period:
         return start.strftime("%Y-%m-%dT%H:%M"), end.strftime("%Y-%m-%dT%H:%M")
 
     def describe(self) -> str:
-        """The period in words: "the last 24h" or "2026-12-01 – 2026-12-07"."""
+        """The period in words: "the last 24h", "2026-12-01 – 2026-12-07" or "since
+        2026-12-01"."""
         if self.preset:
             return f"the last {self.preset}"
         first, last = self.local_bounds_text()
+        if self.to_now:
+            return f"since {first.replace('T', ' ')}"
         return f"{first.replace('T', ' ')} – {last.replace('T', ' ')}"
 
     def zone_label(self, at: datetime | None = None) -> str:
@@ -268,9 +285,9 @@ def parse_period(
     end of a preset. `zone` is the fallback when `tz` is absent (the operator's remembered zone).
 
     Refused with the field named (`FieldError`): an unknown preset, a zone that is not IANA, a
-    date that does not parse, `to` not after `from`, a range longer than `MAX_LENGTH`, one of
-    `from`/`to` without the other, `range` beside `from`/`to`, a `compare` other than
-    "previous". With `strict=False`, a bad value falls back to its default instead (a page that
+    date that does not parse, `to` not after `from` (`from` alone: not before now), a range
+    longer than `MAX_LENGTH`, `range` beside `from`/`to`, a `compare` other than "previous".
+    `from` alone runs until now; `to` alone reaches back `MAX_LENGTH`. With `strict=False`, a bad value falls back to its default instead (a page that
     must never 400, such as a list's poll).
     """
     try:
@@ -305,17 +322,24 @@ def _parse(params: Mapping[str, str], *, now: datetime, zone: str) -> Period:
         )
     if preset and preset != "custom":
         raise FieldError("range", "give a preset or from and to, not both")
-    if not first:
-        raise FieldError("from", "a custom range needs from as well as to")
-    if not last:
-        raise FieldError("to", "a custom range needs to as well as from")
-    start = _parse_moment(first, tz, "from", end=False)
-    end = _parse_moment(last, tz, "to", end=True)
+    end = _parse_moment(last, tz, "to", end=True) if last else now
+    if first:
+        start = _parse_moment(first, tz, "from", end=False)
+    else:  # as far back as a range reaches, by the local clock
+        start = _from_local(_wall(end, tz) - MAX_LENGTH, tz)
+    # the field a refusal names: the one given, `to` when both are
+    field = "to" if last else "from"
     if end <= start:
-        raise FieldError("to", "must be after from")
-    if end - start > MAX_LENGTH:
-        raise FieldError("to", f"a range is at most {MAX_LENGTH.days} days long")
-    return Period(start, end, tz_name, "", compare)
+        raise FieldError(field, "must be after from" if last else "must be before now")
+    # by the local clock: whole local days across a DST change are as many days
+    if _wall(end, tz) - _wall(start, tz) > MAX_LENGTH:
+        raise FieldError(field, f"a range is at most {MAX_LENGTH.days} days long")
+    return Period(start, end, tz_name, "", compare, to_now=not last)
+
+
+def _wall(at: datetime, zone: ZoneInfo) -> datetime:
+    """`at` as the local clock shows it (naive)."""
+    return at.astimezone(zone).replace(tzinfo=None)
 
 
 def change(now: Decimal | float | None, before: Decimal | float | None) -> float | None:

@@ -75,7 +75,7 @@ PeriodText = Annotated[str, Field(max_length=40, pattern=r"^[0-9T:+\-. Z]*$")]
 ZoneText = Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_+\-/]*$")]
 FromQuery = Annotated[
     PeriodText | None,
-    Query(alias="from", description="start: an ISO date or date-time, in `tz` (with `to`)"),
+    Query(alias="from", description="start: an ISO date or date-time, in `tz` (alone: until now)"),
 ]
 ToQuery = Annotated[
     PeriodText | None,
@@ -209,7 +209,8 @@ def list_sessions(
     meanwhile never repeat or skip one; a cursor is valid only for the filters and sort that
     issued it (else 422 on `cursor`).
 
-    `from` and `to` (in `tz`): only the sessions active in that period (a call in it)."""
+    `from` and `to` (in `tz`): only the sessions active in that period (a call in it); `from`
+    alone: active since then, `to` alone: active until then (`console.periods`)."""
     refuse_unknown(request.GET, _LIST_PARAMETERS)
     key = request_key(request)
     # the tag and range filters: the console list's own parser, its first refusal a 422
@@ -241,7 +242,8 @@ def list_sessions(
         *listed.tags,
         *(f"{param}={value}" for param, value in listed.bounds),
         _iso(active_from) or "",
-        _iso(active_to) or "",
+        # `from` alone ends now: its pages share the scope as the clock moves
+        _iso(active_to) if to else "",
     )
     after = _cursor(cursor, scope=scope, keys=len(order_keys(sort)) + 1)
     sessions, policies = sessions_after(

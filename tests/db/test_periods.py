@@ -82,6 +82,10 @@ def test_the_sessions_list_takes_a_period_and_the_overview_drills_down_to_it(
     assert day == f"{reverse('sessions')}?from=2026-12-01&to=2026-12-01&tz=Europe%2FBerlin"
     listed = viewer.get(day)
     assert listed.status_code == 200
+    # From alone (what the list's fields send as soon as From changes): active since then
+    since = viewer.get(reverse("sessions"), {"from": "2026-12-02", "tz": "Europe/Berlin"})
+    assert since.status_code == 200
+    assert [row.session.external_id for row in since.context["listing"].rows] == ["next-day"]
     rows = listed.context["listing"].rows
     assert [row.session.external_id for row in rows] == ["late"]
     # its last call (23:37 in Berlin, 22:37 UTC) is shown in the period's zone
@@ -181,8 +185,16 @@ def test_the_read_api_takes_the_same_period(agent) -> None:
         ]
         == []
     )
-    refused = get("/api/v1/overview", **{"from": "2026-12-01", "tz": "Europe/Berlin"})
-    assert refused.status_code == 422 and refused.json()["field"] == "to"
+    # a lone bound is open: from alone runs until now, to alone looks back until then
+    since = get("/api/v1/overview", **{"from": "2026-12-01", "tz": "Europe/Berlin"}).json()
+    assert since["since"] == "2026-11-30T23:00:00+00:00" and since["calls"] == 2
+    until = get("/api/v1/sessions", to="2026-11-30", tz="Europe/Berlin").json()
+    assert until["sessions"] == []
+    assert [
+        s["session_id"] for s in get("/api/v1/sessions", to="2026-12-01").json()["sessions"]
+    ] == ["api-late"]
+    refused = get("/api/v1/overview", **{"from": "2099-12-01", "tz": "Europe/Berlin"})
+    assert refused.status_code == 422 and refused.json()["field"] == "from"
     assert get("/api/v1/sessions", **{**day, "tz": "Nowhere/x"}).json()["field"] == "tz"
 
 

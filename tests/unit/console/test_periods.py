@@ -73,8 +73,8 @@ def test_a_custom_range_of_date_times_is_local_unless_it_has_an_offset() -> None
         ({"range": "2w"}, "range"),
         ({"tz": "Mars/Olympus"}, "tz"),
         ({"tz": "../../etc/passwd"}, "tz"),
-        ({"from": "2026-12-01"}, "to"),
-        ({"to": "2026-12-01"}, "from"),
+        ({"from": "2026-12-08"}, "from"),  # alone, it must be before now
+        ({"from": "2025-11-01"}, "from"),  # alone, now is more than MAX_LENGTH after it
         ({"from": "yesterday", "to": "2026-12-01"}, "from"),
         ({"from": "2026-12-01", "to": "2026-13-01"}, "to"),
         ({"from": "2026-12-02", "to": "2026-12-01"}, "to"),
@@ -90,6 +90,45 @@ def test_a_bad_value_is_refused_naming_its_field(params: dict[str, str], field: 
     assert refused.value.field == field
     # a page that must not fail takes the default instead
     assert parse_period(params, now=NOW, strict=False).preset == "24h"
+
+
+def test_a_lone_bound_is_open_from_runs_until_now_to_reaches_back_the_longest_range() -> None:
+    since = parse_period({"from": "2026-12-01", "tz": "Europe/Berlin"}, now=NOW)
+    assert (since.start, since.end) == (datetime(2026, 11, 30, 23, 0, tzinfo=UTC), NOW)
+    assert since.preset == "" and since.zone == "Europe/Berlin"
+    # its links keep it open: from alone, the same period back while now stands still
+    assert since.query() == {"from": "2026-12-01", "tz": "Europe/Berlin"}
+    assert parse_period(since.query(), now=NOW) == since
+    assert since.describe() == "since 2026-12-01"
+    until = parse_period({"to": "2026-12-01", "tz": "Europe/Berlin"}, now=NOW)
+    assert until.end == datetime(2026, 12, 1, 23, 0, tzinfo=UTC)
+    assert until.start == datetime(2025, 10, 27, 23, 0, tzinfo=UTC)  # 400 local days before
+    # the edges: from alone up to MAX_LENGTH before now and strictly before now
+    assert parse_period({"from": (NOW - MAX_LENGTH).isoformat()}, now=NOW).length == MAX_LENGTH
+    with pytest.raises(FieldError):
+        parse_period({"from": (NOW - MAX_LENGTH - timedelta(seconds=1)).isoformat()}, now=NOW)
+    with pytest.raises(FieldError):
+        parse_period({"from": NOW.isoformat()}, now=NOW)
+
+
+def _bounds(params: dict[str, str], now: datetime) -> tuple[datetime, datetime] | str:
+    try:
+        period = parse_period(params, now=now)
+    except FieldError:
+        return "refused"
+    return period.start, period.end
+
+
+@given(at=moments, zone=st.sampled_from(ZONES))
+def test_a_lone_bound_is_the_range_with_its_open_end_filled(at: datetime, zone: str) -> None:
+    local = at.astimezone(ZoneInfo(zone)).replace(tzinfo=None).isoformat(timespec="minutes")
+    now = datetime(2026, 12, 7, 9, 41, tzinfo=UTC)
+    since = _bounds({"from": local, "tz": zone}, now)
+    assert since == _bounds({"from": local, "to": now.isoformat(), "tz": zone}, now)
+    until = _bounds({"to": local, "tz": zone}, now)
+    assert not isinstance(until, str)
+    start = until[0].isoformat()
+    assert until == _bounds({"from": start, "to": local, "tz": zone}, now)
 
 
 def test_the_zone_falls_back_to_the_remembered_one_then_utc() -> None:
