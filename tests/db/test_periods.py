@@ -84,6 +84,8 @@ def test_the_sessions_list_takes_a_period_and_the_overview_drills_down_to_it(
     assert listed.status_code == 200
     rows = listed.context["listing"].rows
     assert [row.session.external_id for row in rows] == ["late"]
+    # its last call (23:37 in Berlin, 22:37 UTC) is shown in the period's zone
+    assert "2026-12-01 23:37" in listed.content.decode()
     # an hour bucket's link is to the minute, and the period filter is exact at its edges
     policies = load_policies()
     profiles = list(AgentProfile.objects.all())
