@@ -26,6 +26,13 @@ def remembered_zone(request: HttpRequest) -> str:
     return name if is_zone(name) else DEFAULT_ZONE
 
 
+def request_zone(request: HttpRequest) -> str:
+    """The zone this request's times are shown in: `?tz=` when it is a zone, else the
+    remembered one (`remembered_zone`), else UTC; the period's zone too (`request_period`)."""
+    name = (request.GET.get("tz") or "").strip()
+    return name if is_zone(name) else remembered_zone(request)
+
+
 def request_period(request: HttpRequest, *, strict: bool = True) -> Period:
     """The period of `?range=`/`?from=&to=`/`?tz=`/`?compare=`, ending now; `FieldError` for a
     bad value (`strict`), else the default."""

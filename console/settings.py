@@ -103,6 +103,8 @@ MIDDLEWARE.append("console.middleware.DatabaseUnavailable")
 # issue 16: Content-Security-Policy and Permissions-Policy on every response
 MIDDLEWARE.insert(2, "console.middleware.security_headers")
 MIDDLEWARE.append("console.errors.friendly_405")
+# issue 39: pages show their times in the operator's zone (?tz=, else the remembered one)
+MIDDLEWARE.append("console.middleware.operator_zone")
 # axes: a refused sign-in answers 429 (console.limits.lockout_response); last, as axes asks
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")
 # issue 41: a request target over MAX_URL_BYTES answers 414 (JSON on the API) before anything

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from django.contrib import messages
 from django.db import connection
@@ -171,8 +170,8 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
     # a time filter's result moves with the clock: the version does too
     minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active or filters.seen else ""
     found = sessions_page(filters)
-    # times are shown in the operator's zone (the period's, else the remembered one)
-    shown_zone = period.zone if period else zone
+    # times are shown in the operator's zone (`console.middleware.operator_zone`)
+    shown_zone = timezone.get_current_timezone_name()
     version = sessions_version(found, request.GET.urlencode() + minute + shown_zone)
     if request.htmx:
         not_modified = _versioned(request, version)
@@ -190,10 +189,9 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
         "zone": shown_zone,
         "nav": "sessions",
     } | list_tools_context(request, form)
-    with timezone.override(ZoneInfo(shown_zone)):
-        if request.htmx:
-            return _mark_polled(render(request, "console/sessions.html#table", context), version)
-        return render(request, "console/sessions.html", context)
+    if request.htmx:
+        return _mark_polled(render(request, "console/sessions.html#table", context), version)
+    return render(request, "console/sessions.html", context)
 
 
 def _session_or_404(pk: int) -> tuple[AgentSession, PolicyValues, str]:

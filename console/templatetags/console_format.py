@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from html import escape as escape_text
 from typing import Any
@@ -193,14 +193,6 @@ def period_query(period: Period, **extra: Any) -> str:
     period, e.g. `{% url 'sessions' %}?{% period_query period profile=name %}`."""
     params = period.query() | {k: str(v) for k, v in extra.items() if v is not None and v != ""}
     return urlencode(params)
-
-
-@register.filter
-def local(value: datetime | None, period: Period) -> str:
-    """A time in the period's zone, to the minute ("—" for none)."""
-    if value is None:
-        return "—"
-    return value.astimezone(period.tz).strftime("%Y-%m-%d %H:%M")
 
 
 @register.inclusion_tag("console/_period_picker.html", takes_context=True)

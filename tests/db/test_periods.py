@@ -235,3 +235,30 @@ def test_the_cache_page_and_its_summary_take_the_period(key, viewer) -> None:  #
         headers={"HX-Request": "true"},
     ).content.decode()
     assert 'id="previous-premium"' in summary and "in the last 24h" in summary
+
+
+def test_every_page_shows_its_times_in_the_operators_zone_and_the_api_keeps_utc(agent) -> None:
+    from telemetry.models import AgentSession
+    from tests.db.conftest import signed_in
+
+    # 22:37 UTC on 2026-12-01 is 07:37 the next morning in Tokyo
+    report(
+        agent.key, calls("tokyo", 1, start=datetime(2026, 12, 1, 22, 37, tzinfo=ZoneInfo("UTC")))
+    )
+    session = AgentSession.objects.get(external_id="tokyo")
+    page = signed_in("viewer", "zoned")
+    page.cookies["console_tz"] = "Asia/Tokyo"
+    html = page.get(reverse("session", args=[session.pk])).content.decode()
+    assert "2026-12-02 07:37" in html and "2026-12-01 22:37" not in html
+    assert '<span id="time-zone">Asia/Tokyo</span>' in html
+    # ?tz= wins over the remembered zone; a zone that is not one falls back to it
+    html = page.get(reverse("session", args=[session.pk]), {"tz": "UTC"}).content.decode()
+    assert "2026-12-01 22:37" in html and '<span id="time-zone">UTC</span>' in html
+    html = page.get(reverse("session", args=[session.pk]), {"tz": "Mars/x"}).content.decode()
+    assert "2026-12-02 07:37" in html
+    # the API's times stay ISO 8601 in UTC whatever the browser remembers
+    agent.client.cookies["console_tz"] = "Asia/Tokyo"
+    body = agent.get("/api/v1/sessions/tokyo").json()
+    assert body["last_seen_at"].startswith("2026-12-01T22:37") and body["last_seen_at"].endswith(
+        ("+00:00", "Z")
+    )
