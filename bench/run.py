@@ -578,14 +578,20 @@ class Bench:
         )
 
     def single_record_statements(self) -> int:
-        """SQL statements of one single-record POST in a warm process (key and policy cached)."""
+        """SQL statements of one single-record POST in a warm process (key and policy cached),
+        sent as an agent and P2's load send it: the key and no cookie. `self.client` is the
+        viewer's, signed in for the pages; its session cookie would add the session's and the
+        user's reads (the audit trail's middleware names a signed-in user on every request)."""
         from django.db import connection
+        from django.test import Client
         from django.test.utils import CaptureQueriesContext
 
         from bench.data import record, single_body
 
+        agent = Client(HTTP_HOST="127.0.0.1")
+
         def post(turn: int) -> Any:
-            return self.client.post(
+            return agent.post(
                 "/api/v1/telemetry",
                 single_body(record("p2-statements", turn)),
                 content_type="application/json",
@@ -595,6 +601,9 @@ class Bench:
         assert post(0).status_code == 201
         with CaptureQueriesContext(connection) as ctx:
             assert post(1).status_code == 201
+        self.results["measurements"]["P2"]["statements"] = [
+            " ".join(q["sql"].split())[:60] for q in ctx.captured_queries
+        ]
         return len(ctx.captured_queries)
 
     def timed(

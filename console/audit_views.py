@@ -23,6 +23,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from console.periods import PRESETS
 from console.presenters.audit import (
     API_ACTOR_PREFIX,
     SYSTEM_ACTOR,
@@ -45,7 +46,8 @@ OBJECT_TYPES: Final = {
     "tag": ("telemetry", "sessiontag", "Session tag"),
 }
 TYPE_LABELS: Final = {(app, model): label for app, model, label in OBJECT_TYPES.values()}
-PERIODS: Final = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
+# the presets the audit page offers, from the console's one period model (`console.periods`)
+PERIODS: Final = {key: PRESETS[key] for key in ("24h", "7d", "30d")}
 ACTIONS: Final = {
     LogEntry.Action.CREATE: "created",
     LogEntry.Action.UPDATE: "changed",
