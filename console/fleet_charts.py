@@ -199,7 +199,8 @@ def compactions_figure(
     layout = _time_layout("Compactions per day by origin", zone_label, barmode="stack")
     layout["xaxis"] = {
         **layout["xaxis"],
-        "title": {"text": f"day ({zone_label}): ours by server clock, others by agent's"},
+        # two short lines: one long line is clipped at the sides on a phone
+        "title": {"text": f"day ({zone_label})<br>ours by server clock, others by agent's"},
         "dtick": 86_400_000,
     }
     most = max((sum(day) for day in zip(*counts.values(), strict=True)), default=0)
@@ -219,5 +220,5 @@ def compactions_figure(
         "tickformat": ".3~s",
         "showgrid": False,
     }
-    layout["margin"] = {**layout["margin"], "r": 64}
+    layout["margin"] = {**layout["margin"], "r": 64, "b": 72}
     return {"data": data, "layout": layout}

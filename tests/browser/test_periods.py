@@ -18,6 +18,12 @@ pytestmark = [
 ]
 
 SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+# where a chart's x-axis title is drawn, against the chart's own box (page pixels)
+TITLE_INSIDE = """(id) => {
+  const chart = document.getElementById(id).getBoundingClientRect();
+  const title = document.querySelector(`#${id} .g-xtitle text`).getBoundingClientRect();
+  return {left: title.left, right: title.right, chart_left: chart.left, chart_right: chart.right};
+}"""
 WIDER_THAN_VIEWPORT = "document.documentElement.scrollWidth - window.innerWidth"
 # the middle of the last bar with spend in a chart, in page pixels (after scrolling it in view)
 LAST_BAR = """(id) => {
@@ -62,6 +68,13 @@ def test_the_picker_keeps_a_custom_range_zone_and_comparison_and_a_bar_opens_its
     assert f"from={first}" in page.url and "compare=previous" in page.url
     page.wait_for_selector("#chart-spend .barlayer .point path", state="attached")
     assert "Asia/Tokyo" in (page.text_content("#chart-spend .g-xtitle") or "")
+    # the compactions chart's axis title (the zone with its offset, and both clocks) is drawn
+    # whole inside its chart, on a phone too; the page's foot names the zone
+    page.wait_for_selector("#chart-compactions .g-xtitle text", state="attached")
+    inside = page.evaluate(TITLE_INSIDE, "chart-compactions")
+    assert inside["left"] >= inside["chart_left"] - 1, inside
+    assert inside["right"] <= inside["chart_right"] + 1, inside
+    assert page.inner_text("#time-zone") == "Asia/Tokyo"
     assert page.evaluate(WIDER_THAN_VIEWPORT) <= 0
     tracked.screenshot(f"period-overview-{size}")
 
