@@ -11,7 +11,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any, Final
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.cache import (
     get_conditional_response,
@@ -33,10 +33,11 @@ from console.overview_views import drill_link
 from console.period_request import with_period
 from console.periods import BUCKET_STEPS, Period, change, preset_period
 from console.roles import Role, require_role
+from console.selectors.session import session_or_404
 from console.selectors.unpriced import unpriced_calls
 from telemetry.cache_misses import CAUSE_LABELS, CAUSES, ttl_advice
 from telemetry.cache_tiers import nearest_rank
-from telemetry.models import AgentProfile, AgentSession
+from telemetry.models import AgentProfile
 from telemetry.policy_store import effective_policy
 
 # the cache page's period when none is asked for: two weeks, as the TTL advice reads
@@ -49,13 +50,6 @@ def cache_period(request: HttpRequest, period: Period) -> Period:
     if request.GET.get("range") or request.GET.get("from") or request.GET.get("to"):
         return period
     return preset_period(CACHE_DEFAULT, now=period.end, zone=period.zone)
-
-
-def _session(pk: int) -> AgentSession:
-    session = AgentSession.objects.select_related("profile").filter(pk=pk).first()
-    if session is None:
-        raise Http404("no such session")
-    return session
 
 
 def revalidated(request: HttpRequest, response: HttpResponse) -> HttpResponse:
@@ -82,12 +76,27 @@ def _fragment_or_page(
     )
 
 
+def _premiums_figure(period: Period, by_bucket: Any) -> dict[str, Any] | None:
+    """The premiums-by-cause bars of `period` (the fleet's section and the cache page alike);
+    None when no bucket had a premium."""
+    if not by_bucket:
+        return None
+    return premiums_by_bucket_figure(
+        starts=period.bucket_starts(),
+        step=BUCKET_STEPS[period.bucket],
+        by_bucket=by_bucket,
+        labels=CAUSE_LABELS,
+        zone=period.tz,
+        zone_label=period.zone_label(),
+    )
+
+
 @require_GET
 @require_role(Role.VIEWER)
 def session_cache(request: HttpRequest, pk: int) -> HttpResponse:
     """The session's cache misses: a chart by cause and the table (turn, missed tokens,
     premium, cause, evidence), premiums by cause, and the D2 flag."""
-    session = _session(pk)
+    session = session_or_404(pk)
     report = session_misses(session)
     points = [
         MissPoint(
@@ -119,7 +128,7 @@ def session_plan(request: HttpRequest, pk: int) -> HttpResponse:
     """What Compact now would do and cost (the manual, forced plan) and what automatic relief
     would decide, then each applied compaction's predicted vs measured re-write and its running
     net saving."""
-    session = _session(pk)
+    session = session_or_404(pk)
     policy = effective_policy(session.profile)
     context = {
         "session": session,
@@ -161,16 +170,7 @@ def fleet_cache_page(request: HttpRequest, period: Period) -> HttpResponse:
             (CAUSE_LABELS[c], report.by_cause[c], report.misses_by_cause[c]) for c in CAUSES
         ],
         "profiles": profiles,
-        "figure": premiums_by_bucket_figure(
-            starts=period.bucket_starts(),
-            step=BUCKET_STEPS[period.bucket],
-            by_bucket=report.by_bucket,
-            labels=CAUSE_LABELS,
-            zone=period.tz,
-            zone_label=period.zone_label(),
-        )
-        if report.by_bucket
-        else None,
+        "figure": _premiums_figure(period, report.by_bucket),
         "drill": [drill_link(period, start, end, "") for start, end in period.intervals()],
         # calls over the same period whose misses have no premium: their model has no price
         "unpriced": unpriced_calls(since=report.since),
@@ -232,16 +232,7 @@ def cache_summary(request: HttpRequest, period: Period) -> HttpResponse:
         "period": period,
         "range_key": period.key,
         "profile": profile,
-        "figure": premiums_by_bucket_figure(
-            starts=period.bucket_starts(),
-            step=BUCKET_STEPS[period.bucket],
-            by_bucket=report.by_bucket,
-            labels=CAUSE_LABELS,
-            zone=period.tz,
-            zone_label=period.zone_label(),
-        )
-        if report.by_bucket
-        else None,
+        "figure": _premiums_figure(period, report.by_bucket),
         "drill": [
             drill_link(period, start, end, profile.name if profile else "")
             for start, end in period.intervals()

@@ -31,6 +31,7 @@ from console.period_request import refused_period, remembered_zone, request_peri
 from console.roles import Role, require_role
 from console.selectors.compaction import HistoryKey, compaction_history
 from console.selectors.policies import load_policies
+from console.selectors.session import session_or_404
 from console.selectors.session_list import after_keys, filtered_sessions, key_values
 from telemetry.band_sql import BANDS
 from telemetry.cache_misses import CAUSES, ttl_advice
@@ -226,19 +227,12 @@ MISS_EXPORT_COLUMNS: Final = (
 )
 
 
-def _session_or_404(pk: int) -> AgentSession:
-    session = AgentSession.objects.select_related("profile").filter(pk=pk).first()
-    if session is None:
-        raise Http404("no such session")
-    return session
-
-
 @require_GET
 @require_role(Role.VIEWER)
 def session_misses_export(request: HttpRequest, pk: int, fmt: str) -> StreamingHttpResponse:
     """A session's cache misses as its cache table lists them (`session_misses`)."""
     _format(fmt)
-    session = _session_or_404(pk)
+    session = session_or_404(pk)
     report = session_misses(session)
     rows = (
         (
@@ -368,7 +362,7 @@ def session_runs_export(request: HttpRequest, pk: int, fmt: str) -> StreamingHtt
     """A session's whole compaction history, oldest first: our runs (every outcome) and the
     agent's and provider's context events, in `compaction_history`'s one order."""
     _format(fmt)
-    session = _session_or_404(pk)
+    session = session_or_404(pk)
 
     def read(
         after: HistoryKey | None, size: int
