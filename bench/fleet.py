@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import os
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from bench import bulk, storage
@@ -36,6 +39,18 @@ FLEET_PROFILES = 10
 CHUNK = 10_000
 # issue 35's target for the whole database, per million calls (sessions, turns, rollups included)
 STORAGE_TARGET_MIB = 250
+
+
+def _pgbouncer_stage() -> Any:
+    """scripts/pgbouncer_stage.py (a script, not a package's module), whose `start` and `stop`
+    the PgBouncer test stage uses too."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / "pgbouncer_stage.py"
+    spec = importlib.util.spec_from_file_location("pgbouncer_stage", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["pgbouncer_stage"] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
 
 
 class FleetBench(Bench):
@@ -343,6 +358,45 @@ class FleetBench(Bench):
         second.stop()
         other.stop()
 
+    # --- through a pooler --------------------------------------------------------------------
+
+    def through_pooler(self) -> None:
+        """Start Debian's pgbouncer in transaction mode (`scripts/pgbouncer_stage.py`'s way) and
+        point every process started from here on at it, with the settings docs/scaling.md
+        prescribes (`DATABASE_POOLER=pgbouncer-transaction`). The bench's own checks (counts of
+        what was stored) keep reading the server directly."""
+        from bench.services import database_name
+
+        pgbouncer_stage = _pgbouncer_stage()
+
+        pooler = pgbouncer_stage.start(self.args.database_url)
+        self.cleanup.push("stop pgbouncer", lambda: pgbouncer_stage.stop(pooler))
+        os.environ["DATABASE_URL"] = pooler.url(
+            self.args.database_url, database_name(self.args.database_url)
+        )
+        os.environ["DATABASE_POOLER"] = "pgbouncer-transaction"
+        version = pgbouncer_stage.version()
+        self.measurement(
+            "pooler",
+            pgbouncer=version,
+            pool_mode="transaction",
+            default_pool_size=pgbouncer_stage.POOL_SIZE,
+            settings={"DATABASE_POOLER": "pgbouncer-transaction"},
+            through_it=["P2", "B_noop", "P5", "overview", "P1", "X2 (both web, both workers)"],
+        )
+        self.bars.append(
+            Bar(
+                "PB",
+                f"every web and worker process through {version or 'pgbouncer'}, "
+                "transaction pooling: the bars below measured through it",
+                "on",
+                "—",
+                None,
+                "report",
+                None,
+            )
+        )
+
     # --- the run -----------------------------------------------------------------------------
 
     def run(self) -> None:
@@ -354,6 +408,9 @@ class FleetBench(Bench):
             return
         with step("B_copy, B_row: raw writes into a scratch copy of the calls table"):
             self.raw_writes()
+        if self.args.pooler:
+            with step("pgbouncer, transaction pooling, in front of every web and worker process"):
+                self.through_pooler()
         with step("gunicorn"):
             self.serve()
         with step("B_noop and P2 at fleet size"):

@@ -578,14 +578,20 @@ class Bench:
         )
 
     def single_record_statements(self) -> int:
-        """SQL statements of one single-record POST in a warm process (key and policy cached)."""
+        """SQL statements of one single-record POST in a warm process (key and policy cached),
+        sent as an agent and P2's load send it: the key and no cookie. `self.client` is the
+        viewer's, signed in for the pages; its session cookie would add the session's and the
+        user's reads (the audit trail's middleware names a signed-in user on every request)."""
         from django.db import connection
+        from django.test import Client
         from django.test.utils import CaptureQueriesContext
 
         from bench.data import record, single_body
 
+        agent = Client(HTTP_HOST="127.0.0.1")
+
         def post(turn: int) -> Any:
-            return self.client.post(
+            return agent.post(
                 "/api/v1/telemetry",
                 single_body(record("p2-statements", turn)),
                 content_type="application/json",
@@ -595,6 +601,9 @@ class Bench:
         assert post(0).status_code == 201
         with CaptureQueriesContext(connection) as ctx:
             assert post(1).status_code == 201
+        self.results["measurements"]["P2"]["statements"] = [
+            " ".join(q["sql"].split())[:60] for q in ctx.captured_queries
+        ]
         return len(ctx.captured_queries)
 
     def timed(
@@ -1139,8 +1148,13 @@ class Bench:
         s = self.sizes
         sent = s.p1_clients * s.p1_posts * s.p1_batch
         jobs_per_run = max(2, math.ceil(2 * self.p1_wall / max(self.p6_seconds, 0.01)) + 1)
-        rates, coverage, losses = [], [], []
+        rates, coverage, losses, adjacent = [], [], [], []
         for run in range(s.runs):
+            # P1's load alone first, with the worker idle: the ratio is of the two loads measured
+            # side by side (as B_copy's runs alternate with P1's), not against P1 minutes earlier
+            alone = self.batched(f"p7p1-r{run}")
+            assert not alone.errors, alone.errors
+            adjacent.append(sent / alone.wall_s)
             sessions = [self.clone(f"p7-r{run}-j{j}") for j in range(jobs_per_run)]
             task_ids = [self.send("compaction.relieve_session", [sid]) for sid in sessions]
             # Wait until the first compaction is running, then load.
@@ -1161,13 +1175,17 @@ class Bench:
             busy = sum(max(0.0, min(t1, e) - max(t0, b)) for b, e in spans)
             coverage.append(min(1.0, busy / (t1 - t0)))
         rate = median(rates)
-        p1 = self.results["measurements"]["P1"]["rows_per_s"]
+        p1_run = self.results["measurements"]["P1"]["rows_per_s"]
+        p1 = median(adjacent)
         self.measurement(
             "P7",
             rows_per_s=rate,
             runs=rates,
             compaction_coverage=coverage,
             jobs_per_run=jobs_per_run,
+            P1_adjacent=p1,
+            P1_adjacent_runs=adjacent,
+            vs_P1_of_the_run=rate / p1_run,
             integrity=losses,
         )
         ok = rate / p1 >= 0.5 and all(x["lost"] == 0 and x["duplicated"] == 0 for x in losses)
@@ -1177,10 +1195,12 @@ class Bench:
                 f"batched ingest while compactions run (a compaction ran during "
                 f"{100 * min(coverage):.0f}% of every run)",
                 f"{rate:,.0f} rows/s",
-                f"P1 {p1:,.0f} rows/s",
+                f"P1 beside it {p1:,.0f} rows/s",
                 rate / p1,
                 "≥ 0.5 ×",
                 ok,
+                f"{rate / p1_run:.2f} × P1 of the run ({p1_run:,.0f} rows/s); the Celery pool "
+                f"runs at WORKER_NICE",
             )
         )
 
@@ -1214,123 +1234,88 @@ class Bench:
 
     # --- the whole run -----------------------------------------------------------------------
 
+    def steps(self) -> list[tuple[str, str, Callable[[], None]]]:
+        """Every step of the full run, in its order: (key, what it measures, how). An `--only`
+        selection (ONLY) runs a subset of these keys, in this same order."""
+
+        def transcript_and_io() -> None:
+            self.transcript()
+            self.raw_io()
+
+        return [
+            ("core", "P9: the pure core", self.core),
+            (
+                "raw",
+                "B_copy, B_row: raw writes into a scratch copy of the calls table",
+                self.raw_writes,
+            ),
+            ("seed", "seed P3/P5 sessions; query counts; B_read, B_page", self.seed_reads),
+            ("seed_p3", "seed P3 sessions; B_read", self.seed_p3),
+            ("seed_p5", "seed P5 sessions; query counts; B_page", self.seed_p5),
+            (
+                "p12",
+                "P12: cache-miss classification vs reading the calls",
+                lambda: measure_p12(self),
+            ),
+            ("serve", "gunicorn", self.serve),
+            ("p2", "B_noop and P2: single requests, alternating runs", self.single_records),
+            ("p3", "P3, P4, P5: console pages", self.pages),
+            ("p5", "B_django and P5: the sessions list", self.sessions_list),
+            (
+                "pov",
+                "POV: the overview at 10,000 and 1,000,000 calls",
+                lambda: measure_overview(self),
+            ),
+            (
+                "browser",
+                "PG1-PG3: the chart pages in Chromium (bytes cold and warm, live update)",
+                lambda: measure_pages(self),
+            ),
+            ("p1", "P1: batched ingest", self.batch_ingest),
+            ("worker", "Celery worker", self.start_worker),
+            ("p8", "P8: enqueue → start on the idle worker", self.enqueue_latency),
+            ("io", "1M-token transcript; B_io", transcript_and_io),
+            ("p6", "P6: compaction in the worker", self.compaction),
+            ("p7", "P7: ingest while compactions run", self.ingest_under_compaction),
+            ("pal", "PAL: ingest with 50 alert rules against none", lambda: measure_pal(self)),
+            ("p10", "P10: GenAI spans through the OTel SDK exporter", lambda: measure_p10(self)),
+            ("p11", "P11: transcript import", lambda: measure_p11(self)),
+            ("p13", "P13: worker memory after maximal OTLP exports", lambda: measure_p13(self)),
+        ]
+
     def run(self) -> None:
         self.setup()
-        if self.args.only == "ingest":
-            self.run_ingest()
-            return
-        if self.args.only == "import":
-            with step("P11: transcript import"):
-                measure_p11(self)
-            self.report()
-            return
-        if self.args.only == "list":
-            with step("seed P5 sessions; query counts; B_page"):
-                self.seed_p5()
-            with step("gunicorn"):
-                self.serve()
-            with step("B_django and P5: the sessions list"):
-                self.sessions_list()
-            self.report()
-            return
-        if self.args.only == "compaction":
-            self.run_compaction()
-            return
-        if self.args.only == "memory":
-            with step("P13: worker memory after maximal OTLP exports"):
-                measure_p13(self)
-            self.report()
-            return
-        if self.args.only == "alerts":
-            with step("gunicorn"):
-                self.serve()
-            with step("Celery worker"):
-                self.start_worker()
-            with step("PAL: ingest with 50 alert rules against none"):
-                measure_pal(self)
-            self.report()
-            return
-        if self.args.only == "pages":
-            with step("gunicorn"):
-                self.serve()
-            with step("PG1-PG3: the chart pages in Chromium (bytes cold and warm, live update)"):
-                measure_pages(self)
-            self.report()
-            return
-        if self.args.only == "overview":
-            with step("gunicorn"):
-                self.serve()
-            with step("POV: the overview at 10,000 and 1,000,000 calls"):
-                measure_overview(self)
-            self.report()
-            return
-        with step("P9: the pure core"):
-            self.core()
-        with step("B_copy, B_row: raw writes into a scratch copy of the calls table"):
-            self.raw_writes()
-        with step("seed P3/P5 sessions; query counts; B_read, B_page"):
-            self.seed_reads()
-        with step("P12: cache-miss classification vs reading the calls"):
-            measure_p12(self)
-        with step("gunicorn"):
-            self.serve()
-        with step("B_noop and P2: single requests, alternating runs"):
-            self.single_records()
-        with step("P3, P4, P5: console pages"):
-            self.pages()
-        with step("POV: the overview at 10,000 and 1,000,000 calls"):
-            measure_overview(self)
-        if not self.args.smoke:  # a browser: not in the harness's smoke run
-            with step("PG1-PG3: the chart pages in Chromium (bytes cold and warm, live update)"):
-                measure_pages(self)
-        with step("P1: batched ingest"):
-            self.batch_ingest()
-        with step("Celery worker"):
-            self.start_worker()
-        with step("P8: enqueue → start on the idle worker"):
-            self.enqueue_latency()
-        with step("1M-token transcript; B_io"):
-            self.transcript()
-            self.raw_io()
-        with step("P6: compaction in the worker"):
-            self.compaction()
-        with step("P7: ingest while compactions run"):
-            self.ingest_under_compaction()
-        with step("PAL: ingest with 50 alert rules against none"):
-            measure_pal(self)
-        with step("P10: GenAI spans through the OTel SDK exporter"):
-            measure_p10(self)
-        with step("P11: transcript import"):
-            measure_p11(self)
-        with step("P13: worker memory after maximal OTLP exports"):
-            measure_p13(self)
+        selected = ONLY[self.args.only]
+        if self.args.smoke and self.args.only == "all":  # a browser: not in the smoke run
+            selected = selected - {"browser"}
+        for key, name, measure in self.steps():
+            if key in selected:
+                with step(name):
+                    measure()
         self.report()
 
-    def run_ingest(self) -> None:
-        """`--only ingest`: the ingest doors and what their bars need (B_copy, B_row, B_noop,
-        P1, P2, P10)."""
-        with step("B_copy, B_row: raw writes into a scratch copy of the calls table"):
-            self.raw_writes()
-        with step("gunicorn"):
-            self.serve()
-        with step("B_noop and P2: single requests, alternating runs"):
-            self.single_records()
-        with step("P1: batched ingest"):
-            self.batch_ingest()
-        with step("P10: GenAI spans through the OTel SDK exporter"):
-            measure_p10(self)
-        self.report()
 
-    def run_compaction(self) -> None:
-        """`--only compaction`: the transcript, B_io and P6 (no web server, no ingest load)."""
-        with step("Celery worker"):
-            self.start_worker()
-        with step("1M-token transcript; B_io"):
-            self.transcript()
-            self.raw_io()
-        with step("P6: compaction in the worker"):
-            self.compaction()
-        self.report()
+# What each `--only` runs (keys of `Bench.steps`, run in the full run's order). "storage" is the
+# fleet seed's own path (bench.fleet) and runs none of these.
+_FULL = frozenset(
+    {"core", "raw", "seed", "p12", "serve", "p2", "p3", "pov", "browser", "p1", "worker", "p8"}
+    | {"io", "p6", "p7", "pal", "p10", "p11", "p13"}
+)
+ONLY: dict[str, frozenset[str]] = {
+    "all": _FULL,
+    "ingest": frozenset({"raw", "serve", "p2", "p1", "p10"}),
+    "import": frozenset({"p11"}),
+    "list": frozenset({"seed_p5", "serve", "p5"}),
+    "compaction": frozenset({"worker", "io", "p6"}),
+    "memory": frozenset({"p13"}),
+    "alerts": frozenset({"serve", "worker", "pal"}),
+    "pages": frozenset({"serve", "browser"}),
+    "overview": frozenset({"serve", "pov"}),
+    "perf": frozenset(
+        {"raw", "seed_p3", "p12", "serve", "p2", "pov", "p1", "worker", "io", "p6", "p7", "p10"}
+    ),
+    "storage": frozenset(),
+}
 
 
 def render_table(bars: list[Bar]) -> str:
@@ -1381,29 +1366,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only",
         default="all",
-        choices=(
-            "all",
-            "ingest",
-            "import",
-            "overview",
-            "compaction",
-            "list",
-            "memory",
-            "alerts",
-            "pages",
-            "storage",
-        ),
+        choices=tuple(ONLY),
         help="ingest: only B_copy, B_row, B_noop, P1, P2 and P10 (the ingest doors); "
         "import: only P11; overview: only POV; compaction: only B_io and P6; "
         "list: only B_page, B_django and P5; memory: only P13; alerts: only PAL; "
         "pages: only PG1-PG3 (the chart pages in Chromium); "
-        "storage (with --scale fleet): only the seed and its bytes per million calls",
+        "storage (with --scale fleet): only the seed and its bytes per million calls; "
+        "perf: only the rows of the ingest, overview and cache-report bars (B_copy, B_row, "
+        "B_calls, P12, B_noop, P2, POV, P1, B_io, P6, P7, P10)",
     )
     parser.add_argument(
         "--scale",
         default=os.environ.get("BENCH_SCALE") or "default",
         choices=("default", "fleet"),
         help="fleet: 100,000 sessions / 5M calls and 2 web + 2 workers (bench.fleet)",
+    )
+    parser.add_argument(
+        "--pooler",
+        action="store_true",
+        help="with --scale fleet: every web and worker process through a pgbouncer in "
+        "transaction mode (Debian's, started and stopped by the bench)",
     )
     parser.add_argument(
         "--fleet-sessions",

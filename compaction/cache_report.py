@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import partial
 from typing import Any, Literal
 
 from django.utils import timezone
@@ -321,22 +322,25 @@ def fleet_cache(
     limit: int = 500,
     top: int = 10,
     since: datetime | None = None,
+    until: datetime | None = None,
     profile: AgentProfile | None = None,
-    bucket: timedelta | None = None,
+    bucket: timedelta | Callable[[datetime], datetime] | None = None,
 ) -> FleetCache:
     """Classify the `limit` most recently seen sessions of the last `days` days, as many as fit
     in `MAX_FLEET_CALLS` calls.
 
     Given `since` (the overview's range), only the sessions seen since then and only their
-    misses since then count; given `profile`, only its sessions; given `bucket` (an hour or a
-    day), the premiums are also summed per bucket (`by_bucket`). Misses are dated by their
-    call's time (the agent's clock).
+    misses since then count (and given `until`, only those before it); given `profile`, only
+    its sessions; given `bucket` (an hour or a day in UTC, or a function from a time to its
+    bucket's start, such as a period's local buckets), the premiums are also summed per bucket
+    (`by_bucket`). Misses are dated by their call's time (the agent's clock).
 
     Read on demand (one query for the calls, one each for runs and events), so it is bounded;
     `truncated` says when more sessions were active.
     """
     window_start = since
     since = since or timezone.now() - timedelta(days=days)
+    bucket_start = partial(bucket_of, step=bucket) if isinstance(bucket, timedelta) else bucket
     chosen = AgentSession.objects.select_related("profile").filter(last_seen_at__gte=since)
     if profile is not None:
         chosen = chosen.filter(profile=profile)
@@ -372,6 +376,8 @@ def fleet_cache(
         )
         if window_start is not None:
             misses = [m for m in misses if m.at >= window_start]
+        if until is not None:
+            misses = [m for m in misses if m.at < until]
         line = report.profiles.setdefault(session.profile.name, ProfileCache(session.profile.name))
         line.churn = line.churn + system_churn(calls)
         line.agreement = line.agreement + agreement(misses)
@@ -380,8 +386,8 @@ def fleet_cache(
             day = miss.at.date().isoformat()
             per_day = report.by_day.setdefault(day, dict.fromkeys(CAUSES, Decimal(0)))
             per_day[miss.cause] += miss.premium_usd or Decimal(0)
-            if bucket is not None:
-                start = bucket_of(miss.at, bucket)
+            if bucket_start is not None:
+                start = bucket_start(miss.at)
                 per_bucket = report.by_bucket.setdefault(start, dict.fromkeys(CAUSES, Decimal(0)))
                 per_bucket[miss.cause] += miss.premium_usd or Decimal(0)
             report.misses_by_cause[miss.cause] += 1

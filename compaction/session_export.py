@@ -1,6 +1,7 @@
 """Sessions out as JSON lines (`context_core.export_lines`), streamed in constant memory.
 
-A session's export is its row (figures included), its turn keys, calls, turns, context events,
+A session's export is its row (figures, metadata and title included) with its operator tags,
+its turn keys, calls, turns, context events,
 transcript log, surface versions, surface, compaction runs and operations: everything its
 figures, its pages and its surface are read from, so `compaction.session_import` can restore a
 removed period with the same figures. Archives are not exported (they are copies of the log,
@@ -31,10 +32,11 @@ from compaction.models import (
     Surface,
     SurfaceVersion,
 )
-from context_core.export_lines import KINDS, encode_line
+from context_core.export_lines import KINDS, SESSION_TAGS, encode_line
 from telemetry.accounting import STORED_COST_PLACES
 from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn, TurnKey
 from telemetry.money import money_text
+from telemetry.session_tags import tags_of
 from telemetry.usage_forms import usage_as_sent
 
 CHUNK_ROWS: Final = 1000
@@ -150,9 +152,9 @@ def _chunks(part: Part, rows: QuerySet[Any]) -> Iterator[list[tuple[Any, ...]]]:
         last = chunk[-1][width:]
 
 
-def _lines(part: Part, rows: Sequence[tuple[Any, ...]]) -> str:
+def _lines(part: Part, rows: Sequence[tuple[Any, ...]], **extra: Any) -> str:
     names = [name for name, _ in part.columns]
-    values = (dict(zip(names, row, strict=True)) for row in rows)
+    values = (dict(zip(names, row, strict=True), **extra) for row in rows)
     if part.model is LLMCall:  # the usage as sent, where its buckets say all of it
         values = (_with_usage(v) for v in values)
     return "".join(encode_line(part.kind, _money_written(part, v)) for v in values)
@@ -177,7 +179,8 @@ def session_lines(session_ids: Sequence[int]) -> Iterator[str]:
         head = list(_chunks(SESSION_PART, AgentSession.objects.filter(pk=session_id)))
         if not head:
             continue  # deleted since it was listed
-        yield _lines(SESSION_PART, head[0])
+        tags = list(tags_of([session_id]).get(session_id, ()))
+        yield _lines(SESSION_PART, head[0], **{SESSION_TAGS: tags})
         for part in PARTS:
             for chunk in _chunks(part, part.model._default_manager.filter(session_id=session_id)):
                 yield _lines(part, chunk)

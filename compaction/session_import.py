@@ -11,6 +11,9 @@ memory: rows are inserted `BATCH_ROWS` at a time).
   count every call it ever had: retention keeps them); only the rows it lacks are inserted (the
   calls and turns a retention removed, say). Importing the same file twice changes nothing the
   second time.
+* The session line's operator tags (format version 2) are added through the one write path
+  (`telemetry.session_tags.add_tags`, its rules in `telemetry.tag_rules`), to a new session or
+  to the tags an existing one holds: a tag it holds already changes nothing.
 
 Errors name the line (`ExportLineError`); the sessions before it stay imported.
 """
@@ -28,12 +31,20 @@ from django.db import IntegrityError, models, transaction
 
 from compaction.models import CompactionRun, Surface
 from compaction.session_export import PART_OF, SESSION_PART, Part, export_columns
-from context_core.export_lines import ExportLine, ExportLineError, check_order, decode_line
+from context_core.export_lines import (
+    SESSION_TAGS,
+    ExportLine,
+    ExportLineError,
+    check_order,
+    decode_line,
+)
 from telemetry.errors import FieldError
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall
 from telemetry.profiles import get_or_create_profile
 from telemetry.rollups import add_calls
 from telemetry.session_state import restore_session
+from telemetry.session_tags import add_tags, tags_of
+from telemetry.tag_rules import TagError, parse_tags
 from telemetry.usage import BUCKETS
 from telemetry.usage_forms import stored_usage
 
@@ -125,6 +136,26 @@ def _store_usage(values: dict[str, Any]) -> None:
         values["raw_usage"] = stored_usage(str(values.get("provider")), usage, u, r, w5, w1, o)
 
 
+def _tags(number: int, value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
+        raise ExportLineError(number, f"{SESSION_TAGS}: must be an array of tag strings")
+    return value
+
+
+def _restore_tags(
+    number: int, session_id: int, created: bool, tags: list[str], report: ImportReport
+) -> None:
+    """Add the session line's tags through the one write path; count those it held already."""
+    held = set() if created else set(tags_of([session_id]).get(session_id, ()))
+    try:
+        after = add_tags(session_id=session_id, texts=tags)
+        named = set(parse_tags(tags))
+    except TagError as exc:
+        raise ExportLineError(number, f"{SESSION_TAGS}: {exc.message}") from None
+    report.inserted["tag"] += len(after) - len(held)
+    report.present["tag"] += len(held & named)
+
+
 @dataclass
 class _Target:
     session: AgentSession
@@ -134,7 +165,12 @@ class _Target:
 
 def _restore(lines: Iterator[ExportLine], report: ImportReport) -> None:
     head = next(lines)
-    values = _values(SESSION_PART, head)
+    record = dict(head.record)
+    tags = _tags(head.number, record.pop(SESSION_TAGS, []))
+    values = _values(SESSION_PART, ExportLine(head.number, head.kind, record))
+    for name in ("metadata", "metadata_doors"):
+        if name in values and not isinstance(values[name], dict):
+            raise ExportLineError(head.number, f"{name}: must be an object")
     profile_name = values.pop("profile", None)
     external_id = values.pop("external_id", None)
     if not isinstance(profile_name, str) or not isinstance(external_id, str) or not external_id:
@@ -144,6 +180,8 @@ def _restore(lines: Iterator[ExportLine], report: ImportReport) -> None:
     except FieldError as exc:
         raise ExportLineError(head.number, f"profile: {exc.message}") from None
     session, created = restore_session(profile, external_id, values)
+    if tags:
+        _restore_tags(head.number, session.pk, created, tags, report)
     target = _Target(session, created)
     if created:
         report.created += 1

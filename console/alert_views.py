@@ -14,7 +14,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 from alerts.firing import CHANNELS, METRICS, RuleError
 from alerts.models import Alert, AlertRule
 from alerts.services import RuleValues, create_rule, delete_rule, update_rule
+from console.period_request import refused_period, remember_zone, request_period
 from console.roles import Role, forbidden, require_role, role_of
+from telemetry.errors import FieldError
 from telemetry.models import AgentProfile
 
 
@@ -96,24 +98,38 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
     alerts = Alert.objects.select_related("rule", "session", "profile").prefetch_related(
         "notifications"
     )
+    # the history of any time, or of a period (`console.periods`): the alerts fired in it
+    try:
+        period = request_period(request)
+    except FieldError as exc:
+        return refused_period(request, exc)
+    bounded = any(request.GET.get(name) for name in ("range", "from", "to"))
+    if bounded:
+        alerts = alerts.filter(fired_at__gte=period.start, fired_at__lt=period.end)
     if state == "firing":
         alerts = alerts.filter(resolved_at__isnull=True)
     elif state == "resolved":
         alerts = alerts.filter(resolved_at__isnull=False)
-    return render(
+    return remember_zone(
         request,
-        "console/alerts.html",
-        {
-            "nav": "alerts",
-            "form": form,
-            "is_admin": is_admin,
-            "rules": AlertRule.objects.select_related("profile"),
-            "alerts": alerts[:200],
-            "firing_count": Alert.objects.filter(resolved_at__isnull=True).count(),
-            "state": state,
-        },
-        # a form that could not be kept answers 422 (the page shows each field's error)
-        status=422 if request.method == "POST" else 200,
+        render(
+            request,
+            "console/alerts.html",
+            {
+                "nav": "alerts",
+                "form": form,
+                "is_admin": is_admin,
+                "rules": AlertRule.objects.select_related("profile"),
+                "alerts": alerts[:200],
+                "firing_count": Alert.objects.filter(resolved_at__isnull=True).count(),
+                "state": state,
+                "period": period,
+                "bounded": bounded,
+            },
+            # a form that could not be kept answers 422 (the page shows each field's error)
+            status=422 if request.method == "POST" else 200,
+        ),
+        period,
     )
 
 

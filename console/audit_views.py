@@ -9,8 +9,9 @@ the change and by period, 50 a page; each row lists its fields before → after
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, time, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
+from zoneinfo import ZoneInfo
 
 from auditlog.models import LogEntry
 from django import forms
@@ -23,6 +24,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from console.periods import DEFAULT_ZONE, PRESETS, local_midnight
 from console.presenters.audit import (
     API_ACTOR_PREFIX,
     SYSTEM_ACTOR,
@@ -45,7 +47,8 @@ OBJECT_TYPES: Final = {
     "tag": ("telemetry", "sessiontag", "Session tag"),
 }
 TYPE_LABELS: Final = {(app, model): label for app, model, label in OBJECT_TYPES.values()}
-PERIODS: Final = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
+# the presets the audit page offers, from the console's one period model (`console.periods`)
+PERIODS: Final = {key: PRESETS[key] for key in ("24h", "7d", "30d")}
 ACTIONS: Final = {
     LogEntry.Action.CREATE: "created",
     LogEntry.Action.UPDATE: "changed",
@@ -72,12 +75,8 @@ class AuditFilterForm(forms.Form):
         choices=[("", "any time"), ("24h", "last 24 hours"), ("7d", "last 7 days")]
         + [("30d", "last 30 days")],
     )
-    since = forms.DateField(
-        required=False, label="From (UTC)", widget=forms.DateInput({"type": "date"})
-    )
-    until = forms.DateField(
-        required=False, label="To (UTC)", widget=forms.DateInput({"type": "date"})
-    )
+    since = forms.DateField(required=False, label="From", widget=forms.DateInput({"type": "date"}))
+    until = forms.DateField(required=False, label="To", widget=forms.DateInput({"type": "date"}))
 
     def clean(self) -> dict[str, Any]:
         data: dict[str, Any] = super().clean() or {}
@@ -98,8 +97,12 @@ class AuditRow:
     remote_addr: str | None
 
 
-def filtered_entries(data: dict[str, Any], now: datetime) -> QuerySet[LogEntry]:
-    """The entries the filters select, newest first."""
+def filtered_entries(
+    data: dict[str, Any], now: datetime, zone: ZoneInfo | None = None
+) -> QuerySet[LogEntry]:
+    """The entries the filters select, newest first; From and To are days in `zone` (the
+    operator's, as the page shows its times; UTC when none)."""
+    zone = zone or ZoneInfo(DEFAULT_ZONE)
     entries: QuerySet[LogEntry] = LogEntry.objects.select_related("actor", "content_type").order_by(
         "-timestamp", "-pk"
     )
@@ -133,12 +136,10 @@ def filtered_entries(data: dict[str, Any], now: datetime) -> QuerySet[LogEntry]:
     if period is not None:
         entries = entries.filter(timestamp__gte=now - period)
     if data.get("since"):
-        entries = entries.filter(
-            timestamp__gte=datetime.combine(data["since"], time.min, tzinfo=UTC)
-        )
+        entries = entries.filter(timestamp__gte=local_midnight(data["since"], zone))
     if data.get("until"):
         entries = entries.filter(
-            timestamp__lt=datetime.combine(data["until"] + timedelta(days=1), time.min, tzinfo=UTC)
+            timestamp__lt=local_midnight(data["until"] + timedelta(days=1), zone)
         )
     return entries
 
@@ -173,7 +174,9 @@ def audit(request: HttpRequest) -> HttpResponse:
             {"form": form, "page": None, "rows": [], "nav": "audit"},
             status=422,
         )
-    paginator = Paginator(filtered_entries(form.cleaned_data, timezone.now()), PAGE_SIZE)
+    # the days are the operator's, as the times shown (`console.middleware.operator_zone`)
+    zone = ZoneInfo(timezone.get_current_timezone_name())
+    paginator = Paginator(filtered_entries(form.cleaned_data, timezone.now(), zone), PAGE_SIZE)
     page = paginator.get_page(request.GET.get("page"))
     return render(
         request,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
 from typing import Any, Final
 
@@ -135,9 +135,12 @@ def premiums_by_bucket_figure(
     step: timedelta,
     by_bucket: Mapping[datetime, Mapping[Any, Decimal]],
     labels: Mapping[Any, str],
+    zone: tzinfo = UTC,
+    zone_label: str = "UTC",
 ) -> Figure:
     """Premium $ per bucket [start, start + step) of the overview's range, stacked by cause,
-    each bar over its interval (causes with no premium at all are left out)."""
+    each bar over its interval in the operator's zone (causes with no premium at all are left
+    out)."""
     data: list[dict[str, Any]] = []
     for cause, color in CAUSE_COLORS.items():
         values = [float(by_bucket.get(start, {}).get(cause, Decimal(0))) for start in starts]
@@ -148,7 +151,7 @@ def premiums_by_bucket_figure(
             {
                 "type": "bar",
                 "name": label,
-                **on_interval(starts, step),
+                **on_interval(starts, step, zone, zone_label),
                 "y": [round(v, 6) for v in values],
                 "marker": {"color": color},
                 "hovertemplate": "$%{y:.4f} · %{customdata}<extra>" + label + "</extra>",
@@ -159,7 +162,7 @@ def premiums_by_bucket_figure(
     layout["xaxis"] = {
         **layout["xaxis"],
         "type": "date",
-        "title": {"text": "time (UTC, agent's clock)"},
+        "title": {"text": f"time ({zone_label}, agent's clock)"},
     }
     layout["yaxis"] = {
         **layout["yaxis"],

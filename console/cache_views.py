@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.utils import timezone
 from django.utils.cache import (
     get_conditional_response,
     patch_cache_control,
@@ -29,22 +28,28 @@ from console.cache_charts import (
     miss_markers,
     misses_figure,
     premiums_by_bucket_figure,
-    premiums_figure,
 )
-from console.overview import BUCKET_STEPS, DEFAULT_RANGE, RANGES, bucket_starts
+from console.overview_views import drill_link
+from console.period_request import with_period
+from console.periods import BUCKET_STEPS, Period, change, preset_period
 from console.roles import Role, require_role
+from console.selectors.session import session_or_404
 from console.selectors.unpriced import unpriced_calls
 from telemetry.cache_misses import CAUSE_LABELS, CAUSES, ttl_advice
 from telemetry.cache_tiers import nearest_rank
-from telemetry.models import AgentProfile, AgentSession
+from telemetry.models import AgentProfile
 from telemetry.policy_store import effective_policy
 
+# the cache page's period when none is asked for: two weeks, as the TTL advice reads
+CACHE_DEFAULT: Final = "14d"
 
-def _session(pk: int) -> AgentSession:
-    session = AgentSession.objects.select_related("profile").filter(pk=pk).first()
-    if session is None:
-        raise Http404("no such session")
-    return session
+
+def cache_period(request: HttpRequest, period: Period) -> Period:
+    """The cache page's period: the one asked for, else `CACHE_DEFAULT` (its export reads the
+    same)."""
+    if request.GET.get("range") or request.GET.get("from") or request.GET.get("to"):
+        return period
+    return preset_period(CACHE_DEFAULT, now=period.end, zone=period.zone)
 
 
 def revalidated(request: HttpRequest, response: HttpResponse) -> HttpResponse:
@@ -71,12 +76,27 @@ def _fragment_or_page(
     )
 
 
+def _premiums_figure(period: Period, by_bucket: Any) -> dict[str, Any] | None:
+    """The premiums-by-cause bars of `period` (the fleet's section and the cache page alike);
+    None when no bucket had a premium."""
+    if not by_bucket:
+        return None
+    return premiums_by_bucket_figure(
+        starts=period.bucket_starts(),
+        step=BUCKET_STEPS[period.bucket],
+        by_bucket=by_bucket,
+        labels=CAUSE_LABELS,
+        zone=period.tz,
+        zone_label=period.zone_label(),
+    )
+
+
 @require_GET
 @require_role(Role.VIEWER)
 def session_cache(request: HttpRequest, pk: int) -> HttpResponse:
     """The session's cache misses: a chart by cause and the table (turn, missed tokens,
     premium, cause, evidence), premiums by cause, and the D2 flag."""
-    session = _session(pk)
+    session = session_or_404(pk)
     report = session_misses(session)
     points = [
         MissPoint(
@@ -108,7 +128,7 @@ def session_plan(request: HttpRequest, pk: int) -> HttpResponse:
     """What Compact now would do and cost (the manual, forced plan) and what automatic relief
     would decide, then each applied compaction's predicted vs measured re-write and its running
     net saving."""
-    session = _session(pk)
+    session = session_or_404(pk)
     policy = effective_policy(session.profile)
     context = {
         "session": session,
@@ -123,10 +143,13 @@ def session_plan(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 @require_role(Role.VIEWER)
-def fleet_cache_page(request: HttpRequest) -> HttpResponse:
+@with_period
+def fleet_cache_page(request: HttpRequest, period: Period) -> HttpResponse:
     """Miss premiums by cause over time for the fleet and per profile, the top offending
-    sessions, the profiles flagged for D2 and the TTL advice from measured expiry gaps."""
-    report = fleet_cache()
+    sessions, the profiles flagged for D2 and the TTL advice from measured expiry gaps, over
+    the period (by default the last 14 days, in its zone's days)."""
+    period = cache_period(request, period)
+    report = fleet_cache(since=period.start, until=period.end, bucket=period.bucket_of)
     rows = {p.name: p for p in AgentProfile.objects.filter(name__in=report.profiles)}
     profiles = []
     for name, profile in sorted(report.profiles.items()):
@@ -147,11 +170,11 @@ def fleet_cache_page(request: HttpRequest) -> HttpResponse:
             (CAUSE_LABELS[c], report.by_cause[c], report.misses_by_cause[c]) for c in CAUSES
         ],
         "profiles": profiles,
-        "figure": premiums_figure(report.by_day, CAUSE_LABELS, "Miss premiums by cause, per day")
-        if report.by_day
-        else None,
+        "figure": _premiums_figure(period, report.by_bucket),
+        "drill": [drill_link(period, start, end, "") for start, end in period.intervals()],
         # calls over the same period whose misses have no premium: their model has no price
         "unpriced": unpriced_calls(since=report.since),
+        "period": period,
         "nav": "cache",
     }
     return render(request, "console/cache.html", context)
@@ -191,32 +214,32 @@ def ttl_advisor(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @require_role(Role.VIEWER)
-def cache_summary(request: HttpRequest) -> HttpResponse:
-    """The overview's section over its range and profile (`?range=`, `?profile=`): premiums by
-    cause, per bucket as a chart, the costliest sessions, D2 flags."""
-    range_key = request.GET.get("range", "")
-    if range_key not in RANGES:
-        range_key = DEFAULT_RANGE
-    length, bucket = RANGES[range_key]
-    step = BUCKET_STEPS[bucket]
-    now = timezone.now()
-    since = now - length
+@with_period
+def cache_summary(request: HttpRequest, period: Period) -> HttpResponse:
+    """The overview's section over its period and profile (`?range=` or `?from=&to=`, `?tz=`,
+    `?profile=`): premiums by cause, per bucket as a chart, the costliest sessions, D2 flags;
+    with the previous period's total beside when it asks for the comparison."""
     name = request.GET.get("profile", "")
     profile = AgentProfile.objects.filter(name=name).first() if name else None
-    report = fleet_cache(since=since, profile=profile, bucket=step)
-    starts = bucket_starts(since, now, bucket)
+    report = fleet_cache(
+        since=period.start, until=period.end, profile=profile, bucket=period.bucket_of
+    )
+    previous = None
+    if period.compare:
+        before = period.previous()
+        previous = fleet_cache(since=before.start, until=before.end, profile=profile)
     context = {
-        "range_key": range_key,
+        "period": period,
+        "range_key": period.key,
         "profile": profile,
-        "figure": premiums_by_bucket_figure(
-            starts=starts,
-            step=step,
-            by_bucket=report.by_bucket,
-            labels=CAUSE_LABELS,
-        )
-        if report.by_bucket
-        else None,
+        "figure": _premiums_figure(period, report.by_bucket),
+        "drill": [
+            drill_link(period, start, end, profile.name if profile else "")
+            for start, end in period.intervals()
+        ],
         "report": report,
+        "previous": previous,
+        "premium_change": change(report.premium_usd, previous.premium_usd) if previous else None,
         "fleet_causes": [
             (CAUSE_LABELS[c], report.by_cause[c], report.misses_by_cause[c]) for c in CAUSES
         ],

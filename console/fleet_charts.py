@@ -4,12 +4,16 @@ and layout they share).
 
 A bucket is an interval [start, start + step): its bar spans it (x at the start, `offset` 0,
 `width` the step), and a line's point sits at its middle, so an hour's spend is drawn over that
-hour, not centred on the hour's start. `on_interval` is the one place that says so."""
+hour, not centred on the hour's start. `on_interval` is the one place that says so.
+
+Times are drawn in the operator's zone (`zone`, named by `zone_label`): plotly has no time
+zones and draws a time's wall clock, so each start is written as its local time; a day bucket
+is a local day (`console.periods`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, Final
 
 from console.charts import COLORS, COST_BUCKETS, Figure, chart_layout, rounded
@@ -23,14 +27,14 @@ ORIGIN_COLORS: Final = {
 }
 
 
-def _time_layout(title: str, **extra: Any) -> dict[str, Any]:
+def _time_layout(title: str, zone_label: str = "UTC", **extra: Any) -> dict[str, Any]:
     layout = chart_layout(title, **extra)
     layout["xaxis"] = {
         "type": "date",
         "gridcolor": "#eceff1",
         "zeroline": False,
         # calls are dated by the agent's clock (the time each record carries)
-        "title": {"text": "time (UTC, agent's clock)"},
+        "title": {"text": f"time ({zone_label}, agent's clock)"},
     }
     # a legend above the plot never collides with the axis title on a narrow screen
     layout["margin"] = {"l": 64, "r": 24, "t": 84, "b": 48}
@@ -38,31 +42,36 @@ def _time_layout(title: str, **extra: Any) -> dict[str, Any]:
     return layout
 
 
-def on_interval(starts: Sequence[datetime], step: timedelta) -> dict[str, Any]:
-    """What places a bar over its bucket [start, start + step): x at the start, no offset, the
-    step as width (plotly takes both in milliseconds on a date axis), and each interval in words
-    for the hover."""
+def on_interval(
+    starts: Sequence[datetime], step: timedelta, zone: tzinfo = UTC, zone_label: str = "UTC"
+) -> dict[str, Any]:
+    """What places a bar over its bucket [start, start + step): x at the start (its wall time
+    in `zone`), no offset, the step as width (plotly takes both in milliseconds on a date axis),
+    and each interval in words for the hover."""
     return {
-        "x": [start.isoformat() for start in starts],
+        "x": [start.astimezone(zone).isoformat() for start in starts],
         "offset": 0,
         "width": step.total_seconds() * 1000,
-        "customdata": [_interval(start, step) for start in starts],
+        "customdata": [_interval(start, step, zone, zone_label) for start in starts],
     }
 
 
-def mid_interval(starts: Sequence[datetime], step: timedelta) -> dict[str, Any]:
+def mid_interval(
+    starts: Sequence[datetime], step: timedelta, zone: tzinfo = UTC, zone_label: str = "UTC"
+) -> dict[str, Any]:
     """What places a line's point in the middle of its bucket, with the interval for the hover."""
     return {
-        "x": [(start + step / 2).isoformat() for start in starts],
-        "customdata": [_interval(start, step) for start in starts],
+        "x": [(start.astimezone(zone) + step / 2).isoformat() for start in starts],
+        "customdata": [_interval(start, step, zone, zone_label) for start in starts],
     }
 
 
-def _interval(start: datetime, step: timedelta) -> str:
-    end = start + step
+def _interval(start: datetime, step: timedelta, zone: tzinfo, zone_label: str) -> str:
+    local = start.astimezone(zone)
+    end = local + step  # the wall clock: a local day ends at the next local midnight
     if step >= timedelta(days=1):
-        return f"{start:%Y-%m-%d} 00:00 – {end:%Y-%m-%d} 00:00 UTC"
-    return f"{start:%Y-%m-%d %H:%M} – {end:%H:%M} UTC"
+        return f"{local:%Y-%m-%d} 00:00 – {end:%Y-%m-%d} 00:00 {zone_label}"
+    return f"{local:%Y-%m-%d %H:%M} – {end:%H:%M} {zone_label}"
 
 
 def spend_figure(
@@ -71,6 +80,9 @@ def spend_figure(
     step: timedelta,
     costs: Mapping[str, Sequence[float]],
     saved: Sequence[float],
+    zone: tzinfo = UTC,
+    zone_label: str = "UTC",
+    previous_cost: Sequence[float] | None = None,
 ) -> Figure:
     """Spend per bucket [start, start + step) stacked by token bucket (`COST_BUCKETS`), and what
     the cache saved (no-cache cost − cost) as a line on the same dollar axis."""
@@ -78,7 +90,7 @@ def spend_figure(
         {
             "type": "bar",
             "name": label,
-            **on_interval(starts, step),
+            **on_interval(starts, step, zone, zone_label),
             "y": [rounded(v) for v in costs[key]],
             "marker": {"color": COLORS[key]},
             "hovertemplate": "$%{y:.4f} · %{customdata}<extra>" + label + "</extra>",
@@ -90,19 +102,37 @@ def spend_figure(
             "type": "scatter",
             "mode": "lines+markers",
             "name": "saved by the cache",
-            **mid_interval(starts, step),
+            **mid_interval(starts, step, zone, zone_label),
             "y": [rounded(v) for v in saved],
             "line": {"color": COLORS["ok"], "width": 2, "dash": "dot"},
             "hovertemplate": "$%{y:.4f} · %{customdata}<extra>saved by the cache</extra>",
         }
     )
-    layout = _time_layout("Spend and what the cache saved", barmode="stack")
+    if previous_cost is not None:
+        # the previous period's spend per bucket, drawn over this period's buckets
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "spend, previous period",
+                **mid_interval(starts, step, zone, zone_label),
+                "y": [rounded(v) for v in previous_cost],
+                "line": {"color": COLORS["window"], "width": 1.5, "dash": "dash", "shape": "hvh"},
+                "hovertemplate": "$%{y:.4f}<extra>previous period</extra>",
+            }
+        )
+    layout = _time_layout("Spend and what the cache saved", zone_label, barmode="stack")
     layout["yaxis"] = {**layout["yaxis"], "title": {"text": "USD"}, "tickprefix": "$"}
     return {"data": data, "layout": layout}
 
 
 def hit_trend_figure(
-    *, starts: Sequence[datetime], step: timedelta, hit: Sequence[float | None]
+    *,
+    starts: Sequence[datetime],
+    step: timedelta,
+    hit: Sequence[float | None],
+    zone: tzinfo = UTC,
+    zone_label: str = "UTC",
 ) -> Figure:
     """Cache-hit % per bucket (Σread / Σ(uncached + read + writes)), each point in the middle of
     its bucket; a gap where nothing was reported, never a zero."""
@@ -111,14 +141,14 @@ def hit_trend_figure(
             "type": "scatter",
             "mode": "lines+markers",
             "name": "cache hit %",
-            **mid_interval(starts, step),
+            **mid_interval(starts, step, zone, zone_label),
             "y": [None if r is None else rounded(r * 100.0, 4) for r in hit],
             "line": {"color": COLORS["hit"], "width": 2},
             "connectgaps": False,
             "hovertemplate": "%{y:.1f} % · %{customdata}<extra>cache hit</extra>",
         }
     ]
-    layout = _time_layout("Cache-hit trend", height=260, showlegend=False)
+    layout = _time_layout("Cache-hit trend", zone_label, height=260, showlegend=False)
     layout["yaxis"] = {
         **layout["yaxis"],
         "title": {"text": "cache hit %"},
@@ -136,6 +166,8 @@ def compactions_figure(
     counts: Mapping[str, Sequence[int]],
     labels: Mapping[str, str],
     freed: Sequence[int],
+    zone: tzinfo = UTC,
+    zone_label: str = "UTC",
 ) -> Figure:
     """Compactions per day stacked by origin (ours: manual, automatic, overflow; the agent's;
     the provider's), each bar over its day, and the tokens they freed as a line on a second
@@ -145,7 +177,7 @@ def compactions_figure(
         {
             "type": "bar",
             "name": labels[key],
-            **on_interval(days, step),
+            **on_interval(days, step, zone, zone_label),
             "y": list(values),
             "marker": {"color": ORIGIN_COLORS.get(key, COLORS["window"])},
             "hovertemplate": "%{y} compactions · %{customdata}<extra>" + labels[key] + "</extra>",
@@ -157,17 +189,18 @@ def compactions_figure(
             "type": "scatter",
             "mode": "lines+markers",
             "name": "tokens freed",
-            **mid_interval(days, step),
+            **mid_interval(days, step, zone, zone_label),
             "y": list(freed),
             "yaxis": "y2",
             "line": {"color": COLORS["context"], "width": 2},
             "hovertemplate": "%{y:,} tokens · %{customdata}<extra>freed</extra>",
         }
     )
-    layout = _time_layout("Compactions per day by origin", barmode="stack")
+    layout = _time_layout("Compactions per day by origin", zone_label, barmode="stack")
     layout["xaxis"] = {
         **layout["xaxis"],
-        "title": {"text": "day (UTC): ours by server clock, others by agent's"},
+        # two short lines: one long line is clipped at the sides on a phone
+        "title": {"text": f"day ({zone_label})<br>ours by server clock, others by agent's"},
         "dtick": 86_400_000,
     }
     most = max((sum(day) for day in zip(*counts.values(), strict=True)), default=0)
@@ -187,5 +220,5 @@ def compactions_figure(
         "tickformat": ".3~s",
         "showgrid": False,
     }
-    layout["margin"] = {**layout["margin"], "r": 64}
+    layout["margin"] = {**layout["margin"], "r": 64, "b": 72}
     return {"data": data, "layout": layout}

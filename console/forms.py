@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.utils import timezone
 
 from console.list_filters import parse_list_filters
-from console.overview import RANGES
+from console.periods import DEFAULT_ZONE, PRESETS, parse_period
 from console.selectors.relief import RELIEF_FILTER_LABELS
 from console.selectors.session_list import DEFAULT_SORT, SORTS, SessionFilters
 from telemetry.band_sql import BANDS
@@ -38,16 +40,19 @@ class SessionFilterForm(forms.Form):
     relief = forms.ChoiceField(
         required=False, choices=[("", "any relief state"), *RELIEF_FILTER_LABELS]
     )
-    seen = forms.ChoiceField(required=False, choices=[("", "any time")] + [(r, r) for r in RANGES])
+    seen = forms.ChoiceField(required=False, choices=[("", "any time")] + [(r, r) for r in PRESETS])
     sort = forms.CharField(required=False, max_length=20)
     page = forms.IntegerField(required=False, min_value=1)
 
-    def filters(self) -> SessionFilters:
-        """The valid filters; anything malformed falls back to its default (a list never 400s).
-        The tag and range filters' messages, per parameter, are `list_errors` after."""
+    def filters(self, zone: str = DEFAULT_ZONE) -> SessionFilters:
+        """The valid filters; anything malformed falls back to its default (a list never 400s;
+        the page checks a period first, `console.period_request`). The tag and range filters'
+        messages, per parameter, are `list_errors` after. `from`/`to` (in `tz`, else `zone`):
+        the sessions active in that period."""
         data: dict[str, Any] = self.cleaned_data if self.is_valid() else {}
         getlist = getattr(self.data, "getlist", None)
         listed, self.list_errors = parse_list_filters(getlist or (lambda name: []))
+        active_from, active_to = self._period(zone)
         sort = data.get("sort") or DEFAULT_SORT
         if sort.lstrip("-") not in SORTS:
             sort = DEFAULT_SORT
@@ -59,6 +64,8 @@ class SessionFilterForm(forms.Form):
             active=bool(data.get("active")),
             relief=data.get("relief") or "",
             seen=data.get("seen") or "",
+            active_from=active_from,
+            active_to=active_to,
             sort=sort,
             page=data.get("page") or 1,
             user=self._many("user"),
@@ -68,6 +75,17 @@ class SessionFilterForm(forms.Form):
             tags=listed.tags,
             bounds=listed.bounds,
         )
+
+    def _period(self, zone: str) -> tuple[datetime | None, datetime | None]:
+        """The bounds of `?from=&to=` (with `?tz=`), or none when absent or malformed."""
+        if not (self.data.get("from") or self.data.get("to")):
+            return None, None
+        params = {name: str(self.data.get(name) or "") for name in ("from", "to", "tz")}
+        try:
+            period = parse_period(params, now=timezone.now(), zone=zone)
+        except FieldError:
+            return None, None
+        return period.start, period.end
 
     def _many(self, name: str) -> tuple[str, ...]:
         """A repeatable filter's values (?user=a&user=b): the first few, each cut to a column."""

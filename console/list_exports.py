@@ -16,21 +16,26 @@ from typing import Any, Final, TypeVar
 
 from django.db.models import Q
 from django.http import Http404, HttpRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET
 
 from compaction.cache_report import fleet_cache, session_misses
 from compaction.models import Archive, CompactionRun
+from console.cache_views import cache_period
 from console.export_format import CONTENT_TYPES, FORMATS, Column, Format, export_lines
 from console.forms import PRICE_FIELDS, SessionFilterForm
 from console.overview import load_overview
+from console.period_request import refused_period, remembered_zone, request_period
 from console.roles import Role, require_role
 from console.selectors.compaction import HistoryKey, compaction_history
 from console.selectors.policies import load_policies
+from console.selectors.session import session_or_404
 from console.selectors.session_list import after_keys, filtered_sessions, key_values
 from telemetry.band_sql import BANDS
 from telemetry.cache_misses import CAUSES, ttl_advice
+from telemetry.errors import FieldError
 from telemetry.models import AgentKey, AgentProfile, AgentSession, CatalogueModel, ContextEvent
 from telemetry.policy_store import effective_policy
 from telemetry.session_state import session_band
@@ -108,11 +113,17 @@ SESSION_EXPORT_COLUMNS: Final = (
 
 @require_GET
 @require_role(Role.VIEWER)
-def sessions_export(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
+def sessions_export(request: HttpRequest, fmt: str) -> HttpResponseBase:
     """The sessions list with its filters and sort (`SessionFilterForm`, `filtered_sessions`),
-    every page of it, keyset-read along the list's own order (`after_keys`)."""
+    every page of it, keyset-read along the list's own order (`after_keys`); its period
+    (`?from=&to=`) refused as the page refuses it."""
     _format(fmt)
-    filters = SessionFilterForm(request.GET).filters()
+    if request.GET.get("from") or request.GET.get("to"):
+        try:
+            request_period(request)
+        except FieldError as exc:
+            return refused_period(request, exc)
+    filters = SessionFilterForm(request.GET).filters(remembered_zone(request))
     profiles = list(AgentProfile.objects.order_by("name"))
     policies = load_policies()
 
@@ -163,16 +174,23 @@ SPEND_EXPORT_COLUMNS: Final = (
     Column("saved_usd", "money"),
     Column("cache_hit", "float"),
     *(Column(f"sessions_{band}", "int") for band in BANDS),
+    Column("until", "time"),
+    Column("time_zone"),
 )
 
 
 @require_GET
 @require_role(Role.VIEWER)
-def spend_export(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
-    """The overview's per-profile table over its range (`?range=`; `?profile=` as the page
-    takes it): calls, spend, what the cache saved, hit ratio and sessions by band now."""
+def spend_export(request: HttpRequest, fmt: str) -> HttpResponseBase:
+    """The overview's per-profile table over its period (`?range=` or `?from=&to=`, `?tz=`;
+    `?profile=` as the page takes it): calls, spend, what the cache saved, hit ratio and
+    sessions by band now."""
     _format(fmt)
-    found = load_overview(request.GET.get("range", ""), request.GET.get("profile", ""))
+    try:
+        period = request_period(request)
+    except FieldError as exc:
+        return refused_period(request, exc)
+    found = load_overview(period, request.GET.get("profile", ""))
     rows = (
         (
             line.name,
@@ -184,6 +202,8 @@ def spend_export(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
             line.saved,
             line.hit,
             *(line.bands.get(band, 0) for band in BANDS),
+            period.end,
+            period.zone,
         )
         for line in found.lines
     )
@@ -207,19 +227,12 @@ MISS_EXPORT_COLUMNS: Final = (
 )
 
 
-def _session_or_404(pk: int) -> AgentSession:
-    session = AgentSession.objects.select_related("profile").filter(pk=pk).first()
-    if session is None:
-        raise Http404("no such session")
-    return session
-
-
 @require_GET
 @require_role(Role.VIEWER)
 def session_misses_export(request: HttpRequest, pk: int, fmt: str) -> StreamingHttpResponse:
     """A session's cache misses as its cache table lists them (`session_misses`)."""
     _format(fmt)
-    session = _session_or_404(pk)
+    session = session_or_404(pk)
     report = session_misses(session)
     rows = (
         (
@@ -255,10 +268,15 @@ FLEET_CACHE_COLUMNS: Final = (
 
 @require_GET
 @require_role(Role.VIEWER)
-def fleet_cache_export(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
-    """The cache page's profiles table: miss premiums by cause, D2 churn and TTL advice."""
+def fleet_cache_export(request: HttpRequest, fmt: str) -> HttpResponseBase:
+    """The cache page's profiles table over its period: miss premiums by cause, D2 churn and
+    TTL advice."""
     _format(fmt)
-    report = fleet_cache()
+    try:
+        period = cache_period(request, request_period(request))
+    except FieldError as exc:
+        return refused_period(request, exc)
+    report = fleet_cache(since=period.start, until=period.end)
     stored = {p.name: p for p in AgentProfile.objects.filter(name__in=report.profiles)}
 
     def rows() -> Iterator[Row]:
@@ -344,7 +362,7 @@ def session_runs_export(request: HttpRequest, pk: int, fmt: str) -> StreamingHtt
     """A session's whole compaction history, oldest first: our runs (every outcome) and the
     agent's and provider's context events, in `compaction_history`'s one order."""
     _format(fmt)
-    session = _session_or_404(pk)
+    session = session_or_404(pk)
 
     def read(
         after: HistoryKey | None, size: int

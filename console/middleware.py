@@ -1,6 +1,6 @@
 """Request guards that answer JSON before any view: URL length (414), body limits (413),
 chunked bodies read to their end (408 when stalled), unreadable input (411, 422), an
-unavailable or full database (503)."""
+unavailable or full database (503); and the operator's time zone for the pages."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostE
 from django.http.response import HttpResponseBase
 from django.middleware.gzip import GZipMiddleware
 from django.template.loader import render_to_string
+from django.utils import timezone
 from django.views import defaults
 
 from console.list_filters import REPEATABLE
+from console.period_request import request_zone
 from telemetry import database_errors, safejson
 from telemetry.errors import FieldError
 
@@ -211,6 +213,31 @@ def _json_problem(request: HttpRequest) -> tuple[str, str] | None:
     if request.path.startswith(("/api/v1/telemetry", "/api/v1/otlp/")):
         return None  # judged per record by telemetry.ingest.pipeline (OTLP: per span / log record)
     return safejson.problem(value)
+
+
+# --- the operator's time zone (issue 39, item 1) -------------------------------------------------
+
+_MACHINE_ROUTES = ("/api/", "/metrics", "/healthz")
+
+
+def operator_zone(
+    get_response: Callable[[HttpRequest], HttpResponse],
+) -> Callable[[HttpRequest], HttpResponse]:
+    """Pages render their times in the operator's zone (`console.period_request.request_zone`:
+    `?tz=`, else the remembered one, else UTC): the zone is Django's current time zone for the
+    request, so the templates' `date` filters and `localtime` follow it, and `_base.html` names
+    it once. The API and machine routes keep UTC (their times are ISO 8601 with an offset)."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        if request.path.startswith(_MACHINE_ROUTES):
+            return get_response(request)
+        timezone.activate(request_zone(request))
+        try:
+            return get_response(request)
+        finally:
+            timezone.deactivate()
+
+    return middleware
 
 
 # --- the database is away or full: 503 with Retry-After, never a 500 page ------------------------

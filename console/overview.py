@@ -38,28 +38,32 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Coalesce, TruncDay, TruncHour
+from django.db.models.functions import Coalesce, TruncDay
 from django.utils import timezone
 
 from compaction.models import CompactionRun
+from console.periods import (
+    DEFAULT_PRESET,
+    PRESETS,
+    Period,
+    bucket_for,
+    local_midnight,
+    preset_period,
+)
 from console.selectors.policies import Policies, load_policies
+from console.selectors.session_list import active_between
 from telemetry.band_sql import BAND_OF_RANK, BANDS, band_ranges
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, HourlyUsage
 from telemetry.policy_rules import PolicyValues
 from telemetry.pressure import PressureBand, hit_ratio
-from telemetry.rollups import bucket_of
 from telemetry.session_state import session_band
 from telemetry.usage import BUCKETS
 
-# range key → (length, bucket): an hour bucket up to a day, a day bucket beyond
+# preset key → (length, bucket), from the one period model (`console.periods`)
 RANGES: Final[dict[str, tuple[timedelta, str]]] = {
-    "1h": (timedelta(hours=1), "hour"),
-    "24h": (timedelta(hours=24), "hour"),
-    "7d": (timedelta(days=7), "day"),
-    "30d": (timedelta(days=30), "day"),
+    key: (length, bucket_for(length)) for key, length in PRESETS.items()
 }
-DEFAULT_RANGE: Final = "24h"
-BUCKET_STEPS: Final[dict[str, timedelta]] = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
+DEFAULT_RANGE: Final = DEFAULT_PRESET
 TOP_SESSIONS: Final = 5
 COST_KEYS: Final = BUCKETS
 # compactions by origin: ours (CompactionRun modes) and the agent's and provider's (ContextEvent)
@@ -72,24 +76,10 @@ ORIGINS: Final = (
 )
 
 
-def bucket_starts(since: datetime, now: datetime, bucket: str) -> list[datetime]:
-    """Every bucket start from the one holding `since` to the one holding `now`, in order.
-
-    Pure: the chart's axis, so an hour or day with no calls is drawn as zero, not skipped.
-    """
-    step = BUCKET_STEPS[bucket]
-    first = bucket_of(since, step)
-    starts = []
-    at = first
-    while at <= now:
-        starts.append(at)
-        at += step
-    return starts
-
-
 @dataclass
 class Bucket:
     start: datetime
+    end: datetime
     # exact, as the rollups store them (the API writes them digit for digit; charts take floats)
     costs: dict[str, Decimal] = field(default_factory=lambda: dict.fromkeys(COST_KEYS, Decimal(0)))
     saved: Decimal = Decimal(0)
@@ -102,6 +92,10 @@ class Bucket:
     @property
     def hit(self) -> float | None:
         return hit_ratio(self.read, self.denominator, self.reported)
+
+    @property
+    def cost(self) -> Decimal:
+        return sum(self.costs.values(), Decimal(0))
 
 
 @dataclass(frozen=True)
@@ -123,11 +117,21 @@ class OriginDay:
     archive_failures: int
 
 
+@dataclass(frozen=True)
+class Totals:
+    """The headline figures of a period (the previous period's, beside the current ones)."""
+
+    calls: int
+    cost: Decimal
+    saved: Decimal
+    hit: float | None
+    unpriced: int
+    sessions: int
+
+
 @dataclass
 class Overview:
-    range_key: str
-    bucket: str
-    since: datetime
+    period: Period
     profile: str
     profiles: list[str]
     buckets: list[Bucket]
@@ -139,36 +143,90 @@ class Overview:
     archive_failures: int
     top_cost: list[AgentSession]
     top_pressure: list[tuple[AgentSession, PressureBand]]
+    # the previous period's buckets and active sessions, when the period asks for the
+    # comparison (its n-th bucket beside this period's n-th)
+    previous_buckets: list[Bucket] | None = None
+    previous_sessions: int = 0
+
+    @property
+    def previous(self) -> Totals | None:
+        """The previous period's headline figures, None without the comparison."""
+        if self.previous_buckets is None:
+            return None
+        return totals(self.previous_buckets, self.previous_sessions)
+
+    @property
+    def range_key(self) -> str:
+        return self.period.key
+
+    @property
+    def bucket(self) -> str:
+        return self.period.bucket
+
+    @property
+    def since(self) -> datetime:
+        return self.period.start
+
+    @property
+    def sessions(self) -> int:
+        """The sessions active in the period (the bands' counts)."""
+        return sum(self.bands.values())
+
+    @property
+    def totals(self) -> Totals:
+        return totals(self.buckets, self.sessions)
 
     @property
     def cost(self) -> Decimal:
-        return sum((sum(b.costs.values(), Decimal(0)) for b in self.buckets), Decimal(0))
+        return self.totals.cost
 
     @property
     def saved(self) -> Decimal:
-        return sum((b.saved for b in self.buckets), Decimal(0))
+        return self.totals.saved
 
     @property
     def calls(self) -> int:
-        return sum(b.calls for b in self.buckets)
+        return self.totals.calls
 
     @property
     def unpriced(self) -> int:
         """Calls the spend leaves out: their model has no catalogue price."""
-        return sum(b.unpriced for b in self.buckets)
+        return self.totals.unpriced
 
     @property
     def hit(self) -> float | None:
-        return hit_ratio(
-            sum(b.read for b in self.buckets),
-            sum(b.denominator for b in self.buckets),
-            sum(b.reported for b in self.buckets),
-        )
+        return self.totals.hit
 
 
-def _usage(since: datetime, profile: AgentProfile | None) -> QuerySet[HourlyUsage]:
-    rows = HourlyUsage.objects.filter(hour__gte=since.replace(minute=0, second=0, microsecond=0))
+def totals(buckets: list[Bucket], sessions: int) -> Totals:
+    """The headline figures of a period's buckets (one definition for a period and the one
+    before it)."""
+    return Totals(
+        calls=sum(b.calls for b in buckets),
+        cost=sum((b.cost for b in buckets), Decimal(0)),
+        saved=sum((b.saved for b in buckets), Decimal(0)),
+        hit=hit_ratio(
+            sum(b.read for b in buckets),
+            sum(b.denominator for b in buckets),
+            sum(b.reported for b in buckets),
+        ),
+        unpriced=sum(b.unpriced for b in buckets),
+        sessions=sessions,
+    )
+
+
+def _usage(period: Period, profile: AgentProfile | None) -> QuerySet[HourlyUsage]:
+    """The rollup hours of `period`: from the hour holding its start, before its end."""
+    rows = HourlyUsage.objects.filter(
+        hour__gte=period.start.replace(minute=0, second=0, microsecond=0), hour__lt=period.end
+    )
     return rows if profile is None else rows.filter(profile=profile)
+
+
+def _open_ended(period: Period, now: datetime) -> bool:
+    """A period that runs up to now (a preset, or a range ending later): its active sessions
+    are those seen since its start."""
+    return bool(period.preset) or period.end >= now
 
 
 _TOTALS: Final[dict[str, Any]] = {
@@ -199,8 +257,11 @@ def _per_profile(policies: Policies, name: str) -> Any:
     return Case(*whens, default=Value(default), output_field=FloatField())
 
 
-def _profiles(policies: Policies, since: datetime) -> list[AgentProfile]:
-    """Every profile by name, with its sessions active since `since` counted per pressure band
+def _profiles(
+    policies: Policies, since: datetime, until: datetime | None = None
+) -> list[AgentProfile]:
+    """Every profile by name, with its sessions active since `since` (and, given `until`, with a
+    call before it: `active_between`) counted per pressure band
     now (`n_<band>`) and the keys of its own top such sessions by pressure (`top_0` …). One
     query.
 
@@ -211,8 +272,11 @@ def _profiles(policies: Policies, since: datetime) -> list[AgentProfile]:
 
     The statement depends on nothing but the thresholds and `since`, and building it through
     the ORM (ten subqueries) costs more CPU than running it, so it is compiled once per set of
-    thresholds with a stand-in for `since`, which each call puts in its parameters.
+    thresholds with a stand-in for `since`, which each call puts in its parameters. A period
+    that ends before now (a custom range) is rarer and builds its statement each time.
     """
+    if until is not None:
+        return list(_profiles_query(policies, since, until))
     thresholds = _thresholds(policies)
     compiled = _PROFILES_SQL.get(thresholds)
     if compiled is None:
@@ -230,9 +294,12 @@ def _profiles(policies: Policies, since: datetime) -> list[AgentProfile]:
 _SINCE_STANDIN: Final = datetime(1, 1, 1, 0, 0, 0, 4242, tzinfo=UTC)
 
 
-def _profiles_query(policies: Policies, since: datetime) -> QuerySet[AgentProfile]:
+def _profiles_query(
+    policies: Policies, since: datetime, until: datetime | None = None
+) -> QuerySet[AgentProfile]:
     ranges = band_ranges(OuterRef("prune_at"), OuterRef("summarize_at"))
-    own = AgentSession.objects.filter(profile=OuterRef("pk"), last_seen_at__gte=since).order_by()
+    own = AgentSession.objects.filter(active_between(since, until), profile=OuterRef("pk"))
+    own = own.order_by()
     counts = {
         f"n_{band}": Coalesce(
             Subquery(
@@ -286,39 +353,27 @@ def _by_band_then_pressure(
     return banded
 
 
-def load_overview(range_key: str, profile_name: str = "", now: datetime | None = None) -> Overview:
-    """Everything the overview shows. Eight queries, whatever the number of calls, sessions or
-    profiles."""
+def load_overview(
+    period: Period | str = DEFAULT_PRESET, profile_name: str = "", now: datetime | None = None
+) -> Overview:
+    """Everything the overview shows over `period` (a `Period`, or a preset key: an unknown one
+    is the default). Eight queries, whatever the number of calls, sessions or profiles; two
+    more for the previous period when the period asks for the comparison."""
     now = now or timezone.now()
-    if range_key not in RANGES:
-        range_key = DEFAULT_RANGE
-    length, bucket = RANGES[range_key]
-    since = now - length
+    if isinstance(period, str):
+        period = preset_period(period if period in PRESETS else DEFAULT_PRESET, now=now)
+    until = None if _open_ended(period, now) else period.end
+    since = period.start
     policies = load_policies()
-    profiles = _profiles(policies, since)
+    profiles = _profiles(policies, since, until)
     chosen = next((p for p in profiles if p.name == profile_name), None)
 
-    # spend and cache per bucket, from the rollups
-    trunc = TruncHour("hour", tzinfo=UTC) if bucket == "hour" else TruncDay("hour", tzinfo=UTC)
-    per_bucket = {start: Bucket(start) for start in bucket_starts(since, now, bucket)}
-    rows = _usage(since, chosen).annotate(b=trunc).values("b").annotate(**_SUMS).order_by("b")
-    for row in rows:
-        start = row["b"]
-        entry = per_bucket.get(start)
-        if entry is None:
-            continue
-        entry.calls = row["n"] or 0
-        entry.read = row["read"] or 0
-        entry.denominator = row["denominator"] or 0
-        entry.reported = row["reported"] or 0
-        entry.unpriced = row["unpriced"] or 0
-        entry.costs = {key: Decimal(row[f"c_{key}"] or 0) for key in COST_KEYS}
-        entry.saved = Decimal(row["no_cache"] or 0) - Decimal(row["cost"] or 0)
+    buckets = _buckets(period, chosen)
 
     # per profile: spend over the range and sessions by band now
     spend = {
         row["profile_id"]: row
-        for row in _usage(since, None).values("profile_id").annotate(**_TOTALS).order_by()
+        for row in _usage(period, None).values("profile_id").annotate(**_TOTALS).order_by()
     }
     lines = []
     bands: dict[str, int] = dict.fromkeys(BANDS, 0)
@@ -345,13 +400,13 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
             for band, n in counts.items():
                 bands[band] += n
 
-    days, totals, freed, failures = _compactions(since, now, chosen)
+    days, totals, freed, failures = _compactions(period, chosen)
 
     sessions = AgentSession.objects.only(*_TOP_FIELDS)
     if chosen is not None:
         sessions = sessions.filter(profile=chosen)
     top_cost = list(
-        sessions.filter(last_seen_at__gte=since, cost_usd__isnull=False).order_by(
+        sessions.filter(active_between(since, until), cost_usd__isnull=False).order_by(
             F("cost_usd").desc(), "-pk"
         )[:TOP_SESSIONS]
     )
@@ -367,12 +422,10 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
     for s, _band in top_pressure:
         s.profile = by_pk.get(s.profile_id) or s.profile
     return Overview(
-        range_key=range_key,
-        bucket=bucket,
-        since=since,
+        period=period,
         profile=chosen.name if chosen else "",
         profiles=[p.name for p in profiles],
-        buckets=list(per_bucket.values()),
+        buckets=buckets,
         lines=lines,
         bands=bands,
         days=days,
@@ -381,21 +434,57 @@ def load_overview(range_key: str, profile_name: str = "", now: datetime | None =
         archive_failures=failures,
         top_cost=top_cost,
         top_pressure=top_pressure,
+        previous_buckets=_buckets(period.previous(), chosen) if period.compare else None,
+        previous_sessions=_sessions_in(period.previous(), chosen) if period.compare else 0,
     )
 
 
+def _buckets(period: Period, profile: AgentProfile | None) -> list[Bucket]:
+    """Spend and cache per bucket of `period`, from the rollups: each rollup hour in the bucket
+    holding its start (`console.periods`: buckets are local hours or local days). One query."""
+    per_bucket = {
+        start: Bucket(start, period.next_start(start)) for start in period.bucket_starts()
+    }
+    rows = _usage(period, profile).values("hour").annotate(**_SUMS).order_by("hour")
+    for row in rows:
+        entry = per_bucket.get(period.bucket_of(row["hour"]))
+        if entry is None:
+            continue
+        entry.calls += row["n"] or 0
+        entry.read += row["read"] or 0
+        entry.denominator += row["denominator"] or 0
+        entry.reported += row["reported"] or 0
+        entry.unpriced += row["unpriced"] or 0
+        for key in COST_KEYS:
+            entry.costs[key] += Decimal(row[f"c_{key}"] or 0)
+        entry.saved += Decimal(row["no_cache"] or 0) - Decimal(row["cost"] or 0)
+    return list(per_bucket.values())
+
+
+def _sessions_in(period: Period, profile: AgentProfile | None) -> int:
+    """How many sessions were active in `period` (`active_between`). One query."""
+    sessions = AgentSession.objects.filter(active_between(period.start, period.end))
+    if profile is not None:
+        sessions = sessions.filter(profile=profile)
+    return sessions.count()
+
+
 def _compactions(
-    since: datetime, now: datetime, profile: AgentProfile | None
+    period: Period, profile: AgentProfile | None
 ) -> tuple[list[OriginDay], dict[str, int], int, int]:
-    """Compactions per day by origin, with the tokens they freed and the archive failures.
+    """Compactions per local day of the period's zone by origin, with the tokens they freed and
+    the archive failures.
 
     Ours are the applied runs (manual / automatic / overflow); an automatic run that compacted
     without its archive counts as an archive failure. The agent's and the provider's are their
     recorded context events of kind compaction. Two queries.
     """
-    day = TruncDay("finished_at", tzinfo=UTC)
-    runs = CompactionRun.objects.filter(finished_at__gte=since)
-    events = ContextEvent.objects.filter(at__gte=since, kind=ContextEvent.Kind.COMPACTION)
+    tz = period.tz
+    day = TruncDay("finished_at", tzinfo=tz)
+    runs = CompactionRun.objects.filter(finished_at__gte=period.start, finished_at__lt=period.end)
+    events = ContextEvent.objects.filter(
+        at__gte=period.start, at__lt=period.end, kind=ContextEvent.Kind.COMPACTION
+    )
     if profile is not None:
         runs = runs.filter(session__profile=profile)
         events = events.filter(session__profile=profile)
@@ -412,7 +501,7 @@ def _compactions(
         .order_by()
     )
     event_rows = (
-        events.annotate(d=TruncDay("at", tzinfo=UTC))
+        events.annotate(d=TruncDay("at", tzinfo=tz))
         .values("d", "origin")
         .annotate(
             n=Count("id"),
@@ -426,15 +515,17 @@ def _compactions(
         )
         .order_by()
     )
+    days_of = Period(period.start, period.end, period.zone, compare=False)
     per_day: dict[datetime, dict[str, Any]] = {
         start: {"counts": dict.fromkeys(k for k, _ in ORIGINS), "freed": 0, "failures": 0}
-        for start in bucket_starts(since, now, "day")
+        for start in _local_days(days_of)
     }
     for entry in per_day.values():
         entry["counts"] = dict.fromkeys((k for k, _ in ORIGINS), 0)
 
     def add(d: datetime, origin: str, n: int, freed: int, failures: int) -> None:
-        entry = per_day.get(d)
+        # the database's local midnight, as the UTC instant the axis holds
+        entry = per_day.get(local_midnight(d.astimezone(tz).date(), tz))
         if entry is None or origin not in entry["counts"]:
             return
         entry["counts"][origin] += n
@@ -451,3 +542,13 @@ def _compactions(
     ]
     totals = {key: sum(day.counts[key] for day in days) for key, _ in ORIGINS}
     return days, totals, sum(d.freed for d in days), sum(d.archive_failures for d in days)
+
+
+def _local_days(period: Period) -> list[datetime]:
+    """The UTC instants of the local midnights starting each day of `period` (the compactions
+    chart is per day whatever the period's bucket)."""
+    first = period.start.astimezone(period.tz).date()
+    last = (period.end - timedelta(microseconds=1)).astimezone(period.tz).date()
+    return [
+        local_midnight(first + timedelta(days=n), period.tz) for n in range((last - first).days + 1)
+    ]

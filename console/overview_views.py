@@ -1,53 +1,151 @@
-"""The overview page (the console's home): the fleet, or one profile, over a chosen range."""
+"""The overview page (the console's home): the fleet, or one profile, over a chosen period,
+with the previous period beside on request; it refreshes its own figures (`overview_live`)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+from typing import Any, Final
+from urllib.parse import urlencode
+
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from alerts.models import Alert
 from console import charts, fleet_charts
-from console.overview import BUCKET_STEPS, ORIGINS, RANGES, load_overview
+from console.overview import ORIGINS, load_overview
+from console.parts import held
+from console.period_request import with_period
+from console.periods import BUCKET_STEPS, Period, change, local_midnight
 from console.roles import Role, require_role
 from console.selectors.relief import relief_summary
+from console.session_context import rendered_part
+
+# the overview's parts, each refreshed on its own when what it shows changed
+OVERVIEW_PARTS: Final = ("totals", "bands", "charts", "compactions", "tops", "profiles")
+# seconds between two refreshes of the overview (the page says so beside the switch)
+REFRESH_SECONDS: Final = 30
+TEMPLATE: Final = "console/overview.html"
 
 
-@require_GET
-@require_role(Role.VIEWER)
-def overview(request: HttpRequest) -> HttpResponse:
-    """Spend and cache savings over time, the cache-hit trend, sessions by pressure band now,
-    compactions by origin, and the top sessions: read from the hour rollups; sessions whose
-    automatic relief is in trouble now (`console.selectors.relief`)."""
-    found = load_overview(request.GET.get("range", ""), request.GET.get("profile", ""))
+def drill_link(period: Period, start: datetime, end: datetime, profile: str) -> str:
+    """The sessions list of the sessions active in [start, end) (a whole bucket of `period`, in
+    its zone: the same link on every refresh), of `profile` when one is chosen."""
+    params = Period(start, end, period.zone).query()
+    if profile:
+        params["profile"] = profile
+    return f"{reverse('sessions')}?{urlencode(params)}"
+
+
+def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
+    found = load_overview(period, request.GET.get("profile", ""))
     starts = [b.start for b in found.buckets]
     step = BUCKET_STEPS[found.bucket]
     labels = dict(ORIGINS)
+    zone, label = period.tz, period.zone_label()
+    previous_cost = None
+    if found.previous_buckets is not None:
+        # the previous period's n-th bucket drawn over this period's n-th
+        before = [float(b.cost) for b in found.previous_buckets]
+        previous_cost = (before + [0.0] * len(starts))[: len(starts)]
     figures = {
         "spend": fleet_charts.spend_figure(
             starts=starts,
             step=step,
             costs={key: [float(b.costs[key]) for b in found.buckets] for key in charts.COST_KEYS},
             saved=[float(b.saved) for b in found.buckets],
+            zone=zone,
+            zone_label=label,
+            previous_cost=previous_cost,
         ),
         "hit": fleet_charts.hit_trend_figure(
-            starts=starts, step=step, hit=[b.hit for b in found.buckets]
+            starts=starts,
+            step=step,
+            hit=[b.hit for b in found.buckets],
+            zone=zone,
+            zone_label=label,
         ),
         "compactions": fleet_charts.compactions_figure(
             days=[d.day for d in found.days],
             counts={key: [d.counts[key] for d in found.days] for key in labels},
             labels=labels,
             freed=[d.freed for d in found.days],
+            zone=zone,
+            zone_label=label,
         ),
     }
-    context = {
+    tz = period.tz
+    day_ends = [
+        local_midnight(d.day.astimezone(tz).date() + timedelta(days=1), tz) for d in found.days
+    ]
+    drills = {
+        "spend": [drill_link(period, b.start, b.end, found.profile) for b in found.buckets],
+        "hit": [drill_link(period, b.start, b.end, found.profile) for b in found.buckets],
+        "compactions": [
+            drill_link(period, d.day, end, found.profile)
+            for d, end in zip(found.days, day_ends, strict=True)
+        ],
+    }
+    previous = found.previous
+    deltas = (
+        {
+            "cost": change(found.cost, previous.cost),
+            "calls": change(found.calls, previous.calls),
+            "saved": change(found.saved, previous.saved),
+            "sessions": change(found.sessions, previous.sessions),
+        }
+        if previous is not None
+        else {}
+    )
+    return {
         "o": found,
-        "ranges": list(RANGES),
+        "period": period,
+        "previous": previous,
+        "deltas": deltas,
         "origins": ORIGINS,
         "figures": figures,
+        "drills": drills,
+        "rows": list(zip(found.buckets, drills["spend"], strict=True)),
         "relief": relief_summary(found.profile),
         "nav": "overview",
+        "refresh_seconds": REFRESH_SECONDS,
+        "export_query": urlencode(
+            period.query() | ({"profile": found.profile} if found.profile else {})
+        ),
         # one indexed count: the alerts open now (the Alerts page lists them)
         "firing_alerts": Alert.objects.filter(resolved_at__isnull=True).count(),
     }
-    return render(request, "console/overview.html", context)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+@with_period
+def overview(request: HttpRequest, period: Period) -> HttpResponse:
+    """Spend and cache savings over time, the cache-hit trend, sessions by pressure band now,
+    compactions by origin, and the top sessions: read from the hour rollups; sessions whose
+    automatic relief is in trouble now (`console.selectors.relief`)."""
+    context = _context(request, period)
+    context["parts"] = {
+        name: mark_safe(rendered_part(name, context, request, template=TEMPLATE) or "")
+        for name in OVERVIEW_PARTS
+    }
+    return render(request, TEMPLATE, context)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+@with_period
+def overview_live(request: HttpRequest, period: Period) -> HttpResponse:
+    """The overview's refresh: the parts whose content differs from what the browser holds
+    (the `have` keys its parts carry, `console.parts`), out of band; nothing when none did."""
+    context = _context(request, period) | {"oob": True}
+    holds = held(request.GET.getlist("have"))
+    html = "".join(
+        rendered_part(name, context, request, holds, template=TEMPLATE) or ""
+        for name in OVERVIEW_PARTS
+    )
+    response = HttpResponse(html)
+    response["Cache-Control"] = "no-store"
+    return response

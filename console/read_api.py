@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from ninja import Query, Router
 from ninja.responses import NinjaJSONEncoder
 from pydantic import Field
@@ -33,6 +34,7 @@ from console.cursors import (
 from console.list_filters import MAX_TAG_FILTERS, NUMBER_CHARS, first_error, parse_list_filters
 from console.list_filters import PARAMETERS as LIST_FILTER_PARAMETERS
 from console.overview import RANGES, load_overview
+from console.periods import PERIOD_PARAMETERS, Period, parse_period
 from console.schemas import CompactionsOut, OverviewOut, SessionListOut, TurnsPageOut
 from console.selectors.compaction import HistoryKey, compaction_history
 from console.selectors.session import applied_compactions
@@ -67,7 +69,22 @@ SORT_PATTERN: Final = "^-?(" + "|".join(SORTS) + ")$"
 NO_NUL: Final = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL: refused as a 422, not a 500
 
 Text = Annotated[str, Field(max_length=200, pattern=NO_NUL)]
-RangeKey = Annotated[str, Field(pattern="^(" + "|".join(RANGES) + ")$")]
+RangeKey = Annotated[str, Field(pattern="^(" + "|".join([*RANGES, "custom"]) + ")$")]
+# a period's bounds and zone (`console.periods`): checked there, the field named on refusal
+PeriodText = Annotated[str, Field(max_length=40, pattern=r"^[0-9T:+\-. Z]*$")]
+ZoneText = Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_+\-/]*$")]
+FromQuery = Annotated[
+    PeriodText | None,
+    Query(alias="from", description="start: an ISO date or date-time, in `tz` (alone: until now)"),
+]
+ToQuery = Annotated[
+    PeriodText | None,
+    Query(
+        alias="to",
+        description="end (exclusive): an ISO date-time, or a date, which takes in that whole day",
+    ),
+]
+TzQuery = Annotated[ZoneText | None, Query(description="an IANA time zone; UTC when absent")]
 # What `encode_cursor` writes: base64url, so a cursor in a URL is as long as it is written.
 CursorText = Annotated[
     str,
@@ -100,7 +117,19 @@ def _iso(at: datetime | None) -> str | None:
 
 
 _LIST_PARAMETERS: Final = frozenset(
-    {"q", "model", "band", "active", "sort", "limit", "cursor", *LIST_FILTER_PARAMETERS}
+    {
+        "q",
+        "model",
+        "band",
+        "active",
+        "sort",
+        "limit",
+        "cursor",
+        "from",
+        "to",
+        "tz",
+        *LIST_FILTER_PARAMETERS,
+    }
 )
 # What the range filters take (`console.list_filters` checks them; the schema says their shape)
 Bound = Annotated[
@@ -126,7 +155,14 @@ def named_session(
     }
 
 
-_OVERVIEW_PARAMETERS: Final = frozenset({"range", "profile"})
+_OVERVIEW_PARAMETERS: Final = frozenset({"profile", *PERIOD_PARAMETERS})
+
+
+def _period(request: HttpRequest) -> Period:
+    """The period of the request's `range`/`from`/`to`/`tz`/`compare` (`console.periods`),
+    ending now; `FieldError` (422 naming the field) for a bad one."""
+    params = {name: request.GET.get(name, "") for name in PERIOD_PARAMETERS}
+    return parse_period(params, now=timezone.now())
 
 
 @router.get(
@@ -158,6 +194,9 @@ def list_sessions(
     cost_max: Annotated[Bound, Field(description="cost at most this, US dollars")] = None,
     turns_min: Annotated[Bound, Field(description="at least this many turns")] = None,
     turns_max: Annotated[Bound, Field(description="at most this many turns")] = None,
+    from_: FromQuery = None,
+    to: ToQuery = None,
+    tz: TzQuery = None,
 ) -> dict[str, Any]:
     """The console's sessions list as data: the same filters (`q` in the id, `model`, pressure
     `band` under each profile's thresholds, `active` in the last hour, any of the operators'
@@ -168,13 +207,20 @@ def list_sessions(
 
     Keyset-paged: `next_cursor` resumes after the page's last session, so sessions created
     meanwhile never repeat or skip one; a cursor is valid only for the filters and sort that
-    issued it (else 422 on `cursor`)."""
+    issued it (else 422 on `cursor`).
+
+    `from` and `to` (in `tz`): only the sessions active in that period (a call in it); `from`
+    alone: active since then, `to` alone: active until then (`console.periods`)."""
     refuse_unknown(request.GET, _LIST_PARAMETERS)
     key = request_key(request)
     # the tag and range filters: the console list's own parser, its first refusal a 422
     listed, errors = parse_list_filters(request.GET.getlist)
     if (refused := first_error(errors)) is not None:
         raise FieldError(*refused)
+    active_from = active_to = None
+    if from_ or to:
+        period = _period(request)
+        active_from, active_to = period.start, period.end
     filters = SessionFilters(
         q=q.strip(),
         model=model,
@@ -183,6 +229,8 @@ def list_sessions(
         sort=sort,
         tags=listed.tags,
         bounds=listed.bounds,
+        active_from=active_from,
+        active_to=active_to,
     )
     scope = cursor_scope(
         "sessions",
@@ -193,6 +241,9 @@ def list_sessions(
         sort,
         *listed.tags,
         *(f"{param}={value}" for param, value in listed.bounds),
+        _iso(active_from) or "",
+        # `from` alone ends now: its pages share the scope as the clock moves
+        _iso(active_to) if to else "",
     )
     after = _cursor(cursor, scope=scope, keys=len(order_keys(sort)) + 1)
     sessions, policies = sessions_after(
@@ -391,11 +442,22 @@ def _history_entry(entry: CompactionRun | ContextEvent) -> dict[str, Any]:
 def get_overview(
     request: HttpRequest,
     range: Annotated[  # noqa: A002 (the query parameter's name, as the console's page has it)
-        RangeKey, Field(description="1h, 24h (hour buckets), 7d or 30d (day buckets)")
-    ] = "24h",
+        RangeKey | None,
+        Field(
+            description="a preset: 1h, 24h (hour buckets), 7d, 14d or 30d (day buckets); "
+            "24h when neither it nor from and to are given; custom: from and to"
+        ),
+    ] = None,
     profile: Annotated[
         Text, Field(description="the key's own profile (the only one it sees); blank: the same")
     ] = "",
+    from_: FromQuery = None,
+    to: ToQuery = None,
+    tz: TzQuery = None,
+    compare: Annotated[
+        Literal["previous"] | None,
+        Query(description="previous: the previous period's totals beside (`previous`)"),
+    ] = None,
 ) -> dict[str, Any]:
     """What the console's overview shows, for the key's profile: spend and cache savings per
     bucket (from the hour rollups), the cache-hit trend, sessions by pressure band now,
@@ -406,12 +468,28 @@ def get_overview(
     own = key.profile
     if profile and profile != own.name:
         raise FieldError("profile", "no such profile for this key", status=404)
-    found = load_overview(range, own.name)
+    period = _period(request)
+    found = load_overview(period, own.name)
     policy = effective_policy(own)
+    zone = period.tz
+    previous = found.previous
     return {
         "range": found.range_key,
         "bucket": found.bucket,
         "since": found.since.isoformat(),
+        "until": period.end.isoformat(),
+        "time_zone": period.zone,
+        "previous": None
+        if previous is None
+        else {
+            "since": period.previous().start.isoformat(),
+            "calls": previous.calls,
+            "cost_usd": money_text(previous.cost),
+            "unpriced_calls": previous.unpriced,
+            "saved_usd": money_text(previous.saved),
+            "cache_hit_ratio": previous.hit,
+            "sessions": previous.sessions,
+        },
         "profile": own.name,
         "calls": found.calls,
         "cost_usd": money_text(found.cost),
@@ -420,7 +498,7 @@ def get_overview(
         "cache_hit_ratio": found.hit,
         "buckets": [
             {
-                "start": b.start.isoformat(),
+                "start": b.start.astimezone(zone).isoformat(),
                 "calls": b.calls,
                 "cost_usd": money_text(sum(b.costs.values(), Decimal(0))),
                 "unpriced_calls": b.unpriced,
@@ -436,7 +514,7 @@ def get_overview(
         "archive_failures": found.archive_failures,
         "compaction_days": [
             {
-                "day": d.day.isoformat(),
+                "day": d.day.astimezone(zone).isoformat(),
                 "compactions_by_origin": d.counts,
                 "freed_tokens": d.freed,
                 "archive_failures": d.archive_failures,

@@ -91,10 +91,25 @@ class TopSessionOut(Schema):
     last_seen_at: str | None
 
 
+class OverviewTotalsOut(Schema):
+    since: str = Field(description="the previous period's start; it ends at `since`")
+    calls: int
+    cost_usd: Money
+    unpriced_calls: int
+    saved_usd: Money
+    cache_hit_ratio: float | None
+    sessions: int = Field(description="the sessions active in it (a call in it)")
+
+
 class OverviewOut(Schema):
-    range: Literal["1h", "24h", "7d", "30d"]
+    range: Literal["1h", "24h", "7d", "14d", "30d", "custom"]
     bucket: Literal["hour", "day"]
     since: str
+    until: str = Field(description="the period's end (exclusive)")
+    time_zone: str = Field(description="the IANA zone buckets are aligned in")
+    previous: OverviewTotalsOut | None = Field(
+        default=None, description="the previous period of the same length, with compare=previous"
+    )
     profile: str
     calls: int
     cost_usd: Money

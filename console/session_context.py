@@ -81,15 +81,19 @@ def live_parts(
 
 
 def rendered_part(
-    name: str, context: dict[str, Any], request: HttpRequest, held: frozenset[str] = frozenset()
+    name: str,
+    context: dict[str, Any],
+    request: HttpRequest,
+    held: frozenset[str] = frozenset(),
+    *,
+    template: str = "console/session.html",
 ) -> str | None:
-    """A part of console/session.html rendered with its key in it (`console.parts.keyed`), or
-    None when the browser already holds that key: the poll leaves such a part out."""
+    """A part of `template` (the session page's, or the overview's) rendered with its key in it
+    (`console.parts.keyed`), or None when the browser already holds that key: the poll leaves
+    such a part out."""
     html, key = keyed(
         name,
-        render_to_string(
-            f"console/session.html#{name}", context | {"part_digest": DIGEST_MARK}, request
-        ),
+        render_to_string(f"{template}#{name}", context | {"part_digest": DIGEST_MARK}, request),
     )
     return None if key in held else html
 

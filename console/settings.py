@@ -103,6 +103,8 @@ MIDDLEWARE.append("console.middleware.DatabaseUnavailable")
 # issue 16: Content-Security-Policy and Permissions-Policy on every response
 MIDDLEWARE.insert(2, "console.middleware.security_headers")
 MIDDLEWARE.append("console.errors.friendly_405")
+# issue 39: pages show their times in the operator's zone (?tz=, else the remembered one)
+MIDDLEWARE.append("console.middleware.operator_zone")
 # axes: a refused sign-in answers 429 (console.limits.lockout_response); last, as axes asks
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")
 # issue 41: a request target over MAX_URL_BYTES answers 414 (JSON on the API) before anything
@@ -225,6 +227,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Web processes (`console.wsgi`): the garbage collector's youngest-generation threshold, with
 # everything loaded at start-up frozen (`console.collector`); 0 keeps CPython's defaults.
 WEB_GC_THRESHOLD = env_int("WEB_GC_THRESHOLD", 50_000, minimum=0)
+# Celery pool processes (compactions, archives, alert evaluation) run this much nicer than the
+# web processes (`console.celery`): on a machine they share, ingest keeps its share of the CPU
+# while a compaction runs (make bench P7). 0 leaves their priority as started.
+WORKER_NICE = env_int("WORKER_NICE", 10, minimum=0, maximum=19)
 
 # --- Auth, i18n, static ----------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

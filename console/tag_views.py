@@ -26,6 +26,7 @@ from console.list_filters import BOUNDS
 from console.roles import Role, require_role
 from console.saved_views import delete_view, rename_view, save_view, views_of
 from console.selectors.policies import load_policies
+from console.selectors.session import session_or_404
 from console.selectors.session_list import matching_sessions
 from telemetry.errors import FieldError
 from telemetry.models import AgentProfile, AgentSession
@@ -93,18 +94,11 @@ def _tags_answer(
     return render(request, "console/session_tags.html", context, status=status)
 
 
-def _session(pk: int) -> AgentSession:
-    session = AgentSession.objects.select_related("profile").filter(pk=pk).first()
-    if session is None:
-        raise Http404("no such session")
-    return session
-
-
 @require_POST
 @require_role(Role.OPERATOR)
 def session_tags_add(request: HttpRequest, pk: int) -> HttpResponse:
     """Add the comma-separated tags of `tags` to the session."""
-    session = _session(pk)
+    session = session_or_404(pk)
     typed = request.POST.get("tags", "")[:TAG_INPUT_CHARS]
     try:
         add_tags(session_id=session.pk, texts=[typed])
@@ -117,7 +111,7 @@ def session_tags_add(request: HttpRequest, pk: int) -> HttpResponse:
 @require_role(Role.OPERATOR)
 def session_tag_remove(request: HttpRequest, pk: int) -> HttpResponse:
     """Remove the tag `tag` from the session (one it does not hold: nothing changes)."""
-    session = _session(pk)
+    session = session_or_404(pk)
     remove_tag(session_id=session.pk, tag=request.POST.get("tag", "")[:TAG_INPUT_CHARS])
     return _tags_answer(request, session, None)
 

@@ -40,6 +40,7 @@ urlpatterns = [
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", reads_from_replica(overview_views.overview), name="overview"),
+    path("overview/live", reads_from_replica(overview_views.overview_live), name="overview_live"),
     path("sessions/", reads_from_replica(views.sessions_list), name="sessions"),
     # each table's download: its page's path + export.csv or export.jsonl (console.list_exports)
     path("overview/export.<str:fmt>", list_exports.spend_export, name="spend_export"),

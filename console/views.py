@@ -41,8 +41,9 @@ from console.forms import (
     SessionFilterForm,
     WindowOverridesForm,
 )
-from console.overview import RANGES
 from console.parts import held
+from console.period_request import refused_period, remembered_zone, request_period
+from console.periods import PRESETS
 from console.policy_impact import PolicyImpact, policy_impact, windows_impact
 from console.presenters.search import hits_page
 from console.presenters.sessions import (
@@ -152,14 +153,26 @@ def _mark_polled(response: HttpResponse, version: str) -> HttpResponse:
 @require_GET
 @require_role(Role.VIEWER)
 def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
-    """Every session, sortable, filterable, searchable and paginated; the table polls itself."""
+    """Every session, sortable, filterable, searchable and paginated; the table polls itself.
+    `?from=&to=` (a period in `?tz=`, `console.periods`): the sessions active in it; the page
+    refuses a bad one naming the field (the table's poll ignores it)."""
+    zone = remembered_zone(request)
+    period = None
+    if request.GET.get("from") or request.GET.get("to"):
+        try:
+            period = request_period(request)
+        except FieldError as exc:
+            if not request.htmx:
+                return refused_period(request, exc)
     form = SessionFilterForm(request.GET)
-    filters = form.filters()
+    filters = form.filters(zone)
     # "active in the last hour" changes with the clock alone: such a list is new every minute
     # a time filter's result moves with the clock: the version does too
     minute = timezone.now().strftime("%Y-%m-%dT%H:%M") if filters.active or filters.seen else ""
     found = sessions_page(filters)
-    version = sessions_version(found, request.GET.urlencode() + minute)
+    # times are shown in the operator's zone (`console.middleware.operator_zone`)
+    shown_zone = timezone.get_current_timezone_name()
+    version = sessions_version(found, request.GET.urlencode() + minute + shown_zone)
     if request.htmx:
         not_modified = _versioned(request, version)
         if not_modified is not None:
@@ -171,7 +184,9 @@ def sessions_list(request: HtmxHttpRequest) -> HttpResponse:
         "columns": SESSION_COLUMNS,
         "bands": BANDS,
         "relief_filters": RELIEF_FILTER_LABELS,
-        "seen_ranges": list(RANGES),
+        "seen_ranges": list(PRESETS),
+        "period": period,
+        "zone": shown_zone,
         "nav": "sessions",
     } | list_tools_context(request, form)
     if request.htmx:

@@ -433,6 +433,7 @@ class Turn(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "turn"], name="turn_unique")]
+        # and, on PostgreSQL, `turn_last_at_brin` (migration 0028): the retention scan's index
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.turn}"

@@ -10,7 +10,7 @@ Anything else (another shape, another key, another value, a float, a bool) is st
 The one definition of both directions: `stored_usage` keeps a usage only when `derived_usage`
 would not give it back equal, so a read is exact by construction, whatever later changes the
 buckets' tiers (`telemetry.repricing` moves writes between 5m and 1h; their sum, which is what
-Anthropic's flat `cache_creation_input_tokens` says, stays). Standard library only.
+Anthropic's flat `cache_creation_input_tokens` says, stays). No Django.
 """
 
 from __future__ import annotations
@@ -18,20 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from telemetry.usage import InputCounts
 
-class Buckets(Protocol):
-    """What a stored call holds of its usage: its format and its buckets."""
+
+class Buckets(InputCounts, Protocol):
+    """What a stored call holds of its usage: its format, its input buckets and its output."""
 
     @property
     def provider(self) -> str: ...
-    @property
-    def uncached_input(self) -> int: ...
-    @property
-    def cache_read(self) -> int: ...
-    @property
-    def cache_write_5m(self) -> int: ...
-    @property
-    def cache_write_1h(self) -> int: ...
     @property
     def output(self) -> int: ...
 

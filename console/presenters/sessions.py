@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from django.core.paginator import Page
+from django.utils.timezone import localtime
 
 from compaction.models import CompactionRun
 from compaction.relief_state import ReliefState, SessionRelief
@@ -175,10 +176,17 @@ def compaction_markers(applied: list[AppliedCompaction]) -> list[Marker]:
 def run_hover(run: AppliedCompaction) -> str:
     """Where a run of ours meets the turns, both clocks: when it finished (server) and the last
     turn the server had received then, with that turn's last call (agent)."""
-    done = f"{run.finished_at:%Y-%m-%d %H:%M:%S} UTC server time" if run.finished_at else "?"
+    # in the operator's zone (`console.middleware.operator_zone`), its abbreviation named
+    done = (
+        f"{localtime(run.finished_at):%Y-%m-%d %H:%M:%S %Z} server time" if run.finished_at else "?"
+    )
     if run.after is None:
         return f"run finished {done}, before any turn was received"
-    when = f" (last call {run.after_at:%Y-%m-%d %H:%M:%S} UTC agent time)" if run.after_at else ""
+    when = (
+        f" (last call {localtime(run.after_at):%Y-%m-%d %H:%M:%S %Z} agent time)"
+        if run.after_at
+        else ""
+    )
     return f"run finished {done}, after turn {run.after}{when}, the last the server had received"
 
 

@@ -10,6 +10,7 @@ from typing import Final, cast
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, FloatField, Max, Min, OuterRef, Subquery
 from django.db.models.functions import Cast
+from django.http import Http404
 
 from compaction.models import CompactionRun
 from console.selectors.policies import load_policies
@@ -19,6 +20,14 @@ from telemetry.policy_rules import PolicyValues
 from telemetry.usage import BUCKETS
 
 TURNS_PER_PAGE: Final = 25
+
+
+def session_or_404(pk: int) -> AgentSession:
+    """The session with its profile (one query), or the console's 404."""
+    session = AgentSession.objects.select_related("profile").filter(pk=pk).first()
+    if session is None:
+        raise Http404("no such session")
+    return session
 
 
 def session_detail(pk: int) -> tuple[AgentSession, PolicyValues, str] | None:

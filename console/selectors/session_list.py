@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
 
@@ -20,11 +20,11 @@ from django.utils.functional import cached_property
 
 from compaction.relief_state import SessionRelief, session_reliefs
 from console.list_filters import bound_lookups
-from console.overview import RANGES
+from console.periods import PRESETS
 from console.selectors.policies import Policies, band_rank, load_policies
 from console.selectors.relief import filter_by_relief
 from telemetry.band_sql import BANDS, band_ranges
-from telemetry.models import AgentProfile, AgentSession, SessionTag
+from telemetry.models import AgentProfile, AgentSession, LLMCall, SessionTag
 from telemetry.policy_rules import PolicyValues
 from telemetry.session_tags import known_tags, tags_of
 
@@ -55,8 +55,11 @@ class SessionFilters:
     band: str = ""
     active: bool = False
     relief: str = ""  # a key of `console.selectors.relief.RELIEF_FILTERS`
-    # seen within the last `seen` (a key of `console.overview.RANGES`): the overview's bands
+    # seen within the last `seen` (a key of `console.periods.PRESETS`): the overview's bands
     seen: str = ""
+    # active in [active_from, active_to) (`active_between`): a period's drill-down
+    active_from: datetime | None = None
+    active_to: datetime | None = None
     sort: str = DEFAULT_SORT
     page: int = 1
     # the metadata filters (`META_FILTERS`), each any of several values (?user=a&user=b)
@@ -78,6 +81,7 @@ class SessionFilters:
             or self.band
             or self.active
             or self.seen
+            or self.active_from
             or self.relief
             or self.tags
             or self.bounds
@@ -153,8 +157,10 @@ def matching_sessions(
         sessions = sessions.filter(last_seen_at__gte=timezone.now() - ACTIVE_WINDOW)
     if filters.relief:
         sessions = filter_by_relief(sessions, filters.relief, _each_profile(profiles, policies))
-    if filters.seen in RANGES:
-        sessions = sessions.filter(last_seen_at__gte=timezone.now() - RANGES[filters.seen][0])
+    if filters.seen in PRESETS:
+        sessions = sessions.filter(last_seen_at__gte=timezone.now() - PRESETS[filters.seen])
+    if filters.active_from is not None:
+        sessions = sessions.filter(active_between(filters.active_from, filters.active_to))
     for name, column in META_FILTERS.items():
         values = getattr(filters, name)
         if values:
@@ -165,6 +171,17 @@ def matching_sessions(
     if filters.bounds:
         sessions = sessions.filter(**dict(bound_lookups(filters.bounds)))
     return sessions
+
+
+def active_between(start: datetime, end: datetime | None = None) -> Q:
+    """The sessions active in [start, end): seen since `start` and, given `end`, with a call in
+    the period (by the agent's clock, as the rollups date calls). Without `end` (a period that
+    runs to now) the last-seen test alone, on the `last_seen_at` indexes."""
+    condition = Q(last_seen_at__gte=start)
+    if end is not None:
+        calls = LLMCall.objects.filter(session=OuterRef("pk"), at__gte=start, at__lt=end)
+        condition &= Q(Exists(calls))
+    return condition
 
 
 def _each_profile(profiles: list[AgentProfile], policies: Policies) -> dict[int, PolicyValues]:

@@ -7,6 +7,7 @@ from datetime import timedelta
 from decimal import Decimal
 from html import escape as escape_text
 from typing import Any
+from urllib.parse import urlencode
 
 from django import template
 from django.http import HttpRequest
@@ -15,6 +16,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from console.periods import COMMON_ZONES, PERIOD_PARAMETERS, PRESETS, Period
 from console.plotly_bundle import bundle
 
 register = template.Library()
@@ -180,3 +182,68 @@ def plotly_script() -> SafeString:
     """The one script tag of the vendored plotly.js bundle (deferred: it runs before console.js,
     which draws the figures, and neither blocks the page's parsing)."""
     return format_html('<script src="{}" defer></script>', static(bundle().static_name))
+
+
+# --- the period (console.periods) ---------------------------------------------------------------
+
+
+@register.simple_tag
+def period_query(period: Period, **extra: Any) -> str:
+    """The query string of `period` with `extra` (None or "" left out): a link that keeps the
+    period, e.g. `{% url 'sessions' %}?{% period_query period profile=name %}`."""
+    params = period.query() | {k: str(v) for k, v in extra.items() if v is not None and v != ""}
+    return urlencode(params)
+
+
+@register.inclusion_tag("console/_period_picker.html", takes_context=True)
+def period_picker(context: dict[str, Any], live: int = 0, any_time: bool = False) -> dict[str, Any]:
+    """The period picker: the presets as links, a custom range, the time zone and the previous
+    period, keeping the page's other parameters (`live`: the overview's refresh interval in
+    seconds, with its switch; `any_time`: a page whose default is no period at all, such as
+    the alerts' history)."""
+    request: HttpRequest = context["request"]
+    period: Period = context["period"]
+    bounded = any(request.GET.get(name) for name in ("range", "from", "to"))
+    kept = [
+        (name, value)
+        for name, values in request.GET.lists()
+        if name not in PERIOD_PARAMETERS and name not in ("page", "cursor")
+        for value in values
+    ]
+    zones = list(COMMON_ZONES)
+    if period.zone not in zones:
+        zones.insert(0, period.zone)
+    first, last = period.local_bounds_text()
+    return {
+        "request": request,
+        "period": period,
+        "presets": list(PRESETS),
+        "kept": kept,
+        "zones": zones,
+        "first": first[:10],
+        "last": last[:10],
+        "live": live,
+        "any_time": any_time,
+        "chosen": bounded or not any_time,
+        "any_time_link": urlencode(kept + ([("tz", period.zone)] if request.GET.get("tz") else [])),
+        "preset_links": [
+            (key, urlencode([*kept, *(period_with(period, key).items())])) for key in PRESETS
+        ],
+    }
+
+
+def period_with(period: Period, preset: str) -> dict[str, str]:
+    """The query of `preset` in `period`'s zone, keeping the comparison."""
+    params = {"range": preset, "tz": period.zone}
+    if period.compare:
+        params["compare"] = "previous"
+    return params
+
+
+@register.filter
+def change_percent(value: float | None) -> str:
+    """A relative change in words: 0.25 → "+25 %", -0.5 → "−50 %", None → "no base"."""
+    if value is None:
+        return "no base to compare"
+    sign = "+" if value > 0 else ("−" if value < 0 else "±")
+    return f"{sign}{abs(value) * 100:.0f} %"

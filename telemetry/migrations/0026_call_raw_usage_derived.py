@@ -3,18 +3,46 @@
 The existing rows are rewritten in batches of `BATCH` calls, each its own transaction (the
 migration is not atomic), so a large calls table is never locked whole and an interrupted run
 picks up where it stopped when run again. Reversible: the reverse writes the derived usage back.
+The rule is frozen here as it stood when the migration was written (a migration never imports the
+live code, which may change after it); tests/db/test_migrations.py proves it equal to
+`telemetry.usage_forms` on boundary examples.
 On PostgreSQL the rewritten rows leave dead versions for VACUUM (autovacuum takes them) to
 free; docs/operating.md says when to run VACUUM FULL instead.
 """
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.db import migrations, models, transaction
 
-from telemetry.usage_forms import derived_usage, stored_usage
-
 BATCH = 5_000
 _BUCKETS = ("uncached_input", "cache_read", "cache_write_5m", "cache_write_1h", "output")
+
+
+def derived_usage(
+    provider: str, uncached: int, read: int, write_5m: int, write_1h: int, output: int
+) -> dict[str, int] | None:
+    """Frozen `telemetry.usage_forms.derived_usage`."""
+    if provider != "anthropic":
+        return None
+    return {
+        "input_tokens": uncached,
+        "output_tokens": output,
+        "cache_read_input_tokens": read,
+        "cache_creation_input_tokens": write_5m + write_1h,
+    }
+
+
+def stored_usage(provider: str, usage: Mapping[str, Any], *buckets: int) -> Any:
+    """Frozen `telemetry.usage_forms.stored_usage`."""
+    derived = derived_usage(provider, *buckets)
+    if derived is None or len(usage) != len(derived):
+        return usage
+    for key, value in derived.items():
+        given = usage.get(key)
+        if type(given) is not int or given != value:
+            return usage
+    return None
 
 
 def _batches(calls: Any, has_usage: bool) -> Any:

@@ -79,9 +79,11 @@ class SpanLike(Protocol):
 # --- outputs ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CallDraft:
-    """One LLM call, but for its turn and call numbers (see the module docstring)."""
+    """One LLM call, but for its turn and call numbers (see the module docstring). Not changed
+    once built; not frozen, as a frozen dataclass sets each of its fields through
+    `object.__setattr__` and an export builds one per span."""
 
     index: int  # position of the span / log record in the export, for error messages
     session_id: str

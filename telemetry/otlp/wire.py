@@ -42,8 +42,8 @@ AttrValue = str | bool | int | float | bytes | list[Any] | dict[str, Any] | None
 Attributes = dict[str, AttrValue]
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+@dataclass(slots=True)
+class Span:  # not frozen, as `CallDraft` (one per span of an export); never changed
     trace_id: str  # lowercase hex, 32 chars ("" when absent)
     span_id: str  # lowercase hex, 16 chars
     parent_span_id: str

@@ -67,7 +67,10 @@ def console_pages(console_data: Console) -> dict[str, str]:
     save_view(user=User.objects.get(username="root"), name="Busy", pairs=[("turns_min", "2")])
     return {
         "overview": "/",
+        # the period picker's custom range in a zone, the previous period beside
+        "overview-period": "/?range=7d&tz=Europe/Berlin&compare=previous",
         "sessions": reverse("sessions"),
+        "sessions-period": reverse("sessions") + "?from=2026-01-01&to=2026-12-31&tz=Asia/Tokyo",
         "session-long": reverse("session", args=[long.pk]),
         "session-compacted": reverse("session", args=[session.pk]),
         "session-cache": reverse("session_cache", args=[session.pk]),

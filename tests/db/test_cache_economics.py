@@ -281,7 +281,7 @@ def test_the_overview_loads_the_fleet_miss_premiums(agent, viewer):
         record(0, 0, write=50_000) | {"at": now.isoformat()},
         record(1, 0, model=HAIKU, write=52_000) | {"at": (now + timedelta(minutes=1)).isoformat()},
     )
-    assert 'hx-get="/cache/summary?range=24h"' in viewer.get("/").content.decode()
+    assert 'hx-get="/cache/summary?range=24h&amp;tz=UTC"' in viewer.get("/").content.decode()
     html = viewer.get("/cache/summary", headers={"HX-Request": "true"}).content.decode()
     assert "Cache miss premiums by cause" in html and "model switched" in html and ">s1<" in html
 

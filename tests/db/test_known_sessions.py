@@ -330,3 +330,20 @@ def test_real_world_records_in_full_store_alike(
     ]
     went = _both(monkeypatch, records)
     assert went == [False] + [True] * (len(records) - 1)  # every later record in one trip
+
+
+def test_an_agents_warm_single_record_post_is_three_statements(
+    make_agent: Any, held_remembered_reads: None
+) -> None:
+    """Over HTTP through every middleware, as the bench's P2 counts it (`statements_per_request`):
+    a session's second record from its agent costs BEGIN, the one statement and COMMIT. Nothing
+    on the way (the audit trail's actor, sessions, messages) reads the database for a request
+    that carries only an agent key."""
+    agent = make_agent("default")
+    assert agent.post("/api/v1/telemetry", _record(0)).status_code == 201
+    with CaptureQueriesContext(connection) as queries:
+        response = agent.post("/api/v1/telemetry", _record(1))
+    assert response.status_code == 201, response.content
+    logged = [q["sql"] for q in queries]
+    assert len(logged) == 3 and (logged[0], logged[2]) == ("BEGIN", "COMMIT"), logged
+    assert logged[1].startswith("WITH guard AS")

@@ -205,7 +205,7 @@ def test_the_spend_export_is_the_overviews_per_profile_table_for_its_range(key, 
         assert by_name[line.name]["range"] == "7d"
     assert by_name["default"]["calls"] == 3
     html = viewer.get("/?range=7d").content.decode()
-    assert 'href="/overview/export.csv?range=7d"' in html
+    assert 'href="/overview/export.csv?range=7d&amp;tz=UTC"' in html
 
 
 # --- cache misses --------------------------------------------------------------------------------

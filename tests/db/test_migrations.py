@@ -125,3 +125,54 @@ def test_the_frozen_rollup_backfill_of_0011_rebuilds_what_the_live_code_does(age
     run_data_steps(MigrationLoader(connection), "telemetry", "0011_hourly_usage")
     assert _snapshot() == live
     assert len(live) == 4  # (profile, model, hour) rows
+
+
+def test_the_frozen_usage_rule_of_0026_is_the_live_one():
+    """0026 keeps its own copy of `telemetry.usage_forms` (migrations never import live code);
+    on the rule's boundaries both copies decide alike."""
+    import importlib
+
+    from telemetry import usage_forms
+
+    frozen = importlib.import_module("telemetry.migrations.0026_call_raw_usage_derived")
+    buckets = [(0, 0, 0, 0, 0), (10, 20, 3, 4, 5), (1, 0, 0, 7, 2**53)]
+    usages: list[dict[str, Any]] = [
+        {},
+        {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 20},
+        {
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "cache_read_input_tokens": 20,
+            "cache_creation_input_tokens": 7,
+        },
+        {
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "cache_read_input_tokens": 20,
+            "cache_creation_input_tokens": 7.0,
+        },
+        {
+            "input_tokens": True,
+            "output_tokens": 5,
+            "cache_read_input_tokens": 20,
+            "cache_creation_input_tokens": 7,
+        },
+        {
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "cache_read_input_tokens": 20,
+            "cache_creation_input_tokens": 7,
+            "service_tier": "standard",
+        },
+    ]
+    for provider in ("anthropic", "openai", "openai-responses", "gemini"):
+        for counts in buckets:
+            assert frozen.derived_usage(provider, *counts) == usage_forms.derived_usage(
+                provider, *counts
+            )
+            usages.append(usage_forms.derived_usage(provider, *counts) or {})
+        for usage in usages:
+            for counts in buckets:
+                assert frozen.stored_usage(provider, usage, *counts) == usage_forms.stored_usage(
+                    provider, usage, *counts
+                ), (provider, usage, counts)

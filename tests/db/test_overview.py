@@ -18,7 +18,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from compaction.models import CompactionRun
-from console.overview import RANGES, TOP_SESSIONS, Bucket, bucket_starts, load_overview
+from console.overview import RANGES, TOP_SESSIONS, Bucket, load_overview
+from console.periods import preset_period
 from console.selectors.policies import load_policies
 from telemetry.band_sql import BANDS
 from telemetry.catalogue import seed_catalogue
@@ -75,9 +76,9 @@ def calls(session_id: str, n: int, *, start: datetime) -> list[dict[str, Any]]:
 
 def test_bucket_starts_cover_the_range_with_empty_buckets() -> None:
     now = datetime(2026, 11, 30, 12, 30, tzinfo=UTC)
-    hours = bucket_starts(now - timedelta(hours=24), now, "hour")
+    hours = preset_period("24h", now=now).bucket_starts()
     assert len(hours) == 25 and hours[0].hour == 12 and hours[-1] == now.replace(minute=0)
-    days = bucket_starts(now - timedelta(days=7), now, "day")
+    days = preset_period("7d", now=now).bucket_starts()
     assert len(days) == 8 and all(d.hour == 0 for d in days)
 
 
@@ -169,7 +170,8 @@ def test_a_profile_and_a_range_narrow_the_overview(viewer, key) -> None:
     assert client.get("/", {"range": "1h"}).context["o"].calls == 2
     assert client.get("/", {"range": "7d"}).context["o"].calls == 4
     assert client.get("/", {"range": "7d", "profile": "fleet"}).context["o"].calls == 0
-    assert client.get("/", {"range": "bogus"}).context["o"].range_key == "24h"
+    refused = client.get("/", {"range": "bogus"})
+    assert refused.status_code == 400 and b"<code>range</code>" in refused.content
 
 
 # --- band counts and top lists against a brute force over random fleets ----------------------
@@ -284,6 +286,6 @@ def test_the_overview_uses_the_one_cache_hit_definition() -> None:
     """Unknown (no call reported cache fields) stays distinct from 0 % (calls reported cache but
     sent no input), as on every other page (`telemetry.pressure.hit_ratio`)."""
     start = datetime(2026, 12, 1, tzinfo=UTC)
-    assert Bucket(start).hit is None
-    assert Bucket(start, reported=2).hit == 0.0
-    assert Bucket(start, read=30, denominator=120, reported=2).hit == 0.25
+    assert Bucket(start, start).hit is None
+    assert Bucket(start, start, reported=2).hit == 0.0
+    assert Bucket(start, start, read=30, denominator=120, reported=2).hit == 0.25

@@ -171,7 +171,7 @@ def test_the_miss_premiums_follow_the_range_and_the_profile(key, viewer) -> None
     assert sum(fleet_cache(since=timezone.now() - timedelta(hours=1)).misses_by_cause.values()) == 0
 
     page = viewer.get("/", {"range": "1h", "profile": "fleet"}).content.decode()
-    assert f'hx-get="{reverse("cache_summary")}?range=1h&amp;profile=fleet"' in page
+    assert f'hx-get="{reverse("cache_summary")}?range=1h&amp;tz=UTC&amp;profile=fleet"' in page
     day = viewer.get(reverse("cache_summary"), {"range": "24h"}, HTTP_HX_REQUEST="true")
     assert "in the last 24h" in day.content.decode()
     figure = json.loads(

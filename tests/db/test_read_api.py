@@ -348,18 +348,38 @@ def test_bad_overview_input_names_the_field(agent, query, status, field):
 def test_a_page_of_the_list_costs_the_same_queries_for_few_or_many_sessions(
     agent, held_remembered_reads
 ):
+    """The listing's own queries (sessions, their policies, their tags) do not grow with the
+    page. The key's bookkeeping is left out of the count: the rate limit's lease is taken anew
+    every `lease_size` requests and at each minute (an upsert, and a clean-up at its first), the
+    key's last use is written once a minute; neither depends on the sessions listed."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    from telemetry.models import AgentKey, AgentSession, RateCount
+    from telemetry.session_tags import add_tags_to_many
+
+    rate_table, key_update = RateCount._meta.db_table, f'UPDATE "{AgentKey._meta.db_table}"'
+    tag_table = "telemetry_sessiontag"
     report(agent.key, [call(f"few-{n}", 0) for n in range(3)])
     counts = []
     for more in (0, 60):
         report(agent.key, [call(f"many-{n}", 0) for n in range(more)])
+        # every session holds two tags: the tags are read once for the page, however many
+        add_tags_to_many(
+            session_ids=AgentSession.objects.values_list("pk", flat=True), texts=["a", "b"]
+        )
         cursor = agent.get("/api/v1/sessions?limit=2&sort=-pressure").json()["next_cursor"]
         with CaptureQueriesContext(connection) as queries:
             answer = agent.get(f"/api/v1/sessions?limit=50&sort=-pressure&cursor={cursor}")
         assert answer.status_code == 200 and answer.json()["sessions"]
-        counts.append(len(queries.captured_queries))
+        assert all(s["tags"] == ["a", "b"] for s in answer.json()["sessions"])
+        listing = [
+            sql
+            for sql in (q["sql"] for q in queries.captured_queries)
+            if rate_table not in sql and not sql.startswith(key_update)
+        ]
+        assert sum(tag_table in sql for sql in listing) == 1, listing
+        counts.append(len(listing))
     assert counts[0] == counts[1], counts
 
 

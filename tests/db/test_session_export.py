@@ -1,5 +1,6 @@
 """Export sessions as JSON lines and import them back (issue 35, item 3): an export of a period,
-deleted and re-imported into an empty database, gives the same sessions, overview and costs; an
+deleted and re-imported into an empty database, gives the same sessions (their metadata, title
+and operator tags too), overview and costs; an
 import into sessions that still exist adds only the rows they lack and no figure twice; the API
 streams, needs a key and answers 4xx for what it cannot do."""
 
@@ -32,17 +33,20 @@ from compaction.models import (
 from compaction.session_export import export_lines, sessions_to_export
 from compaction.session_import import import_lines
 from console.overview import load_overview
-from context_core.export_lines import ExportLineError
+from context_core.export_lines import FORMAT_VERSION, ExportLineError
 from telemetry.events import record_context_event
 from telemetry.models import (
     AgentSession,
     ContextEvent,
     HourlyUsage,
     LLMCall,
+    SessionTag,
     Turn,
     TurnKey,
 )
 from telemetry.rollups import SUM_FIELDS, rebuild_rollups
+from telemetry.session_tags import add_tags, set_tags, tags_of
+from telemetry.tag_rules import MAX_TAGS_PER_SESSION
 from tests.db.conftest import Agent
 from tests.db.stored import session_rows
 from tests.db.test_console_views import report
@@ -82,7 +86,11 @@ def history(compactor: Agent) -> list[str]:
     compaction event, one with calls only; and a session of another profile."""
     now = timezone.now()
     assert compactor.post("/api/v1/sessions/run-1/messages", append_body(12)).status_code == 201
-    report(compactor.key, records("run-1", 9, start=now - timedelta(hours=20)))
+    run1_records = records("run-1", 9, start=now - timedelta(hours=20))
+    run1_records[0]["metadata"] = {"title": "Refactor billing", "user": "ana", "branch": "main"}
+    report(compactor.key, run1_records)
+    add_tags(session_id=AgentSession.objects.get(external_id="run-1").pk, texts=["Needs Review"])
+    add_tags(session_id=AgentSession.objects.get(external_id="run-1").pk, texts=["billing,q3"])
     assert compactor.post("/api/v1/sessions/run-1/compact").status_code == 200
     run1 = AgentSession.objects.get(external_id="run-1")
     record_context_event(
@@ -116,6 +124,7 @@ def session_state(external_id: str) -> dict[str, Any]:
     session = AgentSession.objects.get(external_id=external_id)
     rows = session_rows(session, skip={"relief_requested_at"})
     rows["created_at"] = session.created_at
+    rows["tags"] = tags_of([session.pk]).get(session.pk, ())
     rows["log"] = list(
         LogMessage.objects.filter(session=session)
         .order_by("seq")
@@ -226,6 +235,10 @@ def empty_the_database() -> None:
 
 def test_an_export_imported_into_an_empty_database_gives_the_same_figures(history):
     before = figures(history)
+    run1 = before["sessions"]["run-1"]
+    assert run1["tags"] == ("billing", "needs-review", "q3")
+    assert run1["session"]["title"] == "Refactor billing" and run1["session"]["meta_user"] == "ana"
+    assert run1["session"]["metadata_doors"]["branch"] == "record"
     assert before["sessions"]["run-1"]["runs"] and before["sessions"]["run-1"]["events"]
     assert before["sessions"]["run-1"]["operations"] and before["sessions"]["run-1"]["log"]
     assert (
@@ -239,6 +252,7 @@ def test_an_export_imported_into_an_empty_database_gives_the_same_figures(histor
 
     assert (result.created, result.existing) == (3, 0)
     assert result.inserted["call"] == 9 * 2 + 5 + 3 * 2
+    assert result.inserted["tag"] == 3
     assert figures(history) == before
     # the rollups are the calls' sums, as a rebuild from the restored calls gives them
     rebuild_rollups()
@@ -269,11 +283,16 @@ def test_importing_into_sessions_that_exist_adds_only_missing_rows_and_no_figure
     Turn.objects.filter(session=session, last_at__lt=cutoff).delete()
     taken = sum(1 for s in before["sessions"]["run-1"]["calls"] if s["at"] < cutoff)
     assert taken > 0
+    # an operator changed run-1's tags since the export: the import adds the ones it lost
+    set_tags(session_id=session.pk, texts=["q3", "later"])
 
     result = import_lines(io.StringIO(exported))
 
     assert (result.created, result.existing) == (0, 3)
     assert result.inserted["call"] == taken
+    assert tags_of([session.pk])[session.pk] == ("billing", "later", "needs-review", "q3")
+    assert (result.inserted["tag"], result.present["tag"]) == (2, 1)
+    set_tags(session_id=session.pk, texts=before["sessions"]["run-1"]["tags"])
     assert figures(history) == before
 
     again = import_lines(io.StringIO(exported))
@@ -295,10 +314,24 @@ def test_a_row_written_twice_in_the_file_refuses_that_session_and_keeps_the_ones
     assert HourlyUsage.objects.aggregate(n=Sum("calls"))["n"] == 3 * 2
 
 
-def session_line(**row: Any) -> str:
+def session_line(v: int = 2, **row: Any) -> str:
     return json.dumps(
-        {"v": 1, "kind": "session", "row": {"profile": "default", "external_id": "x", **row}}
+        {"v": v, "kind": "session", "row": {"profile": "default", "external_id": "x", **row}}
     )
+
+
+def test_a_version_1_session_line_without_tags_still_imports_and_a_second_import_changes_nothing(
+    agent,
+):
+    old = session_line(v=1, title="From before tags", metadata={"title": "From before tags"})
+    assert import_lines([old]).created == 1
+    session = AgentSession.objects.get(external_id="x")
+    assert session.title == "From before tags" and tags_of([session.pk]) == {}
+    tagged = session_line(tags=["red", "blue"])
+    assert import_lines([tagged]).existing == 1
+    assert import_lines([tagged]).existing == 1
+    assert tags_of([session.pk]) == {session.pk: ("blue", "red")}
+    assert SessionTag.objects.filter(session=session).count() == 2
 
 
 @pytest.mark.parametrize(
@@ -311,6 +344,14 @@ def session_line(**row: Any) -> str:
         (session_line(colour=1), "colour: not a column of a session line"),
         (session_line(cost_usd="abc"), "cost_usd:"),
         (session_line(created_at="noon"), "created_at:"),
+        (session_line(tags="red"), "line 1: tags: must be an array of tag strings"),
+        (session_line(tags=[1]), "line 1: tags: must be an array"),
+        (session_line(tags=["-bad"]), "line 1: tags: '-bad' must be letters"),
+        (
+            session_line(tags=[f"t{i}" for i in range(MAX_TAGS_PER_SESSION + 1)]),
+            "line 1: tags: at most",
+        ),
+        (session_line(metadata=["a"]), "line 1: metadata: must be an object"),
     ],
 )
 def test_a_bad_line_is_refused_by_its_number_and_its_column(agent, line, message):
@@ -386,8 +427,9 @@ def test_the_session_export_streams_in_chunks_it_never_holds_the_session(agent, 
     with CaptureQueriesContext(connection) as queries:
         first = next(chunks)
         second = next(chunks)
-    # the session line, then the first chunk of rows: two reads, not the 300 calls
-    assert len(queries) <= 3
+    # the session line (its row and its tags), then the first chunk of rows: three reads, not
+    # the 300 calls
+    assert len(queries) <= 4
     assert first.count(b"\n") == 1 and second.count(b"\n") <= 40
     sizes = [chunk.count(b"\n") for chunk in chunks]
     assert max(sizes) <= 40 and len(sizes) >= 300 // 40
@@ -471,7 +513,7 @@ def test_the_export_leaves_out_archives_and_money_stays_exact(history):
     ]
     assert "0.000000000" in amounts
     assert all(re.fullmatch(r"-?[0-9]+\.[0-9]{9}", value) for value in amounts), amounts
-    assert all(line["v"] == 1 for line in lines)
+    assert all(line["v"] == FORMAT_VERSION for line in lines)
 
 
 def call_session(lines: list[dict[str, Any]], target: dict[str, Any]) -> str:

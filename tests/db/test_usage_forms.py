@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import importlib
+import json
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from django.apps import apps
 from django.db import connection
+from django.urls import reverse
 
+from compaction.session_export import session_lines
 from telemetry.models import LLMCall
 
 USUAL = {
@@ -56,6 +59,20 @@ def test_each_door_keeps_only_what_the_buckets_do_not_say(make_agent, batch):
         # on PostgreSQL in jsonb's key order, stored or derived alike
         if connection.vendor == "postgresql":
             assert list(body["raw_usage"]) == sorted(sent, key=lambda k: (len(k), k))
+
+
+@pytest.mark.django_db
+def test_the_call_page_and_the_export_show_the_usage_as_sent(make_agent, client_as):
+    agent = make_agent()
+    _post(agent, [USUAL], batch=True)
+    call = LLMCall.objects.get(session__external_id="usage-forms")
+    assert call.raw_usage is None
+    page = client_as("viewer").get(reverse("call", args=[call.session_id, call.pk]))
+    assert page.status_code == 200
+    assert page.context["raw_usage"] == json.dumps(USUAL, indent=2, sort_keys=True)
+    lines = [json.loads(line) for line in "".join(session_lines([call.session_id])).splitlines()]
+    (exported,) = [line["row"] for line in lines if line["kind"] == "call"]
+    assert exported["raw_usage"] == USUAL
 
 
 @pytest.mark.django_db

@@ -48,6 +48,10 @@ NOT_APPLICABLE: dict[tuple[str, str], set[str]] = {
     # session). Any other schema-valid string is refused 422 on `cursor` (ST202).
     ("GET", "/api/v1/sessions"): {"positive_data_acceptance"},
     ("GET", "/api/v1/sessions/{session_id}/compactions"): {"positive_data_acceptance"},
+    # A period (`console.periods`) is a rule across fields: `from` and `to` go together, `to`
+    # after `from` and at most 400 days later, `range` not beside them; and `tz` must be a zone
+    # of the server's tz database. Schema-valid values may be refused 422 naming the field.
+    ("GET", "/api/v1/overview"): {"positive_data_acceptance"},
     # A rule's `target` must fit its `channel` (a URL resolving to a public address over https,
     # or an email address) and event-counting metrics need a window: rules across fields and
     # about the network that no schema can express, so schema-valid rules may be refused 422.

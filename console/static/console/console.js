@@ -18,6 +18,23 @@
       // on a phone the mode bar would sit on the title and legend: touch zooms without it
       var narrow = holder.clientWidth < 600;
       Plotly.react(holder, figure.data, figure.layout, Object.assign({}, config, {displayModeBar: narrow ? false : "hover"}));
+      drill(holder);
+    });
+  }
+
+  // Drill-down: a chart with data-drill="<script id>" (one link per bucket, in the order of its
+  // points) opens the sessions behind the bar clicked. The page lists the same links in a table
+  // for the keyboard.
+  function drill(holder) {
+    var source = holder.dataset.drill && document.getElementById(holder.dataset.drill);
+    if (!source || holder.dataset.drilling) return;
+    holder.dataset.drilling = "1";
+    holder.classList.add("drillable");
+    holder.on("plotly_click", function (event) {
+      var links = JSON.parse(document.getElementById(holder.dataset.drill).textContent);
+      var point = event.points && event.points[0];
+      var link = point && links[point.pointIndex];
+      if (link) window.location.assign(link);
     });
   }
 
@@ -177,9 +194,53 @@
     toggle.setAttribute("aria-expanded", open ? "true" : "false");
   });
 
-  // A select marked data-autosubmit submits its form when changed (the overview's profile).
+  // A select or checkbox marked data-autosubmit submits its form when changed (the overview's
+  // profile, the period picker's zone and comparison).
   document.addEventListener("change", function (event) {
-    if (event.target.matches && event.target.matches("select[data-autosubmit]")) event.target.form.submit();
+    if (event.target.matches && event.target.matches("[data-autosubmit]")) event.target.form.submit();
+  });
+
+  // The operator's time zone: the browser's, remembered in a cookie the server reads
+  // (console.period_request) when a page is asked for without ?tz=. Asked once; a page with a
+  // period picker drawn in another zone is drawn again in the browser's.
+  (function rememberZone() {
+    if (/(^|; )console_tz=/.test(document.cookie)) return;
+    var zone;
+    try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone; } catch (e) { return; }
+    if (!zone) return;
+    document.cookie = "console_tz=" + encodeURIComponent(zone) + "; path=/; max-age=31536000; samesite=lax";
+    var picker = document.getElementById("period-picker");
+    if (picker && picker.dataset.zone !== zone && !/[?&]tz=/.test(window.location.search)) window.location.reload();
+  })();
+
+  // The overview's auto-refresh (#overview-poller asks only while this says yes): on unless the
+  // operator switched it off (remembered for the tab), never while the tab is hidden.
+  var REFRESH_KEY = "console-refresh-off";
+  window.consoleRefreshOn = function () {
+    var box = document.getElementById("auto-refresh-on");
+    return !!box && box.checked && document.visibilityState === "visible";
+  };
+  function refreshState() {
+    var box = document.getElementById("auto-refresh-on");
+    var state = document.getElementById("refresh-state");
+    if (!box || !state) return;
+    state.textContent = !box.checked ? "off" : (document.visibilityState === "visible" ? "on" : "paused while the tab is hidden");
+  }
+  document.addEventListener("change", function (event) {
+    if (event.target.id !== "auto-refresh-on") return;
+    try { sessionStorage.setItem(REFRESH_KEY, event.target.checked ? "" : "1"); } catch (e) { /* private mode */ }
+    refreshState();
+  });
+  document.addEventListener("visibilitychange", refreshState);
+  // the poller's request is dropped while the switch is off or the tab hidden (a trigger filter
+  // would be evaluated JavaScript, which the Content-Security-Policy forbids)
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (event.detail.elt && event.detail.elt.id === "overview-poller" && !window.consoleRefreshOn()) event.preventDefault();
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    var box = document.getElementById("auto-refresh-on");
+    try { if (box && sessionStorage.getItem(REFRESH_KEY)) box.checked = false; } catch (e) { /* private mode */ }
+    refreshState();
   });
 
   // A button marked data-copy="<element id>" copies that element's text (the new key, shown once)

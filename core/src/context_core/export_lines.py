@@ -9,6 +9,10 @@ after the calls it names, an operation after the run it names.
 Values are plain JSON: integers, strings, booleans, null, objects and arrays as stored;
 decimals (money) as their exact decimal string; times as ISO 8601 with their offset. The
 importer turns them back with each column's own type, so a decimal is never a float.
+
+Format versions: 1 holds the stored rows; 2 adds `SESSION_TAGS` (`tags`) to a session line's
+row: the session's operator tags, sorted (not a column: the rows of `telemetry.SessionTag`). A
+reader of version 2 reads version 1 lines too (a session line without `tags` restores no tags).
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Final
 
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
+# the versions this reader reads: every one up to its own
+READ_VERSIONS: Final = tuple(range(1, FORMAT_VERSION + 1))
+
+SESSION_TAGS: Final = "tags"
 
 SESSION: Final = "session"
 # A session's rows in the order they are written and must be read.
@@ -81,7 +89,7 @@ def encode_line(kind: str, record: Mapping[str, Any]) -> str:
 
 def decode_line(text: str, number: int) -> ExportLine:
     """The row on line `number`. Raises ExportLineError naming the line when it is not JSON, not
-    an object, of another format version, of an unknown kind or without a `row` object.
+    an object, of a format version not in `READ_VERSIONS`, of an unknown kind or without a `row` object.
 
     Inverse of `encode_line`: `decode_line(encode_line(k, r), n).record == plain(r)` per value."""
     try:
@@ -91,9 +99,10 @@ def decode_line(text: str, number: int) -> ExportLine:
     if not isinstance(line, dict):
         raise ExportLineError(number, "a line must be a JSON object")
     version = line.get("v")
-    if version != FORMAT_VERSION or isinstance(version, bool):
+    if isinstance(version, bool) or version not in READ_VERSIONS:
         raise ExportLineError(
-            number, f"format version {version!r} is not {FORMAT_VERSION} (v: this reader's)"
+            number,
+            f"format version {version!r} is not one this reader reads (v: 1 to {FORMAT_VERSION})",
         )
     kind = line.get("kind")
     if kind not in KINDS:

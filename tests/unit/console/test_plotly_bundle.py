@@ -60,6 +60,14 @@ def test_the_vendored_file_is_the_one_bundle_json_describes() -> None:
     assert (vendored.path.parent / "LICENSE").read_text().startswith("MIT License")
 
 
+def test_the_bundle_is_the_version_the_plotly_package_ships() -> None:
+    """The stack's rule: the plotly.js the plotly package ships, or a partial bundle of the same
+    version. Upgrading the package without re-vendoring (scripts/vendor_plotly.py) fails here."""
+    from plotly.offline import get_plotlyjs_version
+
+    assert bundle().version == get_plotlyjs_version()
+
+
 def test_the_bundle_registers_every_trace_type_the_figures_use() -> None:
     modules = figure_modules()
     assert {p.name for p in modules} >= {

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from context_core.export_lines import (
     FORMAT_VERSION,
     KINDS,
+    READ_VERSIONS,
     SESSION,
     ExportLine,
     ExportLineError,
@@ -72,7 +73,7 @@ def test_the_same_row_gives_the_same_bytes():
     row = {"turn": 3, "call": 0, "raw_usage": {"b": 1, "a": "é\n"}, "cost_usd": Decimal("0.1")}
     assert encode_line("call", row) == encode_line("call", dict(row))
     assert encode_line("call", row) == (
-        '{"v":1,"kind":"call","row":{"turn":3,"call":0,"raw_usage":{"b":1,"a":"é\\n"},'
+        '{"v":2,"kind":"call","row":{"turn":3,"call":0,"raw_usage":{"b":1,"a":"é\\n"},'
         '"cost_usd":"0.1"}}\n'
     )
 
@@ -83,7 +84,8 @@ def test_the_same_row_gives_the_same_bytes():
         ("{", "not JSON"),
         ("[1]", "a line must be a JSON object"),
         ('{"kind":"call"}', "format version None"),
-        ('{"v":2,"kind":"call"}', "format version 2 is not 1"),
+        ('{"v":3,"kind":"call"}', "format version 3 is not one this reader reads (v: 1 to 2)"),
+        ('{"v":0,"kind":"call"}', "format version 0"),
         ('{"v":true,"kind":"call"}', "format version True"),
         ('{"v":1,"kind":"calls","row":{}}', "unknown kind 'calls'"),
         ('{"v":1}', "unknown kind None"),
@@ -110,6 +112,14 @@ def test_a_row_may_have_columns_named_like_the_format_fields_but_no_nan():
 def test_the_format_version_is_on_every_line():
     assert decode_line(encode_line(SESSION, {}), 1).kind == SESSION
     assert encode_line(SESSION, {}).startswith(f'{{"v":{FORMAT_VERSION},')
+
+
+def test_every_earlier_version_is_still_read():
+    # version 1 files (written before session lines held tags) stay readable
+    assert 1 in READ_VERSIONS and FORMAT_VERSION in READ_VERSIONS
+    for version in READ_VERSIONS:
+        line = decode_line(f'{{"v":{version},"kind":"session","row":{{"model":"m"}}}}', 1)
+        assert line.record == {"model": "m"}
 
 
 def test_a_session_line_comes_first_and_kinds_keep_their_order():
