@@ -336,7 +336,7 @@ def _counts_query(asked_before: datetime, policies: Mapping[int, PolicyValues]) 
     )
 
 
-_COUNTS = CompiledRead()
+_COUNTS = CompiledRead(AgentSession)
 
 
 @dataclass(frozen=True)

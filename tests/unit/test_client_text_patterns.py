@@ -19,7 +19,8 @@ import pytest
 
 from compaction import search_terms
 from compaction.imports import files
-from telemetry import cache_misses, pricing, safejson, session_meta, windows
+from console import periods, view_rules
+from telemetry import cache_misses, pricing, safejson, session_meta, tag_rules, windows
 from telemetry.otlp.claude_code import map_log_records
 from telemetry.otlp.wire import LogRecord, cut_too_deep
 from tests.linearity import MEGABYTE, RATIO, ratio_to_linear
@@ -59,6 +60,13 @@ CLIENT_TEXT_PATTERNS: Final = {
     "session_meta._KEY": session_meta._KEY,
     "session_meta._SPACE": session_meta._SPACE,
     "session_meta._TAGS": session_meta._TAGS,
+    "tag_rules._TAG": tag_rules._TAG,
+    "tag_rules._SPACE": tag_rules._SPACE,
+    "tag_rules._SEPARATOR": tag_rules._SEPARATOR,
+    "periods._ZONE_NAME": periods._ZONE_NAME,
+    "periods._DATE": periods._DATE,
+    "view_rules._SPACE": view_rules._SPACE,
+    "view_rules._CONTROL": view_rules._CONTROL,
 }
 
 # Where the apps use `re`, and how often: a new use fails the test below until it is checked
@@ -70,7 +78,8 @@ CLIENT_TEXT_PATTERNS: Final = {
 # JSON nested too deep (`test_cutting_json_nested_too_deep_is_linear`); console/docs_site.py:
 # the built documentation site and mkdocs.yml of this repository, never a client's text;
 # compaction/export_api.py: `before`'s date-time prefix, anchored and fixed-width (`match` reads
-# at most 16 characters whatever the text's length).
+# at most 16 characters whatever the text's length); console/parts.py: the part fences of HTML the
+# console rendered itself (a client's text in it is escaped, so it never holds a fence's `<!--`).
 REGEX_USES: Final = {
     "compaction/export_api.py": 1,
     "compaction/imports/files.py": 1,
@@ -78,6 +87,9 @@ REGEX_USES: Final = {
     "console/presenters/search.py": 1,
     "console/presenters/transcripts.py": 2,
     "console/docs_site.py": 4,
+    "console/parts.py": 1,
+    "console/periods.py": 2,
+    "console/view_rules.py": 2,
     "console/templatetags/console_format.py": 1,
     "console/views.py": 1,
     "telemetry/ingest/statements.py": 1,
@@ -87,6 +99,7 @@ REGEX_USES: Final = {
     "telemetry/pricing.py": 3,
     "telemetry/safejson.py": 1,
     "telemetry/session_meta.py": 3,
+    "telemetry/tag_rules.py": 3,
 }
 _REGEX_USE: Final = re.compile(
     r"\bre\.(?:compile|search|match|fullmatch|sub|subn|findall|finditer|split)\("
