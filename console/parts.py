@@ -1,8 +1,10 @@
 """The session page's parts, keyed by what they show: a part's key is its name and a digest of
 its HTML, so the live poll can leave out every part the browser already shows (issue 39).
 
-Pure: no Django. A rendered part carries `DIGEST_MARK` where its key goes (a hidden input the
-poller sends back as `have`); `keyed` puts the key in its place.
+Pure: no Django. A rendered part carries `DIGEST_MARK` where its key goes, as a hidden input's
+quoted value (`value="__part-digest__"`, which the poller sends back as `have`); `keyed` puts
+the key in its place. Only the quoted attribute is replaced: a client's text on the page is
+escaped (its `"` is `&quot;`), so a transcript that says `__part-digest__` is shown as it is.
 
 A part may hold another part that changes more often than it does (the surface holds its turn
 picker, whose bounds follow every new turn): the inner part is fenced, `<!--part:NAME-->` …
@@ -20,6 +22,11 @@ from collections.abc import Iterable
 DIGEST_MARK = "__part-digest__"
 _OOB = ' hx-swap-oob="true"'
 _FENCED = re.compile(r"<!--part:(\w+)-->.*?<!--/part:\1-->", re.S)
+
+
+def _value(mark: str) -> str:
+    """A mark as the hidden input's quoted value: the only form `keyed` replaces."""
+    return f'value="{mark}"'
 
 
 def inner_mark(name: str) -> str:
@@ -42,9 +49,14 @@ def keyed(name: str, html: str) -> tuple[str, str]:
     own = [m.group(0) for m in _FENCED.finditer(html) if m.group(1) == name]
     digested = "".join(own) if own else html
     plain = _FENCED.sub(lambda m: m.group(0) if m.group(1) == name else "", digested)
-    plain = plain.replace(DIGEST_MARK, "").replace(inner_mark(name), "").replace(_OOB, "")
+    own_marks = (_value(DIGEST_MARK), _value(inner_mark(name)))
+    for mark in own_marks:
+        plain = plain.replace(mark, "")
+    plain = plain.replace(_OOB, "")
     key = f"{name}:{hashlib.sha256(plain.encode('utf-8')).hexdigest()[:20]}"
-    return html.replace(DIGEST_MARK, key).replace(inner_mark(name), key), key
+    for mark in own_marks:
+        html = html.replace(mark, _value(key))
+    return html, key
 
 
 def held(values: Iterable[str]) -> frozenset[str]:

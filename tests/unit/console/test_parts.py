@@ -54,7 +54,15 @@ def test_the_surfaces_messages_change_its_key(before: str, after: str, body: str
 
 
 def test_a_part_without_fences_is_digested_whole() -> None:
-    one = keyed("turns", f'<div id="turns" data-k="{DIGEST_MARK}">1</div>')
-    two = keyed("turns", f'<div id="turns"{OOB} data-k="{DIGEST_MARK}">1</div>')
+    one = keyed("turns", f'<div id="turns" value="{DIGEST_MARK}">1</div>')
+    two = keyed("turns", f'<div id="turns"{OOB} value="{DIGEST_MARK}">1</div>')
     assert one[1] == two[1] and one[1].startswith("turns:")
-    assert keyed("turns", f'<div id="turns" data-k="{DIGEST_MARK}">2</div>')[1] != one[1]
+    assert keyed("turns", f'<div id="turns" value="{DIGEST_MARK}">2</div>')[1] != one[1]
+
+
+def test_a_clients_text_naming_the_mark_is_shown_as_it_is() -> None:
+    """A transcript may say anything, the marks included; escaped, it is never a mark."""
+    said = 'the key goes in value="__part-digest__" or __part-digest:surface_picker__'
+    escaped = said.replace('"', "&quot;")
+    html, key = keyed("turns", f'<div id="turns"><input value="{DIGEST_MARK}">{escaped}</div>')
+    assert escaped in html and f'value="{key}"' in html
