@@ -166,13 +166,19 @@ def time_of(ns: int) -> datetime | None:
     return _EPOCH + timedelta(microseconds=ns // 1000)
 
 
+_DIGITS: Final = re.compile(r"\s*\d{1,19}\s*")
+
+
 def as_count(value: Any) -> Any:
     """A token count as OTLP may carry it: an int, a digit string ("12000", Claude Code), or an
     integral double (JavaScript SDKs). Anything else is returned unchanged, so the usage
     normaliser refuses it naming the attribute."""
+    kind = type(value)
+    if kind is int:  # what nearly every count is: the common case first, same result
+        return value
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and re.fullmatch(r"\s*\d{1,19}\s*", value):
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
         return int(value)
     if isinstance(value, float) and value.is_integer() and 0 <= value < 2**53:
         return int(value)
@@ -180,6 +186,8 @@ def as_count(value: Any) -> Any:
 
 
 def _text(value: Any) -> str:
+    if type(value) is str:  # the common case first, same result
+        return value.strip()
     if value is None:
         return ""
     if isinstance(value, bytes):
@@ -319,12 +327,12 @@ CLAUDE_CODE_SPAN: Final = "claude_code.llm_request"
 PLATFORM_SERVICE: Final = "claude-platform"
 
 
+_TOKEN_PREFIXES: Final = ("gen_ai.usage.", "llm.token_count.")
+
+
 def is_llm_call(attributes: Mapping[str, Any]) -> bool:
     """A span is an LLM call when it carries token usage and is not an agent/tool/chain span."""
-    has_tokens = any(
-        k.startswith("gen_ai.usage.") or k.startswith("llm.token_count.") for k in attributes
-    )
-    if not has_tokens:
+    if not any(k.startswith(_TOKEN_PREFIXES) for k in attributes):
         return False
     if _text(attributes.get("gen_ai.operation.name")).lower() in _NOT_CALL_OPERATIONS:
         return False

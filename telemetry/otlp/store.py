@@ -136,7 +136,7 @@ def _record_metadata(sessions: dict[str, AgentSession], calls: list[CallDraft]) 
     found: dict[int, dict[str, str]] = {}
     for call in calls:
         if call.metadata:
-            pk = sessions[call.session_id].pk
+            pk = sessions[call.session_id].id
             found[pk] = {**call.metadata, **found.get(pk, {})}  # the first call's values win
     if found:
         record_metadata({s.pk: s for s in sessions.values()}, found, "otlp")
@@ -149,7 +149,7 @@ def _stored_positions(
     return {
         (sid, rid or ""): (turn, call)
         for sid, rid, turn, call in LLMCall.objects.filter(
-            session_id__any_of={sessions[c.session_id].pk for c in calls},
+            session_id__any_of={sessions[c.session_id].id for c in calls},
             request_id__any_of={c.request_id for c in calls},
         ).values_list("session_id", "request_id", "turn", "call")
     }
@@ -165,7 +165,7 @@ def _held_requests(
     return [
         c
         for c in calls
-        if c.provider_request and (sessions[c.session_id].pk, c.request_id) in stored_at
+        if c.provider_request and (sessions[c.session_id].id, c.request_id) in stored_at
     ]
 
 
@@ -175,7 +175,7 @@ def _fill_in_reported_costs(sessions: dict[str, AgentSession], held: list[CallDr
     (`telemetry.otlp.costs`), in no total, so adding it rewrites nothing derived. Every other
     figure of a stored call stays as first stored."""
     costs = {
-        (sessions[c.session_id].pk, c.request_id): c.usage["cost_usd"]
+        (sessions[c.session_id].id, c.request_id): c.usage["cost_usd"]
         for c in held
         if "cost_usd" in c.usage
     }
@@ -203,13 +203,13 @@ def _number_turns(
     their earliest call (events without calls sort by their time)."""
     earliest: dict[tuple[int, str], tuple[int, str]] = {}
     for call in calls:
-        pair = (sessions[call.session_id].pk, call.turn_key)
+        pair = (sessions[call.session_id].id, call.turn_key)
         if pair not in earliest or call.order < earliest[pair]:
             earliest[pair] = call.order
     for event in events:
         if event.turn_key is None:
             continue
-        pair = (sessions[event.session_id].pk, event.turn_key)
+        pair = (sessions[event.session_id].id, event.turn_key)
         micros = 0 if event.at is None else int(event.at.timestamp() * 1_000_000)
         earliest.setdefault(pair, (micros * 1000, event.source_key))
     if not earliest:
@@ -267,8 +267,8 @@ def _records(
     """JSON API records for the call drafts: stored calls keep their position (`stored_at`,
     `_stored_positions`); new ones take the next free positions of their turn, in start-time
     order."""
-    session_ids = {sessions[c.session_id].pk for c in calls}
-    turn_numbers = {turns[(sessions[c.session_id].pk, c.turn_key)] for c in calls}
+    session_ids = {sessions[c.session_id].id for c in calls}
+    turn_numbers = {turns[(sessions[c.session_id].id, c.turn_key)] for c in calls}
     next_call: dict[tuple[int, int], int] = {
         (row["session_id"], row["turn"]): row["top"] + 1
         for row in LLMCall.objects.filter(session_id__any_of=session_ids, turn__any_of=turn_numbers)
@@ -277,7 +277,7 @@ def _records(
     }
     positions: dict[tuple[int, str], tuple[int, int]] = {}
     for draft in sorted(calls, key=lambda c: (c.order, c.request_id)):
-        sid = sessions[draft.session_id].pk
+        sid = sessions[draft.session_id].id
         identity = (sid, draft.request_id)
         if identity in stored_at or identity in positions:
             continue
@@ -287,7 +287,7 @@ def _records(
         positions[identity] = (turn, call)
     records = []
     for draft in calls:
-        identity = (sessions[draft.session_id].pk, draft.request_id)
+        identity = (sessions[draft.session_id].id, draft.request_id)
         turn, call = stored_at.get(identity) or positions[identity]
         record: dict[str, Any] = {
             "session_id": draft.session_id,

@@ -10,7 +10,6 @@ hex, not base64). What comes out is frozen dataclasses of plain values, which th
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import re
 import zlib
@@ -458,7 +457,7 @@ def attributes(pairs: Any) -> Attributes:
 
 
 def _hex(raw: bytes) -> str:
-    return binascii.hexlify(raw).decode()
+    return raw.hex()
 
 
 def _in_place(items: Iterator[Any], refused: Mapping[int, Rejection]) -> Iterator[Any]:
