@@ -66,6 +66,12 @@ def mid_interval(
     }
 
 
+def _own(placed: dict[str, Any]) -> dict[str, Any]:
+    """`placed` (`on_interval`'s) with lists of its own for one trace: computed once for a
+    figure's bars, never shared between them."""
+    return {key: list(value) if isinstance(value, list) else value for key, value in placed.items()}
+
+
 def _interval(start: datetime, step: timedelta, zone: tzinfo, zone_label: str) -> str:
     local = start.astimezone(zone)
     end = local + step  # the wall clock: a local day ends at the next local midnight
@@ -86,11 +92,12 @@ def spend_figure(
 ) -> Figure:
     """Spend per bucket [start, start + step) stacked by token bucket (`COST_BUCKETS`), and what
     the cache saved (no-cache cost − cost) as a line on the same dollar axis."""
+    bars = on_interval(starts, step, zone, zone_label)  # the same buckets for every bar
     data: list[dict[str, Any]] = [
         {
             "type": "bar",
             "name": label,
-            **on_interval(starts, step, zone, zone_label),
+            **_own(bars),
             "y": [rounded(v) for v in costs[key]],
             "marker": {"color": COLORS[key]},
             "hovertemplate": "$%{y:.4f} · %{customdata}<extra>" + label + "</extra>",
@@ -173,11 +180,12 @@ def compactions_figure(
     the provider's), each bar over its day, and the tokens they freed as a line on a second
     axis."""
     step = timedelta(days=1)
+    bars = on_interval(days, step, zone, zone_label)  # the same days for every bar
     data: list[dict[str, Any]] = [
         {
             "type": "bar",
             "name": labels[key],
-            **on_interval(days, step, zone, zone_label),
+            **_own(bars),
             "y": list(values),
             "marker": {"color": ORIGIN_COLORS.get(key, COLORS["window"])},
             "hovertemplate": "%{y} compactions · %{customdata}<extra>" + labels[key] + "</extra>",

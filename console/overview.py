@@ -147,6 +147,9 @@ class Overview:
     # comparison (its n-th bucket beside this period's n-th)
     previous_buckets: list[Bucket] | None = None
     previous_sessions: int = 0
+    # every profile's effective policy, as read for the bands (for the relief panel, which
+    # would otherwise read them again: `compaction.relief_state.profile_policies`)
+    policies: dict[int, PolicyValues] = field(default_factory=dict)
 
     @property
     def previous(self) -> Totals | None:
@@ -436,6 +439,7 @@ def load_overview(
         top_pressure=top_pressure,
         previous_buckets=_buckets(period.previous(), chosen) if period.compare else None,
         previous_sessions=_sessions_in(period.previous(), chosen) if period.compare else 0,
+        policies={p.pk: policies.of(p.pk) for p in profiles},
     )
 
 

@@ -80,9 +80,11 @@ def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
     day_ends = [
         local_midnight(d.day.astimezone(tz).date() + timedelta(days=1), tz) for d in found.days
     ]
+    # the spend and hit charts share their buckets, so their links (built once)
+    bucket_links = [drill_link(period, b.start, b.end, found.profile) for b in found.buckets]
     drills = {
-        "spend": [drill_link(period, b.start, b.end, found.profile) for b in found.buckets],
-        "hit": [drill_link(period, b.start, b.end, found.profile) for b in found.buckets],
+        "spend": bucket_links,
+        "hit": bucket_links,
         "compactions": [
             drill_link(period, d.day, end, found.profile)
             for d, end in zip(found.days, day_ends, strict=True)
@@ -108,7 +110,7 @@ def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
         "figures": figures,
         "drills": drills,
         "rows": list(zip(found.buckets, drills["spend"], strict=True)),
-        "relief": relief_summary(found.profile),
+        "relief": relief_summary(found.profile, found.policies),
         "nav": "overview",
         "refresh_seconds": REFRESH_SECONDS,
         "export_query": urlencode(

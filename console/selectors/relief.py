@@ -92,11 +92,14 @@ class ReliefSummary:
     worst: tuple[TroubledSession, ...] = ()
 
 
-def relief_summary(profile_name: str = "") -> ReliefSummary:
+def relief_summary(
+    profile_name: str = "", policies: Mapping[int, PolicyValues] | None = None
+) -> ReliefSummary:
     """Sessions failing, given up, pending and pending too long, for the fleet or one
     profile (by name; an unknown name counts nothing), and the first `TROUBLE_SHOWN` in
-    trouble. Four queries whatever the number of sessions."""
-    policies = profile_policies()
+    trouble. Four queries whatever the number of sessions (two fewer given `policies`: every
+    profile's effective policy, as `profile_policies` reads them)."""
+    policies = profile_policies() if policies is None else policies
     by_profile = relief_counts(policies)
     sessions = AgentSession.objects.all()
     if profile_name:

@@ -19,6 +19,7 @@ from django.contrib.auth.models import Group, User
 from django.test.utils import override_settings
 from pytest_django.live_server_helper import LiveServer
 
+from bench.pages import CHROMIUM, chromium
 from compaction.rawjson import Span
 from compaction.services import compact_session
 from compaction.transcripts import append_messages
@@ -31,7 +32,6 @@ from tests.support import tool_transcript
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "var" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "browser-test-password-42"
 SONNET = "claude-sonnet-4-5-20250929"
 
@@ -71,27 +71,10 @@ def browser(django_db_setup: None) -> Iterator[Any]:
         if os.environ.get("CI") == "true":  # CI must run the browser tests, never skip them
             pytest.fail(f"{CHROMIUM} is missing and CI=true (apt-get install chromium)")
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop running in this thread; Django then refuses
-    # ORM calls here (flushes, the tests' own data) although they are plain synchronous code.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as playwright:
-            chromium = playwright.chromium.launch(
-                executable_path=CHROMIUM,
-                args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-            )
-            try:
-                yield chromium
-            finally:
-                chromium.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+    # the bench's launch (the flags this machine needs, and the ORM allowed beside Playwright's
+    # event loop), so the pages bench and these tests drive the same browser the same way
+    with chromium() as launched:
+        yield launched
 
 
 @dataclass

@@ -22,7 +22,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from compaction.models import CompactionRun
-from compaction.relief_state import ReliefCounts, ReliefState, relief_counts, session_reliefs
+from compaction.relief_state import (
+    ReliefCounts,
+    ReliefState,
+    profile_policies,
+    relief_counts,
+    session_reliefs,
+)
+from console.overview import load_overview
 from console.selectors.relief import relief_summary
 from telemetry.models import AgentSession
 from tests.db.test_compaction_worker import session_over_threshold
@@ -244,6 +251,10 @@ def test_the_overview_of_one_profile_counts_that_profile_only(
     assert 'href="/sessions/?relief=failing&amp;profile=default"' in default
     assert relief_summary("no-such-profile").counts == ReliefCounts()
     assert relief_summary("default").counts.trouble == 3
+    # the overview hands the panel the policies it read for the bands: the same as the panel's own
+    found = load_overview("30d", "default")
+    assert found.policies == profile_policies()
+    assert relief_summary("default", found.policies) == relief_summary("default")
 
 
 def test_the_session_page_says_where_relief_stands_and_anchors_each_run(
