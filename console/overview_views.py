@@ -30,13 +30,16 @@ REFRESH_SECONDS: Final = 30
 TEMPLATE: Final = "console/overview.html"
 
 
-def drill_link(period: Period, start: datetime, end: datetime, profile: str) -> str:
+def drill_link(
+    period: Period, start: datetime, end: datetime, profile: str, sessions_url: str = ""
+) -> str:
     """The sessions list of the sessions active in [start, end) (a whole bucket of `period`, in
-    its zone: the same link on every refresh), of `profile` when one is chosen."""
+    its zone: the same link on every refresh), of `profile` when one is chosen. `sessions_url`:
+    the list's address when the caller already has it (a page of many links), else reversed."""
     params = Period(start, end, period.zone).query()
     if profile:
         params["profile"] = profile
-    return f"{reverse('sessions')}?{urlencode(params)}"
+    return f"{sessions_url or reverse('sessions')}?{urlencode(params)}"
 
 
 def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
@@ -81,12 +84,13 @@ def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
         local_midnight(d.day.astimezone(tz).date() + timedelta(days=1), tz) for d in found.days
     ]
     # the spend and hit charts share their buckets, so their links (built once)
-    bucket_links = [drill_link(period, b.start, b.end, found.profile) for b in found.buckets]
+    url = reverse("sessions")
+    bucket_links = [drill_link(period, b.start, b.end, found.profile, url) for b in found.buckets]
     drills = {
         "spend": bucket_links,
         "hit": bucket_links,
         "compactions": [
-            drill_link(period, d.day, end, found.profile)
+            drill_link(period, d.day, end, found.profile, url)
             for d, end in zip(found.days, day_ends, strict=True)
         ],
     }
