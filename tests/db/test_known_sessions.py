@@ -318,7 +318,8 @@ def test_real_world_records_in_full_store_alike(
         _record(1, 1, usage={**anthropic_full, "output_tokens": 0}),
         _record(2, model="gpt-4o-2024-08-06", provider="openai", usage=openai_chat),
         _record(2, 1, model="gpt-5", provider="openai", usage=openai_responses),
-        _record(3, usage={"input_tokens": 2**40, "output_tokens": 1}),  # huge, valid
+        # the largest a row stores (int4), valid
+        _record(3, usage={"input_tokens": 2**31 - 1, "output_tokens": 2**31 - 1}),
         _record(
             3, 1, usage={"input_tokens": 10, "output_tokens": 1}, at="9999-12-31T18:00:00-05:00"
         ),
