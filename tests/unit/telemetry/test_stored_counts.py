@@ -23,7 +23,8 @@ _COUNTS = st.one_of(_EDGES, st.integers(0, MAX_TOKENS), st.integers(0, 2_000_000
 
 
 def _usage(counts: dict[str, int], reasoning: int | None = None) -> NormalizedUsage:
-    return NormalizedUsage("anthropic", **counts, reasoning_output=reasoning, reported_cache=True)
+    u, r, w5, w1, o = (counts[name] for name in BUCKETS)
+    return NormalizedUsage("anthropic", u, r, w5, w1, o, reasoning, reported_cache=True)
 
 
 def test_the_cap_is_postgresqls_integer():
@@ -32,11 +33,11 @@ def test_the_cap_is_postgresqls_integer():
     assert BaseDatabaseOperations.integer_field_ranges["IntegerField"] == (-M - 1, M)
 
 
-@given(st.fixed_dictionaries({name: _COUNTS for name in BUCKETS}), st.data())
-@example({name: 0 for name in BUCKETS}, None)
-@example({**{name: 0 for name in BUCKETS}, "cache_read": M}, None)
-@example({**{name: 0 for name in BUCKETS}, "output": M + 1}, None)
-@example({**{name: M // 4 + 1 for name in INPUT_BUCKETS}, "output": 0}, None)
+@given(st.fixed_dictionaries(dict.fromkeys(BUCKETS, _COUNTS)), st.data())
+@example(dict.fromkeys(BUCKETS, 0), None)
+@example({**dict.fromkeys(BUCKETS, 0), "cache_read": M}, None)
+@example({**dict.fromkeys(BUCKETS, 0), "output": M + 1}, None)
+@example({**dict.fromkeys(INPUT_BUCKETS, M // 4 + 1), "output": 0}, None)
 def test_a_usage_is_refused_exactly_when_a_stored_count_does_not_fit(counts, data):
     reasoning = None if data is None else data.draw(st.none() | st.integers(0, counts["output"]))
     usage = _usage(counts, reasoning)
