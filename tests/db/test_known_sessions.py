@@ -326,8 +326,9 @@ def test_real_world_records_in_full_store_alike(
         _record(3, 2, at="0001-01-01T03:00:00+02:00"),  # year 1, east of Greenwich
         _record(4, request_id="ünï/code\u2028id", at="2025-06-01T10:04:00.123456-09:30"),
         _record(4, 1, window_tokens=2**31 - 1, surface_version=0, appended_chars=0),
-        _record(5, 2**31 - 1, request_id=None),
-        _record(2**31 - 1, 0, request_id=None),
+        # the largest turn and call (the usage `_record` makes grows with them: kept small)
+        _record(5, 2**31 - 1, request_id=None, usage={"input_tokens": 1, "output_tokens": 1}),
+        _record(2**31 - 1, 0, request_id=None, usage={"input_tokens": 1, "output_tokens": 1}),
     ]
     went = _both(monkeypatch, records)
     assert went == [False] + [True] * (len(records) - 1)  # every later record in one trip
