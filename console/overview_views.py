@@ -14,7 +14,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from alerts.models import Alert
-from console import charts, fleet_charts
+from console import charts, fleet_charts, overview_rows
 from console.overview import ORIGINS, load_overview
 from console.parts import held
 from console.period_request import with_period
@@ -94,13 +94,13 @@ def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
             for d, end in zip(found.days, day_ends, strict=True)
         ],
     }
-    previous = found.previous
+    current, previous = found.totals, found.previous
     deltas = (
         {
-            "cost": change(found.cost, previous.cost),
-            "calls": change(found.calls, previous.calls),
-            "saved": change(found.saved, previous.saved),
-            "sessions": change(found.sessions, previous.sessions),
+            "cost": change(current.cost, previous.cost),
+            "calls": change(current.calls, previous.calls),
+            "saved": change(current.saved, previous.saved),
+            "sessions": change(current.sessions, previous.sessions),
         }
         if previous is not None
         else {}
@@ -108,12 +108,21 @@ def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
     return {
         "o": found,
         "period": period,
+        # the headline figures, summed over the buckets once
+        "totals": current,
         "previous": previous,
         "deltas": deltas,
         "origins": ORIGINS,
         "figures": figures,
         "drills": drills,
-        "rows": list(zip(found.buckets, drills["spend"], strict=True)),
+        "band_counts": [
+            (band, n, overview_rows.band_link(period, band, found.profile, url))
+            for band, n in found.bands.items()
+        ],
+        "bucket_rows": overview_rows.bucket_rows(found.buckets, bucket_links),
+        "top_cost_rows": overview_rows.top_cost_rows(found.top_cost),
+        "top_pressure_rows": overview_rows.top_pressure_rows(found.top_pressure),
+        "profile_rows": overview_rows.profile_rows(found.lines, period, url),
         "relief": relief_summary(found.profile, found.policies),
         "nav": "overview",
         "refresh_seconds": REFRESH_SECONDS,
