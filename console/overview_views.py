@@ -4,6 +4,7 @@ with the previous period beside on request; it refreshes its own figures (`overv
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any, Final
 from urllib.parse import urlencode
 
@@ -36,10 +37,17 @@ def drill_link(
     """The sessions list of the sessions active in [start, end) (a whole bucket of `period`, in
     its zone: the same link on every refresh), of `profile` when one is chosen. `sessions_url`:
     the list's address when the caller already has it (a page of many links), else reversed."""
-    params = Period(start, end, period.zone).query()
+    query = _bucket_query(start, end, period.zone)
     if profile:
-        params["profile"] = profile
-    return f"{sessions_url or reverse('sessions')}?{urlencode(params)}"
+        query = f"{query}&{urlencode({'profile': profile})}"
+    return f"{sessions_url or reverse('sessions')}?{query}"
+
+
+@lru_cache(maxsize=4096)
+def _bucket_query(start: datetime, end: datetime, zone: str) -> str:
+    """The query string of the period [start, end) in `zone`: written once for a bucket drawn
+    on every refresh (its words depend on the instants and the zone alone)."""
+    return urlencode(Period(start, end, zone).query())
 
 
 def _context(request: HttpRequest, period: Period) -> dict[str, Any]:

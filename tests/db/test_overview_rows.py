@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from itertools import product
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.template import engines
@@ -28,6 +29,7 @@ from console.overview_rows import (
     top_cost_rows,
     top_pressure_rows,
 )
+from console.overview_views import drill_link
 from console.periods import Period
 from console.script_json import script_json
 from telemetry.band_sql import BANDS
@@ -194,3 +196,16 @@ def test_a_data_island_is_djangos_json_script_byte_for_byte(value: Any, element_
 def test_a_data_island_refuses_what_django_would_have_written_differently() -> None:
     with pytest.raises(TypeError):
         script_json({"cost": Decimal("1.5")}, "fig")
+
+
+def test_a_drill_link_is_the_former_one_byte_for_byte() -> None:
+    """The list of a bucket's sessions: its bounds' query (written once per bucket) and the
+    profile, as one `urlencode` of both wrote it."""
+    url = reverse("sessions")
+    days = [datetime(2026, 3, 28, 23, 0, tzinfo=UTC), datetime(2026, 3, 29, 22, 0, tzinfo=UTC)]
+    hours = [datetime(2026, 3, 29, 0, 30, tzinfo=UTC), datetime(2026, 3, 29, 1, 0, tzinfo=UTC)]
+    for period, (start, end), profile in product(_periods(), [days, hours], ["", *NAMES]):
+        params = Period(start, end, period.zone).query() | ({"profile": profile} if profile else {})
+        expected = f"{url}?{urlencode(params)}"
+        assert drill_link(period, start, end, profile, url) == expected
+        assert drill_link(period, start, end, profile) == expected
