@@ -144,6 +144,7 @@ from context_core.log_position import (
     extend_log_hash,
     log_hash,
 )
+from context_core.log_retention import is_removed, removable_seqs, removed_message
 from context_core.messages import (
     Block,
     ContentBlock,
@@ -218,7 +219,6 @@ from context_core.surface import (
     hidden_seqs,
     strip_cache_control,
 )
-from context_core.log_retention import is_removed, removable_seqs, removed_message
 from context_core.tokens import CHARS_PER_TOKEN, Calibration, estimate_tokens
 
 __all__ = [

@@ -3,6 +3,8 @@ its bytes, and the rule reads only a stored message's seq and role."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,7 +34,7 @@ def _removing(log: list[Message], seqs: set[int]) -> list[Message]:
 
 
 @st.composite
-def compacted(draw: st.DrawFn) -> tuple[list[Message], list[object]]:
+def compacted(draw: Any) -> tuple[list[Message], list[object]]:
     """A parsed log and the operations two relief passes (and maybe an agent cut) put on it."""
     log = _log(draw(tx.transcripts()), draw(formats))
     policy = draw(policies)
@@ -90,7 +92,10 @@ def _message(seq: int, role: str = "user") -> Message:
 
 
 def test_a_span_hides_its_first_and_last_seq_and_nothing_beside_it():
-    log = [_message(0, "system"), *(_message(s, "user" if s % 2 else "assistant") for s in range(1, 9))]
+    log = [
+        _message(0, "system"),
+        *(_message(s, "user" if s % 2 else "assistant") for s in range(1, 9)),
+    ]
     span = SummarizeOperation(
         first_seq=2, last_seq=5, summary="s", summarizer="extractive", message_count=4
     )
