@@ -413,7 +413,9 @@ def purge_expired_archives(*, batch_size: int = 500) -> tuple[int, bool]:
     now = timezone.now()
     newest = Archive.objects.filter(session=OuterRef("session")).order_by("-created_at", "-pk")
     candidates = Archive.objects.exclude(pk=Subquery(newest.values("pk")[:1]))
-    only_copy = Exists(LogMessage.objects.filter(archive=OuterRef("pk")))
+    only_copy = Exists(
+        LogMessage.objects.filter(session=OuterRef("session"), archive=OuterRef("pk"))
+    )
     doomed: list[int] = []
     for profile in AgentProfile.objects.filter(sessions__archives__isnull=False).distinct():
         cutoff = now - timedelta(days=effective_policy(profile).archive_retention_days)

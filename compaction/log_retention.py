@@ -76,9 +76,11 @@ def candidate_sessions(by_profile: Mapping[int, datetime]) -> Q:
     return Q(archive_pk__isnull=False) & hiding & old_text
 
 
-def _sessions(by_profile: Mapping[int, datetime], limit: int) -> list[tuple[int, int, int, int]]:
+def _sessions(
+    by_profile: Mapping[int, datetime], limit: int | None
+) -> list[tuple[int, int, int, int]]:
     """(session id, profile id, newest archive id, log messages it holds) of the first `limit`
-    candidate sessions, in id order."""
+    candidate sessions (all when None), in id order."""
     newest = Archive.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-pk")
     return list(
         AgentSession.objects.annotate(
@@ -156,6 +158,29 @@ def remove_expired_text(
     return RemovedText(removed, looked, False)
 
 
+def expiring_texts(
+    before: Mapping[int, PolicyValues], after: Mapping[int, PolicyValues], now: datetime
+) -> tuple[int, int]:
+    """(messages, sessions) whose text the log retention of `after` removes now and that of
+    `before` keeps (the policy preview): the job's own rule on the same rows, counted the
+    same way whether or not the text would go (an archive that lost its copy keeps it)."""
+    old = cutoffs(before, now, "log_retention_days")
+    # only a shorter retention (a later cut-off) removes more: an unchanged one costs nothing
+    new = {
+        pk: cutoff
+        for pk, cutoff in cutoffs(after, now, "log_retention_days").items()
+        if pk not in old or cutoff > old[pk]
+    }
+    messages = sessions = 0
+    for session_id, profile_id, _, archived in _sessions(new, limit=None):
+        going = set(removable(session_id, new[profile_id], archived))
+        if profile_id in old:
+            going -= set(removable(session_id, old[profile_id], archived))
+        messages += len(going)
+        sessions += bool(going)
+    return messages, sessions
+
+
 def archived_texts(session_id: int, seqs: Iterable[int]) -> dict[int, tuple[int, str]]:
     """For each of `seqs` whose text retention removed: (the archive holding it, the text),
     byte for byte as appended (its archive's parts joined). Seqs with their text are left out."""
@@ -180,6 +205,25 @@ def archived_texts(session_id: int, seqs: Iterable[int]) -> dict[int, tuple[int,
     return {seq: (where[seq], "".join(parts[seq])) for seq in where if seq in parts}
 
 
+@dataclass(frozen=True)
+class RemovedNote:
+    """A session's messages whose text log retention removed: how many, the first, and the
+    archive holding the first (what the transcript viewer says)."""
+
+    messages: int
+    first_seq: int
+    archive_id: int
+
+
+def removed_note(session_id: int) -> RemovedNote | None:
+    """`RemovedNote` of `session_id`, None when no text was removed (one indexed read)."""
+    rows = LogMessage.objects.filter(session_id=session_id, archive__isnull=False)
+    first = rows.order_by("seq").values_list("seq", "archive_id").first()
+    if first is None:
+        return None
+    return RemovedNote(rows.count(), first[0], first[1])
+
+
 def removed_seqs(session_id: int, seqs: Iterable[int]) -> dict[int, int]:
     """Of `seqs`, those whose text retention removed, with the archive holding it."""
     return dict(
@@ -198,9 +242,7 @@ def move_only_copies(expired: Sequence[int]) -> None:
     if not expired:
         return
     doomed = set(expired)
-    sessions = set(
-        LogMessage.objects.filter(archive_id__in=doomed).values_list("session_id", flat=True)
-    )
+    sessions = set(Archive.objects.filter(pk__in=doomed).values_list("session_id", flat=True))
     for session_id in sessions:
         newest = (
             Archive.objects.filter(session_id=session_id)

@@ -54,8 +54,11 @@ class LogMessage(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="log_unique_seq")]
         indexes = [
+            # a session's removed messages and their archives (the viewer, the archive purge)
             models.Index(
-                fields=["archive"], condition=Q(archive__isnull=False), name="log_removed_archive"
+                fields=["session", "archive"],
+                condition=Q(archive__isnull=False),
+                name="log_removed_archive",
             )
         ]
 

@@ -31,7 +31,7 @@ class Migration(migrations.Migration):
             model_name="logmessage",
             index=models.Index(
                 condition=models.Q(("archive__isnull", False)),
-                fields=["archive"],
+                fields=["session", "archive"],
                 name="log_removed_archive",
             ),
         ),

@@ -9,6 +9,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from compaction.archives import archived_messages, purge_expired_archives
@@ -16,11 +17,14 @@ from compaction.log_retention import remove_expired_text
 from compaction.models import Archive, ArchiveChunk, LogMessage, Surface, SurfaceVersion
 from compaction.session_export import export_lines, sessions_to_export
 from compaction.session_import import import_lines
+from compaction.tasks import apply_log_retention
 from compaction.transcripts import derive, format_of, surface_at
+from console.policy_impact import policy_impact
 from context_core import canonical_json, hidden_seqs
 from telemetry.errors import FieldError
 from telemetry.models import AgentSession
 from telemetry.policy_store import effective_policy, update_policy
+from tests.db.conftest import make_user
 from tests.db.test_compaction_api import session_of
 from tests.support import append_body, tool_transcript
 
@@ -173,3 +177,60 @@ def test_log_retention_days_is_validated_naming_the_field_and_served_by_the_poli
         update_policy(profile=compactor.key.profile, values={"log_retention_days": 2.5})
     assert effective_policy(compactor.key.profile).log_retention_days == 0
     assert compactor.get("/api/v1/policy").json()["log_retention_days"] == 0
+
+
+def test_the_policy_preview_counts_the_texts_a_shorter_log_retention_removes(compactor, compacted):
+    profile = compactor.key.profile
+    update_policy(profile=profile, values={"log_retention_days": 0})
+    preview = policy_impact(profile, {"log_retention_days": 7})
+    assert preview is not None and preview.changes_anything
+    assert (preview.expiring_texts, preview.expiring_text_sessions) == (len(HIDDEN), 1)
+    longer = policy_impact(profile, {"log_retention_days": 31})
+    assert longer is not None and longer.expiring_texts == 0
+    update_policy(profile=profile, values={"log_retention_days": 7})
+    apply_log_retention.apply()  # the beat job, in process
+    assert LogMessage.objects.filter(removed_at__isnull=False).count() == preview.expiring_texts
+    again = policy_impact(profile, {"log_retention_days": 3})
+    assert again is not None and again.expiring_texts == 0  # nothing more goes
+
+
+def test_the_policy_page_shows_the_texts_a_log_retention_removes_before_saving(
+    compactor, compacted, client
+):
+    update_policy(profile=compactor.key.profile, values={"log_retention_days": 0})
+    client.force_login(make_user("boss", "admin"))
+    shorter = {"log_retention_days": "7"}
+    preview = client.post(reverse("policy_profile_preview", args=["default"]), shorter)
+    text = preview.content.decode()
+    assert 'id="impact-log-retention"' in text
+    assert f"the text of <strong>{len(HIDDEN)} transcript messages</strong> in 1 session " in text
+    response = client.post(reverse("policy_profile", args=["default"]), shorter)
+    assert "Not saved yet" in response.content.decode()
+    assert effective_policy(compactor.key.profile).log_retention_days == 0
+
+
+def test_the_transcript_viewer_says_where_the_removed_text_is_and_shows_an_earlier_turn_whole(
+    compactor, compacted, client
+):
+    record = {
+        "session_id": "run-1",
+        "turn": 0,
+        "model": "gpt-4o",
+        "usage": {"prompt_tokens": 1_000, "completion_tokens": 10},
+        "surface_version": 1,  # before the compaction: the removed messages were shown
+    }
+    assert compactor.post("/api/v1/telemetry", record).status_code in (200, 201, 202)
+    remove_expired_text()
+    archive = Archive.objects.get()
+    client.force_login(make_user("viewer", "viewer"))
+    url = reverse("session", args=[compacted.pk])
+    headers = {"HX-Request": "true", "HX-Target": "surface"}
+    now = client.get(url, headers=headers).content.decode()
+    link = f'href="{reverse("archive", args=[archive.pk])}#log-seq-2">archive #{archive.pk}</a>'
+    assert f"The text of {len(HIDDEN)} earlier log messages was removed by retention" in now
+    assert link in now
+    turn = client.get(url, {"surface_turn": "0"}, headers=headers)
+    assert turn.status_code == 200
+    shown = turn.content.decode()
+    assert "part 0 line" in shown  # seq 3's result, read back from the archive
+    assert "read back from the archive" in shown
