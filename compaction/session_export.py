@@ -35,6 +35,7 @@ from compaction.models import (
 )
 from context_core.export_lines import KINDS, SESSION_TAGS, encode_line
 from telemetry.accounting import STORED_COST_PLACES
+from telemetry.digests import digest_text
 from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn, TurnKey
 from telemetry.money import money_text
 from telemetry.session_tags import tags_of
@@ -61,6 +62,8 @@ class Part:
     columns: tuple[tuple[str, str], ...] = field(init=False)
     # the money columns: written as the API writes money (`money_text`)
     money: tuple[str, ...] = field(init=False)
+    # the digest columns (stored as raw bytes): written in hex (`digest_text`)
+    digests: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         own = tuple(
@@ -80,6 +83,8 @@ class Part:
                 assert f.decimal_places == STORED_COST_PLACES, f"{self.kind}.{name}"
                 money.append(name)
         object.__setattr__(self, "money", tuple(money))
+        digests = tuple(n for n, _ in own if isinstance(self.field(n), models.BinaryField))
+        object.__setattr__(self, "digests", digests)
 
     def field(self, name: str) -> models.Field[Any, Any]:
         found: models.Field[Any, Any] = self.model._meta.get_field(name)  # type: ignore[assignment]
@@ -190,9 +195,12 @@ def _with_usage(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _money_written(part: Part, values: dict[str, Any]) -> dict[str, Any]:
-    """`values` with the part's money columns written as the API writes money."""
+    """`values` with the part's money columns written as the API writes money, and its digests
+    in hex (as they were stored before they were stored as bytes)."""
     for name in part.money:
         values[name] = money_text(values[name])
+    for name in part.digests:
+        values[name] = digest_text(values[name])
     return values
 
 
