@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0028_turn_last_at_brin"),
+        ("telemetry", "0029_call_payload_hash_bytes"),
     ]
 
     operations = [
