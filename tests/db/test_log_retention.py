@@ -9,6 +9,8 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -234,3 +236,17 @@ def test_the_transcript_viewer_says_where_the_removed_text_is_and_shows_an_earli
     shown = turn.content.decode()
     assert "part 0 line" in shown  # seq 3's result, read back from the archive
     assert "read back from the archive" in shown
+
+
+def test_the_job_never_reads_a_messages_text_and_its_queries_do_not_grow_with_the_log(
+    compactor, compacted
+):
+    with CaptureQueriesContext(connection) as queries:
+        assert remove_expired_text().messages == len(HIDDEN)
+    reads = [q["sql"] for q in queries if q["sql"].lstrip().upper().startswith("SELECT")]
+    for sql in reads:  # sizes are compared in the database; no text comes back
+        assert '"raw"' not in sql.replace('LENGTH("compaction_logmessage"."raw")', "")
+    # past the policies: the candidates, the operations, the old rows' seq and role, two
+    # sizes, one update, whatever the log's length
+    ours = [q["sql"] for q in queries if "telemetry_policy" not in q["sql"]]
+    assert len(ours) <= 7, [sql[:80] for sql in ours]
