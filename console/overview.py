@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
+from zoneinfo import ZoneInfo
 
 from django.db import connection
 from django.db.models import (
@@ -53,6 +54,7 @@ from console.periods import (
 from console.selectors.policies import Policies, load_policies
 from console.selectors.session_list import active_between
 from telemetry.band_sql import BAND_OF_RANK, BANDS, band_ranges
+from telemetry.compiled import BucketNumber, CompiledRead
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, HourlyUsage
 from telemetry.policy_rules import PolicyValues
 from telemetry.pressure import PressureBand, hit_ratio
@@ -218,14 +220,6 @@ def totals(buckets: list[Bucket], sessions: int) -> Totals:
     )
 
 
-def _usage(period: Period, profile: AgentProfile | None) -> QuerySet[HourlyUsage]:
-    """The rollup hours of `period`: from the hour holding its start, before its end."""
-    rows = HourlyUsage.objects.filter(
-        hour__gte=period.start.replace(minute=0, second=0, microsecond=0), hour__lt=period.end
-    )
-    return rows if profile is None else rows.filter(profile=profile)
-
-
 def _open_ended(period: Period, now: datetime) -> bool:
     """A period that runs up to now (a preset, or a range ending later): its active sessions
     are those seen since its start."""
@@ -371,13 +365,8 @@ def load_overview(
     profiles = _profiles(policies, since, until)
     chosen = next((p for p in profiles if p.name == profile_name), None)
 
-    buckets = _buckets(period, chosen)
+    buckets, spend = _spend(period, chosen)
 
-    # per profile: spend over the range and sessions by band now
-    spend = {
-        row["profile_id"]: row
-        for row in _usage(period, None).values("profile_id").annotate(**_TOTALS).order_by()
-    }
     lines = []
     bands: dict[str, int] = dict.fromkeys(BANDS, 0)
     for profile in profiles:
@@ -444,25 +433,70 @@ def load_overview(
 
 
 def _buckets(period: Period, profile: AgentProfile | None) -> list[Bucket]:
-    """Spend and cache per bucket of `period`, from the rollups: each rollup hour in the bucket
-    holding its start (`console.periods`: buckets are local hours or local days). One query."""
-    per_bucket = {
-        start: Bucket(start, period.next_start(start)) for start in period.bucket_starts()
-    }
-    rows = _usage(period, profile).values("hour").annotate(**_SUMS).order_by("hour")
-    for row in rows:
-        entry = per_bucket.get(period.bucket_of(row["hour"]))
-        if entry is None:
+    """Spend and cache per bucket of `period` (of `profile`'s calls, or all), from the rollups.
+    One query."""
+    return _spend(period, profile)[0]
+
+
+def _spend(
+    period: Period, profile: AgentProfile | None
+) -> tuple[list[Bucket], dict[int, dict[str, Any]]]:
+    """Spend and cache per bucket of `period` (of `profile`'s calls, or all), and each
+    profile's sums over the period, from the rollups. One query.
+
+    Each rollup hour counts in the bucket holding its start (`console.periods`): the buckets
+    are drawn in Python (`Period.bucket_starts`) and the database sums each bucket's hours
+    (`BucketNumber`: how many bucket starts are at or before the hour), so the page fetches a
+    row a bucket and a row a profile, not a row an hour. An hour before the first bucket (the
+    hour holding the period's start, in a zone whose offset is not whole hours) counts in its
+    profile's sums but in no bucket. The statement is compiled once (`CompiledRead`).
+    """
+    starts = tuple(period.bucket_starts())
+    per_bucket = [Bucket(start, period.next_start(start)) for start in starts]
+    first_hour = period.start.replace(minute=0, second=0, microsecond=0)
+    pk = None if profile is None else profile.pk
+    spend: dict[int, dict[str, Any]] = {}
+    for row in _SPEND.rows(
+        pk, (first_hour, period.end, starts), lambda *values: _spend_query(pk, *values)
+    ):
+        if row["b"] is None:
+            spend[row["p"]] = row
             continue
+        if not 0 < row["b"] <= len(per_bucket):
+            continue
+        entry = per_bucket[row["b"] - 1]
         entry.calls += row["n"] or 0
         entry.read += row["read"] or 0
         entry.denominator += row["denominator"] or 0
         entry.reported += row["reported"] or 0
         entry.unpriced += row["unpriced"] or 0
         for key in COST_KEYS:
-            entry.costs[key] += Decimal(row[f"c_{key}"] or 0)
-        entry.saved += Decimal(row["no_cache"] or 0) - Decimal(row["cost"] or 0)
-    return list(per_bucket.values())
+            entry.costs[key] += row[f"c_{key}"] or 0
+        entry.saved += (row["no_cache"] or 0) - (row["cost"] or 0)
+    return per_bucket, spend
+
+
+def _spend_query(
+    profile_pk: int | None, first_hour: datetime, end: Any, starts: Any
+) -> QuerySet[HourlyUsage, dict[str, Any]]:
+    """The rollup hours from `first_hour` before `end`: summed per bucket of `starts` (of the
+    profile `profile_pk`, or all) with `p` null, and per profile with `b` null."""
+    rows = HourlyUsage.objects.filter(hour__gte=first_hour, hour__lt=end)
+    by_bucket = rows if profile_pk is None else rows.filter(profile_id=profile_pk)
+    none = Value(None, output_field=IntegerField())
+    per_bucket = (
+        by_bucket.annotate(p=none, b=BucketNumber("hour", starts))
+        .values("p", "b")
+        .annotate(**_SUMS)
+        .order_by()
+    )
+    per_profile = (
+        rows.annotate(p=F("profile_id"), b=none).values("p", "b").annotate(**_SUMS).order_by()
+    )
+    return per_bucket.union(per_profile, all=True)
+
+
+_SPEND: Final = CompiledRead(HourlyUsage)
 
 
 def _sessions_in(period: Period, profile: AgentProfile | None) -> int:
@@ -481,43 +515,14 @@ def _compactions(
 
     Ours are the applied runs (manual / automatic / overflow); an automatic run that compacted
     without its archive counts as an archive failure. The agent's and the provider's are their
-    recorded context events of kind compaction. Two queries.
+    recorded context events of kind compaction. One query (compiled once a zone: `CompiledRead`).
     """
     tz = period.tz
-    day = TruncDay("finished_at", tzinfo=tz)
-    runs = CompactionRun.objects.filter(finished_at__gte=period.start, finished_at__lt=period.end)
-    events = ContextEvent.objects.filter(
-        at__gte=period.start, at__lt=period.end, kind=ContextEvent.Kind.COMPACTION
-    )
-    if profile is not None:
-        runs = runs.filter(session__profile=profile)
-        events = events.filter(session__profile=profile)
-    freed_expr = Coalesce(Sum(F("tokens_before") - F("tokens_after")), 0)
-    run_rows = (
-        runs.filter(status=CompactionRun.Status.APPLIED)
-        .annotate(d=day)
-        .values("d", "mode")
-        .annotate(
-            n=Count("id"),
-            freed=freed_expr,
-            failures=Count("id", filter=~Q(archive_error="")),
-        )
-        .order_by()
-    )
-    event_rows = (
-        events.annotate(d=TruncDay("at", tzinfo=tz))
-        .values("d", "origin")
-        .annotate(
-            n=Count("id"),
-            freed=Coalesce(
-                Sum(
-                    F("tokens_before") - F("tokens_after"),
-                    filter=Q(tokens_before__isnull=False, tokens_after__isnull=False),
-                ),
-                0,
-            ),
-        )
-        .order_by()
+    pk = None if profile is None else profile.pk
+    rows = _COMPACTIONS.rows(
+        (period.zone, pk),
+        (period.start, period.end),
+        lambda start, end: _compactions_query(period.zone, pk, start, end),
     )
     days_of = Period(period.start, period.end, period.zone, compare=False)
     per_day: dict[datetime, dict[str, Any]] = {
@@ -536,16 +541,63 @@ def _compactions(
         entry["freed"] += max(int(freed or 0), 0)
         entry["failures"] += failures
 
-    for row in run_rows:
+    for row in rows:
         add(row["d"], row["mode"], row["n"], row["freed"], row["failures"])
-    for row in event_rows:
-        add(row["d"], row["origin"], row["n"], row["freed"], 0)
     days = [
         OriginDay(d, entry["counts"], entry["freed"], entry["failures"])
         for d, entry in per_day.items()
     ]
     totals = {key: sum(day.counts[key] for day in days) for key, _ in ORIGINS}
     return days, totals, sum(d.freed for d in days), sum(d.archive_failures for d in days)
+
+
+def _compactions_query(
+    zone: str, profile_pk: int | None, start: datetime, end: datetime
+) -> QuerySet[CompactionRun, dict[str, Any]]:
+    """Per local day of `zone` and origin, in [start, end): our applied runs (by mode) and the
+    recorded compaction events (by origin), with their counts, the tokens they freed and (runs
+    only) the archive failures."""
+    tz = ZoneInfo(zone)
+    runs = CompactionRun.objects.filter(
+        finished_at__gte=start, finished_at__lt=end, status=CompactionRun.Status.APPLIED
+    )
+    events = ContextEvent.objects.filter(
+        at__gte=start, at__lt=end, kind=ContextEvent.Kind.COMPACTION
+    )
+    if profile_pk is not None:
+        runs = runs.filter(session__profile_id=profile_pk)
+        events = events.filter(session__profile_id=profile_pk)
+    run_rows = (
+        runs.annotate(d=TruncDay("finished_at", tzinfo=tz))
+        .values("d", "mode")
+        .annotate(
+            n=Count("id"),
+            freed=Coalesce(Sum(F("tokens_before") - F("tokens_after")), 0),
+            failures=Count("id", filter=~Q(archive_error="")),
+        )
+        .order_by()
+    )
+    event_rows = (
+        events.annotate(d=TruncDay("at", tzinfo=tz))
+        .values("d", "origin")
+        .annotate(
+            n=Count("id"),
+            freed=Coalesce(
+                Sum(
+                    F("tokens_before") - F("tokens_after"),
+                    filter=Q(tokens_before__isnull=False, tokens_after__isnull=False),
+                ),
+                0,
+            ),
+            failures=Value(0),
+        )
+        .order_by()
+    )
+    # by position: (d, mode, n, freed, failures) and (d, origin, …), named after the first
+    return run_rows.union(event_rows, all=True)
+
+
+_COMPACTIONS: Final = CompiledRead(CompactionRun)
 
 
 def _local_days(period: Period) -> list[datetime]:
