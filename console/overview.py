@@ -18,13 +18,14 @@ walk the index on `(cost, id)`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
-from django.db import connection
+from django.db import router
 from django.db.models import (
     Case,
     Count,
@@ -238,9 +239,6 @@ _TOTALS: Final[dict[str, Any]] = {
 _SUMS: Final[dict[str, Any]] = {**_TOTALS, **{f"c_{key}": Sum(f"cost_{key}") for key in COST_KEYS}}
 
 
-_TOP_FIELDS: Final = ("pk", "profile_id", "external_id", "pressure", "cost_usd", "last_seen_at")
-
-
 def _per_profile(policies: Policies, name: str) -> Any:
     """A threshold of each profile's effective policy, as an expression on the profile's row."""
     default = getattr(policies.global_policy, name)
@@ -267,33 +265,29 @@ def _profiles(
     not the sessions' rows, and evaluates no CASE per session. The top sessions are the first
     entries of the same index read backwards (`TOP_SESSIONS` probes of a few entries each).
 
-    The statement depends on nothing but the thresholds and `since`, and building it through
+    The statement depends on nothing but the thresholds and the times, and building it through
     the ORM (ten subqueries) costs more CPU than running it, so it is compiled once per set of
-    thresholds with a stand-in for `since`, which each call puts in its parameters. A period
-    that ends before now (a custom range) is rarer and builds its statement each time.
+    thresholds (`CompiledRead`).
     """
-    if until is not None:
-        return list(_profiles_query(policies, since, until))
-    thresholds = _thresholds(policies)
-    compiled = _PROFILES_SQL.get(thresholds)
-    if compiled is None:
-        compiled = _profiles_query(policies, _SINCE_STANDIN).query.sql_with_params()
-        _PROFILES_SQL.clear()  # one set of thresholds holds at a time
-        _PROFILES_SQL[thresholds] = compiled
-    sql, params = compiled
-    # the parameters as the backend takes them (SQLite: text), the stand-in's among them
-    standin = connection.ops.adapt_datetimefield_value(_SINCE_STANDIN)
-    value = connection.ops.adapt_datetimefield_value(since)
-    return list(AgentProfile.objects.raw(sql, tuple(value if p == standin else p for p in params)))
-
-
-# a time no session is seen at, held in the compiled statement's parameters for `since`
-_SINCE_STANDIN: Final = datetime(1, 1, 1, 0, 0, 0, 4242, tzinfo=UTC)
+    times: tuple[datetime, ...] = (since,) if until is None else (since, until)
+    rows = _PROFILES.tuples(
+        (_thresholds(policies), len(times)),
+        times,
+        lambda *values: _profiles_query(policies, *values),
+    )
+    alias = router.db_for_read(AgentProfile) or "default"
+    profiles = []
+    for row in rows:
+        profile = AgentProfile.from_db(alias, _PROFILE_COLUMNS, row[: len(_PROFILE_COLUMNS)])
+        for name, value in zip(_PROFILE_ANNOTATIONS, row[len(_PROFILE_COLUMNS) :], strict=True):
+            setattr(profile, name, value)
+        profiles.append(profile)
+    return profiles
 
 
 def _profiles_query(
     policies: Policies, since: datetime, until: datetime | None = None
-) -> QuerySet[AgentProfile]:
+) -> QuerySet[AgentProfile, tuple[Any, ...]]:
     ranges = band_ranges(OuterRef("prune_at"), OuterRef("summarize_at"))
     own = AgentSession.objects.filter(active_between(since, until), profile=OuterRef("pk"))
     own = own.order_by()
@@ -316,29 +310,34 @@ def _profiles_query(
         )
         .annotate(**counts, **tops)
         .order_by("name")
+        .values_list(*_PROFILE_COLUMNS, *_PROFILE_ANNOTATIONS)
     )
 
 
-_PROFILES_SQL: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]]] = {}
+# every field of a profile, in the model's order (`Model.from_db`), then what `_profiles` counts
+_PROFILE_COLUMNS: Final = tuple(f.attname for f in AgentProfile._meta.concrete_fields)
+_PROFILE_ANNOTATIONS: Final = (
+    *(f"n_{band}" for band in BANDS),
+    *(f"top_{k}" for k in range(TOP_SESSIONS)),
+)
+_PROFILES: Final = CompiledRead(AgentProfile)
 
 
 def _thresholds(policies: Policies) -> tuple[Any, ...]:
-    """Everything `_profiles`' statement depends on: the database and every profile's
+    """Everything `_profiles`' statement depends on but the times: every profile's
     thresholds."""
 
     def pair(policy: PolicyValues) -> tuple[float, float]:
         return (policy.prune_threshold, policy.summarize_threshold)
 
     return (
-        connection.vendor,
-        connection.settings_dict["NAME"],
         pair(policies.global_policy),
         tuple(sorted((pk, pair(policy)) for pk, policy in policies.by_profile.items())),
     )
 
 
 def _by_band_then_pressure(
-    sessions: QuerySet[AgentSession], policies: Policies
+    sessions: Iterable[AgentSession], policies: Policies
 ) -> list[tuple[AgentSession, PressureBand]]:
     """`sessions` with their bands, the highest band first, then the highest pressure (then the
     newest): how the sessions list sorts by pressure (`console.selectors.policies.band_rank`)."""
@@ -350,12 +349,62 @@ def _by_band_then_pressure(
     return banded
 
 
+def _top_sessions(
+    since: datetime, until: datetime | None, profile: AgentProfile | None, candidates: list[int]
+) -> list[AgentSession]:
+    """The sessions `candidates` (by pk) and the top sessions by cost active in the period (of
+    `profile`, or all), with `_TOP_COLUMNS` only. One query, compiled once per shape (the number
+    of candidates, the profile, an open end or not: `CompiledRead`).
+
+    Given as candidates each profile's top sessions by pressure (`_profiles`), the result holds
+    the top `TOP_SESSIONS` by pressure and by cost alike: every row is a session active in the
+    period, among them the first by each order, so the first by each order of the rows are
+    they (the `(cost, id)` order as the database sorts it, NULL costs left out)."""
+    pk = None if profile is None else profile.pk
+    times: tuple[datetime, ...] = (since,) if until is None else (since, until)
+    rows = _TOPS.tuples(
+        (pk, len(times), len(candidates)),
+        (*times, *candidates),
+        lambda *values: _top_sessions_query(pk, *values[: len(times)], ids=values[len(times) :]),
+    )
+    alias = router.db_for_read(AgentSession) or "default"
+    sessions = (AgentSession.from_db(alias, _TOP_COLUMNS, row) for row in rows)
+    by_pk = {s.pk: s for s in sessions}
+    return list(by_pk.values())
+
+
+def _top_sessions_query(
+    profile_pk: int | None, since: datetime, until: datetime | None = None, *, ids: Any
+) -> QuerySet[AgentSession, dict[str, Any]]:
+    active = AgentSession.objects.filter(active_between(since, until))
+    if profile_pk is not None:
+        active = active.filter(profile_id=profile_pk)
+    by_cost = active.filter(cost_usd__isnull=False).order_by(F("cost_usd").desc(), "-pk")
+    top_cost = AgentSession.objects.filter(pk__in=by_cost.values("pk")[:TOP_SESSIONS])
+    rows: QuerySet[AgentSession, dict[str, Any]] = top_cost.values(*_TOP_COLUMNS)
+    if ids:
+        chosen = AgentSession.objects.filter(pk__in=list(ids)).values(*_TOP_COLUMNS)
+        rows = chosen.union(rows, all=True)
+    return rows
+
+
+# what the top sessions show and rank by, in the model's field order (`Model.from_db` takes
+# the values of the fields it is given in that order)
+_TOP_COLUMNS: Final = tuple(
+    f.attname
+    for f in AgentSession._meta.concrete_fields
+    if f.attname in {"id", "profile_id", "external_id", "pressure", "cost_usd", "last_seen_at"}
+)
+_TOPS: Final = CompiledRead(AgentSession)
+
+
 def load_overview(
     period: Period | str = DEFAULT_PRESET, profile_name: str = "", now: datetime | None = None
 ) -> Overview:
     """Everything the overview shows over `period` (a `Period`, or a preset key: an unknown one
-    is the default). Eight queries, whatever the number of calls, sessions or profiles; two
-    more for the previous period when the period asks for the comparison."""
+    is the default). Five queries (the policies, the profiles, the spend, the compactions, the
+    top sessions), whatever the number of calls, sessions or profiles; two more for the
+    previous period when the period asks for the comparison."""
     now = now or timezone.now()
     if isinstance(period, str):
         period = preset_period(period if period in PRESETS else DEFAULT_PRESET, now=now)
@@ -394,20 +443,16 @@ def load_overview(
 
     days, totals, freed, failures = _compactions(period, chosen)
 
-    sessions = AgentSession.objects.only(*_TOP_FIELDS)
-    if chosen is not None:
-        sessions = sessions.filter(profile=chosen)
-    top_cost = list(
-        sessions.filter(active_between(since, until), cost_usd__isnull=False).order_by(
-            F("cost_usd").desc(), "-pk"
-        )[:TOP_SESSIONS]
-    )
     # each profile's own top sessions by pressure hold the fleet's (module docstring)
     scope = profiles if chosen is None else [chosen]
-    candidates = [getattr(p, f"top_{k}") for p in scope for k in range(TOP_SESSIONS)]
-    top_pressure = _by_band_then_pressure(
-        AgentSession.objects.only(*_TOP_FIELDS).filter(pk__in=candidates), policies
+    candidates = {getattr(p, f"top_{k}") for p in scope for k in range(TOP_SESSIONS)}
+    sessions = _top_sessions(since, until, chosen, sorted(candidates - {None}))
+    top_cost = sorted(
+        (s for s in sessions if s.cost_usd is not None),
+        key=lambda s: (s.cost_usd, s.pk),
+        reverse=True,
     )[:TOP_SESSIONS]
+    top_pressure = _by_band_then_pressure(sessions, policies)[:TOP_SESSIONS]
     by_pk = {p.pk: p for p in profiles}
     for s in top_cost:
         s.profile = by_pk.get(s.profile_id) or s.profile

@@ -11,9 +11,9 @@ through the ORM's own converters (a sum of integers is an int, a sum of money an
 queryset reads, on the database the routers pick for a read of its model (a replica where one
 serves reads).
 
-A value is a time or a tuple of times (one parameter holding them all, e.g. the bucket starts
+A value is a time, a tuple of times (one parameter holding them all, e.g. the bucket starts
 of `BucketNumber`: an array on PostgreSQL, JSON text elsewhere, so the statement keeps one shape
-whatever their number).
+whatever their number) or an integer (a row's id).
 """
 
 from __future__ import annotations
@@ -32,8 +32,10 @@ from django.db.models.sql.compiler import SQLCompiler
 # A time no row holds: the stand-in compiled into a statement's parameters for the time it takes
 # (the n-th value's stand-in is `n` microseconds later, so each is told apart).
 STANDIN: Final = datetime(1, 1, 1, 0, 0, 0, 4242, tzinfo=UTC)
+# The same for an integer (a row's id): no row has a negative id.
+INT_STANDIN: Final = -4_242_000_000
 
-Time = datetime | tuple[datetime, ...]
+Time = datetime | tuple[datetime, ...] | int
 
 
 def adapt_times(connection: BaseDatabaseWrapper, times: Sequence[datetime]) -> Any:
@@ -46,12 +48,16 @@ def adapt_times(connection: BaseDatabaseWrapper, times: Sequence[datetime]) -> A
 
 
 def _adapt(connection: BaseDatabaseWrapper, value: Time) -> Any:
+    if isinstance(value, int):
+        return value
     if isinstance(value, tuple):
         return adapt_times(connection, value)
     return connection.ops.adapt_datetimefield_value(value)
 
 
 def _standin(n: int, value: Time) -> Time:
+    if isinstance(value, int):
+        return INT_STANDIN - n
     at = STANDIN + timedelta(microseconds=n)
     return (at,) if isinstance(value, tuple) else at
 

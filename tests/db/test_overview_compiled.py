@@ -11,13 +11,23 @@ from typing import Any
 
 import pytest
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import F, Sum
 
 from compaction.models import CompactionRun
-from console.overview import COST_KEYS, _buckets, _compactions, _spend, _spend_query
+from console.overview import (
+    COST_KEYS,
+    TOP_SESSIONS,
+    _buckets,
+    _compactions,
+    _spend,
+    _spend_query,
+    load_overview,
+)
 from console.periods import Period
+from telemetry.band_sql import RANK_OF_BAND
 from telemetry.compiled import BucketNumber, CompiledRead
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, HourlyUsage
+from telemetry.session_state import session_band
 
 pytestmark = pytest.mark.django_db
 
@@ -272,3 +282,38 @@ def test_the_compactions_read_counts_by_local_day_in_one_statement() -> None:
     ]
     assert (totals["auto"], freed, failures) == (2, 3 * 8_000 + 2_000, 1)
     assert _compactions(period, None)[1]["auto"] == 3
+
+
+def test_the_top_sessions_are_the_orm_orders_first_rows_fleet_wide_and_per_profile() -> None:
+    now = datetime(2026, 12, 7, 12, tzinfo=UTC)
+    profiles = [AgentProfile.objects.create(name=n) for n in ("a", "b")]
+    for n in range(40):
+        AgentSession.objects.create(
+            profile=profiles[n % 2],
+            external_id=f"s{n}",
+            # ties on cost and on pressure (broken by id), unknowns, and sessions gone quiet
+            cost_usd=None if n % 7 == 0 else Decimal(n % 9) + Decimal("0.000000001"),
+            pressure=None if n % 5 == 0 else (n * 37 % 23) / 20,
+            last_seen_at=now - timedelta(days=2 if n % 6 == 0 else 0, minutes=n),
+        )
+    since = now - timedelta(days=1)
+    for chosen in (None, *profiles):
+        found = load_overview(
+            Period(since, now, preset="24h"), chosen.name if chosen else "", now=now
+        )
+        active = AgentSession.objects.filter(last_seen_at__gte=since)
+        if chosen is not None:
+            active = active.filter(profile=chosen)
+        by_cost = active.filter(cost_usd__isnull=False).order_by(F("cost_usd").desc(), "-pk")
+        assert [s.pk for s in found.top_cost] == [s.pk for s in by_cost[:TOP_SESSIONS]]
+        ranked = sorted(
+            (s for s in active if s.pressure is not None),
+            key=lambda s: (
+                RANK_OF_BAND[session_band(s, found.policies[s.profile_id])],
+                s.pressure,
+                s.pk,
+            ),
+            reverse=True,
+        )
+        assert [s.pk for s, _ in found.top_pressure] == [s.pk for s in ranked[:TOP_SESSIONS]]
+        assert all(s.external_id and s.last_seen_at for s in found.top_cost)
