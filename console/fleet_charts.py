@@ -12,12 +12,16 @@ is a local day (`console.periods`).
 
 The time axis spans the period (`span`, its [start, end)), never plotly's padded autorange: the
 first tick is never before the period's start. A bucket cut by an edge is drawn over the part
-inside the period, and a line's point sits in the middle of that part (`mid_interval`)."""
+inside the period, and a line's point sits in the middle of that part (`mid_interval`). Both ends
+are taken up to the whole minute (`whole_minutes`): a rolling period's axis moves once a minute,
+so a refresh within the minute whose data did not change finds its charts unchanged and sends
+none (`console.parts`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta, tzinfo
+from functools import lru_cache
 from typing import Any, Final
 
 from console.charts import COLORS, COST_BUCKETS, Figure, chart_layout, rounded
@@ -34,9 +38,22 @@ ORIGIN_COLORS: Final = {
 Span = tuple[datetime, datetime]
 
 
+def whole_minutes(span: Span | None) -> Span | None:
+    """`span` with each end taken up to the whole minute (never before the period's start)."""
+    if span is None:
+        return None
+    return (_minute_up(span[0]), _minute_up(span[1]))
+
+
+def _minute_up(at: datetime) -> datetime:
+    floored = at.replace(second=0, microsecond=0)
+    return floored if floored == at else floored + timedelta(minutes=1)
+
+
 def span_axis(span: Span | None, zone: tzinfo = UTC) -> dict[str, Any]:
-    """What fixes a date axis to the period `span` ([start, end), as wall times in `zone`);
-    nothing without a span (plotly's autorange)."""
+    """What fixes a date axis to the period `span` ([start, end), as wall times in `zone`, to the
+    minute: `whole_minutes`); nothing without a span (plotly's autorange)."""
+    span = whole_minutes(span)
     if span is None:
         return {}
     start, end = span
@@ -91,6 +108,7 @@ def mid_interval(
 ) -> dict[str, Any]:
     """What places a line's point in the middle of its bucket (of the part of it inside `span`,
     so a point is never off the axis), with the bucket's interval for the hover."""
+    span = whole_minutes(span)  # the axis's
     return {
         "x": [_middle(start, step, zone, span).isoformat() for start in starts],
         "customdata": [_interval(start, step, zone, zone_label) for start in starts],
@@ -117,6 +135,10 @@ def _own(placed: dict[str, Any]) -> dict[str, Any]:
     return {key: list(value) if isinstance(value, list) else value for key, value in placed.items()}
 
 
+# The same buckets are drawn on every refresh of a page (and by the spend, hit and compactions
+# charts alike): each bucket's words are written once. Equal instants in different tzinfos are
+# equal keys, and the words depend on the instant alone.
+@lru_cache(maxsize=4096)
 def _interval(start: datetime, step: timedelta, zone: tzinfo, zone_label: str) -> str:
     local = start.astimezone(zone)
     end = local + step  # the wall clock: a local day ends at the next local midnight

@@ -114,6 +114,7 @@ class Policy(models.Model):
     round_hard_cap = models.IntegerField(null=True, blank=True)
     archive_retention_days = models.IntegerField(null=True, blank=True)
     call_retention_days = models.IntegerField(null=True, blank=True)
+    log_retention_days = models.IntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

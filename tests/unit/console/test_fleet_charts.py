@@ -140,15 +140,21 @@ def test_every_time_axis_starts_at_the_period_start_in_every_zone_and_preset(
             span=span,
         ),
     ]
-    first, last = _wall(period.local(period.start).isoformat()), period.local(period.end)
+    start, end = (
+        _wall(period.local(period.start).isoformat()),
+        _wall(period.local(period.end).isoformat()),
+    )
     for figure in figures:
         axis = figure["layout"]["xaxis"]
         assert axis["autorange"] is False
-        assert [_wall(x) for x in axis["range"]] == [first, last.replace(tzinfo=None)]
+        first, last = (_wall(x) for x in axis["range"])
+        # the period to the whole minute: never before its start, never short of its end
+        assert start <= first < start + timedelta(minutes=1) and first.second == 0
+        assert end <= last < end + timedelta(minutes=1) and last.second == 0
         # every point of every line is on the axis, none before the period's start
         for trace in figure["data"]:
             if trace["type"] == "scatter":
-                assert all(first <= _wall(x) <= _wall(axis["range"][1]) for x in trace["x"])
+                assert all(first <= _wall(x) <= last for x in trace["x"])
 
 
 def _local_days(period: Period) -> list[date]:
@@ -165,6 +171,27 @@ def test_a_point_sits_in_the_middle_of_the_part_of_its_bucket_inside_the_period(
     assert placed["x"][1] == "2026-12-01T10:30:00+00:00"
     assert placed["x"][-1] == "2026-12-02T09:20:00+00:00"  # 09:00-09:40
     assert placed["customdata"][0] == "2026-12-01 09:00 – 10:00 UTC"  # the bucket it sums
+
+
+def test_a_rolling_periods_axis_moves_once_a_minute_not_on_every_refresh() -> None:
+    """Two refreshes within the minute draw the same figure (the poll then sends no chart);
+    the next minute moves the axis."""
+
+    def figure(now: datetime) -> dict[str, Any]:
+        period = preset_period("24h", now=now)
+        starts = period.bucket_starts()
+        return spend_figure(
+            starts=starts,
+            step=HOUR,
+            costs={key: [1.0] * len(starts) for key in COST_KEYS},
+            saved=[0.5] * len(starts),
+            span=(period.start, period.end),
+        )
+
+    now = datetime(2026, 12, 2, 9, 40, 0, 1, tzinfo=UTC)
+    assert figure(now) == figure(now + timedelta(seconds=59))
+    later = figure(now + timedelta(minutes=1))
+    assert later["layout"]["xaxis"]["range"][0] == "2026-12-01T09:42:00+00:00"
 
 
 def test_a_short_period_keeps_automatic_ticks_on_the_compactions_axis() -> None:
