@@ -237,12 +237,12 @@ def test_0029_turns_the_stored_hex_into_the_digest_s_bytes_and_back(agent):
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite stores int4 and int8 alike")
-def test_0030_makes_a_calls_counts_integer_and_back_keeping_every_value(agent):
+def test_0031_makes_a_calls_counts_integer_and_back_keeping_every_value(agent):
     import importlib
 
     from telemetry.models import LLMCall, Turn
 
-    module = importlib.import_module("telemetry.migrations.0030_call_counts_integer")
+    module = importlib.import_module("telemetry.migrations.0031_call_counts_integer")
     usage = {"input_tokens": 2**31 - 1 - 1050, "output_tokens": 2**31 - 1}  # + 1,050 cached
     assert agent.post("/api/v1/telemetry", _record("a", 0, 0, START, **usage)).status_code == 201
     assert agent.post("/api/v1/telemetry", _record("a", 1, 0, START)).status_code == 201

@@ -67,7 +67,7 @@ def _field(name: str, kind: Any) -> Any:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0029_call_payload_hash_bytes"),
+        ("telemetry", "0030_policy_log_retention"),
     ]
 
     operations = [
