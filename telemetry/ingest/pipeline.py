@@ -125,7 +125,8 @@ def store_records(
 ) -> IngestResult:
     """Store the valid, new usage records of one submission for `profile` and re-derive the
     figures they touch. Each item is a JSON object in the shape of `telemetry.schemas.RecordIn`
-    (it names its own `session_id`); one bad item never drops the others.
+    (it names its own `session_id`), or a `validation.Typed` record; one bad item never drops
+    the others.
 
     Idempotent on (session, turn, call) — or on `request_id` when given: the same payload again
     is a `duplicate` and changes nothing; different content under a taken key is a `conflict`.

@@ -5,7 +5,10 @@ the turn (a trace id or a Claude Code prompt id is numbered the first time its s
 `TurnKey`) and the call's position in its turn (the next free one, in start-time order; a call
 already stored keeps its own, so a replayed export builds byte-identical records). The records
 then go to `telemetry.ingest.pipeline.ingest_records` like any JSON API batch: the same validation,
-normalisation, pricing, idempotency and figures. Context events go to
+normalisation, pricing, idempotency and figures. A record whose fields the mapping made from
+typed protobuf values and that keep `RecordIn`'s rules goes as a `validation.Typed`, its fields
+not validated again (`validation.typed`; tests/db/test_typed_records.py holds the outcome equal
+to the JSON record's); every other check is the same. Context events go to
 `telemetry.events.record_context_event`.
 
 One provider request reported by several sources is stored once (`telemetry.otlp.same_request`):
@@ -36,6 +39,7 @@ from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
 from telemetry.otlp.same_request import keep_richer
 from telemetry.session_state import discard_unused_sessions, lock_sessions, record_metadata
 from telemetry.usage import CLAUDE_CODE
+from telemetry.validation import Typed, typed
 
 CHUNK = 1_000  # records per store_records call (the JSON API's batch limit)
 
@@ -295,8 +299,9 @@ def _records(
     next_call: dict[tuple[int, int], int],
     calls: list[CallDraft],
     stored_at: dict[tuple[int, str], tuple[int, int]],
-) -> tuple[list[dict[str, Any]], list[CallDraft]]:
-    """JSON API records for the call drafts: stored calls keep their position (`stored_at`,
+) -> tuple[list[dict[str, Any] | Typed], list[CallDraft]]:
+    """The records of the call drafts (`validation.Typed` when `validation.typed` takes them,
+    else JSON API records): stored calls keep their position (`stored_at`,
     `_stored_positions`); new ones take the next free positions of their turn (`next_call`, of
     `_number_turns`; 0 in a turn without calls), in start-time order."""
     next_call = dict(next_call)
@@ -310,7 +315,7 @@ def _records(
         call = next_call.get((sid, turn), 0)
         next_call[(sid, turn)] = call + 1
         positions[identity] = (turn, call)
-    records = []
+    records: list[dict[str, Any] | Typed] = []
     for draft in calls:
         identity = (sessions[draft.session_id].id, draft.request_id)
         turn, call = stored_at.get(identity) or positions[identity]
@@ -330,6 +335,10 @@ def _records(
             record["window_tokens"] = draft.window_tokens
         if draft.diagnostics:
             record.update(draft.diagnostics)
+        built = typed(record, draft.at)  # the usual draft: no JSON round trip
+        if built is not None:
+            records.append(built)
+            continue
         if draft.at is not None:
             record["at"] = draft.at.isoformat()
         records.append(record)
