@@ -30,6 +30,7 @@ def rule_out(rule: AlertRule) -> RuleOut:
         channel=rule.channel,
         target=rule.target,
         enabled=rule.enabled,
+        time_zone=rule.time_zone,
         secret=rule.secret,
     )
 
@@ -45,6 +46,7 @@ def _values(request: HttpRequest, payload: RuleIn) -> RuleValues:
         channel=payload.channel,
         target=payload.target,
         enabled=payload.enabled,
+        time_zone=payload.time_zone,
     )
 
 
@@ -64,7 +66,7 @@ def list_rules(request: HttpRequest) -> list[RuleOut]:
 )
 def post_rule(request: HttpRequest, payload: RuleIn) -> Status[RuleOut]:
     """Create a rule for the key's profile. A bad value answers 422 naming the field: an unknown
-    metric, a negative threshold, a non-HTTPS receiver (in production) or one resolving to a
+    metric, a negative threshold, a time zone that is not IANA, a non-HTTPS receiver (in production) or one resolving to a
     loopback or private address."""
     return Status(201, rule_out(create_rule(_values(request, payload))))
 

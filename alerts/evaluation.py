@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
@@ -115,7 +116,9 @@ def evaluate_all(*, since: datetime | None = None) -> int:
             if METRICS[rule.metric].scope == "key":
                 observed = key_values(scoped, now=now)
             else:
-                observed = profile_values(rule.metric, scoped, now=now, misses=misses)
+                observed = profile_values(
+                    rule.metric, scoped, now=now, misses=misses, zone=ZoneInfo(rule.time_zone)
+                )
             made += apply(rule, observed, now=now)
     made += _resolve_disabled(now)
     return made

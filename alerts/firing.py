@@ -37,6 +37,8 @@ class Metric:
     windowed: bool = False
     # evaluated right after ingest for the sessions it touched (else only by beat)
     on_ingest: bool = False
+    # counts over the local day of the rule's time zone (from its midnight)
+    daily: bool = False
 
 
 BAND_RANKS: dict[str, int] = {"ok": 0, "unknown": 0, "prune": 1, "compact": 2, "over": 3}
@@ -102,7 +104,8 @@ METRICS: dict[str, Metric] = {
             "daily_spend",
             "profile",
             "USD",
-            "the profile's spend since midnight UTC",
+            "the profile's spend since midnight in the rule's time zone (UTC unless set)",
+            daily=True,
         ),
         Metric(
             "cache_premium_per_hour",

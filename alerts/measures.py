@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 from django.db.models import Count, Max, Sum
 
@@ -22,6 +23,7 @@ from compaction.models import CompactionRun, OverflowEvent
 from telemetry.models import AgentKey, AgentProfile, AgentSession, ContextEvent, HourlyUsage
 from telemetry.policy_store import effective_policy
 from telemetry.session_state import session_band
+from telemetry.zones import day_bounds
 
 
 @dataclass(frozen=True)
@@ -154,22 +156,28 @@ def profile_values(
     *,
     now: datetime,
     misses: HourMisses | None = None,
+    zone: ZoneInfo | None = None,
 ) -> list[Observation]:
-    """`metric` for each of `profiles`; `misses`: `hour_misses` of them when already read."""
+    """`metric` for each of `profiles`; `misses`: `hour_misses` of them when already read;
+    `zone`: the rule's, whose local day `daily_spend` counts (UTC by default)."""
     ids = [p.pk for p in profiles]
 
     def obs(p: AgentProfile, value: Decimal | None, **detail: object) -> Observation:
         return Observation(f"profile:{p.pk}", value, p.name, profile_id=p.pk, detail=dict(detail))
 
     if metric == "daily_spend":
-        midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        # the rollups are UTC hours: an hour counts in the day that holds its start (as a day
+        # bucket of the console's charts does)
+        tz = zone or ZoneInfo("UTC")
+        start, end = day_bounds(now, tz)
+        day = {"day": now.astimezone(tz).date().isoformat(), "time_zone": str(tz)}
         spend = dict(
-            HourlyUsage.objects.filter(profile_id__in=ids, hour__gte=midnight)
+            HourlyUsage.objects.filter(profile_id__in=ids, hour__gte=start, hour__lt=end)
             .values("profile_id")
             .annotate(total=Sum("cost_usd"))
             .values_list("profile_id", "total")
         )
-        return [obs(p, Decimal(spend.get(p.pk) or 0)) for p in profiles]
+        return [obs(p, Decimal(spend.get(p.pk) or 0), **day) for p in profiles]
     if metric == "profile_silent_hours":
         seen = dict(
             AgentSession.objects.filter(profile_id__in=ids)

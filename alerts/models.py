@@ -31,6 +31,8 @@ class AlertRule(models.Model):
     threshold = models.DecimalField(max_digits=18, decimal_places=6)
     window_minutes = models.PositiveIntegerField(default=60)
     cooldown_minutes = models.PositiveIntegerField(default=30)
+    # the IANA zone whose local day a daily metric counts (`telemetry.zones.day_start`)
+    time_zone = models.CharField(max_length=64, default="UTC")
     channel = models.CharField(max_length=10, default="none")
     # a webhook or Slack incoming-webhook URL, or an email address
     target = models.CharField(max_length=500, blank=True, default="")

@@ -31,6 +31,11 @@ class RuleIn(Schema):
     channel: ChannelName = "none"
     target: str = Field("", max_length=500, description="a URL (webhook, slack) or an address")
     enabled: bool = True
+    time_zone: str = Field(
+        "UTC",
+        max_length=64,
+        description="the IANA zone whose day daily_spend counts from midnight (Europe/Berlin)",
+    )
 
 
 class RuleOut(Schema):
@@ -44,6 +49,7 @@ class RuleOut(Schema):
     channel: str
     target: str
     enabled: bool
+    time_zone: str
     secret: str = Field(description="signs webhook bodies: X-Console-Signature: sha256=<hex>")
 
 

@@ -10,7 +10,9 @@ from django.db import transaction
 from alerts.firing import RuleError, check_rule
 from alerts.models import AlertRule
 from alerts.targets import check_target
+from telemetry.errors import FieldError
 from telemetry.models import AgentProfile
+from telemetry.zones import parse_zone
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class RuleValues:
     channel: str = "none"
     target: str = ""
     enabled: bool = True
+    time_zone: str = "UTC"
 
 
 def _checked(values: RuleValues) -> dict[str, object]:
@@ -45,6 +48,11 @@ def _checked(values: RuleValues) -> dict[str, object]:
     )
     if threshold >= Decimal("1e12"):
         raise RuleError("threshold", "must be below 10^12")
+    time_zone = values.time_zone.strip()
+    try:
+        parse_zone(time_zone, field="time_zone")
+    except FieldError as exc:
+        raise RuleError(exc.field, exc.message) from exc
     return {
         "name": name,
         "metric": values.metric,
@@ -55,6 +63,7 @@ def _checked(values: RuleValues) -> dict[str, object]:
         "channel": values.channel,
         "target": check_target(values.channel, values.target),
         "enabled": values.enabled,
+        "time_zone": time_zone,
     }
 
 

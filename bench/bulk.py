@@ -178,8 +178,8 @@ def seed_calls(session_where: str, params: list[Any], turns: int, calls_per_turn
             "cost_output": f"{OUTPUT} * {cost} * 5",
             "cost_usd": f"({UNCACHED} + {CACHED} / 10.0 + {WRITTEN} * 1.25 + {OUTPUT} * 5) * {cost}",
             "no_cache_cost_usd": f"({CONTEXT} + {OUTPUT} * 5) * {cost}",
-            # a SHA-256 in hex, as ingest stores it (`telemetry.idempotency`)
-            "payload_hash": "encode(sha256(convert_to(s.id || '-' || t || '-' || c, 'UTF8')), 'hex')",
+            # a SHA-256's raw bytes, as ingest stores it (`telemetry.digests.stored_digest`)
+            "payload_hash": "sha256(convert_to(s.id || '-' || t || '-' || c, 'UTF8'))",
         },
         f"telemetry_agentsession s, generate_series(0, {int(turns) - 1}) AS t, "
         f"generate_series(0, {int(calls_per_turn) - 1}) AS c WHERE {session_where}",

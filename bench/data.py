@@ -15,6 +15,8 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from telemetry.digests import stored_digest
+
 MODEL = "claude-sonnet-4-5-20250929"
 BASE_AT = datetime(2025, 6, 1, tzinfo=UTC)
 
@@ -141,6 +143,6 @@ def call_row(session_id: int, turn: int, call: int, now: datetime) -> tuple[Any,
         sum(costs, Decimal(0)),
         Decimal(uncached + read + written) * Decimal("0.000003") + costs[4],
         False,
-        hashlib.sha256(json.dumps(rec, sort_keys=True).encode()).hexdigest(),
+        stored_digest(hashlib.sha256(json.dumps(rec, sort_keys=True).encode())),
         now,
     )

@@ -62,7 +62,7 @@ def _seed(bench: Bench, profile_id: int, sessions: int, start: int, turns: int) 
             "cost_output": f"1500 * {rate}",
             "cost_usd": f"5250 * {rate}",
             "no_cache_cost_usd": f"23000 * {rate}",
-            "payload_hash": "md5('ov-' || s.id || '-' || t)",
+            "payload_hash": "sha256(convert_to('ov-' || s.id || '-' || t, 'UTF8'))",
         },
         f"telemetry_agentsession s, generate_series(0, {turns - 1}) AS t "
         "WHERE s.external_id LIKE %s AND s.turns_count = 0 AND s.profile_id = %s "

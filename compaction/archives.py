@@ -16,11 +16,12 @@ from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from compaction.models import Archive, ArchiveChunk
+from compaction.log_retention import archived_texts, move_only_copies
+from compaction.models import Archive, ArchiveChunk, LogMessage
 from compaction.search_terms import (
     Query,
     parse_query,
@@ -58,6 +59,23 @@ class ArchiveRequest:
 
 class ArchiveBackend(Protocol):
     def archive(self, request: ArchiveRequest) -> Archive: ...
+
+
+def log_entries(session: AgentSession, count: int) -> list[LogEntry]:
+    """The log's first `count` messages as an archive copies them: each one's text as
+    appended, the text log retention removed restored from the archive holding it (so every
+    archive holds the whole log before its `log_messages`)."""
+    rows = list(
+        LogMessage.objects.filter(session=session, seq__lt=count)
+        .order_by("seq")
+        .values_list("seq", "role", "raw", "removed_at")
+    )
+    removed = [seq for seq, _, _, at in rows if at is not None]
+    restored = archived_texts(session.pk, removed) if removed else {}
+    return [
+        LogEntry(seq, role, restored[seq][1] if at is not None else raw)
+        for seq, role, raw, at in rows
+    ]
 
 
 def namespace_for(session: AgentSession) -> str:
@@ -385,19 +403,25 @@ def _safe_snippet(text: str, query: Query) -> str:
 
 def purge_expired_archives(*, batch_size: int = 500) -> tuple[int, bool]:
     """Delete archives older than their profile's `archive_retention_days`, at most `batch_size`
-    a call, always keeping each session's newest archive. Never touches the log.
+    a call, always keeping each session's newest archive, and every archive that is the only
+    copy of a log message's text (issue 35: log retention removed it from the log; the newest
+    archive takes over where it holds the text too, `move_only_copies`). Never touches the log's
+    text.
 
     Returns (deleted, has_more) so the periodic job can re-enqueue itself while work remains.
     """
     now = timezone.now()
     newest = Archive.objects.filter(session=OuterRef("session")).order_by("-created_at", "-pk")
     candidates = Archive.objects.exclude(pk=Subquery(newest.values("pk")[:1]))
+    only_copy = Exists(
+        LogMessage.objects.filter(session=OuterRef("session"), archive=OuterRef("pk"))
+    )
     doomed: list[int] = []
     for profile in AgentProfile.objects.filter(sessions__archives__isnull=False).distinct():
         cutoff = now - timedelta(days=effective_policy(profile).archive_retention_days)
-        ids = candidates.filter(session__profile=profile, created_at__lt=cutoff).values_list(
-            "pk", flat=True
-        )
+        expired = candidates.filter(session__profile=profile, created_at__lt=cutoff)
+        move_only_copies(list(expired.filter(only_copy).values_list("pk", flat=True)[:batch_size]))
+        ids = expired.exclude(only_copy).values_list("pk", flat=True)
         doomed.extend(ids[: batch_size - len(doomed) + 1])
         if len(doomed) > batch_size:
             break

@@ -3,7 +3,8 @@
 `GET /api/v1/sessions/{session_id}/log` pages through the append-only log in `seq` order at any
 time — before any compaction as after — so an agent or an operator can export everything that
 was sent. Each message is served as the exact JSON text that was appended (its `seq` included;
-the Anthropic system prompt is seq 0), never re-encoded.
+the Anthropic system prompt is seq 0), never re-encoded; a message whose text log retention
+removed from the log is read back from the archive that holds it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Router
 from pydantic import Field
 
+from compaction.log_retention import archived_texts, removed_seqs
 from compaction.models import LogMessage
 from compaction.schemas import LogPageOut
 from telemetry.auth import ingest_auth, request_key
@@ -66,5 +68,30 @@ def get_log(
         "next_after_seq": rows[-1][0] if more else None,
     }
     prefix = json.dumps(head, ensure_ascii=True)[:-1]
-    body = prefix + ',"messages":[' + ",".join(raw for _, _, raw in rows) + "]}"
+    texts = [raw for _, _, raw in rows]
+    removed = [i for i, text in enumerate(texts) if not text]
+    if removed:
+        texts = _restored(session, rows, removed, texts)
+    body = prefix + ',"messages":[' + ",".join(texts) + "]}"
     return HttpResponse(body.encode("utf-8"), content_type="application/json")
+
+
+def _restored(
+    session: AgentSession, rows: list[tuple[int, str, str]], removed: list[int], texts: list[str]
+) -> list[str]:
+    """`texts` with each message whose text log retention removed read back from the archive
+    holding it (byte for byte as appended); one whose archive cannot give it back is served as
+    `{"seq": n, "removed_by_retention": true, "archive_id": a}`, never as made-up text."""
+    seqs = [rows[i][0] for i in removed]
+    found = archived_texts(session.pk, seqs)
+    where = removed_seqs(session.pk, seqs)
+    out = list(texts)
+    for i in removed:
+        seq = rows[i][0]
+        if seq in found:
+            out[i] = found[seq][1]
+        else:
+            out[i] = json.dumps(
+                {"seq": seq, "removed_by_retention": True, "archive_id": where.get(seq)}
+            )
+    return out

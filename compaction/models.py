@@ -1,7 +1,9 @@
 """Transcript log, materialised surface, compaction operations and runs, archives, overflows.
 
 The log is append-only: rows are inserted by `compaction.transcripts.append_messages` and never
-updated or deleted (compaction writes operations, not log rows). Other writes go through their
+deleted (compaction writes operations, not log rows); the one update is log retention's
+(`compaction.log_retention`), which removes the text of a message the surface no longer shows
+once an archive holds it, keeping its seq, role, size and digest. Other writes go through their
 owners: the surface `compaction.transcripts.store_surface`; runs and operations
 `compaction.services` (an agent's own compaction, found by an import: `compaction.imports.store`);
 archives `compaction.archives`; import state and session links `compaction.imports.store`.
@@ -35,9 +37,30 @@ class LogMessage(models.Model):
     # its tool results by this, never by a later policy.
     bound_cap = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Log retention (`compaction.log_retention`, its one write): when the text was removed
+    # (`raw` is then "") and the archive holding it, which the archive purge keeps while it is
+    # the only copy. Both NULL on a message that has its text.
+    removed_at = models.DateTimeField(null=True, blank=True)
+    archive = models.ForeignKey(
+        "Archive",
+        null=True,
+        blank=True,
+        on_delete=models.RESTRICT,
+        related_name="only_copies",
+        # the partial index below: a full one would index a NULL per message of every log
+        db_index=False,
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="log_unique_seq")]
+        indexes = [
+            # a session's removed messages and their archives (the viewer, the archive purge)
+            models.Index(
+                fields=["session", "archive"],
+                condition=Q(archive__isnull=False),
+                name="log_removed_archive",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq}"

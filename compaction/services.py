@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from compaction.archives import ArchiveBackend, ArchiveRequest, LogEntry, archive_backend
+from compaction.archives import ArchiveBackend, ArchiveRequest, archive_backend, log_entries
 from compaction.cache_report import session_pricing
 from compaction.calibration import (
     compaction_estimate,
@@ -35,7 +35,7 @@ from compaction.errors import (
     OverflowBusy,
     OverflowUnrecoverable,
 )
-from compaction.models import CompactionOperation, CompactionRun, LogMessage, OverflowEvent, Surface
+from compaction.models import CompactionOperation, CompactionRun, OverflowEvent, Surface
 from compaction.plans import relief_policy
 from compaction.relief_state import GIVEN_UP
 from compaction.summarizers import LLMSummarizer, SummarizerError
@@ -331,14 +331,7 @@ def _archive(
             ArchiveRequest(
                 session=session,
                 format=state.format,
-                log=[
-                    LogEntry(seq, role, raw)
-                    for seq, role, raw in LogMessage.objects.filter(
-                        session=session, seq__lt=state.log_messages
-                    )
-                    .order_by("seq")
-                    .values_list("seq", "role", "raw")
-                ],
+                log=log_entries(session, state.log_messages),
                 surface_version=state.version,
                 surface_body=state.body,
             )

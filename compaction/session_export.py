@@ -16,7 +16,7 @@ cut-off), or accept that rows stored meanwhile may or may not be in the file.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import SimpleNamespace
@@ -25,6 +25,7 @@ from typing import Any, Final
 from django.db import models
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from compaction.log_retention import archived_texts
 from compaction.models import (
     CompactionOperation,
     CompactionRun,
@@ -34,6 +35,7 @@ from compaction.models import (
 )
 from context_core.export_lines import KINDS, SESSION_TAGS, encode_line
 from telemetry.accounting import STORED_COST_PLACES
+from telemetry.digests import digest_text
 from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn, TurnKey
 from telemetry.money import money_text
 from telemetry.session_tags import tags_of
@@ -60,6 +62,8 @@ class Part:
     columns: tuple[tuple[str, str], ...] = field(init=False)
     # the money columns: written as the API writes money (`money_text`)
     money: tuple[str, ...] = field(init=False)
+    # the digest columns (stored as raw bytes): written in hex (`digest_text`)
+    digests: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         own = tuple(
@@ -79,6 +83,8 @@ class Part:
                 assert f.decimal_places == STORED_COST_PLACES, f"{self.kind}.{name}"
                 money.append(name)
         object.__setattr__(self, "money", tuple(money))
+        digests = tuple(n for n, _ in own if isinstance(self.field(n), models.BinaryField))
+        object.__setattr__(self, "digests", digests)
 
     def field(self, name: str) -> models.Field[Any, Any]:
         found: models.Field[Any, Any] = self.model._meta.get_field(name)  # type: ignore[assignment]
@@ -108,7 +114,8 @@ PARTS: Final = (
         order=("id",),
         references=(("call_turn", "call__turn"), ("call_call", "call__call")),
     ),
-    Part("log", LogMessage, order=("seq",)),
+    # `removed_at`: the text is exported all the same (`_with_text`), so it is not removed there
+    Part("log", LogMessage, order=("seq",), left_out=frozenset({"removed_at"})),
     Part("surface_version", SurfaceVersion, order=("version",)),
     Part("surface", Surface, order=("id",)),
     Part(
@@ -152,12 +159,33 @@ def _chunks(part: Part, rows: QuerySet[Any]) -> Iterator[list[tuple[Any, ...]]]:
         last = chunk[-1][width:]
 
 
-def _lines(part: Part, rows: Sequence[tuple[Any, ...]], **extra: Any) -> str:
+def _lines(
+    part: Part,
+    rows: Sequence[tuple[Any, ...]],
+    session_id: int = 0,
+    extra: Mapping[str, Any] | None = None,
+) -> str:
     names = [name for name, _ in part.columns]
-    values = (dict(zip(names, row, strict=True), **extra) for row in rows)
+    values: Iterator[dict[str, Any]] = (
+        dict(zip(names, row, strict=True), **(extra or {})) for row in rows
+    )
     if part.model is LLMCall:  # the usage as sent, where its buckets say all of it
         values = (_with_usage(v) for v in values)
+    if part.model is LogMessage:
+        values = iter(_with_text(session_id, list(values)))
     return "".join(encode_line(part.kind, _money_written(part, v)) for v in values)
+
+
+def _with_text(session_id: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Log lines with the text log retention removed read back from the archive holding it:
+    an export holds the whole log (archives are not exported), so its import restores it."""
+    removed = [v["seq"] for v in rows if not v["raw"]]
+    if removed:
+        texts = archived_texts(session_id, removed)
+        for v in rows:
+            if not v["raw"] and v["seq"] in texts:
+                v["raw"] = texts[v["seq"]][1]
+    return rows
 
 
 def _with_usage(values: dict[str, Any]) -> dict[str, Any]:
@@ -167,9 +195,12 @@ def _with_usage(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _money_written(part: Part, values: dict[str, Any]) -> dict[str, Any]:
-    """`values` with the part's money columns written as the API writes money."""
+    """`values` with the part's money columns written as the API writes money, and its digests
+    in hex (as they were stored before they were stored as bytes)."""
     for name in part.money:
         values[name] = money_text(values[name])
+    for name in part.digests:
+        values[name] = digest_text(values[name])
     return values
 
 
@@ -180,10 +211,10 @@ def session_lines(session_ids: Sequence[int]) -> Iterator[str]:
         if not head:
             continue  # deleted since it was listed
         tags = list(tags_of([session_id]).get(session_id, ()))
-        yield _lines(SESSION_PART, head[0], **{SESSION_TAGS: tags})
+        yield _lines(SESSION_PART, head[0], extra={SESSION_TAGS: tags})
         for part in PARTS:
             for chunk in _chunks(part, part.model._default_manager.filter(session_id=session_id)):
-                yield _lines(part, chunk)
+                yield _lines(part, chunk, session_id)
 
 
 def sessions_to_export(

@@ -38,6 +38,7 @@ from context_core.export_lines import (
     check_order,
     decode_line,
 )
+from telemetry.digests import digest_from_text
 from telemetry.errors import FieldError
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall
 from telemetry.profiles import get_or_create_profile
@@ -114,6 +115,9 @@ def _values(part: Part, line: ExportLine) -> dict[str, Any]:
             values[name] = value  # a reference, resolved by the caller
             continue
         column = part.field(name)
+        if name in part.digests:  # written in hex (`session_export`), stored as its bytes
+            values[name] = _digest(line.number, name, value)
+            continue
         try:
             values[name] = (
                 value
@@ -125,6 +129,15 @@ def _values(part: Part, line: ExportLine) -> dict[str, Any]:
     if part.model is LLMCall:
         _store_usage(values)
     return values
+
+
+def _digest(number: int, name: str, value: Any) -> bytes:
+    if isinstance(value, str):
+        try:
+            return digest_from_text(value)
+        except ValueError:
+            pass
+    raise ExportLineError(number, f"{name}: not a SHA-256 in hex (64 hex digits)")
 
 
 def _store_usage(values: dict[str, Any]) -> None:

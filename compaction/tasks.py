@@ -22,6 +22,7 @@ from django.conf import settings
 
 from compaction import services
 from compaction.archives import purge_expired_archives
+from compaction.log_retention import remove_expired_text
 from compaction.recovery import recover_stale_runs
 from compaction.sweeper import sweep_sessions_over_threshold
 from telemetry.database_errors import public_text
@@ -85,6 +86,13 @@ def purge_archives(self: Task) -> None:  # type: ignore[type-arg]
     """Retention (D5): a bounded batch a run; re-enqueue while there is more."""
     _, has_more = purge_expired_archives()
     if has_more:
+        self.apply_async(countdown=1)
+
+
+@shared_task(name="compaction.apply_log_retention", bind=True, ignore_result=True)
+def apply_log_retention(self: Task) -> None:  # type: ignore[type-arg]
+    """Log retention (issue 35): a bounded batch a run; re-enqueue while there is more."""
+    if remove_expired_text().has_more:
         self.apply_async(countdown=1)
 
 

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Max, Q
 
 from compaction.log_cache import LOG_CACHE, HeldLogs, LogCache, ParsedLog, cache_key
+from compaction.log_retention import archived_texts
 from compaction.models import CompactionOperation, LogMessage, Surface, SurfaceVersion
 from compaction.rawjson import Span
 from compaction.token_rates import session_token_rates
@@ -31,11 +32,14 @@ from context_core import (
     canonical_json,
     derive_surface,
     derive_surface_at,
+    hidden_seqs,
+    is_removed,
     log_hash,
     operation_from_dict,
     parse_anthropic,
     parse_message,
     parse_openai,
+    removed_message,
 )
 from context_core import Surface as CoreSurface
 from context_core.estimates import (
@@ -75,7 +79,9 @@ def _without_seq(value: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in value.items() if k != "seq"}
 
 
-def _parse_rows(rows: Sequence[tuple[int, str, str, int | None, str]]) -> list[Message]:
+def _parse_rows(rows: Sequence[tuple[int, str, str, int | None, str, str]]) -> list[Message]:
+    """Stored rows as core messages; a message whose text log retention removed ("") is its
+    stand-in (`removed_message`), which the surface never shows."""
     return [
         parse_message(
             _without_seq(json.loads(raw)),
@@ -83,7 +89,9 @@ def _parse_rows(rows: Sequence[tuple[int, str, str, int | None, str]]) -> list[M
             seq=seq,
             bound=BoundSpec(cap) if cap is not None else None,
         )
-        for seq, fmt, raw, cap, _ in rows
+        if raw
+        else removed_message(seq=seq, role=role, format=format_of(fmt))
+        for seq, fmt, raw, cap, _, role in rows
     ]
 
 
@@ -102,7 +110,7 @@ def load_log(
     before it: all the surface can show after an agent compaction that cut there (`agent_cut`),
     so a long imported session is appended to in bounded memory.
     """
-    columns = ("seq", "format", "raw", "bound_cap", "raw_hash")
+    columns = ("seq", "format", "raw", "bound_cap", "raw_hash", "role")
     key = cache_key(session, from_seq)
     store = LOG_CACHE if cache is None else cache
     rows_of = LogMessage.objects.filter(session=session)
@@ -121,7 +129,7 @@ def load_log(
     if cached is None or not cached.messages:
         rows = list(rows_of.order_by("seq").values_list(*columns))
         messages = _parse_rows(rows)
-        tail = rows[-1] if rows else (0, "", "", None, "")
+        tail = rows[-1] if rows else (0, "", "", None, "", "")
     if messages:
         store.put(
             key,
@@ -282,7 +290,37 @@ def surface_at(session: AgentSession, version: int) -> CoreSurface | None:
     # From the agent's cut then: a version of a long imported session reads its last segment,
     # not the whole log.
     log = load_log(session, from_seq=agent_cut(operations))
-    return derive_surface([m for m in log if m.seq < record.log_messages], operations)
+    return derive_surface(
+        _restored(session, [m for m in log if m.seq < record.log_messages], operations),
+        operations,
+    )
+
+
+def _restored(
+    session: AgentSession, log: list[Message], operations: Sequence[Operation]
+) -> list[Message]:
+    """`log` with each message whose text log retention removed and which these operations
+    show (an earlier version's, before the summary that hid it) read back from its archive:
+    an earlier surface is rebuilt exactly as it was."""
+    hidden = set(hidden_seqs(log, operations))
+    wanted = [m.seq for m in log if is_removed(m) and m.seq not in hidden]
+    if not wanted:
+        return log
+    texts = archived_texts(session.pk, wanted)
+    caps = dict(
+        LogMessage.objects.filter(session=session, seq__in=wanted).values_list("seq", "bound_cap")
+    )
+    return [
+        parse_message(
+            _without_seq(json.loads(texts[m.seq][1])),
+            format=m.format,
+            seq=m.seq,
+            bound=BoundSpec(cap) if (cap := caps.get(m.seq)) is not None else None,
+        )
+        if m.seq in texts
+        else m
+        for m in log
+    ]
 
 
 def record_version_chars(session: AgentSession, versions: Sequence[int]) -> dict[int, int]:

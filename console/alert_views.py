@@ -15,9 +15,13 @@ from alerts.firing import CHANNELS, METRICS, RuleError
 from alerts.models import Alert, AlertRule
 from alerts.services import RuleValues, create_rule, delete_rule, update_rule
 from console.period_request import refused_period, remember_zone, request_period
+from console.periods import COMMON_ZONES, DEFAULT_ZONE
 from console.roles import Role, forbidden, require_role, role_of
 from telemetry.errors import FieldError
 from telemetry.models import AgentProfile
+
+# the metrics that count over a local day: the rule's time zone says where it starts
+DAILY_METRICS = tuple(name for name, m in METRICS.items() if m.daily)
 
 
 class RuleForm(forms.Form):
@@ -39,6 +43,15 @@ class RuleForm(forms.Form):
     target = forms.CharField(
         max_length=500, required=False, help_text="webhook or Slack URL, or an email address"
     )
+    time_zone = forms.CharField(
+        max_length=64,
+        required=False,  # empty: UTC
+        initial=DEFAULT_ZONE,
+        widget=forms.TextInput({"list": "rule-zones", "autocomplete": "off"}),
+        help_text="IANA name (Europe/Berlin): the day of "
+        + ", ".join(DAILY_METRICS)
+        + " starts at its midnight",
+    )
 
     def rule_values(self, *, enabled: bool = True) -> RuleValues:
         data = self.cleaned_data
@@ -52,6 +65,7 @@ class RuleForm(forms.Form):
             channel=data["channel"],
             target=data["target"],
             enabled=enabled,
+            time_zone=data["time_zone"] or DEFAULT_ZONE,
         )
 
 
@@ -74,6 +88,7 @@ class RuleEditForm(RuleForm):
                 "channel": rule.channel,
                 "target": rule.target,
                 "enabled": rule.enabled,
+                "time_zone": rule.time_zone,
             },
         )
 
@@ -125,6 +140,8 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
                 "state": state,
                 "period": period,
                 "bounded": bounded,
+                "daily_metrics": DAILY_METRICS,
+                "zones": COMMON_ZONES,
             },
             # a form that could not be kept answers 422 (the page shows each field's error)
             status=422 if request.method == "POST" else 200,
@@ -151,7 +168,7 @@ def alert_rule_edit(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "console/alert_rule_form.html",
-        {"nav": "alerts", "form": form, "rule": rule},
+        {"nav": "alerts", "form": form, "rule": rule, "zones": COMMON_ZONES},
         status=422 if request.method == "POST" else 200,
     )
 

@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from console.charts import Figure, chart_layout
-from console.fleet_charts import on_interval
+from console.fleet_charts import Span, on_interval, span_axis
 
 CAUSE_COLORS: Final = {
     "model_switch": "#6a1b9a",
@@ -137,10 +137,11 @@ def premiums_by_bucket_figure(
     labels: Mapping[Any, str],
     zone: tzinfo = UTC,
     zone_label: str = "UTC",
+    span: Span | None = None,
 ) -> Figure:
     """Premium $ per bucket [start, start + step) of the overview's range, stacked by cause,
     each bar over its interval in the operator's zone (causes with no premium at all are left
-    out)."""
+    out); the axis spans `span`, the period (`console.fleet_charts`)."""
     data: list[dict[str, Any]] = []
     for cause, color in CAUSE_COLORS.items():
         values = [float(by_bucket.get(start, {}).get(cause, Decimal(0))) for start in starts]
@@ -163,6 +164,7 @@ def premiums_by_bucket_figure(
         **layout["xaxis"],
         "type": "date",
         "title": {"text": f"time ({zone_label}, agent's clock)"},
+        **span_axis(span, zone),
     }
     layout["yaxis"] = {
         **layout["yaxis"],

@@ -88,6 +88,7 @@ def _premiums_figure(period: Period, by_bucket: Any) -> dict[str, Any] | None:
         labels=CAUSE_LABELS,
         zone=period.tz,
         zone_label=period.zone_label(),
+        span=(period.start, period.end),
     )
 
 

@@ -8,7 +8,14 @@ hour, not centred on the hour's start. `on_interval` is the one place that says 
 
 Times are drawn in the operator's zone (`zone`, named by `zone_label`): plotly has no time
 zones and draws a time's wall clock, so each start is written as its local time; a day bucket
-is a local day (`console.periods`)."""
+is a local day (`console.periods`).
+
+The time axis spans the period (`span`, its [start, end)), never plotly's padded autorange: the
+first tick is never before the period's start. A bucket cut by an edge is drawn over the part
+inside the period, and a line's point sits in the middle of that part (`mid_interval`). Both ends
+are taken up to the whole minute (`whole_minutes`): a rolling period's axis moves once a minute,
+so a refresh within the minute whose data did not change finds its charts unchanged and sends
+none (`console.parts`)."""
 
 from __future__ import annotations
 
@@ -27,7 +34,41 @@ ORIGIN_COLORS: Final = {
 }
 
 
-def _time_layout(title: str, zone_label: str = "UTC", **extra: Any) -> dict[str, Any]:
+Span = tuple[datetime, datetime]
+
+
+def whole_minutes(span: Span | None) -> Span | None:
+    """`span` with each end taken up to the whole minute (never before the period's start)."""
+    if span is None:
+        return None
+    return (_minute_up(span[0]), _minute_up(span[1]))
+
+
+def _minute_up(at: datetime) -> datetime:
+    floored = at.replace(second=0, microsecond=0)
+    return floored if floored == at else floored + timedelta(minutes=1)
+
+
+def span_axis(span: Span | None, zone: tzinfo = UTC) -> dict[str, Any]:
+    """What fixes a date axis to the period `span` ([start, end), as wall times in `zone`, to the
+    minute: `whole_minutes`); nothing without a span (plotly's autorange)."""
+    span = whole_minutes(span)
+    if span is None:
+        return {}
+    start, end = span
+    return {
+        "range": [start.astimezone(zone).isoformat(), end.astimezone(zone).isoformat()],
+        "autorange": False,
+    }
+
+
+def _time_layout(
+    title: str,
+    zone_label: str = "UTC",
+    span: Span | None = None,
+    zone: tzinfo = UTC,
+    **extra: Any,
+) -> dict[str, Any]:
     layout = chart_layout(title, **extra)
     layout["xaxis"] = {
         "type": "date",
@@ -35,6 +76,7 @@ def _time_layout(title: str, zone_label: str = "UTC", **extra: Any) -> dict[str,
         "zeroline": False,
         # calls are dated by the agent's clock (the time each record carries)
         "title": {"text": f"time ({zone_label}, agent's clock)"},
+        **span_axis(span, zone),
     }
     # a legend above the plot never collides with the axis title on a narrow screen
     layout["margin"] = {"l": 64, "r": 24, "t": 84, "b": 48}
@@ -57,13 +99,33 @@ def on_interval(
 
 
 def mid_interval(
-    starts: Sequence[datetime], step: timedelta, zone: tzinfo = UTC, zone_label: str = "UTC"
+    starts: Sequence[datetime],
+    step: timedelta,
+    zone: tzinfo = UTC,
+    zone_label: str = "UTC",
+    span: Span | None = None,
 ) -> dict[str, Any]:
-    """What places a line's point in the middle of its bucket, with the interval for the hover."""
+    """What places a line's point in the middle of its bucket (of the part of it inside `span`,
+    so a point is never off the axis), with the bucket's interval for the hover."""
+    span = whole_minutes(span)  # the axis's
     return {
-        "x": [(start.astimezone(zone) + step / 2).isoformat() for start in starts],
+        "x": [_middle(start, step, zone, span).isoformat() for start in starts],
         "customdata": [_interval(start, step, zone, zone_label) for start in starts],
     }
+
+
+def _middle(start: datetime, step: timedelta, zone: tzinfo, span: Span | None) -> datetime:
+    """The middle of [start, start + step) on the wall clock of `zone`, cut to `span`."""
+    left = start.astimezone(zone)
+    right = left + step  # the wall clock, as `_interval` and the bar's width
+    if span is not None:
+        first, last = (at.astimezone(zone) for at in span)
+        # compared as wall times: the axis is a wall clock
+        if first.replace(tzinfo=None) > left.replace(tzinfo=None):
+            left = first
+        if last.replace(tzinfo=None) < right.replace(tzinfo=None):
+            right = last
+    return left + (right.replace(tzinfo=None) - left.replace(tzinfo=None)) / 2
 
 
 def _own(placed: dict[str, Any]) -> dict[str, Any]:
@@ -89,6 +151,7 @@ def spend_figure(
     zone: tzinfo = UTC,
     zone_label: str = "UTC",
     previous_cost: Sequence[float] | None = None,
+    span: Span | None = None,
 ) -> Figure:
     """Spend per bucket [start, start + step) stacked by token bucket (`COST_BUCKETS`), and what
     the cache saved (no-cache cost − cost) as a line on the same dollar axis."""
@@ -109,7 +172,7 @@ def spend_figure(
             "type": "scatter",
             "mode": "lines+markers",
             "name": "saved by the cache",
-            **mid_interval(starts, step, zone, zone_label),
+            **mid_interval(starts, step, zone, zone_label, span),
             "y": [rounded(v) for v in saved],
             "line": {"color": COLORS["ok"], "width": 2, "dash": "dot"},
             "hovertemplate": "$%{y:.4f} · %{customdata}<extra>saved by the cache</extra>",
@@ -122,13 +185,13 @@ def spend_figure(
                 "type": "scatter",
                 "mode": "lines",
                 "name": "spend, previous period",
-                **mid_interval(starts, step, zone, zone_label),
+                **mid_interval(starts, step, zone, zone_label, span),
                 "y": [rounded(v) for v in previous_cost],
                 "line": {"color": COLORS["window"], "width": 1.5, "dash": "dash", "shape": "hvh"},
                 "hovertemplate": "$%{y:.4f}<extra>previous period</extra>",
             }
         )
-    layout = _time_layout("Spend and what the cache saved", zone_label, barmode="stack")
+    layout = _time_layout("Spend and what the cache saved", zone_label, span, zone, barmode="stack")
     layout["yaxis"] = {**layout["yaxis"], "title": {"text": "USD"}, "tickprefix": "$"}
     return {"data": data, "layout": layout}
 
@@ -140,6 +203,7 @@ def hit_trend_figure(
     hit: Sequence[float | None],
     zone: tzinfo = UTC,
     zone_label: str = "UTC",
+    span: Span | None = None,
 ) -> Figure:
     """Cache-hit % per bucket (Σread / Σ(uncached + read + writes)), each point in the middle of
     its bucket; a gap where nothing was reported, never a zero."""
@@ -148,14 +212,14 @@ def hit_trend_figure(
             "type": "scatter",
             "mode": "lines+markers",
             "name": "cache hit %",
-            **mid_interval(starts, step, zone, zone_label),
+            **mid_interval(starts, step, zone, zone_label, span),
             "y": [None if r is None else rounded(r * 100.0, 4) for r in hit],
             "line": {"color": COLORS["hit"], "width": 2},
             "connectgaps": False,
             "hovertemplate": "%{y:.1f} % · %{customdata}<extra>cache hit</extra>",
         }
     ]
-    layout = _time_layout("Cache-hit trend", zone_label, height=260, showlegend=False)
+    layout = _time_layout("Cache-hit trend", zone_label, span, zone, height=260, showlegend=False)
     layout["yaxis"] = {
         **layout["yaxis"],
         "title": {"text": "cache hit %"},
@@ -175,6 +239,7 @@ def compactions_figure(
     freed: Sequence[int],
     zone: tzinfo = UTC,
     zone_label: str = "UTC",
+    span: Span | None = None,
 ) -> Figure:
     """Compactions per day stacked by origin (ours: manual, automatic, overflow; the agent's;
     the provider's), each bar over its day, and the tokens they freed as a line on a second
@@ -197,20 +262,22 @@ def compactions_figure(
             "type": "scatter",
             "mode": "lines+markers",
             "name": "tokens freed",
-            **mid_interval(days, step, zone, zone_label),
+            **mid_interval(days, step, zone, zone_label, span),
             "y": list(freed),
             "yaxis": "y2",
             "line": {"color": COLORS["context"], "width": 2},
             "hovertemplate": "%{y:,} tokens · %{customdata}<extra>freed</extra>",
         }
     )
-    layout = _time_layout("Compactions per day by origin", zone_label, barmode="stack")
+    layout = _time_layout("Compactions per day by origin", zone_label, span, zone, barmode="stack")
     layout["xaxis"] = {
         **layout["xaxis"],
         # two short lines: one long line is clipped at the sides on a phone
         "title": {"text": f"day ({zone_label})<br>ours by server clock, others by agent's"},
-        "dtick": 86_400_000,
     }
+    if span is None or span[1] - span[0] >= 2 * step:
+        # a tick a day; on a shorter span a day tick would leave the axis with one or none
+        layout["xaxis"]["dtick"] = 86_400_000
     most = max((sum(day) for day in zip(*counts.values(), strict=True)), default=0)
     layout["yaxis"] = {
         **layout["yaxis"],

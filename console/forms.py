@@ -116,6 +116,7 @@ POLICY_HELP: dict[str, str] = {
     "round_hard_cap": "rounds in one turn before the agent is told to stop",
     "archive_retention_days": "days archived transcripts are kept",
     "call_retention_days": "days raw calls and turns are kept (0: forever); rollups, session totals and compaction history stay",
+    "log_retention_days": "days a transcript message's text is kept (0: forever); only text the surface no longer shows goes, once an archive holds it (the archive is then kept)",
 }
 _FLOAT_FIELDS = ("prune_threshold", "summarize_threshold", "relief_hysteresis")
 # Percent fields where a value in (0, 1] can only be a share typed by mistake (no band starts at

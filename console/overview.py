@@ -18,12 +18,14 @@ walk the index on `(cost, id)`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
+from zoneinfo import ZoneInfo
 
-from django.db import connection
+from django.db import router
 from django.db.models import (
     Case,
     Count,
@@ -53,6 +55,7 @@ from console.periods import (
 from console.selectors.policies import Policies, load_policies
 from console.selectors.session_list import active_between
 from telemetry.band_sql import BAND_OF_RANK, BANDS, band_ranges
+from telemetry.compiled import BucketNumber, CompiledRead
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, HourlyUsage
 from telemetry.policy_rules import PolicyValues
 from telemetry.pressure import PressureBand, hit_ratio
@@ -218,14 +221,6 @@ def totals(buckets: list[Bucket], sessions: int) -> Totals:
     )
 
 
-def _usage(period: Period, profile: AgentProfile | None) -> QuerySet[HourlyUsage]:
-    """The rollup hours of `period`: from the hour holding its start, before its end."""
-    rows = HourlyUsage.objects.filter(
-        hour__gte=period.start.replace(minute=0, second=0, microsecond=0), hour__lt=period.end
-    )
-    return rows if profile is None else rows.filter(profile=profile)
-
-
 def _open_ended(period: Period, now: datetime) -> bool:
     """A period that runs up to now (a preset, or a range ending later): its active sessions
     are those seen since its start."""
@@ -242,9 +237,6 @@ _TOTALS: Final[dict[str, Any]] = {
     "unpriced": Sum("unpriced_calls"),
 }
 _SUMS: Final[dict[str, Any]] = {**_TOTALS, **{f"c_{key}": Sum(f"cost_{key}") for key in COST_KEYS}}
-
-
-_TOP_FIELDS: Final = ("pk", "profile_id", "external_id", "pressure", "cost_usd", "last_seen_at")
 
 
 def _per_profile(policies: Policies, name: str) -> Any:
@@ -273,33 +265,29 @@ def _profiles(
     not the sessions' rows, and evaluates no CASE per session. The top sessions are the first
     entries of the same index read backwards (`TOP_SESSIONS` probes of a few entries each).
 
-    The statement depends on nothing but the thresholds and `since`, and building it through
+    The statement depends on nothing but the thresholds and the times, and building it through
     the ORM (ten subqueries) costs more CPU than running it, so it is compiled once per set of
-    thresholds with a stand-in for `since`, which each call puts in its parameters. A period
-    that ends before now (a custom range) is rarer and builds its statement each time.
+    thresholds (`CompiledRead`).
     """
-    if until is not None:
-        return list(_profiles_query(policies, since, until))
-    thresholds = _thresholds(policies)
-    compiled = _PROFILES_SQL.get(thresholds)
-    if compiled is None:
-        compiled = _profiles_query(policies, _SINCE_STANDIN).query.sql_with_params()
-        _PROFILES_SQL.clear()  # one set of thresholds holds at a time
-        _PROFILES_SQL[thresholds] = compiled
-    sql, params = compiled
-    # the parameters as the backend takes them (SQLite: text), the stand-in's among them
-    standin = connection.ops.adapt_datetimefield_value(_SINCE_STANDIN)
-    value = connection.ops.adapt_datetimefield_value(since)
-    return list(AgentProfile.objects.raw(sql, tuple(value if p == standin else p for p in params)))
-
-
-# a time no session is seen at, held in the compiled statement's parameters for `since`
-_SINCE_STANDIN: Final = datetime(1, 1, 1, 0, 0, 0, 4242, tzinfo=UTC)
+    times: tuple[datetime, ...] = (since,) if until is None else (since, until)
+    rows = _PROFILES.tuples(
+        (_thresholds(policies), len(times)),
+        times,
+        lambda *values: _profiles_query(policies, *values),
+    )
+    alias = router.db_for_read(AgentProfile) or "default"
+    profiles = []
+    for row in rows:
+        profile = AgentProfile.from_db(alias, _PROFILE_COLUMNS, row[: len(_PROFILE_COLUMNS)])
+        for name, value in zip(_PROFILE_ANNOTATIONS, row[len(_PROFILE_COLUMNS) :], strict=True):
+            setattr(profile, name, value)
+        profiles.append(profile)
+    return profiles
 
 
 def _profiles_query(
     policies: Policies, since: datetime, until: datetime | None = None
-) -> QuerySet[AgentProfile]:
+) -> QuerySet[AgentProfile, tuple[Any, ...]]:
     ranges = band_ranges(OuterRef("prune_at"), OuterRef("summarize_at"))
     own = AgentSession.objects.filter(active_between(since, until), profile=OuterRef("pk"))
     own = own.order_by()
@@ -322,29 +310,34 @@ def _profiles_query(
         )
         .annotate(**counts, **tops)
         .order_by("name")
+        .values_list(*_PROFILE_COLUMNS, *_PROFILE_ANNOTATIONS)
     )
 
 
-_PROFILES_SQL: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]]] = {}
+# every field of a profile, in the model's order (`Model.from_db`), then what `_profiles` counts
+_PROFILE_COLUMNS: Final = tuple(f.attname for f in AgentProfile._meta.concrete_fields)
+_PROFILE_ANNOTATIONS: Final = (
+    *(f"n_{band}" for band in BANDS),
+    *(f"top_{k}" for k in range(TOP_SESSIONS)),
+)
+_PROFILES: Final = CompiledRead(AgentProfile)
 
 
 def _thresholds(policies: Policies) -> tuple[Any, ...]:
-    """Everything `_profiles`' statement depends on: the database and every profile's
+    """Everything `_profiles`' statement depends on but the times: every profile's
     thresholds."""
 
     def pair(policy: PolicyValues) -> tuple[float, float]:
         return (policy.prune_threshold, policy.summarize_threshold)
 
     return (
-        connection.vendor,
-        connection.settings_dict["NAME"],
         pair(policies.global_policy),
         tuple(sorted((pk, pair(policy)) for pk, policy in policies.by_profile.items())),
     )
 
 
 def _by_band_then_pressure(
-    sessions: QuerySet[AgentSession], policies: Policies
+    sessions: Iterable[AgentSession], policies: Policies
 ) -> list[tuple[AgentSession, PressureBand]]:
     """`sessions` with their bands, the highest band first, then the highest pressure (then the
     newest): how the sessions list sorts by pressure (`console.selectors.policies.band_rank`)."""
@@ -356,12 +349,62 @@ def _by_band_then_pressure(
     return banded
 
 
+def _top_sessions(
+    since: datetime, until: datetime | None, profile: AgentProfile | None, candidates: list[int]
+) -> list[AgentSession]:
+    """The sessions `candidates` (by pk) and the top sessions by cost active in the period (of
+    `profile`, or all), with `_TOP_COLUMNS` only. One query, compiled once per shape (the number
+    of candidates, the profile, an open end or not: `CompiledRead`).
+
+    Given as candidates each profile's top sessions by pressure (`_profiles`), the result holds
+    the top `TOP_SESSIONS` by pressure and by cost alike: every row is a session active in the
+    period, among them the first by each order, so the first by each order of the rows are
+    they (the `(cost, id)` order as the database sorts it, NULL costs left out)."""
+    pk = None if profile is None else profile.pk
+    times: tuple[datetime, ...] = (since,) if until is None else (since, until)
+    rows = _TOPS.tuples(
+        (pk, len(times), len(candidates)),
+        (*times, *candidates),
+        lambda *values: _top_sessions_query(pk, *values[: len(times)], ids=values[len(times) :]),
+    )
+    alias = router.db_for_read(AgentSession) or "default"
+    sessions = (AgentSession.from_db(alias, _TOP_COLUMNS, row) for row in rows)
+    by_pk = {s.pk: s for s in sessions}
+    return list(by_pk.values())
+
+
+def _top_sessions_query(
+    profile_pk: int | None, since: datetime, until: datetime | None = None, *, ids: Any
+) -> QuerySet[AgentSession, dict[str, Any]]:
+    active = AgentSession.objects.filter(active_between(since, until))
+    if profile_pk is not None:
+        active = active.filter(profile_id=profile_pk)
+    by_cost = active.filter(cost_usd__isnull=False).order_by(F("cost_usd").desc(), "-pk")
+    top_cost = AgentSession.objects.filter(pk__in=by_cost.values("pk")[:TOP_SESSIONS])
+    rows: QuerySet[AgentSession, dict[str, Any]] = top_cost.values(*_TOP_COLUMNS)
+    if ids:
+        chosen = AgentSession.objects.filter(pk__in=list(ids)).values(*_TOP_COLUMNS)
+        rows = chosen.union(rows, all=True)
+    return rows
+
+
+# what the top sessions show and rank by, in the model's field order (`Model.from_db` takes
+# the values of the fields it is given in that order)
+_TOP_COLUMNS: Final = tuple(
+    f.attname
+    for f in AgentSession._meta.concrete_fields
+    if f.attname in {"id", "profile_id", "external_id", "pressure", "cost_usd", "last_seen_at"}
+)
+_TOPS: Final = CompiledRead(AgentSession)
+
+
 def load_overview(
     period: Period | str = DEFAULT_PRESET, profile_name: str = "", now: datetime | None = None
 ) -> Overview:
     """Everything the overview shows over `period` (a `Period`, or a preset key: an unknown one
-    is the default). Eight queries, whatever the number of calls, sessions or profiles; two
-    more for the previous period when the period asks for the comparison."""
+    is the default). Five queries (the policies, the profiles, the spend, the compactions, the
+    top sessions), whatever the number of calls, sessions or profiles; two more for the
+    previous period when the period asks for the comparison."""
     now = now or timezone.now()
     if isinstance(period, str):
         period = preset_period(period if period in PRESETS else DEFAULT_PRESET, now=now)
@@ -371,13 +414,8 @@ def load_overview(
     profiles = _profiles(policies, since, until)
     chosen = next((p for p in profiles if p.name == profile_name), None)
 
-    buckets = _buckets(period, chosen)
+    buckets, spend = _spend(period, chosen)
 
-    # per profile: spend over the range and sessions by band now
-    spend = {
-        row["profile_id"]: row
-        for row in _usage(period, None).values("profile_id").annotate(**_TOTALS).order_by()
-    }
     lines = []
     bands: dict[str, int] = dict.fromkeys(BANDS, 0)
     for profile in profiles:
@@ -405,20 +443,16 @@ def load_overview(
 
     days, totals, freed, failures = _compactions(period, chosen)
 
-    sessions = AgentSession.objects.only(*_TOP_FIELDS)
-    if chosen is not None:
-        sessions = sessions.filter(profile=chosen)
-    top_cost = list(
-        sessions.filter(active_between(since, until), cost_usd__isnull=False).order_by(
-            F("cost_usd").desc(), "-pk"
-        )[:TOP_SESSIONS]
-    )
     # each profile's own top sessions by pressure hold the fleet's (module docstring)
     scope = profiles if chosen is None else [chosen]
-    candidates = [getattr(p, f"top_{k}") for p in scope for k in range(TOP_SESSIONS)]
-    top_pressure = _by_band_then_pressure(
-        AgentSession.objects.only(*_TOP_FIELDS).filter(pk__in=candidates), policies
+    candidates = {getattr(p, f"top_{k}") for p in scope for k in range(TOP_SESSIONS)}
+    sessions = _top_sessions(since, until, chosen, sorted(candidates - {None}))
+    top_cost = sorted(
+        (s for s in sessions if s.cost_usd is not None),
+        key=lambda s: (s.cost_usd, s.pk),
+        reverse=True,
     )[:TOP_SESSIONS]
+    top_pressure = _by_band_then_pressure(sessions, policies)[:TOP_SESSIONS]
     by_pk = {p.pk: p for p in profiles}
     for s in top_cost:
         s.profile = by_pk.get(s.profile_id) or s.profile
@@ -444,25 +478,70 @@ def load_overview(
 
 
 def _buckets(period: Period, profile: AgentProfile | None) -> list[Bucket]:
-    """Spend and cache per bucket of `period`, from the rollups: each rollup hour in the bucket
-    holding its start (`console.periods`: buckets are local hours or local days). One query."""
-    per_bucket = {
-        start: Bucket(start, period.next_start(start)) for start in period.bucket_starts()
-    }
-    rows = _usage(period, profile).values("hour").annotate(**_SUMS).order_by("hour")
-    for row in rows:
-        entry = per_bucket.get(period.bucket_of(row["hour"]))
-        if entry is None:
+    """Spend and cache per bucket of `period` (of `profile`'s calls, or all), from the rollups.
+    One query."""
+    return _spend(period, profile)[0]
+
+
+def _spend(
+    period: Period, profile: AgentProfile | None
+) -> tuple[list[Bucket], dict[int, dict[str, Any]]]:
+    """Spend and cache per bucket of `period` (of `profile`'s calls, or all), and each
+    profile's sums over the period, from the rollups. One query.
+
+    Each rollup hour counts in the bucket holding its start (`console.periods`): the buckets
+    are drawn in Python (`Period.bucket_starts`) and the database sums each bucket's hours
+    (`BucketNumber`: how many bucket starts are at or before the hour), so the page fetches a
+    row a bucket and a row a profile, not a row an hour. An hour before the first bucket (the
+    hour holding the period's start, in a zone whose offset is not whole hours) counts in its
+    profile's sums but in no bucket. The statement is compiled once (`CompiledRead`).
+    """
+    starts = tuple(period.bucket_starts())
+    per_bucket = [Bucket(start, period.next_start(start)) for start in starts]
+    first_hour = period.start.replace(minute=0, second=0, microsecond=0)
+    pk = None if profile is None else profile.pk
+    spend: dict[int, dict[str, Any]] = {}
+    for row in _SPEND.rows(
+        pk, (first_hour, period.end, starts), lambda *values: _spend_query(pk, *values)
+    ):
+        if row["b"] is None:
+            spend[row["p"]] = row
             continue
+        if not 0 < row["b"] <= len(per_bucket):
+            continue
+        entry = per_bucket[row["b"] - 1]
         entry.calls += row["n"] or 0
         entry.read += row["read"] or 0
         entry.denominator += row["denominator"] or 0
         entry.reported += row["reported"] or 0
         entry.unpriced += row["unpriced"] or 0
         for key in COST_KEYS:
-            entry.costs[key] += Decimal(row[f"c_{key}"] or 0)
-        entry.saved += Decimal(row["no_cache"] or 0) - Decimal(row["cost"] or 0)
-    return list(per_bucket.values())
+            entry.costs[key] += row[f"c_{key}"] or 0
+        entry.saved += (row["no_cache"] or 0) - (row["cost"] or 0)
+    return per_bucket, spend
+
+
+def _spend_query(
+    profile_pk: int | None, first_hour: datetime, end: Any, starts: Any
+) -> QuerySet[HourlyUsage, dict[str, Any]]:
+    """The rollup hours from `first_hour` before `end`: summed per bucket of `starts` (of the
+    profile `profile_pk`, or all) with `p` null, and per profile with `b` null."""
+    rows = HourlyUsage.objects.filter(hour__gte=first_hour, hour__lt=end)
+    by_bucket = rows if profile_pk is None else rows.filter(profile_id=profile_pk)
+    none = Value(None, output_field=IntegerField())
+    per_bucket = (
+        by_bucket.annotate(p=none, b=BucketNumber("hour", starts))
+        .values("p", "b")
+        .annotate(**_SUMS)
+        .order_by()
+    )
+    per_profile = (
+        rows.annotate(p=F("profile_id"), b=none).values("p", "b").annotate(**_SUMS).order_by()
+    )
+    return per_bucket.union(per_profile, all=True)
+
+
+_SPEND: Final = CompiledRead(HourlyUsage)
 
 
 def _sessions_in(period: Period, profile: AgentProfile | None) -> int:
@@ -481,43 +560,14 @@ def _compactions(
 
     Ours are the applied runs (manual / automatic / overflow); an automatic run that compacted
     without its archive counts as an archive failure. The agent's and the provider's are their
-    recorded context events of kind compaction. Two queries.
+    recorded context events of kind compaction. One query (compiled once a zone: `CompiledRead`).
     """
     tz = period.tz
-    day = TruncDay("finished_at", tzinfo=tz)
-    runs = CompactionRun.objects.filter(finished_at__gte=period.start, finished_at__lt=period.end)
-    events = ContextEvent.objects.filter(
-        at__gte=period.start, at__lt=period.end, kind=ContextEvent.Kind.COMPACTION
-    )
-    if profile is not None:
-        runs = runs.filter(session__profile=profile)
-        events = events.filter(session__profile=profile)
-    freed_expr = Coalesce(Sum(F("tokens_before") - F("tokens_after")), 0)
-    run_rows = (
-        runs.filter(status=CompactionRun.Status.APPLIED)
-        .annotate(d=day)
-        .values("d", "mode")
-        .annotate(
-            n=Count("id"),
-            freed=freed_expr,
-            failures=Count("id", filter=~Q(archive_error="")),
-        )
-        .order_by()
-    )
-    event_rows = (
-        events.annotate(d=TruncDay("at", tzinfo=tz))
-        .values("d", "origin")
-        .annotate(
-            n=Count("id"),
-            freed=Coalesce(
-                Sum(
-                    F("tokens_before") - F("tokens_after"),
-                    filter=Q(tokens_before__isnull=False, tokens_after__isnull=False),
-                ),
-                0,
-            ),
-        )
-        .order_by()
+    pk = None if profile is None else profile.pk
+    rows = _COMPACTIONS.rows(
+        (period.zone, pk),
+        (period.start, period.end),
+        lambda start, end: _compactions_query(period.zone, pk, start, end),
     )
     days_of = Period(period.start, period.end, period.zone, compare=False)
     per_day: dict[datetime, dict[str, Any]] = {
@@ -536,16 +586,63 @@ def _compactions(
         entry["freed"] += max(int(freed or 0), 0)
         entry["failures"] += failures
 
-    for row in run_rows:
+    for row in rows:
         add(row["d"], row["mode"], row["n"], row["freed"], row["failures"])
-    for row in event_rows:
-        add(row["d"], row["origin"], row["n"], row["freed"], 0)
     days = [
         OriginDay(d, entry["counts"], entry["freed"], entry["failures"])
         for d, entry in per_day.items()
     ]
     totals = {key: sum(day.counts[key] for day in days) for key, _ in ORIGINS}
     return days, totals, sum(d.freed for d in days), sum(d.archive_failures for d in days)
+
+
+def _compactions_query(
+    zone: str, profile_pk: int | None, start: datetime, end: datetime
+) -> QuerySet[CompactionRun, dict[str, Any]]:
+    """Per local day of `zone` and origin, in [start, end): our applied runs (by mode) and the
+    recorded compaction events (by origin), with their counts, the tokens they freed and (runs
+    only) the archive failures."""
+    tz = ZoneInfo(zone)
+    runs = CompactionRun.objects.filter(
+        finished_at__gte=start, finished_at__lt=end, status=CompactionRun.Status.APPLIED
+    )
+    events = ContextEvent.objects.filter(
+        at__gte=start, at__lt=end, kind=ContextEvent.Kind.COMPACTION
+    )
+    if profile_pk is not None:
+        runs = runs.filter(session__profile_id=profile_pk)
+        events = events.filter(session__profile_id=profile_pk)
+    run_rows = (
+        runs.annotate(d=TruncDay("finished_at", tzinfo=tz))
+        .values("d", "mode")
+        .annotate(
+            n=Count("id"),
+            freed=Coalesce(Sum(F("tokens_before") - F("tokens_after")), 0),
+            failures=Count("id", filter=~Q(archive_error="")),
+        )
+        .order_by()
+    )
+    event_rows = (
+        events.annotate(d=TruncDay("at", tzinfo=tz))
+        .values("d", "origin")
+        .annotate(
+            n=Count("id"),
+            freed=Coalesce(
+                Sum(
+                    F("tokens_before") - F("tokens_after"),
+                    filter=Q(tokens_before__isnull=False, tokens_after__isnull=False),
+                ),
+                0,
+            ),
+            failures=Value(0),
+        )
+        .order_by()
+    )
+    # by position: (d, mode, n, freed, failures) and (d, origin, …), named after the first
+    return run_rows.union(event_rows, all=True)
+
+
+_COMPACTIONS: Final = CompiledRead(CompactionRun)
 
 
 def _local_days(period: Period) -> list[datetime]:

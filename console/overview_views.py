@@ -48,6 +48,7 @@ def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
     step = BUCKET_STEPS[found.bucket]
     labels = dict(ORIGINS)
     zone, label = period.tz, period.zone_label()
+    span = (period.start, period.end)  # each time axis spans the period
     previous_cost = None
     if found.previous_buckets is not None:
         # the previous period's n-th bucket drawn over this period's n-th
@@ -61,6 +62,7 @@ def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
             saved=[float(b.saved) for b in found.buckets],
             zone=zone,
             zone_label=label,
+            span=span,
             previous_cost=previous_cost,
         ),
         "hit": fleet_charts.hit_trend_figure(
@@ -69,6 +71,7 @@ def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
             hit=[b.hit for b in found.buckets],
             zone=zone,
             zone_label=label,
+            span=span,
         ),
         "compactions": fleet_charts.compactions_figure(
             days=[d.day for d in found.days],
@@ -77,6 +80,7 @@ def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
             freed=[d.freed for d in found.days],
             zone=zone,
             zone_label=label,
+            span=span,
         ),
     }
     tz = period.tz

@@ -10,7 +10,8 @@ One definition of each rule a page with figures follows:
   range may (`MAX_LENGTH`);
 - the bucket follows the length (`bucket_for`): hours up to two days, days beyond;
 - buckets are aligned in the zone: an hour bucket starts on a local hour, a day bucket at local
-  midnight (a day across a DST change is 23 or 25 hours long);
+  midnight (`telemetry.zones`, the one definition of a local day, which the alerts' daily spend
+  reads too; a day across a DST change is 23 or 25 hours long);
 - the previous period has the same length and ends where this one starts; a range of whole
   local days steps back the same number of local days.
 
@@ -24,13 +25,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from functools import cache
 from typing import Final
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+from zoneinfo import ZoneInfo
 
 from telemetry.errors import FieldError
+from telemetry.zones import day_start, from_local, parse_zone
+
+# the zones' rules, which the console reads through here too
+from telemetry.zones import is_zone as is_zone
+from telemetry.zones import local_midnight as local_midnight
 
 PRESETS: Final[dict[str, timedelta]] = {
     "1h": timedelta(hours=1),
@@ -71,7 +76,6 @@ COMMON_ZONES: Final = (
 # the query parameters a period is read from (`parse_period`) and written to (`Period.query`)
 PERIOD_PARAMETERS: Final = frozenset({"range", "from", "to", "tz", "compare"})
 
-_ZONE_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9_+\-/]{0,63}")
 _DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -79,43 +83,6 @@ def bucket_for(length: timedelta) -> str:
     """The bucket a period of `length` is drawn in: `hour` up to `HOUR_BUCKETS_UP_TO`, else
     `day`."""
     return "hour" if length <= HOUR_BUCKETS_UP_TO else "day"
-
-
-@cache
-def _zones() -> frozenset[str]:
-    return frozenset(available_timezones()) | {"UTC"}
-
-
-def parse_zone(name: str, *, field: str = "tz") -> ZoneInfo:
-    """The IANA zone `name` (`Europe/Berlin`, `UTC`); anything else is refused at `field`."""
-    if not _ZONE_NAME.fullmatch(name) or name not in _zones():
-        raise FieldError(field, f"{name[:64]!r} is not an IANA time zone (e.g. Europe/Berlin, UTC)")
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:  # listed but not loadable
-        raise FieldError(field, f"{name[:64]!r} is not an IANA time zone") from exc
-
-
-def is_zone(name: str) -> bool:
-    """Whether `name` is a zone `parse_zone` takes (a remembered choice is checked so)."""
-    return bool(_ZONE_NAME.fullmatch(name)) and name in _zones()
-
-
-def local_midnight(day: date, zone: ZoneInfo) -> datetime:
-    """The UTC instant of `day`'s first local moment (midnight, or the first time after a gap)."""
-    return _from_local(datetime.combine(day, time()), zone)
-
-
-def _from_local(naive: datetime, zone: ZoneInfo) -> datetime:
-    """The UTC instant of a local wall time. A time skipped by a DST gap is read as the time
-    after the gap (fold 0, the time it would be had the clock not jumped); a repeated time is
-    its first occurrence."""
-    aware = naive.replace(tzinfo=zone, fold=0).astimezone(UTC)
-    # in a gap, fold=0 lands before it: round trips decide which side
-    back = aware.astimezone(zone).replace(tzinfo=None)
-    if back != naive:
-        aware = naive.replace(tzinfo=zone, fold=1).astimezone(UTC)
-    return aware
 
 
 def _parse_moment(text: str, zone: ZoneInfo, field: str, *, end: bool) -> datetime:
@@ -135,7 +102,7 @@ def _parse_moment(text: str, zone: ZoneInfo, field: str, *, end: bool) -> dateti
         raise FieldError(field, "the year is out of range")
     if at.tzinfo is not None:
         return at.astimezone(UTC)
-    return _from_local(at, zone)
+    return from_local(at, zone)
 
 
 @dataclass(frozen=True)
@@ -173,10 +140,9 @@ class Period:
 
     def bucket_of(self, at: datetime) -> datetime:
         """The UTC start of the bucket `at` falls in: its local hour, or its local day."""
-        local = at.astimezone(self.tz)
         if self.bucket == "day":
-            return local_midnight(local.date(), self.tz)
-        floored = local.replace(minute=0, second=0, microsecond=0)
+            return day_start(at, self.tz)
+        floored = at.astimezone(self.tz).replace(minute=0, second=0, microsecond=0)
         return floored.astimezone(UTC)
 
     def next_start(self, start: datetime) -> datetime:
@@ -326,7 +292,7 @@ def _parse(params: Mapping[str, str], *, now: datetime, zone: str) -> Period:
     if first:
         start = _parse_moment(first, tz, "from", end=False)
     else:  # as far back as a range reaches, by the local clock
-        start = _from_local(_wall(end, tz) - MAX_LENGTH, tz)
+        start = from_local(_wall(end, tz) - MAX_LENGTH, tz)
     # the field a refusal names: the one given, `to` when both are
     field = "to" if last else "from"
     if end <= start:

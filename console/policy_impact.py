@@ -1,7 +1,8 @@
 """What a policy or window change would do now, shown before an admin saves: sessions that
 would change band (and to which), whose usable window or billing tier would change, and a
-refusal when the reserve leaves no room in a window in use, and the raw turns and calls a
-shorter call retention would remove (`telemetry.retention`). The figures are
+refusal when the reserve leaves no room in a window in use, the raw turns and calls a
+shorter call retention would remove (`telemetry.retention`), and the transcript messages whose
+text a shorter log retention would remove (`compaction.log_retention`). The figures are
 `telemetry.policy_change.preview`'s (the rules ingest applies); a save that changes anything
 asks to confirm, and the confirm carries the digest of the previewed values."""
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from compaction.log_retention import expiring_texts
 from telemetry.errors import FieldError
 from telemetry.models import AgentProfile, Turn
 from telemetry.policy_change import (
@@ -34,10 +36,15 @@ class PolicyImpact:
     # raw turns and calls the new call retention removes that the current one keeps
     expiring_turns: int = 0
     expiring_calls: int = 0
+    # log messages (in sessions) whose text the new log retention removes and the current keeps
+    expiring_texts: int = 0
+    expiring_text_sessions: int = 0
 
     @property
     def changes_anything(self) -> bool:
-        return self.effects.changes_anything or bool(self.expiring_turns)
+        return (
+            self.effects.changes_anything or bool(self.expiring_turns) or bool(self.expiring_texts)
+        )
 
     @property
     def digest(self) -> str:
@@ -72,7 +79,13 @@ def _impact(proposal: Proposal, field: str) -> PolicyImpact:
     except FieldError as exc:
         refused = exc.message
     turns, calls = _expiring(proposal)
-    return PolicyImpact(proposal, preview(proposal), refused, turns, calls)
+    now = timezone.now()
+    texts, sessions = expiring_texts(
+        {pk: pair[0].policy for pk, pair in proposal.settings.items()},
+        {pk: pair[1].policy for pk, pair in proposal.settings.items()},
+        now,
+    )
+    return PolicyImpact(proposal, preview(proposal), refused, turns, calls, texts, sessions)
 
 
 def _expiring(proposal: Proposal) -> tuple[int, int]:

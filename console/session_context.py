@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
+from compaction.log_retention import removed_note
 from console import charts
 from console.parts import DIGEST_MARK, keyed
 from console.presenters.sessions import compaction_markers, live_context
@@ -42,6 +43,8 @@ def compaction_parts(session: AgentSession, *, surface_turn: int | None = None) 
     archives = session_archives(session)
     return {
         "surface_archive": archives[0] if archives else None,
+        # log retention: the messages whose text went, and the archive that holds it
+        "surface_removed": removed_note(session.pk),
         "session": session,
         "surface": shown_surface(
             surface_now(session) if surface_turn is None else surface_on_turn(session, surface_turn)

@@ -452,6 +452,7 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
     "archive-retention": {"task": "compaction.purge_archives", "schedule": 3600.0},
     "call-retention": {"task": "telemetry.apply_retention", "schedule": 3600.0},
+    "log-retention": {"task": "compaction.apply_log_retention", "schedule": 3600.0},
 }
 # How often beat evaluates every alert rule (docs/alerts.md).
 ALERTS_EVALUATE_SECONDS = env_int("ALERTS_EVALUATE_SECONDS", 60, minimum=5, maximum=3600)

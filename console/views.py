@@ -28,6 +28,7 @@ from django_htmx.middleware import HtmxDetails
 from compaction.archives import archive_json, archive_jsonl
 from compaction.errors import CompactionBusy, CompactionRefused
 from compaction.imports.queries import imported_view
+from compaction.log_retention import removed_note
 from compaction.models import Archive, CompactionRun
 from compaction.services import compact_session
 from compaction.summarizers import SummarizerError
@@ -232,6 +233,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "surface": surface,
             "turn_bounds": turn_bounds(session),
             "surface_archive": latest_archive(session),
+            "surface_removed": removed_note(session.pk),
         }
         # tagged by its content: reloading the page, the browser gets a bodiless 304 for an
         # unchanged transcript instead of hundreds of KB
@@ -340,6 +342,7 @@ def session_live(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "surface": shown_surface(surface_now(session)),
             "surface_now": True,
             "surface_archive": context["archives"][0] if context["archives"] else None,
+            "surface_removed": removed_note(session.pk),
         }
         surface = rendered_part("surface", context, request, holds)
         # an unchanged surface stays; its turn picker, whose bounds follow the turns, may not
@@ -531,7 +534,7 @@ def _confirmed(request: HttpRequest, impact: PolicyImpact) -> bool:
         messages.warning(
             request,
             "Not saved yet: these values would change sessions' pressure band, usable window "
-            "or billing, or remove calls now (below). Confirm to save.",
+            "or billing, or remove calls or transcript text now (below). Confirm to save.",
         )
     return False
 
@@ -543,6 +546,11 @@ def _effects_note(impact: PolicyImpact) -> str:
         if impact.expiring_turns
         else ""
     )
+    if impact.expiring_texts:
+        retention += (
+            f" The log retention will remove the text of {impact.expiring_texts} transcript "
+            "message(s) (their archive keeps it)."
+        )
     return (
         f"{effects.band_moves} session(s) change band ({effects.prune_new} newly at prune, "
         f"{effects.compact_new} newly at summarize), {effects.usable_moves} change usable "

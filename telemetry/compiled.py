@@ -1,58 +1,199 @@
 """Read statements the ORM would rebuild on every request, compiled once and run as raw SQL.
 
-Some of the console's reads are a fixed statement whose only changing value is a time (the
-range's start, "pending since before"): built through the ORM they cost more CPU to compile
-(dozens of subqueries and cases) than PostgreSQL spends running them. `CompiledRead` compiles
-such a queryset once per key (whatever else shapes it: the thresholds, the database) with
-`STANDIN` in place of that time, and puts the real time into the parameters on each run. The
-statement is the ORM's own text, so what it reads is by construction what the queryset reads,
-on the database the routers pick for a read of its model (a replica where one serves reads).
+Some of the console's reads are a fixed statement whose only changing values are times (the
+range's start and end, "pending since before", a period's bucket starts): built through the ORM
+they cost more CPU to compile (dozens of subqueries, cases and sums) than PostgreSQL spends
+running them. `CompiledRead` compiles such a queryset once per key (whatever else shapes it: the
+thresholds, the zone, the database) with stand-ins in place of those times, and puts the real
+times into the parameters on each run. The statement is the ORM's own text and its rows go
+through the ORM's own converters (a sum of integers is an int, a sum of money an exact
+`Decimal`, a truncated day an aware datetime), so what it reads is by construction what the
+queryset reads, on the database the routers pick for a read of its model (a replica where one
+serves reads).
+
+A value is a time, a tuple of times (one parameter holding them all, e.g. the bucket starts
+of `BucketNumber`: an array on PostgreSQL, JSON text elsewhere, so the statement keeps one shape
+whatever their number) or an integer (a row's id).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from datetime import UTC, datetime
+import json
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from django.db import connections, router
-from django.db.models import Model, QuerySet
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Expression, F, IntegerField, Model, QuerySet
+from django.db.models.sql.compiler import SQLCompiler
 
-# A time no row holds: the stand-in compiled into a statement's parameters for the time it takes.
+# A time no row holds: the stand-in compiled into a statement's parameters for the time it takes
+# (the n-th value's stand-in is `n` microseconds later, so each is told apart).
 STANDIN: Final = datetime(1, 1, 1, 0, 0, 0, 4242, tzinfo=UTC)
+# The same for an integer (a row's id): no row has a negative id.
+INT_STANDIN: Final = -4_242_000_000
+
+Time = datetime | tuple[datetime, ...] | int
+
+
+def adapt_times(connection: BaseDatabaseWrapper, times: Sequence[datetime]) -> Any:
+    """`times` as one parameter of `connection`: a list (an array) on PostgreSQL, else the JSON
+    text of a list of the times as the backend stores them (SQLite compares them as text)."""
+    adapted = [connection.ops.adapt_datetimefield_value(at) for at in times]
+    if connection.vendor == "postgresql":
+        return adapted
+    return json.dumps(adapted)
+
+
+def _adapt(connection: BaseDatabaseWrapper, value: Time) -> Any:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, tuple):
+        return adapt_times(connection, value)
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+def _standin(n: int, value: Time) -> Time:
+    if isinstance(value, int):
+        return INT_STANDIN - n
+    at = STANDIN + timedelta(microseconds=n)
+    return (at,) if isinstance(value, tuple) else at
+
+
+@dataclass(frozen=True)
+class _Statement:
+    sql: str
+    params: tuple[Any, ...]
+    slots: tuple[tuple[int, int], ...]  # (position in params, index of the value it takes)
+    compiler: SQLCompiler
+    converters: dict[int, tuple[list[Any], Any]]
 
 
 class CompiledRead:
     """One read of `model`'s table, compiled once per key (one key held at a time: the latest).
-    The key must name everything the statement depends on but the time."""
+    The key must name everything the statement depends on but the times."""
 
     def __init__(self, model: type[Model]) -> None:
         self.model = model
-        self._held: tuple[Hashable, tuple[str, tuple[Any, ...]]] | None = None
+        self._held: tuple[Hashable, _Statement] | None = None
+
+    def _compiled(
+        self, alias: str, key: Hashable, values: Sequence[Time], build: Callable[..., QuerySet[Any]]
+    ) -> _Statement:
+        connection = connections[alias]
+        full_key = (alias, connection.vendor, connection.settings_dict["NAME"], len(values), key)
+        if self._held is not None and self._held[0] == full_key:
+            return self._held[1]
+        standins = [_standin(n, value) for n, value in enumerate(values)]
+        compiler = build(*standins).query.get_compiler(using=alias)
+        sql, params = compiler.as_sql()
+        # the stand-ins as the backend takes them (SQLite: text), found among the parameters
+        adapted = [_adapt(connection, standin) for standin in standins]
+        slots = tuple(
+            (position, adapted.index(param))
+            for position, param in enumerate(params)
+            if any(param == a for a in adapted)
+        )
+        assert {n for _, n in slots} == set(range(len(values))), "a value is not a parameter"
+        select = [column[0] for column in compiler.select[: compiler.col_count]]
+        statement = _Statement(sql, tuple(params), slots, compiler, compiler.get_converters(select))
+        self._held = (full_key, statement)
+        return statement
 
     def statement(
-        self, key: Hashable, at: datetime, build: Callable[[datetime], QuerySet[Any]]
+        self, key: Hashable, values: Sequence[Time], build: Callable[..., QuerySet[Any]]
     ) -> tuple[str, str, tuple[Any, ...]]:
-        """The database alias, SQL and parameters of `build(at)`; `build(STANDIN)` is compiled
-        only when `key` (or the database) is not the one held."""
+        """The database alias, SQL and parameters of `build(*values)`; `build(*stand-ins)` is
+        compiled only when `key` (or the database) is not the one held."""
         alias = router.db_for_read(self.model) or "default"
+        compiled = self._compiled(alias, key, values, build)
+        params = list(compiled.params)
         connection = connections[alias]
-        full_key = (alias, connection.vendor, connection.settings_dict["NAME"], key)
-        if self._held is None or self._held[0] != full_key:
-            compiler = build(STANDIN).query.get_compiler(using=alias)
-            self._held = (full_key, compiler.as_sql())
-        sql, params = self._held[1]
-        # the parameters as the backend takes them (SQLite: text), the stand-in's among them
-        standin = connection.ops.adapt_datetimefield_value(STANDIN)
-        value = connection.ops.adapt_datetimefield_value(at)
-        return alias, sql, tuple(value if p == standin else p for p in params)
+        for position, n in compiled.slots:
+            params[position] = _adapt(connection, values[n])
+        return alias, compiled.sql, tuple(params)
+
+    def tuples(
+        self, key: Hashable, values: Sequence[Time], build: Callable[..., QuerySet[Any]]
+    ) -> list[list[Any]]:
+        """The statement's rows as lists, each column converted as the ORM converts it."""
+        alias, sql, params = self.statement(key, values, build)
+        compiled = self._compiled(alias, key, values, build)
+        with connections[alias].cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        if not compiled.converters:
+            return [list(row) for row in rows]
+        return list(compiled.compiler.apply_converters(rows, compiled.converters))
 
     def rows(
-        self, key: Hashable, at: datetime, build: Callable[[datetime], QuerySet[Any]]
+        self, key: Hashable, at: datetime | Sequence[Time], build: Callable[..., QuerySet[Any]]
     ) -> list[dict[str, Any]]:
-        """The statement's rows, as dicts by column name."""
-        alias, sql, params = self.statement(key, at, build)
+        """The statement's rows, as dicts by column name (converted as the ORM converts them).
+        `at`: the one time `build` takes, or the values it takes in order."""
+        values: Sequence[Time] = (at,) if isinstance(at, datetime) else at
+        alias, sql, params = self.statement(key, values, build)
+        compiled = self._compiled(alias, key, values, build)
         with connections[alias].cursor() as cursor:
             cursor.execute(sql, params)
             names = [column[0] for column in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+            rows: Any = cursor.fetchall()
+        if compiled.converters:
+            rows = compiled.compiler.apply_converters(rows, compiled.converters)
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+class BucketNumber(Expression):
+    """How many of `starts` (ascending times) are at or before the time `expression`: 0 before
+    the first, `len(starts)` at or after the last. When `starts` are consecutive buckets' starts
+    it is the number (from 1) of the bucket holding the time, so a statement can group rows by
+    buckets a Python rule drew (`console.periods.Period.bucket_starts`) without the rule written
+    again in SQL. The starts are one parameter (`adapt_times`): the statement's shape does not
+    depend on how many there are."""
+
+    def __init__(self, expression: Any, starts: Sequence[datetime]) -> None:
+        super().__init__(output_field=IntegerField())
+        self.expression = F(expression) if isinstance(expression, str) else expression
+        self.starts = tuple(starts)
+
+    def get_source_expressions(self) -> list[Any]:
+        return [self.expression]
+
+    def set_source_expressions(self, exprs: Sequence[Any]) -> None:
+        (self.expression,) = exprs
+
+    def resolve_expression(
+        self,
+        query: Any = None,
+        allow_joins: bool = True,
+        reuse: Any = None,
+        summarize: bool = False,
+        for_save: bool = False,
+    ) -> BucketNumber:
+        copy = self.copy()
+        copy.expression = self.expression.resolve_expression(
+            query, allow_joins, reuse, summarize, for_save
+        )
+        return copy
+
+    def as_sql(
+        self, compiler: Any, connection: BaseDatabaseWrapper, **extra: Any
+    ) -> tuple[str, tuple[Any, ...]]:
+        sql, params = compiler.compile(self.expression)
+        starts = adapt_times(connection, self.starts)
+        return (
+            f"(SELECT COUNT(*) FROM json_each(%s) AS s WHERE s.value <= {sql})",
+            (starts, *params),
+        )
+
+    def as_postgresql(
+        self, compiler: Any, connection: BaseDatabaseWrapper, **extra: Any
+    ) -> tuple[str, tuple[Any, ...]]:
+        sql, params = compiler.compile(self.expression)
+        # width_bucket with an array of thresholds: how many are <= the operand
+        return (
+            f"width_bucket({sql}, %s::timestamptz[])",
+            (*params, adapt_times(connection, self.starts)),
+        )

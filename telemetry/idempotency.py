@@ -16,6 +16,7 @@ from typing import Any, Final, Literal
 import msgspec
 from django.db.models import Q
 
+from telemetry.digests import stored_digest
 from telemetry.ingest.call_keys import stored_call_keys
 from telemetry.models import LLMCall
 from telemetry.schemas import RECORD_DEFAULTS, RecordIn
@@ -49,12 +50,16 @@ _ENCODE_DICT = (
 
 def canonical_hash(value: object) -> str:
     """SHA-256 of `value` as canonical JSON: sorted keys, no spaces, UTF-8 (lone surrogates
-    kept as they are, so the hash never fails on what a log stores verbatim)."""
+    kept as they are, so the hash never fails on what a log stores verbatim), in hex."""
+    return _canonical_sha256(value).hexdigest()
+
+
+def _canonical_sha256(value: object) -> hashlib._Hash:
     if type(value) is dict and _ENCODE_DICT is not None:
         canonical = "".join(_ENCODE_DICT(value, 0))
     else:
         canonical = _CANONICAL.encode(value)
-    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass"))
 
 
 # msgspec's JSON with keys sorted: for a plain value (`safejson.is_plain`: JSON's own types, no
@@ -71,8 +76,8 @@ _DEFAULTS = RECORD_DEFAULTS
 UNHASHED: Final = frozenset({"agent", "metadata"})
 
 
-def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> str:
-    """SHA-256 of the record as submitted, canonical: sorted keys, defaults excluded, `at` in UTC.
+def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> bytes:
+    """SHA-256 of the record as submitted, in its stored form (`stored_digest`), canonical: sorted keys, defaults excluded, `at` in UTC.
 
     Server defaults (a missing `at`, `call` 0) never enter it, so a replay that leaves `at` out
     matches the stored call although the server stamped that call with its arrival time; nor
@@ -85,7 +90,7 @@ def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> st
     from `_SORTED_JSON`, a third of the general path's cost, the same hashes (make bench P1;
     tests/db/test_canonical_hash.py draws records to hold them equal).
     """
-    digest = canonical_hash
+    digest = _record_hash
     if plain is not None and record.prefix is None:
         data = {
             name: value
@@ -100,9 +105,15 @@ def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> st
     return digest(data)
 
 
-def _plain_hash(value: object) -> str:
-    """`canonical_hash` of a plain value (`safejson.is_plain`), through `_SORTED_JSON`."""
-    return hashlib.sha256(_SORTED_JSON.encode(value)).hexdigest()
+def _record_hash(value: object) -> bytes:
+    """`canonical_hash` of a record's canonical form, stored (`stored_digest`)."""
+    return stored_digest(_canonical_sha256(value))
+
+
+def _plain_hash(value: object) -> bytes:
+    """`canonical_hash` of a plain value (`safejson.is_plain`), through `_SORTED_JSON`,
+    stored (`stored_digest`)."""
+    return stored_digest(hashlib.sha256(_SORTED_JSON.encode(value)))
 
 
 class StoredKeys:
@@ -133,7 +144,7 @@ class StoredKeys:
         self._load(existing)
 
     @classmethod
-    def of_rows(cls, existing: Iterable[tuple[int, int, int, str | None, str]]) -> StoredKeys:
+    def of_rows(cls, existing: Iterable[tuple[int, int, int, str | None, bytes]]) -> StoredKeys:
         """The stored keys `existing` as already read, (session_id, turn, call, request_id,
         payload_hash) each: every stored call of the submission's turns and under its request
         ids (`call_keys.insert_and_derive` reads them beside a single record's insert)."""
@@ -143,13 +154,13 @@ class StoredKeys:
         return keys
 
     def _empty(self) -> None:
-        self.by_position: dict[tuple[int, int, int], str] = {}
-        self.by_request: dict[tuple[int, str], str] = {}
+        self.by_position: dict[tuple[int, int, int], bytes] = {}
+        self.by_request: dict[tuple[int, str], bytes] = {}
         # (session, turn) pairs that held a call before this submission: every stored call of
         # the submission's turns is read here, so a pair absent from it had none.
         self.stored_turns: set[tuple[int, int]] = set()
 
-    def _load(self, existing: Iterable[tuple[int, int, int, str | None, str]]) -> None:
+    def _load(self, existing: Iterable[tuple[int, int, int, str | None, bytes]]) -> None:
         for sid, turn, call, request_id, digest in existing:
             self.by_position[(sid, turn, call)] = digest
             self.stored_turns.add((sid, turn))
@@ -170,7 +181,7 @@ class StoredKeys:
         return found
 
     def decide(
-        self, session_pk: int, record: RecordIn, digest: str
+        self, session_pk: int, record: RecordIn, digest: bytes
     ) -> tuple[Literal["created", "duplicate", "conflict"], str | None, str | None]:
         """(status, field, detail): `created`, `duplicate`, or `conflict` naming the key."""
         if record.request_id is not None and (session_pk, record.request_id) in self.by_request:

@@ -114,6 +114,7 @@ class Policy(models.Model):
     round_hard_cap = models.IntegerField(null=True, blank=True)
     archive_retention_days = models.IntegerField(null=True, blank=True)
     call_retention_days = models.IntegerField(null=True, blank=True)
+    log_retention_days = models.IntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -363,8 +364,9 @@ class LLMCall(models.Model):
     cost_usd = money_field()
     no_cache_cost_usd = money_field()
     long_context = models.BooleanField(default=False)
-    # Idempotency: the SHA-256 of the submitted record, canonical JSON, server defaults excluded.
-    payload_hash = models.CharField(max_length=64)
+    # Idempotency: the SHA-256 of the submitted record, canonical JSON, server defaults excluded,
+    # as its 32 raw bytes (`telemetry.idempotency.stored_digest`; the export writes it in hex).
+    payload_hash = models.BinaryField(max_length=32)
     received_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -54,6 +54,9 @@ class PolicyValues:
     # Days raw calls and turns are kept (0: forever); hour rollups, session totals, compaction
     # history and context events stay whatever it is (`telemetry.retention`).
     call_retention_days: int = 0
+    # Days a transcript message's text is kept (0: forever); after it, the text of a message the
+    # surface no longer shows goes once an archive holds it (`compaction.log_retention`).
+    log_retention_days: int = 0
 
     def as_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -72,6 +75,7 @@ _NON_NEGATIVE_INTS = (
     "prune_min_free_tokens",
     "reserved_output_tokens",
     "call_retention_days",
+    "log_retention_days",
 )
 _POSITIVE_INTS = (
     "max_result_chars",

@@ -20,7 +20,7 @@ import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Final, Literal
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -33,13 +33,21 @@ from telemetry.policy_store import effective_policy
 BATCH_TURNS: Final = 1000
 
 
-def cutoffs(policies: Mapping[int, PolicyValues], now: datetime) -> dict[int, datetime]:
-    """By profile id: the time before which its raw calls and turns go (profiles keeping them
-    forever are left out)."""
+RetentionField = Literal["call_retention_days", "log_retention_days"]
+
+
+def cutoffs(
+    policies: Mapping[int, PolicyValues],
+    now: datetime,
+    field: RetentionField = "call_retention_days",
+) -> dict[int, datetime]:
+    """By profile id: the time before which what `field` keeps goes (raw calls and turns, or
+    the text of log messages: `compaction.log_retention`); profiles keeping it forever (0)
+    are left out."""
     return {
-        pk: now - timedelta(days=policy.call_retention_days)
+        pk: now - timedelta(days=getattr(policy, field))
         for pk, policy in policies.items()
-        if policy.call_retention_days > 0
+        if getattr(policy, field) > 0
     }
 
 

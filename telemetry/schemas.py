@@ -40,6 +40,7 @@ class PolicyOut(Schema):
     round_hard_cap: int
     archive_retention_days: int
     call_retention_days: int
+    log_retention_days: int
 
 
 class ErrorOut(Schema):

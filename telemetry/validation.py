@@ -54,7 +54,7 @@ class ValidRecord:
     index: int
     record: RecordIn
     usage: NormalizedUsage
-    payload_hash: str
+    payload_hash: bytes  # stored form (`telemetry.idempotency.stored_digest`)
     # The passes to bill and the provider-side compactions/edits (`telemetry.provider_context`).
     provided: ProviderUsage
     # The submitted object keeps `safejson.is_plain` (so does every value in it: `usage`...).

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db import connection, models
 
+from telemetry.digests import digest_from_text
 from telemetry.ingest.new_rows import insert_parts
 from telemetry.ingest.statements import few, run, vendor
 from telemetry.ingest.turn_derivation import derive_turns_parts, derived_turns
@@ -135,7 +136,10 @@ def inserted_and_derived(
     """`insert_and_derive`'s result from its statement's rows."""
     _, names, change = _insert_and_derive_sql(call_model, turn_model)
     (inserted, stored, *derived) = answer[0]
-    found = [tuple(s) for s in json.loads(stored)] if stored is not None else []
+    # JSON has no bytes: the payload hash came as hex (`encode(…, 'hex')`), its stored form again
+    found = (
+        [(*s[:4], digest_from_text(s[4])) for s in json.loads(stored)] if stored is not None else []
+    )
     rows = [derived] if inserted else []
     return found, bool(inserted), derived_turns(turn_model, rows, names, change)
 
@@ -159,7 +163,8 @@ def _insert_and_derive_sql(
     ctes, final, names, change = derive_turns_parts(
         turn_model, call_model, single=True, calls="src", only_if="EXISTS (SELECT FROM ins)"
     )
-    stored_keys = ", ".join(f"s.{c}" for c in (session, turn, call, request_id, digest))
+    stored_keys = ", ".join(f"s.{c}" for c in (session, turn, call, request_id))
+    stored_keys += f", encode(s.{digest}, 'hex')"
     sql = (
         f"WITH stored AS ({_stored_call_keys_sql(call_model, single=True)}), "
         f"ins AS ({into} SELECT {values} WHERE NOT EXISTS ({guard}) RETURNING *), "

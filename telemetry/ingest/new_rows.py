@@ -134,6 +134,7 @@ _COPY_DUMPERS = {
     "numeric": "numeric",
     "timestamp with time zone": "timestamptz",
     "jsonb": "text",
+    "bytea": "bytea",
 }
 
 

@@ -4,9 +4,12 @@ private address is refused naming the field."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
 import pytest
 
-from alerts.evaluation import evaluate_sessions
+from alerts.evaluation import evaluate_all, evaluate_sessions
 from alerts.models import Alert, AlertRule
 from telemetry.models import AgentSession
 from tests.browser.conftest import SCREENSHOTS, Console, sign_in
@@ -79,3 +82,40 @@ def test_a_viewer_reads_the_history_but_gets_no_rule_form(open_page, console_dat
     page = tracked.page
     assert page.locator("#rule-form").count() == 0
     assert "Nothing has fired." in page.locator("#alert-history").inner_text()
+
+
+def test_a_daily_spend_rule_counts_the_day_of_its_time_zone(open_page, console_data: Console):
+    """The rule's zone is typed (the common ones offered), refused naming the field when it is
+    not IANA, shown in the rules as where the day starts, and read by the evaluation."""
+    tracked = open_page(1440, 900)
+    sign_in(tracked, "root", start="/alerts/")
+    page = tracked.page
+    assert page.input_value("#id_time_zone") == "UTC"
+    page.fill("#id_name", "fleet budget")
+    page.select_option("#id_profile", "fleet")
+    page.select_option("#id_metric", "daily_spend")
+    page.fill("#id_threshold", "0")  # fires on any day, whatever the clock (tests/db: the sums)
+    page.fill("#id_time_zone", "Berlin")
+    page.click("#rule-form button[type=submit]")
+    assert "not an IANA time zone" in page.locator("#id_time_zone-error").inner_text()
+    assert not AlertRule.objects.exists()
+    tracked.errors[:] = [e for e in tracked.errors if "422" not in e]
+
+    page.fill("#id_time_zone", "Europe/Berlin")
+    page.click("#rule-form button[type=submit]")
+    page.wait_for_url("**/alerts/")
+    row = page.locator("#rules tbody tr", has_text="fleet budget")
+    assert row.locator(".rule-zone").inner_text() == "00:00 Europe/Berlin"
+    assert AlertRule.objects.get().time_zone == "Europe/Berlin"
+
+    # the alert names the day it counted: Berlin's
+    evaluate_all()
+    page.goto("/alerts/")
+    fired = page.locator("#alert-history .alert-row.firing", has_text="fleet budget")
+    today = datetime.now(ZoneInfo("Europe/Berlin")).date().isoformat()
+    assert fired.locator(".alert-day").inner_text() == f"on {today}, Europe/Berlin"
+    tracked.screenshot("alerts-daily-spend-zone")
+    # the edit form opens with the zone
+    page.click("#rules a[aria-label='Edit rule fleet budget']")
+    assert page.input_value("#id_time_zone") == "Europe/Berlin"
+    page.locator("main").screenshot(path=str(SCREENSHOTS / "alerts-rule-edit-zone.png"))

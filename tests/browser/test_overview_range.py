@@ -8,11 +8,13 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.urls import reverse
 
 from compaction.services import compact_session
+from console.periods import PRESETS
 from tests.browser.conftest import Console, agent_at_work, report, sign_in, working_session
 
 pytestmark = [
@@ -127,3 +129,51 @@ def test_case_7_one_clock_per_figure_and_a_run_after_the_turn_the_server_had(
     assert datetime.fromisoformat(first) < datetime.now(UTC) - timedelta(hours=5)
     assert page.evaluate(WIDER_THAN_VIEWPORT) <= 0
     tracked.screenshot(f"session-clocks-{size}")
+
+
+# Each time axis of a page, as plotly drew it: its range and its first tick, in plotly's
+# milliseconds (the wall clock read as if it were UTC).
+AXES = """() => Array.from(document.querySelectorAll('[data-figure]'))
+  .filter((gd) => gd._fullLayout && gd._fullLayout.xaxis.type === 'date')
+  .map((gd) => {
+    const xa = gd._fullLayout.xaxis;
+    return {id: gd.id, start: xa.r2l(xa.range[0]), end: xa.r2l(xa.range[1]),
+            ticks: xa._vals.map((t) => t.x)};
+  })"""
+
+
+MINUTE_MS = 60_000  # the axis's ends are taken up to the whole minute
+
+
+def _wall_ms(at: datetime, zone: str) -> float:
+    """`at` as plotly places it on a date axis: its wall clock in `zone`, in milliseconds."""
+    return at.astimezone(ZoneInfo(zone)).replace(tzinfo=UTC).timestamp() * 1000
+
+
+@pytest.mark.parametrize(
+    ("preset", "zone"), [("1h", "Asia/Kolkata"), ("24h", "America/New_York"), ("7d", "UTC")]
+)
+def test_every_time_axis_starts_at_the_period_start(
+    open_page, console_data: Console, preset: str, zone: str
+) -> None:
+    """Plotly's autorange would pad the axis to the first bucket's start and put a tick before
+    the period begins; the axis spans the period itself, on the overview and the cache page."""
+    tracked = open_page(1440, 900)
+    sign_in(tracked, "watcher", start="/cache/")
+    page = tracked.page
+    length = PRESETS[preset]
+    for path, charts in (("/", 3), ("/cache/", 1)):
+        before = datetime.now(UTC)
+        page.goto(f"{path}?range={preset}&tz={zone}")
+        page.wait_for_function(f"() => document.querySelectorAll('.main-svg').length >= {charts}")
+        after = datetime.now(UTC)
+        axes: list[dict[str, Any]] = page.evaluate(AXES)
+        assert len(axes) >= charts, axes
+        for axis in axes:
+            # the period is the preset ending when the server read the request, to the minute
+            assert _wall_ms(before - length, zone) - 1 <= axis["start"], axis
+            assert axis["start"] <= _wall_ms(after - length, zone) + MINUTE_MS, axis
+            assert _wall_ms(before, zone) - 1 <= axis["end"], axis
+            assert axis["end"] <= _wall_ms(after, zone) + MINUTE_MS, axis
+            assert axis["ticks"] and min(axis["ticks"]) >= axis["start"], axis
+        tracked.screenshot(f"axis-start-{path.strip('/') or 'overview'}-{preset}")

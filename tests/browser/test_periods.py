@@ -129,3 +129,23 @@ def test_the_overview_refreshes_its_figures_until_switched_off_or_hidden(
     assert page.evaluate("window.consoleRefreshOn()") is False
     assert page.evaluate(WIDER_THAN_VIEWPORT) <= 0
     tracked.screenshot(f"period-refresh-{size}")
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_the_sessions_list_names_its_zone_in_the_footer_and_beside_its_period_filter_only(
+    open_page, console_data: Console, size: str
+) -> None:
+    """The foot of every page names the zone; the list says it once more where a time is typed
+    (the "Active between" filter), never in a second line of its own."""
+    tracked = open_page(*SIZES[size])
+    sign_in(tracked, "watcher")
+    page = tracked.page
+    page.goto("/sessions/?tz=Asia%2FTokyo")
+    page.wait_for_selector("#sessions tbody tr")
+    shown = page.inner_text("body")
+    assert shown.count("Times in") == 1, shown
+    assert shown.count("Asia/Tokyo") == 2, shown
+    assert page.inner_text("#time-zone") == "Asia/Tokyo"
+    assert "Asia/Tokyo" in page.inner_text("#period-filter legend")
+    assert page.evaluate(WIDER_THAN_VIEWPORT) <= 0
+    tracked.screenshot(f"sessions-zone-{size}")

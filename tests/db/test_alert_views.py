@@ -50,6 +50,7 @@ def test_an_admin_creates_a_rule_and_deletes_it(client_as):
         ({"metric": "cpu"}, "Select a valid choice"),
         ({"channel": "webhook", "target": "https://10.1.2.3/x"}, "non-public address"),
         ({"channel": "email", "target": "nobody"}, "not an email address"),
+        ({"metric": "daily_spend", "time_zone": "Europe/Nowhere"}, "not an IANA time zone"),
     ],
 )
 def test_a_rule_that_cannot_be_kept_answers_422_naming_the_field(client_as, overrides, message):
@@ -57,6 +58,29 @@ def test_a_rule_that_cannot_be_kept_answers_422_naming_the_field(client_as, over
     assert answer.status_code == 422
     assert message in answer.content.decode()
     assert not AlertRule.objects.exists()
+
+
+def test_a_rule_keeps_the_time_zone_typed_or_utc_and_the_page_says_where_its_day_starts(
+    client_as,
+):
+    admin = client_as("admin")
+    admin.post(
+        reverse("alerts"), form(name="berlin", metric="daily_spend", time_zone="Europe/Berlin")
+    )
+    admin.post(reverse("alerts"), form(name="plain", metric="daily_spend", time_zone=""))
+    admin.post(reverse("alerts"), form(name="sessions"))
+    assert dict(AlertRule.objects.values_list("name", "time_zone")) == {
+        "berlin": "Europe/Berlin",
+        "plain": "UTC",
+        "sessions": "UTC",
+    }
+    page = admin.get(reverse("alerts")).content.decode()
+    assert '<td class="rule-zone">00:00 Europe/Berlin</td>' in page
+    assert '<td class="rule-zone">00:00 UTC</td>' in page
+    assert "session_cost does not count by day" in page
+    refused = admin.post(reverse("alerts"), form(name="x", time_zone="Berlin"))
+    assert refused.status_code == 422
+    assert 'id="id_time_zone-error"' in refused.content.decode()
 
 
 def test_viewers_and_operators_read_but_may_not_edit(client_as):

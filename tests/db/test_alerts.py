@@ -3,14 +3,16 @@ and waits out its cooldown; dedup holds when evaluations repeat or race."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.utils import timezone
 
 from alerts.evaluation import SESSION_METRICS, evaluate_all, evaluate_sessions
+from alerts.measures import profile_values
 from alerts.models import Alert, AlertRule, HourlyPremium, Notification
 from alerts.services import RuleValues, create_rule
 from compaction.models import CompactionRun
@@ -99,6 +101,9 @@ def test_another_profiles_key_cannot_touch_a_rule(compactor, make_agent):
         (rule_body(channel="webhook", target=""), "target"),
         (rule_body(channel="email", target="not an address"), "target"),
         (rule_body(name=""), "name"),
+        (rule_body(metric="daily_spend", time_zone="Mars/Olympus"), "time_zone"),
+        (rule_body(metric="daily_spend", time_zone="UTC+2"), "time_zone"),
+        (rule_body(metric="daily_spend", time_zone=""), "time_zone"),
     ],
 )
 def test_a_bad_rule_is_refused_422_naming_the_field_and_nothing_is_stored(compactor, body, field):
@@ -106,6 +111,22 @@ def test_a_bad_rule_is_refused_422_naming_the_field_and_nothing_is_stored(compac
     assert answer.status_code == 422, answer.content
     assert answer.json()["field"] == field
     assert not AlertRule.objects.exists()
+
+
+def test_a_rule_keeps_its_time_zone_utc_unless_given(compactor):
+    plain = compactor.post("/api/v1/alerts/rules", rule_body(metric="daily_spend")).json()
+    assert plain["time_zone"] == "UTC"
+    body = rule_body(name="budget", metric="daily_spend", time_zone="Europe/Berlin")
+    berlin = compactor.post("/api/v1/alerts/rules", body)
+    assert berlin.status_code == 201 and berlin.json()["time_zone"] == "Europe/Berlin"
+    assert AlertRule.objects.get(pk=berlin.json()["id"]).time_zone == "Europe/Berlin"
+    moved = compactor.client.put(
+        f"/api/v1/alerts/rules/{berlin.json()['id']}",
+        {**body, "time_zone": "America/New_York"},
+        content_type="application/json",
+        headers=compactor.headers(),
+    )
+    assert moved.status_code == 200 and moved.json()["time_zone"] == "America/New_York"
 
 
 def test_private_receivers_are_admitted_only_when_the_setting_allows_them(compactor, settings):
@@ -438,3 +459,60 @@ def test_beat_sees_a_failed_compaction_and_an_overflow_of_a_session_that_stopped
     fired = Alert.objects.get(rule=failed)
     assert fired.detail == {"run": run.pk}
     assert Alert.objects.filter(rule=overflow).count() == 1
+
+
+# --- daily_spend: the day of the rule's time zone ---------------------------------------------
+
+
+def _spend(profile: AgentProfile, hour: datetime, usd: int) -> None:
+    HourlyUsage.objects.create(profile=profile, model=SONNET, hour=hour, cost_usd=Decimal(usd))
+
+
+def _daily(profile: AgentProfile, now: datetime, zone: str) -> Decimal | None:
+    (found,) = profile_values("daily_spend", [profile], now=now, zone=ZoneInfo(zone))
+    return found.value
+
+
+def test_daily_spend_counts_from_midnight_in_the_rules_zone_across_a_25_hour_day(agent):
+    """Berlin's clocks go back on 2026-10-25: that day runs 22:00 UTC the 24th to 23:00 UTC
+    the 25th. A rollup hour counts in the day holding its start (as the console's day buckets)."""
+    profile = AgentProfile.objects.get(name="default")
+    _spend(profile, datetime(2026, 10, 24, 21, tzinfo=UTC), 40)  # the 24th, 23:00 in Berlin
+    _spend(profile, datetime(2026, 10, 24, 22, tzinfo=UTC), 30)  # the 25th, 00:00 in Berlin
+    _spend(profile, datetime(2026, 10, 25, 22, tzinfo=UTC), 25)  # the 25th, 23:00 in Berlin
+    # 24.5 hours into Berlin's day: still the 25th there (a 24-hour day would have ended)
+    now = datetime(2026, 10, 25, 22, 30, tzinfo=UTC)
+    assert _daily(profile, now, "Europe/Berlin") == 55
+    assert _daily(profile, now, "UTC") == 25
+    # Berlin's 26th begins at 23:00 UTC
+    assert _daily(profile, datetime(2026, 10, 25, 23, tzinfo=UTC), "Europe/Berlin") == 0
+
+
+def test_daily_spend_counts_from_midnight_in_the_rules_zone_across_a_23_hour_day(agent):
+    """New York's clocks go forward on 2026-03-08: that day runs 05:00 UTC the 8th to 04:00
+    UTC the 9th; the hour before 04:00 UTC is the 8th's, the one from 04:00 the 9th's."""
+    profile = AgentProfile.objects.get(name="default")
+    _spend(profile, datetime(2026, 3, 9, 3, tzinfo=UTC), 70)  # the 8th, 23:00 in New York
+    _spend(profile, datetime(2026, 3, 9, 4, tzinfo=UTC), 5)  # the 9th, 00:00 in New York
+    now = datetime(2026, 3, 9, 4, 30, tzinfo=UTC)
+    assert _daily(profile, now, "America/New_York") == 5
+    assert _daily(profile, datetime(2026, 3, 9, 3, 59, tzinfo=UTC), "America/New_York") == 70
+
+
+def test_a_daily_spend_rule_fires_and_resolves_on_its_zones_day(agent, time_machine):
+    profile = AgentProfile.objects.get(name="default")
+    _spend(profile, datetime(2026, 10, 24, 22, tzinfo=UTC), 60)  # the 25th in Berlin
+    berlin = make_rule("daily_spend", "50", time_zone="Europe/Berlin")
+    utc = create_rule(
+        RuleValues(name="utc budget", metric="daily_spend", threshold=50, profile=profile)
+    )
+    time_machine.move_to(datetime(2026, 10, 25, 22, 30, tzinfo=UTC), tick=False)
+    evaluate_all()
+    fired = Alert.objects.get()
+    assert fired.rule == berlin and fired.value == 60 and fired.firing
+    assert fired.detail == {"day": "2026-10-25", "time_zone": "Europe/Berlin"}
+    assert not Alert.objects.filter(rule=utc).exists()
+    # Berlin's next day: nothing spent yet, the alert resolves
+    time_machine.move_to(datetime(2026, 10, 25, 23, 5, tzinfo=UTC), tick=False)
+    evaluate_all()
+    assert not Alert.objects.get(pk=fired.pk).firing

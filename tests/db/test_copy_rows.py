@@ -53,7 +53,7 @@ def _call(session: AgentSession, turn: int, **json_values: Any) -> LLMCall:
         cost_usd=Decimal("0.003711"),
         no_cache_cost_usd=Decimal("0.015636"),
         long_context=False,
-        payload_hash="ab" * 32,
+        payload_hash=b"\xab" * 32,
         **json_values,
     )
 
@@ -109,7 +109,7 @@ def _odd_rows(session_pk: int) -> list[CallRow]:
         "window_tokens": 2**31 - 1,
         "surface_version": None,
         "long_context": False,
-        "payload_hash": "ab" * 32,
+        "payload_hash": b"\xab" * 32,
         "received_at": datetime(2025, 6, 1, 12, 0, 8, 1, tzinfo=UTC),
     }
     return [

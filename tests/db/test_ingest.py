@@ -229,7 +229,8 @@ def test_the_stored_payload_hash_is_its_first_form_on_every_path(agent):
     assert agent.post("/api/v1/telemetry", {"records": batched}).status_code == 200
     stored = dict(LLMCall.objects.values_list("turn", "payload_hash"))
     for one in (plain, floats, prefixed, *batched):
-        assert stored[one["turn"]] == _first_form_hash(one), one
+        # the hex the column held before it held the digest's bytes (migration 0029)
+        assert bytes(stored[one["turn"]]).hex() == _first_form_hash(one), one
 
 
 def test_different_content_at_a_taken_position_is_a_conflict_and_changes_nothing(agent):

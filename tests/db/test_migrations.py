@@ -176,3 +176,61 @@ def test_the_frozen_usage_rule_of_0026_is_the_live_one():
                 assert frozen.stored_usage(provider, usage, *counts) == usage_forms.stored_usage(
                     provider, usage, *counts
                 ), (provider, usage, counts)
+
+
+def test_the_frozen_digest_rule_of_0029_is_the_live_one():
+    """0029 keeps its own copy of `telemetry.digests`; on boundary digests both agree, and the
+    database's `decode(…, 'hex')` (PostgreSQL's conversion) gives the same bytes."""
+    import hashlib
+    import importlib
+
+    from telemetry import digests
+
+    frozen = importlib.import_module("telemetry.migrations.0029_call_payload_hash_bytes")
+    texts = ["00" * 32, "ff" * 32, "AB" * 32, hashlib.sha256(b"x").hexdigest()]
+    for text in texts:
+        assert frozen.stored_from_hex(text) == digests.digest_from_text(text)
+        assert frozen.hex_from_stored(frozen.stored_from_hex(text)) == text.lower()
+        assert digests.digest_text(digests.digest_from_text(text)) == text.lower()
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT decode(%s, 'hex')", [text])
+                assert bytes(cursor.fetchone()[0]) == digests.digest_from_text(text)
+    assert digests.stored_digest(hashlib.sha256(b"x")) == frozen.stored_from_hex(texts[3])
+    for bad in ("ab" * 31, "ab" * 33, "g" * 64):
+        with pytest.raises(ValueError):
+            frozen.stored_from_hex(bad)
+        with pytest.raises(ValueError):
+            digests.digest_from_text(bad)
+
+
+def test_0029_turns_the_stored_hex_into_the_digest_s_bytes_and_back(agent):
+    """Reverse then forward on stored calls: the reverse writes the hex the column held before,
+    the forward the bytes ingest now stores; nothing else changes."""
+    import importlib
+
+    from telemetry.models import LLMCall
+
+    for turn in range(3):
+        assert agent.post("/api/v1/telemetry", _record("a", turn, 0, START)).status_code == 201
+    stored = dict(LLMCall.objects.values_list("pk", "payload_hash"))
+    assert len(stored) == 3 and all(len(bytes(d)) == 32 for d in stored.values())
+    module = importlib.import_module("telemetry.migrations.0029_call_payload_hash_bytes")
+
+    def execute(sql: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+
+    editor = SimpleNamespace(connection=connection, execute=execute)
+
+    def column() -> dict[int, Any]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT id, payload_hash FROM telemetry_llmcall")
+            return dict(cursor.fetchall())
+
+    module.backward(None, editor)
+    assert column() == {pk: bytes(d).hex() for pk, d in stored.items()}
+    module.forward(None, editor)
+    assert {pk: bytes(d) for pk, d in column().items()} == {
+        pk: bytes(d) for pk, d in stored.items()
+    }

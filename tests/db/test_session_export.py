@@ -320,6 +320,13 @@ def session_line(v: int = 2, **row: Any) -> str:
     )
 
 
+@pytest.mark.parametrize("digest", ["ab" * 31, "zz" * 32, 7, None])
+def test_a_call_line_whose_payload_hash_is_not_a_sha256_in_hex_is_refused_by_name(agent, digest):
+    call = {"v": 2, "kind": "call", "row": {"turn": 1, "call": 0, "payload_hash": digest}}
+    with pytest.raises(ExportLineError, match="line 2: payload_hash: not a SHA-256 in hex"):
+        import_lines([session_line(), json.dumps(call)])
+
+
 def test_a_version_1_session_line_without_tags_still_imports_and_a_second_import_changes_nothing(
     agent,
 ):
@@ -504,6 +511,9 @@ def test_the_export_leaves_out_archives_and_money_stays_exact(history):
         session__external_id=call_session(lines, line), turn=call["turn"], call=call["call"]
     )
     assert Decimal(call["cost_usd"]) == stored.cost_usd and isinstance(call["cost_usd"], str)
+    # the payload hash is stored as its 32 bytes and written as the 64 hex digits it always was
+    assert re.fullmatch(r"[0-9a-f]{64}", call["payload_hash"])
+    assert call["payload_hash"] == bytes(stored.payload_hash).hex()
     # every amount is written as the API writes money (`money_text`): 9 places, never "0E-9"
     amounts = [
         value

@@ -20,7 +20,7 @@ import pytest
 from compaction import search_terms
 from compaction.imports import files
 from console import periods, view_rules
-from telemetry import cache_misses, pricing, safejson, session_meta, tag_rules, windows
+from telemetry import cache_misses, pricing, safejson, session_meta, tag_rules, windows, zones
 from telemetry.otlp.claude_code import map_log_records
 from telemetry.otlp.wire import LogRecord, cut_too_deep
 from tests.linearity import MEGABYTE, RATIO, ratio_to_linear
@@ -63,7 +63,7 @@ CLIENT_TEXT_PATTERNS: Final = {
     "tag_rules._TAG": tag_rules._TAG,
     "tag_rules._SPACE": tag_rules._SPACE,
     "tag_rules._SEPARATOR": tag_rules._SEPARATOR,
-    "periods._ZONE_NAME": periods._ZONE_NAME,
+    "zones._ZONE_NAME": zones._ZONE_NAME,
     "periods._DATE": periods._DATE,
     "view_rules._SPACE": view_rules._SPACE,
     "view_rules._CONTROL": view_rules._CONTROL,
@@ -88,7 +88,7 @@ REGEX_USES: Final = {
     "console/presenters/transcripts.py": 2,
     "console/docs_site.py": 4,
     "console/parts.py": 1,
-    "console/periods.py": 2,
+    "console/periods.py": 1,
     "console/view_rules.py": 2,
     "console/templatetags/console_format.py": 1,
     "console/views.py": 1,
@@ -100,6 +100,7 @@ REGEX_USES: Final = {
     "telemetry/safejson.py": 1,
     "telemetry/session_meta.py": 3,
     "telemetry/tag_rules.py": 3,
+    "telemetry/zones.py": 1,
 }
 _REGEX_USE: Final = re.compile(
     r"\bre\.(?:compile|search|match|fullmatch|sub|subn|findall|finditer|split)\("

@@ -54,6 +54,7 @@ Surface (`surface.py`)
     every `cache_control`, bounds results by their recorded cap, applies stubs and summaries.
     Re-applying operations changes nothing. `derive_surface_at(log, operations, counts)` also
     gives the chars of the surface of each log prefix (seq < count), in the same pass.
+    `hidden_seqs(log, operations)`: the messages it leaves out wholly (decided by seq and role).
     `canonical_json(surface_or_messages, *, format=None) -> bytes`: sorted keys, compact, ASCII-escaped; the byte-stability contract of D1.
 
 Pruning (`pruning.py`, D3)
@@ -104,6 +105,12 @@ Log positions (`log_position.py`)
     `log_hash(digests, start=LOG_HASH_START)`: a hash chain the console extends per append and
     the client keeps per seq, so a client uses a surface only if it follows what it appended.
 
+Log retention (`log_retention.py`)
+    `removable_seqs(rows, operations, *, archived)`: of stored `(seq, role)` rows, those whose
+    text retention may remove (hidden from the surface, held by an archive); a removed message
+    loads as `removed_message(seq=, role=, format=)` (`is_removed`), which `derive_surface`
+    never shows, so the surface keeps its bytes.
+
 Overflow limits (`overflow_limit.py`)
     `parse_overflow_limit(text) -> OverflowLimit(limit, requested) | None`: the window a
     provider's context-length error states (Anthropic's "N tokens > M maximum", OpenAI's
@@ -137,6 +144,7 @@ from context_core.log_position import (
     extend_log_hash,
     log_hash,
 )
+from context_core.log_retention import is_removed, removable_seqs, removed_message
 from context_core.messages import (
     Block,
     ContentBlock,
@@ -208,6 +216,7 @@ from context_core.surface import (
     canonical_json,
     derive_surface,
     derive_surface_at,
+    hidden_seqs,
     strip_cache_control,
 )
 from context_core.tokens import CHARS_PER_TOKEN, Calibration, estimate_tokens
@@ -270,6 +279,10 @@ __all__ = [
     "derive_surface",
     "derive_surface_at",
     "estimate_tokens",
+    "hidden_seqs",
+    "is_removed",
+    "removable_seqs",
+    "removed_message",
     "make_stub",
     "net_saving",
     "omission_marker",

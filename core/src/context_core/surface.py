@@ -174,6 +174,21 @@ def derive_surface(log: Sequence[Message], operations: Iterable[Operation] = ())
     return _derive(log, operations, ())[0]
 
 
+def hidden_seqs(log: Sequence[Message], operations: Iterable[Operation] = ()) -> tuple[int, ...]:
+    """The seqs of the messages of `log` that `derive_surface(log, operations)` leaves out
+    wholly (inside a summary span in force, or before the agent's cut and no system prompt),
+    in log order: the one definition of "the surface no longer shows it".
+
+    Only a message's `seq` and `role` (and `summarizes`, which only summaries of ours carry)
+    decide it, never its content or the other messages: so `derive_surface` gives the same
+    bytes whatever the content of these messages, and a sub-list of `log` gives the same
+    answer for each of its messages.
+    """
+    hidden: list[int] = []
+    _derive(log, operations, (), hidden)
+    return tuple(hidden)
+
+
 def derive_surface_at(
     log: Sequence[Message], operations: Iterable[Operation], counts: Sequence[int]
 ) -> tuple[Surface, tuple[int, ...]]:
@@ -189,7 +204,10 @@ def derive_surface_at(
 
 
 def _derive(
-    log: Sequence[Message], operations: Iterable[Operation], counts: Sequence[int]
+    log: Sequence[Message],
+    operations: Iterable[Operation],
+    counts: Sequence[int],
+    hidden: list[int] | None = None,
 ) -> tuple[Surface, tuple[int, ...]]:
     stubs: dict[int, dict[str, str]] = {}
     # (operation, last seq it hides): a span that swallows an earlier summary also hides
@@ -239,8 +257,12 @@ def _derive(
             covered_to = hides_to if covered_to is None else max(covered_to, hides_to)
             next_span += 1
         if covered_to is not None and seq <= covered_to:
+            if hidden is not None:
+                hidden.append(seq)
             continue
         if seq < cut and message.role != "system" and not _summary_past(message, cut):
+            if hidden is not None:
+                hidden.append(seq)
             continue
         if message.marked:
             message = strip_cache_control(message)

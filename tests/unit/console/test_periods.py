@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from console.periods import (
@@ -232,3 +232,47 @@ def test_the_previous_period_of_a_preset_has_its_length(start: datetime, minutes
     period = Period(start, start + timedelta(minutes=minutes), "America/New_York", "7d")
     before = period.previous()
     assert (before.end, before.length, before.preset) == (period.start, period.length, "7d")
+
+
+@given(
+    start=moments,
+    length=st.sampled_from([timedelta(hours=1), timedelta(hours=30), timedelta(days=30)])
+    | st.timedeltas(min_value=timedelta(minutes=1), max_value=timedelta(days=60)),
+    zone=st.sampled_from(ZONES),
+    offset=st.integers(min_value=-2, max_value=24 * 61),
+)
+# the hour holding the start lies before the first bucket (a half-hour zone's midnight)
+@example(datetime(2026, 12, 1, 18, 45, tzinfo=UTC), timedelta(days=30), "Asia/Kolkata", 0)
+# the hour a DST change skips and the one it repeats (New York, spring and autumn)
+@example(datetime(2026, 3, 7, 12, tzinfo=UTC), timedelta(days=3), "America/New_York", 19)
+@example(datetime(2026, 10, 31, 12, tzinfo=UTC), timedelta(days=3), "America/New_York", 18)
+@example(datetime(2026, 11, 1, 3, tzinfo=UTC), timedelta(hours=24), "America/New_York", 3)
+# a half-hour DST change, in hour buckets
+@example(datetime(2026, 4, 4, 10, tzinfo=UTC), timedelta(hours=30), "Australia/Lord_Howe", 5)
+def test_the_bucket_holding_an_hour_is_the_last_bucket_start_at_or_before_it(
+    start: datetime, length: timedelta, zone: str, offset: int
+) -> None:
+    # The overview's rollup read (`console.overview._spend`) groups hours by how many bucket
+    # starts are at or before them (`telemetry.compiled.BucketNumber`): the same bucket as
+    # `bucket_of`, for every hour of the period, in every zone, across DST changes.
+    period = Period(start, start + length, zone)
+    starts = period.bucket_starts()
+    hour = start.replace(minute=0, second=0, microsecond=0) + timedelta(hours=offset)
+    if hour >= period.end:
+        return
+    number = sum(1 for s in starts if s <= hour)
+    if number == 0:  # before the first bucket: the hour holding the start, in no bucket
+        assert period.bucket_of(hour) < starts[0]
+        return
+    bucket = starts[number - 1]
+    assert bucket <= hour < period.next_start(bucket)  # the bucket whose interval holds it
+    named = period.bucket_of(hour)
+    tz = ZoneInfo(zone)
+    shift = hour.astimezone(tz).utcoffset() - named.astimezone(tz).utcoffset()  # type: ignore[operator]
+    if shift % timedelta(hours=1):
+        # A half-hour DST change (Lord Howe) inside an hour bucket: the local hour lasts 90 or
+        # 30 minutes while the axis steps by hours, and `bucket_of` names the bucket of the
+        # local hour, not the one whose interval (what a drill-down opens) holds the hour.
+        assert period.bucket == "hour"
+    else:
+        assert bucket == named

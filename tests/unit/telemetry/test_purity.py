@@ -19,6 +19,7 @@ PURE_MODULES = (
     "telemetry.policy_effects",
     "telemetry.session_meta",
     "telemetry.tag_rules",
+    "telemetry.zones",
 )
 
 

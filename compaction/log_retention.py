@@ -1,0 +1,290 @@
+"""Log retention (issue 35): the text of old transcript messages the surface no longer shows
+goes once an archive holds it; the archive is then kept while it is the only copy.
+
+A profile's `log_retention_days` (0, the default: forever) is the age after which a log
+message may lose its text. It does only when the pure rule allows it
+(`context_core.removable_seqs`): the surface hides it wholly (inside a summary in force, or
+before the agent's own cut) and the session's newest archive holds it. The row stays — seq,
+role, format, size, `raw_hash` (so the log's hash chain holds and a replay of the same seq is
+still a duplicate) — with `raw` emptied, `removed_at` set and `archive` naming the archive
+that holds the text. The surface keeps its bytes (the core's property tests); every reader of
+the text restores it from that archive (`archived_texts`) or says where it is.
+
+The job is bounded (at most `BATCH_MESSAGES` messages and `BATCH_SESSIONS` sessions a run, the
+periodic task re-enqueues itself while there is more) and takes no session lock: it touches
+only rows an append never writes again, and an operation can only hide more, never show a
+hidden message again. The archive purge (`compaction.archives.purge_expired_archives`) first
+moves each removed message to a newer archive that holds it too (`move_only_copies`) and never
+deletes an archive that still holds one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from django.db.models import Exists, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Length
+from django.utils import timezone
+
+from compaction.models import Archive, ArchiveChunk, CompactionOperation, LogMessage
+from context_core import operation_from_dict, removable_seqs
+from telemetry.models import AgentProfile, AgentSession
+from telemetry.policy_rules import PolicyValues
+from telemetry.policy_store import effective_policy
+from telemetry.retention import cutoffs
+
+BATCH_MESSAGES: Final = 1000
+BATCH_SESSIONS: Final = 200
+# Operations that can hide a log message wholly (a prune only shortens a tool result).
+HIDING_KINDS: Final = (CompactionOperation.Kind.SUMMARIZE, CompactionOperation.Kind.AGENT)
+
+
+@dataclass(frozen=True)
+class RemovedText:
+    messages: int
+    sessions: int
+    has_more: bool
+
+
+def candidate_sessions(by_profile: Mapping[int, datetime]) -> Q:
+    """Sessions (an `AgentSession` filter on the annotations `archive_pk` and `archived`: the
+    newest archive and the log messages it holds)
+    where log retention may have work: an archive, an operation that hides messages, and a
+    message older than the profile's cut-off with its text, which that archive holds. System
+    prompts are left out of the test (a summary never starts at one), so a session whose only
+    old text is its prompt is not looked at every run."""
+    if not by_profile:
+        return Q(pk__in=[])
+    old_text = Q()
+    for pk, cutoff in by_profile.items():
+        old_text |= Q(profile_id=pk) & Q(
+            Exists(
+                LogMessage.objects.filter(
+                    session=OuterRef("pk"),
+                    removed_at__isnull=True,
+                    created_at__lt=cutoff,
+                    seq__lt=OuterRef("archived"),
+                ).exclude(role="system")
+            )
+        )
+    hiding = Exists(
+        CompactionOperation.objects.filter(session=OuterRef("pk"), kind__in=HIDING_KINDS)
+    )
+    return Q(archive_pk__isnull=False) & hiding & old_text
+
+
+def _sessions(
+    by_profile: Mapping[int, datetime], limit: int | None
+) -> list[tuple[int, int, int, int]]:
+    """(session id, profile id, newest archive id, log messages it holds) of the first `limit`
+    candidate sessions (all when None), in id order."""
+    newest = Archive.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-pk")
+    return list(
+        AgentSession.objects.annotate(
+            archive_pk=Subquery(newest.values("pk")[:1]),
+            archived=Subquery(newest.values("log_messages")[:1]),
+        )
+        .filter(candidate_sessions(by_profile))
+        .order_by("pk")
+        .values_list("pk", "profile_id", "archive_pk", "archived")[:limit]
+    )
+
+
+def removable(session_id: int, cutoff: datetime, archived: int) -> tuple[int, ...]:
+    """The seqs of `session_id`'s messages older than `cutoff` whose text may go now
+    (`context_core.removable_seqs` on their seq and role: no text is read)."""
+    operations = [
+        operation_from_dict(data)
+        for data in CompactionOperation.objects.filter(session_id=session_id)
+        .order_by("pk")
+        .values_list("data", flat=True)
+    ]
+    rows = (
+        LogMessage.objects.filter(
+            session_id=session_id, removed_at__isnull=True, created_at__lt=cutoff, seq__lt=archived
+        )
+        .order_by("seq")
+        .values_list("seq", "role")
+    )
+    return removable_seqs(rows, operations, archived=archived)
+
+
+def _held(session_id: int, archive_id: int, seqs: Sequence[int]) -> list[int]:
+    """Of `seqs`, those whose whole text `archive_id` holds (its parts add up to the text's
+    length): nothing is emptied that the archive could not give back."""
+    lengths = dict(
+        LogMessage.objects.filter(session_id=session_id, seq__in=seqs)
+        .annotate(n=Length("raw"))
+        .values_list("seq", "n")
+    )
+    archived = _lengths(Q(archive_id=archive_id, seq__in=seqs))
+    return [
+        seq
+        for seq in seqs
+        if (archive_id, seq) in archived and archived[archive_id, seq] == lengths.get(seq)
+    ]
+
+
+def remove_expired_text(
+    *,
+    batch_messages: int = BATCH_MESSAGES,
+    batch_sessions: int = BATCH_SESSIONS,
+    now: datetime | None = None,
+    policies: Mapping[int, PolicyValues] | None = None,
+) -> RemovedText:
+    """Remove the text of at most `batch_messages` log messages, looking at most at
+    `batch_sessions` sessions. Idempotent: a message loses its text once."""
+    now = now or timezone.now()
+    if policies is None:
+        policies = {p.pk: effective_policy(p) for p in AgentProfile.objects.all()}
+    found = cutoffs(policies, now, "log_retention_days")
+    removed = looked = 0
+    for session_id, profile_id, archive_id, archived in _sessions(found, batch_sessions + 1):
+        if looked == batch_sessions or removed >= batch_messages:
+            return RemovedText(removed, looked, True)
+        looked += 1
+        seqs = removable(session_id, found[profile_id], archived)
+        taken = seqs[: batch_messages - removed]
+        held = _held(session_id, archive_id, taken) if taken else []
+        if held:
+            removed += LogMessage.objects.filter(
+                session_id=session_id, seq__in=held, removed_at__isnull=True
+            ).update(raw="", removed_at=now, archive_id=archive_id)
+        if len(taken) < len(seqs):
+            return RemovedText(removed, looked, True)
+    return RemovedText(removed, looked, False)
+
+
+def expiring_texts(
+    before: Mapping[int, PolicyValues], after: Mapping[int, PolicyValues], now: datetime
+) -> tuple[int, int]:
+    """(messages, sessions) whose text the log retention of `after` removes now and that of
+    `before` keeps (the policy preview): the job's own rule on the same rows, counted the
+    same way whether or not the text would go (an archive that lost its copy keeps it)."""
+    old = cutoffs(before, now, "log_retention_days")
+    # only a shorter retention (a later cut-off) removes more: an unchanged one costs nothing
+    new = {
+        pk: cutoff
+        for pk, cutoff in cutoffs(after, now, "log_retention_days").items()
+        if pk not in old or cutoff > old[pk]
+    }
+    messages = sessions = 0
+    for session_id, profile_id, _, archived in _sessions(new, limit=None):
+        going = set(removable(session_id, new[profile_id], archived))
+        if profile_id in old:
+            going -= set(removable(session_id, old[profile_id], archived))
+        messages += len(going)
+        sessions += bool(going)
+    return messages, sessions
+
+
+def archived_texts(session_id: int, seqs: Iterable[int]) -> dict[int, tuple[int, str]]:
+    """For each of `seqs` whose text retention removed: (the archive holding it, the text),
+    byte for byte as appended (its archive's parts joined). Seqs with their text are left out."""
+    where = dict(
+        LogMessage.objects.filter(
+            session_id=session_id, seq__in=list(seqs), removed_at__isnull=False
+        ).values_list("seq", "archive_id")
+    )
+    if not where:
+        return {}
+    by_archive: dict[int, list[int]] = {}
+    for seq, archive_id in where.items():
+        by_archive.setdefault(archive_id, []).append(seq)
+    held = Q(pk__in=[])
+    for archive_id, its in by_archive.items():
+        held |= Q(archive_id=archive_id, seq__in=its)
+    parts: dict[int, list[str]] = {}
+    for seq, text in (
+        ArchiveChunk.objects.filter(held).order_by("seq", "part").values_list("seq", "text")
+    ):
+        parts.setdefault(seq, []).append(text)
+    return {seq: (where[seq], "".join(parts[seq])) for seq in where if seq in parts}
+
+
+@dataclass(frozen=True)
+class RemovedNote:
+    """A session's messages whose text log retention removed: how many, the first, and the
+    archive holding the first (what the transcript viewer says)."""
+
+    messages: int
+    first_seq: int
+    archive_id: int
+
+
+def removed_note(session_id: int) -> RemovedNote | None:
+    """`RemovedNote` of `session_id`, None when no text was removed (one indexed read)."""
+    rows = LogMessage.objects.filter(session_id=session_id, archive__isnull=False)
+    first = rows.order_by("seq").values_list("seq", "archive_id").first()
+    if first is None:
+        return None
+    return RemovedNote(rows.count(), first[0], first[1])
+
+
+def removed_seqs(session_id: int, seqs: Iterable[int]) -> dict[int, int]:
+    """Of `seqs`, those whose text retention removed, with the archive holding it."""
+    return dict(
+        LogMessage.objects.filter(
+            session_id=session_id, seq__in=list(seqs), removed_at__isnull=False
+        ).values_list("seq", "archive_id")
+    )
+
+
+def move_only_copies(expired: Sequence[int]) -> None:
+    """Before the archives `expired` are purged: each removed message whose text one of them
+    holds moves to its session's newest archive when that archive holds the text too (it
+    holds every message before its `log_messages`: copied from the log, or for a removed
+    message from its archive: `compaction.archives.log_entries`). An archive still holding a
+    removed message's text after this is its only copy: the purge keeps it."""
+    if not expired:
+        return
+    doomed = set(expired)
+    sessions = set(Archive.objects.filter(pk__in=doomed).values_list("session_id", flat=True))
+    for session_id in sessions:
+        newest = (
+            Archive.objects.filter(session_id=session_id)
+            .order_by("-created_at", "-pk")
+            .values_list("pk", "log_messages")
+            .first()
+        )
+        if newest is None or newest[0] in doomed:
+            continue
+        moving = list(
+            LogMessage.objects.filter(
+                session_id=session_id, archive_id__in=doomed, seq__lt=newest[1]
+            ).values_list("seq", flat=True)
+        )
+        held = _held_copies(session_id, newest[0], moving)
+        LogMessage.objects.filter(session_id=session_id, seq__in=held).update(archive_id=newest[0])
+
+
+def _held_copies(session_id: int, archive_id: int, seqs: Sequence[int]) -> list[int]:
+    """Of `seqs` (removed messages of `session_id`), those `archive_id` holds whole: as many
+    characters as the archive holding each now."""
+    rows = LogMessage.objects.filter(session_id=session_id, seq__in=seqs)
+    now_in = dict(rows.values_list("seq", "archive_id"))
+    lengths = _lengths(Q(archive_id=archive_id, seq__in=seqs))
+    theirs = Q(pk__in=[])
+    for seq, held_by in now_in.items():
+        theirs |= Q(archive_id=held_by, seq=seq)
+    before = {seq: n for (held_by, seq), n in _lengths(theirs).items() if now_in[seq] == held_by}
+    return [
+        seq
+        for seq in seqs
+        if (archive_id, seq) in lengths and lengths[archive_id, seq] == before.get(seq)
+    ]
+
+
+def _lengths(chunks: Q) -> dict[tuple[int, int], int]:
+    """(archive, seq) → the characters its parts hold, of the chunks `chunks` selects."""
+    return {
+        (archive_id, seq): int(n or 0)
+        for archive_id, seq, n in ArchiveChunk.objects.filter(chunks)
+        .order_by()
+        .values("archive_id", "seq")
+        .annotate(n=Sum(Length("text")))
+        .values_list("archive_id", "seq", "n")
+    }

@@ -1,0 +1,236 @@
+"""Log retention (issue 35): the text of old messages the surface no longer shows goes once an
+archive holds it; the surface, earlier versions, the log API and exports keep every byte, and
+the archive purge keeps an archive while it is the only copy."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from compaction.archives import archived_messages, purge_expired_archives
+from compaction.log_retention import remove_expired_text
+from compaction.models import Archive, ArchiveChunk, LogMessage, Surface, SurfaceVersion
+from compaction.session_export import export_lines, sessions_to_export
+from compaction.session_import import import_lines
+from compaction.tasks import apply_log_retention
+from compaction.transcripts import derive, format_of, surface_at
+from console.policy_impact import policy_impact
+from context_core import canonical_json, hidden_seqs
+from telemetry.errors import FieldError
+from telemetry.models import AgentSession
+from telemetry.policy_store import effective_policy, update_policy
+from tests.db.conftest import make_user
+from tests.db.test_compaction_api import session_of
+from tests.support import append_body, tool_transcript
+
+pytestmark = pytest.mark.django_db
+
+HIDDEN = list(range(2, 18))  # the summary of the first compaction of 12 rounds stands for these
+
+
+@pytest.fixture
+def compacted(compactor) -> AgentSession:
+    """12 tool rounds (26 messages), compacted once (prune + a summary of seqs 2..17), the log
+    30 days old, the profile keeping the text 7 days."""
+    assert compactor.post("/api/v1/sessions/run-1/messages", append_body(12)).status_code == 201
+    assert compactor.post("/api/v1/sessions/run-1/compact").json()["status"] == "applied"
+    session = session_of(compactor)
+    LogMessage.objects.update(created_at=timezone.now() - timedelta(days=30))
+    update_policy(profile=compactor.key.profile, values={"log_retention_days": 7})
+    return session
+
+
+def _surfaces(session: AgentSession) -> dict[int, bytes]:
+    versions = SurfaceVersion.objects.filter(session=session).values_list("version", flat=True)
+    found = {v: surface_at(session, v) for v in versions}
+    return {v: canonical_json(s) for v, s in found.items() if s is not None}
+
+
+def _log_page(agent) -> bytes:
+    return bytes(agent.get("/api/v1/sessions/run-1/log?limit=1000").content)
+
+
+def test_retention_removes_only_hidden_archived_text_and_every_surface_keeps_its_bytes(
+    compactor, compacted
+):
+    body = Surface.objects.get(session=compacted).body
+    versions = _surfaces(compacted)
+    page = _log_page(compactor)
+    raw = dict(LogMessage.objects.values_list("seq", "raw"))
+    log, operations, _ = derive(compacted, use_cache=False)
+    assert list(hidden_seqs(log, operations)) == HIDDEN
+
+    done = remove_expired_text()
+    assert (done.messages, done.has_more) == (len(HIDDEN), False)
+    removed = LogMessage.objects.filter(removed_at__isnull=False)
+    assert sorted(removed.values_list("seq", flat=True)) == HIDDEN
+    archive = Archive.objects.get()
+    assert set(removed.values_list("raw", "archive_id")) == {("", archive.pk)}
+    # seq, role, size and digest stay: the hash chain and the counts still hold
+    assert LogMessage.objects.count() == 26
+
+    assert Surface.objects.get(session=compacted).body == body
+    _, _, again = derive(compacted, use_cache=False)
+    assert canonical_json(again, format=format_of("anthropic")).decode() == body
+    # version 1 showed the removed messages verbatim: rebuilt from the archive, byte for byte
+    assert _surfaces(compacted) == versions
+    assert _log_page(compactor) == page
+    assert remove_expired_text().messages == 0  # once
+    # a replay of a removed seq is still a duplicate; other content at it still a conflict
+    first = json.loads(raw[2])
+    replay = compactor.post(
+        "/api/v1/sessions/run-1/messages", {"format": "anthropic", "messages": [first]}
+    )
+    assert replay.status_code in (200, 201) and replay.json()["duplicates"] == [2]
+    changed = compactor.post(
+        "/api/v1/sessions/run-1/messages",
+        {"format": "anthropic", "messages": [{**first, "content": "other"}]},
+    )
+    assert changed.status_code == 409
+
+
+def test_nothing_goes_while_the_text_is_younger_shown_or_kept_forever(compactor, compacted):
+    update_policy(profile=compactor.key.profile, values={"log_retention_days": 31})
+    assert remove_expired_text().messages == 0
+    update_policy(profile=compactor.key.profile, values={"log_retention_days": 0})
+    assert remove_expired_text().messages == 0
+    update_policy(profile=compactor.key.profile, values={"log_retention_days": 7})
+    # a session without an archive keeps every text, whatever hides it
+    Archive.objects.all().delete()
+    assert remove_expired_text().messages == 0
+    assert not LogMessage.objects.filter(removed_at__isnull=False).exists()
+
+
+def test_the_job_is_bounded_and_says_when_there_is_more(compactor, compacted):
+    first = remove_expired_text(batch_messages=5)
+    assert (first.messages, first.has_more) == (5, True)
+    rest = remove_expired_text(batch_messages=100)
+    assert (rest.messages, rest.has_more) == (len(HIDDEN) - 5, False)
+
+
+def test_a_later_archive_holds_the_removed_text_and_the_purge_moves_it_there(compactor, compacted):
+    remove_expired_text()
+    old = Archive.objects.get()
+    before = archived_messages(old)
+    compactor.post(
+        "/api/v1/sessions/run-1/messages",
+        {"format": "anthropic", "messages": tool_transcript(6, first_seq=26, first_round=12)},
+    )
+    assert compactor.post("/api/v1/sessions/run-1/compact").json()["status"] == "applied"
+    newer = Archive.objects.exclude(pk=old.pk).get()
+    # the newer archive copies the removed text from the old one, not the emptied log
+    assert archived_messages(newer)[: len(before)] == before
+    update_policy(profile=compactor.key.profile, values={"archive_retention_days": 1})
+    Archive.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=5))
+    assert purge_expired_archives() == (1, False)
+    assert list(Archive.objects.values_list("pk", flat=True)) == [newer.pk]
+    assert set(
+        LogMessage.objects.filter(removed_at__isnull=False).values_list("archive_id", flat=True)
+    ) == {newer.pk}
+    assert _log_page(compactor).count(b'"removed_by_retention"') == 0
+
+
+def test_an_archive_that_is_the_only_copy_of_a_removed_text_is_never_purged(compactor, compacted):
+    remove_expired_text()
+    old = Archive.objects.get()
+    compactor.post(
+        "/api/v1/sessions/run-1/messages",
+        {"format": "anthropic", "messages": tool_transcript(6, first_seq=26, first_round=12)},
+    )
+    compactor.post("/api/v1/sessions/run-1/compact")
+    newer = Archive.objects.exclude(pk=old.pk).get()
+    # the newer archive lost its copy of seq 2 (another backend, a partial write): the old
+    # one is then seq 2's only copy
+    ArchiveChunk.objects.filter(archive=newer, seq=2).update(text="{}")
+    update_policy(profile=compactor.key.profile, values={"archive_retention_days": 1})
+    Archive.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=5))
+    assert purge_expired_archives() == (0, False)
+    assert Archive.objects.filter(pk=old.pk).exists()
+    assert LogMessage.objects.get(seq=2).archive_id == old.pk
+    assert LogMessage.objects.get(seq=3).archive_id == newer.pk
+
+
+def test_an_export_holds_the_removed_text_and_its_import_restores_the_log(compactor, compacted):
+    raw = dict(LogMessage.objects.values_list("seq", "raw"))
+    remove_expired_text()
+    exported = "".join(export_lines(sessions_to_export()))
+    lines = [json.loads(line) for line in exported.splitlines()]
+    logs = [line["row"] for line in lines if line["kind"] == "log"]
+    assert {line["seq"]: line["raw"] for line in logs} == raw
+    assert all("removed_at" not in line for line in logs)
+    LogMessage.objects.all().delete()
+    import_lines(io.StringIO(exported))
+    assert dict(LogMessage.objects.values_list("seq", "raw")) == raw
+
+
+def test_log_retention_days_is_validated_naming_the_field_and_served_by_the_policy_api(
+    compactor,
+):
+    with pytest.raises(FieldError, match="log_retention_days"):
+        update_policy(profile=compactor.key.profile, values={"log_retention_days": -1})
+    with pytest.raises(FieldError, match="log_retention_days"):
+        update_policy(profile=compactor.key.profile, values={"log_retention_days": 2.5})
+    assert effective_policy(compactor.key.profile).log_retention_days == 0
+    assert compactor.get("/api/v1/policy").json()["log_retention_days"] == 0
+
+
+def test_the_policy_preview_counts_the_texts_a_shorter_log_retention_removes(compactor, compacted):
+    profile = compactor.key.profile
+    update_policy(profile=profile, values={"log_retention_days": 0})
+    preview = policy_impact(profile, {"log_retention_days": 7})
+    assert preview is not None and preview.changes_anything
+    assert (preview.expiring_texts, preview.expiring_text_sessions) == (len(HIDDEN), 1)
+    longer = policy_impact(profile, {"log_retention_days": 31})
+    assert longer is not None and longer.expiring_texts == 0
+    update_policy(profile=profile, values={"log_retention_days": 7})
+    apply_log_retention.apply()  # the beat job, in process
+    assert LogMessage.objects.filter(removed_at__isnull=False).count() == preview.expiring_texts
+    again = policy_impact(profile, {"log_retention_days": 3})
+    assert again is not None and again.expiring_texts == 0  # nothing more goes
+
+
+def test_the_policy_page_shows_the_texts_a_log_retention_removes_before_saving(
+    compactor, compacted, client
+):
+    update_policy(profile=compactor.key.profile, values={"log_retention_days": 0})
+    client.force_login(make_user("boss", "admin"))
+    shorter = {"log_retention_days": "7"}
+    preview = client.post(reverse("policy_profile_preview", args=["default"]), shorter)
+    text = preview.content.decode()
+    assert 'id="impact-log-retention"' in text
+    assert f"the text of <strong>{len(HIDDEN)} transcript messages</strong> in 1 session " in text
+    response = client.post(reverse("policy_profile", args=["default"]), shorter)
+    assert "Not saved yet" in response.content.decode()
+    assert effective_policy(compactor.key.profile).log_retention_days == 0
+
+
+def test_the_transcript_viewer_says_where_the_removed_text_is_and_shows_an_earlier_turn_whole(
+    compactor, compacted, client
+):
+    record = {
+        "session_id": "run-1",
+        "turn": 0,
+        "model": "gpt-4o",
+        "usage": {"prompt_tokens": 1_000, "completion_tokens": 10},
+        "surface_version": 1,  # before the compaction: the removed messages were shown
+    }
+    assert compactor.post("/api/v1/telemetry", record).status_code in (200, 201, 202)
+    remove_expired_text()
+    archive = Archive.objects.get()
+    client.force_login(make_user("viewer", "viewer"))
+    url = reverse("session", args=[compacted.pk])
+    headers = {"HX-Request": "true", "HX-Target": "surface"}
+    now = client.get(url, headers=headers).content.decode()
+    link = f'href="{reverse("archive", args=[archive.pk])}#log-seq-2">archive #{archive.pk}</a>'
+    assert f"The text of {len(HIDDEN)} earlier log messages was removed by retention" in now
+    assert link in now
+    turn = client.get(url, {"surface_turn": "0"}, headers=headers)
+    assert turn.status_code == 200
+    shown = turn.content.decode()
+    assert "part 0 line" in shown  # seq 3's result, read back from the archive
+    assert "read back from the archive" in shown
