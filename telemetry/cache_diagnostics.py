@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from telemetry.errors import FieldError
+from telemetry.usage import MAX_STORED_COUNT
 
 if TYPE_CHECKING:  # `telemetry.cache_misses` reads this module: the names only, at type time
     from telemetry.cache_misses import Cause
@@ -139,6 +140,8 @@ def count(value: Any, field: str) -> int | None:
         raise FieldError(field, "must be a whole number of tokens")
     if number < 0:
         raise FieldError(field, "must not be negative")
+    if number > MAX_STORED_COUNT:  # the call's `provider_missed_tokens` column
+        raise FieldError(field, f"must be at most {MAX_STORED_COUNT}")
     return number
 
 

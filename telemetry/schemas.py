@@ -18,6 +18,7 @@ from pydantic import (
 
 from telemetry.money import Money
 from telemetry.session_meta import metadata_problem
+from telemetry.usage import MAX_STORED_COUNT
 
 
 class PolicyOut(Schema):
@@ -49,7 +50,8 @@ class ErrorOut(Schema):
 
 
 MAX_COUNT = 10**12  # far above any real request; stops integer overflow reaching the database
-MAX_SMALL = 2**31 - 1  # PostgreSQL integer columns (turn, call, window, surface version)
+# PostgreSQL integer columns (turn, call, window, surface version, a call's counts)
+MAX_SMALL = MAX_STORED_COUNT
 MAX_BATCH = 1000
 MAX_ID = 200  # a session id, model or request id
 MAX_NAME = 64  # a provider or agent name
@@ -171,8 +173,8 @@ class RecordIn(BaseModel):
     # with or without `agent` is the same call (`telemetry.idempotency.payload_hash`).
     agent: Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME)] | None = None
     request_id: Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID)] | None = None
-    request_chars: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = None
-    appended_chars: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = None
+    request_chars: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)] | None = None
+    appended_chars: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)] | None = None
     window_tokens: Annotated[StrictInt, Field(ge=1, le=MAX_SMALL)] | None = None
     surface_version: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)] | None = None
     at: AwareDatetime | None = None

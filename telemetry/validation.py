@@ -27,7 +27,13 @@ from telemetry.schemas import (
     nul_free,
     trusted_record,
 )
-from telemetry.usage import NormalizedUsage, normalize_usage, untiered_write_tier
+from telemetry.usage import (
+    MAX_STORED_COUNT,
+    NormalizedUsage,
+    normalize_usage,
+    oversized_count,
+    untiered_write_tier,
+)
 
 Status = ItemStatus
 
@@ -217,6 +223,18 @@ def validate_items(
             if exc.field == "provider":
                 name = "provider"
             outcomes.append(_invalid(index, record, f"{_prefix(index, batch)}{name}", exc.message))
+            continue
+        oversized = oversized_count(provided.context)
+        if oversized is not None:
+            name, value = oversized
+            outcomes.append(
+                _invalid(
+                    index,
+                    record,
+                    f"{_prefix(index, batch)}usage",
+                    f"{name} must be at most {MAX_STORED_COUNT} tokens, got {value}",
+                )
+            )
             continue
         if record.window_tokens is not None and record.window_tokens <= reserved:
             outcomes.append(
