@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from django.db.models import Exists, OuterRef, Q, Subquery, Sum
-from django.db.models.functions import Length
+from django.db.models import Exists, IntegerField, Max, Min, OuterRef, Q, Subquery, Sum
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Length
 from django.utils import timezone
 
 from compaction.models import Archive, ArchiveChunk, CompactionOperation, LogMessage
@@ -38,8 +39,6 @@ from telemetry.retention import cutoffs
 
 BATCH_MESSAGES: Final = 1000
 BATCH_SESSIONS: Final = 200
-# Operations that can hide a log message wholly (a prune only shortens a tool result).
-HIDING_KINDS: Final = (CompactionOperation.Kind.SUMMARIZE, CompactionOperation.Kind.AGENT)
 
 
 @dataclass(frozen=True)
@@ -50,19 +49,24 @@ class RemovedText:
 
 
 def candidate_sessions(by_profile: Mapping[int, datetime]) -> Q:
-    """Sessions (an `AgentSession` filter on the annotations `archive_pk` and `archived`: the
-    newest archive and the log messages it holds)
-    where log retention may have work: an archive, an operation that hides messages, and a
-    message older than the profile's cut-off with its text, which that archive holds. System
-    prompts are left out of the test (a summary never starts at one), so a session whose only
-    old text is its prompt is not looked at every run."""
+    """Sessions (an `AgentSession` filter on the annotations of `_sessions`) where log
+    retention may have work: an archive, and a message older than the profile's cut-off with
+    its text, which that archive holds, where an operation may hide it — between the first seq
+    a summary starts at and the last it hides, or before the agent's cut (`_hiding_extent`: a
+    superset of what `context_core.hidden_seqs` hides, never a smaller one). So a session whose
+    old text is all shown (its first request, the rounds kept verbatim) is not looked at every
+    run. System prompts are left out of the test too (a summary never starts at one)."""
     if not by_profile:
         return Q(pk__in=[])
+    may_hide = Q(seq__gte=OuterRef("span_first"), seq__lte=OuterRef("span_last")) | Q(
+        seq__lt=OuterRef("agent_cut")
+    )
     old_text = Q()
     for pk, cutoff in by_profile.items():
         old_text |= Q(profile_id=pk) & Q(
             Exists(
                 LogMessage.objects.filter(
+                    may_hide,
                     session=OuterRef("pk"),
                     removed_at__isnull=True,
                     created_at__lt=cutoff,
@@ -70,10 +74,19 @@ def candidate_sessions(by_profile: Mapping[int, datetime]) -> Q:
                 ).exclude(role="system")
             )
         )
-    hiding = Exists(
-        CompactionOperation.objects.filter(session=OuterRef("pk"), kind__in=HIDING_KINDS)
+    return Q(archive_pk__isnull=False) & old_text
+
+
+def _hiding_extent(kind: str, key: str, fold: type[Min] | type[Max]) -> Subquery:
+    """The least or greatest `key` of the session's operations of `kind` (NULL: none)."""
+    value = Cast(KeyTextTransform(key, "data"), IntegerField())
+    return Subquery(
+        CompactionOperation.objects.filter(session=OuterRef("pk"), kind=kind)
+        .order_by()
+        .values("session")
+        .annotate(extent=fold(value))
+        .values("extent")[:1]
     )
-    return Q(archive_pk__isnull=False) & hiding & old_text
 
 
 def _sessions(
@@ -82,10 +95,14 @@ def _sessions(
     """(session id, profile id, newest archive id, log messages it holds) of the first `limit`
     candidate sessions (all when None), in id order."""
     newest = Archive.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-pk")
+    summarize, agent = CompactionOperation.Kind.SUMMARIZE, CompactionOperation.Kind.AGENT
     return list(
         AgentSession.objects.annotate(
             archive_pk=Subquery(newest.values("pk")[:1]),
             archived=Subquery(newest.values("log_messages")[:1]),
+            span_first=_hiding_extent(summarize, "first_seq", Min),
+            span_last=_hiding_extent(summarize, "last_seq", Max),
+            agent_cut=_hiding_extent(agent, "keep_from_seq", Max),
         )
         .filter(candidate_sessions(by_profile))
         .order_by("pk")

@@ -9,18 +9,27 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from compaction.archives import archived_messages, purge_expired_archives
-from compaction.log_retention import remove_expired_text
-from compaction.models import Archive, ArchiveChunk, LogMessage, Surface, SurfaceVersion
+from compaction.log_retention import RemovedText, remove_expired_text
+from compaction.models import (
+    Archive,
+    ArchiveChunk,
+    CompactionOperation,
+    LogMessage,
+    Surface,
+    SurfaceVersion,
+)
 from compaction.session_export import export_lines, sessions_to_export
 from compaction.session_import import import_lines
 from compaction.tasks import apply_log_retention
 from compaction.transcripts import derive, format_of, surface_at
 from console.policy_impact import policy_impact
-from context_core import canonical_json, hidden_seqs
+from context_core import AgentCompactionOperation, canonical_json, hidden_seqs
 from telemetry.errors import FieldError
 from telemetry.models import AgentSession
 from telemetry.policy_store import effective_policy, update_policy
@@ -80,7 +89,8 @@ def test_retention_removes_only_hidden_archived_text_and_every_surface_keeps_its
     # version 1 showed the removed messages verbatim: rebuilt from the archive, byte for byte
     assert _surfaces(compacted) == versions
     assert _log_page(compactor) == page
-    assert remove_expired_text().messages == 0  # once
+    # once; and a session whose old text left is all shown is not looked at again
+    assert remove_expired_text() == RemovedText(0, 0, False)
     # a replay of a removed seq is still a duplicate; other content at it still a conflict
     first = json.loads(raw[2])
     replay = compactor.post(
@@ -234,3 +244,35 @@ def test_the_transcript_viewer_says_where_the_removed_text_is_and_shows_an_earli
     shown = turn.content.decode()
     assert "part 0 line" in shown  # seq 3's result, read back from the archive
     assert "read back from the archive" in shown
+
+
+def test_the_job_never_reads_a_messages_text_and_its_queries_do_not_grow_with_the_log(
+    compactor, compacted
+):
+    with CaptureQueriesContext(connection) as queries:
+        assert remove_expired_text().messages == len(HIDDEN)
+    reads = [q["sql"] for q in queries if q["sql"].lstrip().upper().startswith("SELECT")]
+    for sql in reads:  # sizes are compared in the database; no text comes back
+        assert '"raw"' not in sql.replace('LENGTH("compaction_logmessage"."raw")', "")
+    # past the policies: the candidates, the operations, the old rows' seq and role, two
+    # sizes, one update, whatever the log's length
+    ours = [q["sql"] for q in queries if "telemetry_policy" not in q["sql"]]
+    assert len(ours) <= 7, [sql[:80] for sql in ours]
+
+
+def test_text_before_the_agents_own_cut_goes_too_and_the_surface_keeps_its_bytes(
+    compactor, compacted
+):
+    cut = AgentCompactionOperation(
+        keep_from_seq=22, source="claude-code", source_key="line-9", trigger="auto", summary="s"
+    )
+    CompactionOperation.objects.create(
+        session=compacted, base_version=2, position=0, kind="agent", data=cut.to_dict()
+    )
+    _, _, before = derive(compacted, use_cache=False)
+    assert remove_expired_text().messages == len(HIDDEN) + 5  # and seqs 1, 18..21
+    removed = LogMessage.objects.filter(removed_at__isnull=False).values_list("seq", flat=True)
+    assert sorted(removed) == [1, *HIDDEN, 18, 19, 20, 21]
+    _, _, after = derive(compacted, use_cache=False)
+    assert canonical_json(after) == canonical_json(before)
+    assert LogMessage.objects.get(seq=0).raw  # the system prompt stays shown, with its text
