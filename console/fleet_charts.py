@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta, tzinfo
+from functools import lru_cache
 from typing import Any, Final
 
 from console.charts import COLORS, COST_BUCKETS, Figure, chart_layout, rounded
@@ -134,6 +135,10 @@ def _own(placed: dict[str, Any]) -> dict[str, Any]:
     return {key: list(value) if isinstance(value, list) else value for key, value in placed.items()}
 
 
+# The same buckets are drawn on every refresh of a page (and by the spend, hit and compactions
+# charts alike): each bucket's words are written once. Equal instants in different tzinfos are
+# equal keys, and the words depend on the instant alone.
+@lru_cache(maxsize=4096)
 def _interval(start: datetime, step: timedelta, zone: tzinfo, zone_label: str) -> str:
     local = start.astimezone(zone)
     end = local + step  # the wall clock: a local day ends at the next local midnight

@@ -4,6 +4,7 @@ with the previous period beside on request; it refreshes its own figures (`overv
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any, Final
 from urllib.parse import urlencode
 
@@ -14,7 +15,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from alerts.models import Alert
-from console import charts, fleet_charts
+from console import charts, fleet_charts, overview_rows
 from console.overview import ORIGINS, load_overview
 from console.parts import held
 from console.period_request import with_period
@@ -36,10 +37,17 @@ def drill_link(
     """The sessions list of the sessions active in [start, end) (a whole bucket of `period`, in
     its zone: the same link on every refresh), of `profile` when one is chosen. `sessions_url`:
     the list's address when the caller already has it (a page of many links), else reversed."""
-    params = Period(start, end, period.zone).query()
+    query = _bucket_query(start, end, period.zone)
     if profile:
-        params["profile"] = profile
-    return f"{sessions_url or reverse('sessions')}?{urlencode(params)}"
+        query = f"{query}&{urlencode({'profile': profile})}"
+    return f"{sessions_url or reverse('sessions')}?{query}"
+
+
+@lru_cache(maxsize=4096)
+def _bucket_query(start: datetime, end: datetime, zone: str) -> str:
+    """The query string of the period [start, end) in `zone`: written once for a bucket drawn
+    on every refresh (its words depend on the instants and the zone alone)."""
+    return urlencode(Period(start, end, zone).query())
 
 
 def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
@@ -98,13 +106,13 @@ def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
             for d, end in zip(found.days, day_ends, strict=True)
         ],
     }
-    previous = found.previous
+    current, previous = found.totals, found.previous
     deltas = (
         {
-            "cost": change(found.cost, previous.cost),
-            "calls": change(found.calls, previous.calls),
-            "saved": change(found.saved, previous.saved),
-            "sessions": change(found.sessions, previous.sessions),
+            "cost": change(current.cost, previous.cost),
+            "calls": change(current.calls, previous.calls),
+            "saved": change(current.saved, previous.saved),
+            "sessions": change(current.sessions, previous.sessions),
         }
         if previous is not None
         else {}
@@ -112,12 +120,21 @@ def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
     return {
         "o": found,
         "period": period,
+        # the headline figures, summed over the buckets once
+        "totals": current,
         "previous": previous,
         "deltas": deltas,
         "origins": ORIGINS,
         "figures": figures,
         "drills": drills,
-        "rows": list(zip(found.buckets, drills["spend"], strict=True)),
+        "band_counts": [
+            (band, n, overview_rows.band_link(period, band, found.profile, url))
+            for band, n in found.bands.items()
+        ],
+        "bucket_rows": overview_rows.bucket_rows(found.buckets, bucket_links),
+        "top_cost_rows": overview_rows.top_cost_rows(found.top_cost),
+        "top_pressure_rows": overview_rows.top_pressure_rows(found.top_pressure),
+        "profile_rows": overview_rows.profile_rows(found.lines, period, url),
         "relief": relief_summary(found.profile, found.policies),
         "nav": "overview",
         "refresh_seconds": REFRESH_SECONDS,

@@ -76,7 +76,7 @@ def _unpriced(session: AgentSession) -> str:
     return unpriced_note(session.unpriced_calls) if session.unpriced_calls else ""
 
 
-def _truncated(text: str, length: int) -> str:
+def truncated(text: str, length: int) -> str:
     """The template's `truncatechars`; ASCII that fits is returned as it is (nothing to
     normalise, nothing to cut), which is every id agents send in practice."""
     if len(text) <= length and text.isascii():
@@ -101,7 +101,7 @@ def _name_cell(session: AgentSession, tags: tuple[str, ...] = ()) -> str:
     """The session's title linked, its id beside it; the id alone while it has no title. Its
     tags after, each a link to the list filtered by it."""
     href = escape(reverse("session", args=[session.pk]))
-    short_id = escape(_truncated(session.external_id, 40))
+    short_id = escape(truncated(session.external_id, 40))
     chips = _tag_chips(tags)
     if not session.title:
         return f'<td><a href="{href}" class="mono">{short_id}</a>{chips}</td>'

@@ -18,6 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from console.periods import COMMON_ZONES, PERIOD_PARAMETERS, PRESETS, Period
 from console.plotly_bundle import bundle
+from console.script_json import script_json as script_json_text
 
 register = template.Library()
 
@@ -175,6 +176,13 @@ def highlight(text: str, query: str) -> str:
         last = found.end()
     out.append(escape(str(text)[last:]))
     return mark_safe("".join(out))  # noqa: S308 (every piece of text was escaped)
+
+
+@register.filter
+def script_json(value: Any, element_id: str) -> SafeString:
+    """`{{ figure|script_json:"fig-spend" }}`: Django's `json_script` at a fraction of its CPU
+    (`console.script_json`), for plain data only (a Decimal or a datetime raises)."""
+    return mark_safe(script_json_text(value, element_id))  # noqa: S308 (escaped there)
 
 
 @register.simple_tag
