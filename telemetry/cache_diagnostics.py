@@ -236,6 +236,10 @@ OPENAI_TOKEN_KEYS: Final = ("openai.prompt_cache_diagnostics.cache_missed_tokens
 OPENAI_REUSABLE_KEYS: Final = ("openai.prompt_cache_diagnostics.comparison_reusable_tokens",)
 
 
+# The attributes without one of which `record_fields` finds no diagnosis.
+_DIAGNOSIS_KEYS: Final = frozenset((*ANTHROPIC_TYPE_KEYS, *OPENAI_TYPE_KEYS, *OPENAI_REASON_KEYS))
+
+
 def _first(attributes: Mapping[str, Any], names: Iterable[str]) -> tuple[str, Any] | None:
     for name in names:
         if name in attributes and attributes[name] not in (None, ""):
@@ -251,6 +255,8 @@ def record_fields(attributes: Mapping[str, Any]) -> dict[str, Any]:
     object as JSON text (`{"type": …, "cache_missed_input_tokens": …}`). Counts are kept as
     sent: the record's reader (`read_record`) checks them and names the attribute it refuses.
     """
+    if _DIAGNOSIS_KEYS.isdisjoint(attributes):  # what nearly every span is: one C call
+        return {}
     found = _first(attributes, ANTHROPIC_TYPE_KEYS)
     if found is not None:
         name, value = found

@@ -516,6 +516,8 @@ def _otel_count(
     """
     found: tuple[str, int] | None = None
     for name in names:
+        if usage.get(name) is None:  # most aliases are absent: no field name made for them
+            continue
         value = _optional(usage, name, f"usage.{name}")
         if value is None:
             continue
