@@ -24,10 +24,12 @@ import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Final
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
+from django.db.backends.base.operations import BaseDatabaseOperations
 
 from compaction.models import CompactionRun, Surface
 from compaction.session_export import PART_OF, SESSION_PART, Part, export_columns
@@ -46,7 +48,7 @@ from telemetry.rollups import add_calls
 from telemetry.session_state import restore_session
 from telemetry.session_tags import add_tags, tags_of
 from telemetry.tag_rules import TagError, parse_tags
-from telemetry.usage import BUCKETS
+from telemetry.usage import BUCKETS, INPUT_BUCKETS, MAX_STORED_COUNT, context_size
 from telemetry.usage_forms import stored_usage
 
 BATCH_ROWS: Final = 1000
@@ -124,11 +126,35 @@ def _values(part: Part, line: ExportLine) -> dict[str, Any]:
                 if value is None or isinstance(column, models.JSONField)
                 else column.to_python(value)
             )
+            if value is not None and isinstance(column, models.IntegerField):
+                _in_range(column, values[name])
         except ValidationError as exc:
             raise ExportLineError(line.number, f"{name}: {'; '.join(exc.messages)}") from None
     if part.model is LLMCall:
+        _check_request_size(line.number, values)
         _store_usage(values)
     return values
+
+
+def _in_range(column: models.Field[Any, Any], value: int) -> None:
+    """`value` fits its integer column (a call's counts are int4) on PostgreSQL, whatever the
+    database: SQLite would take any 64-bit integer, so Django's range validators let it by."""
+    low, high = BaseDatabaseOperations.integer_field_ranges[column.get_internal_type()]
+    if not low <= value <= high:
+        raise ValidationError(f"must be in [{low}, {high}], got {value}")
+
+
+def _check_request_size(number: int, values: dict[str, Any]) -> None:
+    """A call's input buckets add up to a size its row stores (`context_tokens`, and the sum
+    SQL takes per row: `telemetry.usage.MAX_STORED_COUNT`), as ingest's own calls do."""
+    counts = [values.get(name) for name in INPUT_BUCKETS]
+    if all(type(n) is int for n in counts):
+        size = context_size(SimpleNamespace(**dict(zip(INPUT_BUCKETS, counts, strict=True))))
+        if size > MAX_STORED_COUNT:
+            raise ExportLineError(
+                number,
+                f"context_tokens: the input buckets add up to {size}, more than {MAX_STORED_COUNT}",
+            )
 
 
 def _digest(number: int, name: str, value: Any) -> bytes:

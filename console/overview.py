@@ -497,7 +497,8 @@ def _spend(
     profile's sums but in no bucket. The statement is compiled once (`CompiledRead`).
     """
     starts = tuple(period.bucket_starts())
-    per_bucket = [Bucket(start, period.next_start(start)) for start in starts]
+    ends = (*starts[1:], period.next_start(starts[-1])) if starts else ()
+    per_bucket = [Bucket(start, end) for start, end in zip(starts, ends, strict=True)]
     first_hour = period.start.replace(minute=0, second=0, microsecond=0)
     pk = None if profile is None else profile.pk
     spend: dict[int, dict[str, Any]] = {}

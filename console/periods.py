@@ -31,7 +31,7 @@ from typing import Final
 from zoneinfo import ZoneInfo
 
 from telemetry.errors import FieldError
-from telemetry.zones import day_start, from_local, parse_zone
+from telemetry.zones import day_start, from_local, hour_start, next_hour_start, parse_zone
 
 # the zones' rules, which the console reads through here too
 from telemetry.zones import is_zone as is_zone
@@ -142,15 +142,14 @@ class Period:
         """The UTC start of the bucket `at` falls in: its local hour, or its local day."""
         if self.bucket == "day":
             return day_start(at, self.tz)
-        floored = at.astimezone(self.tz).replace(minute=0, second=0, microsecond=0)
-        return floored.astimezone(UTC)
+        return hour_start(at, self.tz)
 
     def next_start(self, start: datetime) -> datetime:
         """The start of the bucket after the one starting at `start` (a local day may be 23 or
-        25 hours long; an hour is an hour)."""
+        25 hours long; an hour is an hour but across a half-hour DST change)."""
         if self.bucket == "day":
             return local_midnight(start.astimezone(self.tz).date() + timedelta(days=1), self.tz)
-        return start + timedelta(hours=1)
+        return next_hour_start(start, self.tz)
 
     def bucket_starts(self) -> list[datetime]:
         """Every bucket start (UTC) from the bucket holding `start` to the one holding the last

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from telemetry.errors import FieldError
+from telemetry.usage import MAX_STORED_COUNT
 
 if TYPE_CHECKING:  # `telemetry.cache_misses` reads this module: the names only, at type time
     from telemetry.cache_misses import Cause
@@ -139,6 +140,8 @@ def count(value: Any, field: str) -> int | None:
         raise FieldError(field, "must be a whole number of tokens")
     if number < 0:
         raise FieldError(field, "must not be negative")
+    if number > MAX_STORED_COUNT:  # the call's `provider_missed_tokens` column
+        raise FieldError(field, f"must be at most {MAX_STORED_COUNT}")
     return number
 
 
@@ -233,6 +236,10 @@ OPENAI_TOKEN_KEYS: Final = ("openai.prompt_cache_diagnostics.cache_missed_tokens
 OPENAI_REUSABLE_KEYS: Final = ("openai.prompt_cache_diagnostics.comparison_reusable_tokens",)
 
 
+# The attributes without one of which `record_fields` finds no diagnosis.
+_DIAGNOSIS_KEYS: Final = frozenset((*ANTHROPIC_TYPE_KEYS, *OPENAI_TYPE_KEYS, *OPENAI_REASON_KEYS))
+
+
 def _first(attributes: Mapping[str, Any], names: Iterable[str]) -> tuple[str, Any] | None:
     for name in names:
         if name in attributes and attributes[name] not in (None, ""):
@@ -248,6 +255,8 @@ def record_fields(attributes: Mapping[str, Any]) -> dict[str, Any]:
     object as JSON text (`{"type": …, "cache_missed_input_tokens": …}`). Counts are kept as
     sent: the record's reader (`read_record`) checks them and names the attribute it refuses.
     """
+    if _DIAGNOSIS_KEYS.isdisjoint(attributes):  # what nearly every span is: one C call
+        return {}
     found = _first(attributes, ANTHROPIC_TYPE_KEYS)
     if found is not None:
         name, value = found

@@ -19,7 +19,7 @@ from django.db.models import Q
 from telemetry.digests import stored_digest
 from telemetry.ingest.call_keys import stored_call_keys
 from telemetry.models import LLMCall
-from telemetry.schemas import RecordIn
+from telemetry.schemas import RECORD_DEFAULTS, RecordIn
 
 # `json.dumps` with any non-default option builds a `JSONEncoder` per call (a tenth of the hash's
 # CPU on a 1,000-record batch, make bench P1); this is the encoder it builds, made once. The
@@ -69,11 +69,7 @@ def _canonical_sha256(value: object) -> hashlib._Hash:
 _SORTED_JSON = msgspec.json.Encoder(order="sorted")
 # The fields `exclude_defaults` leaves out when they hold their default, with those defaults
 # (a default factory's value too, should a field ever get one).
-_DEFAULTS: dict[str, Any] = {
-    name: field.get_default(call_default_factory=True)
-    for name, field in RecordIn.model_fields.items()
-    if not field.is_required()
-}
+_DEFAULTS = RECORD_DEFAULTS
 # Fields that say who reported a call or what the session is, not what the call was: never
 # hashed, so a report that names the agent (or carries session metadata) and one that does not
 # are the same call (a duplicate, not a conflict).

@@ -329,20 +329,22 @@ class LLMCall(models.Model):
     request_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 (NULL: not given)
     model = models.CharField(max_length=200)
     provider = models.CharField(max_length=32)
-    uncached_input = models.BigIntegerField()
-    cache_read = models.BigIntegerField()
-    cache_write_5m = models.BigIntegerField()
-    cache_write_1h = models.BigIntegerField()
-    output = models.BigIntegerField()
-    reasoning_output = models.BigIntegerField(null=True, blank=True)
+    # A call's counts: `integer` (int4) columns, half a `bigint`'s bytes; every door refuses a
+    # count above `telemetry.usage.MAX_STORED_COUNT` by name.
+    uncached_input = models.IntegerField()
+    cache_read = models.IntegerField()
+    cache_write_5m = models.IntegerField()
+    cache_write_1h = models.IntegerField()
+    output = models.IntegerField()
+    reasoning_output = models.IntegerField(null=True, blank=True)
     reported_cache = models.BooleanField()
-    context_tokens = models.BigIntegerField()
+    context_tokens = models.IntegerField()
     # NULL: the usage was what `telemetry.usage_forms.derived_usage` builds from the buckets
     # (the usual one); read it through `usage_as_sent`, never this column directly.
     raw_usage = models.JSONField(null=True, blank=True)
     flags = models.JSONField(default=list)
-    request_chars = models.BigIntegerField(null=True, blank=True)
-    appended_chars = models.BigIntegerField(null=True, blank=True)
+    request_chars = models.IntegerField(null=True, blank=True)
+    appended_chars = models.IntegerField(null=True, blank=True)
     window_tokens = models.PositiveIntegerField(null=True, blank=True)
     surface_version = models.PositiveIntegerField(null=True, blank=True)
     # D1/D2: the request's prefix fingerprints as the agent reported them (`telemetry.cache_misses`
@@ -353,7 +355,7 @@ class LLMCall(models.Model):
     # tokens it says missed, and its object verbatim under its format ({"anthropic": {...}}).
     # NULL: the call carried no diagnostics.
     provider_miss_type = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 (NULL: not given)
-    provider_missed_tokens = models.BigIntegerField(null=True, blank=True)
+    provider_missed_tokens = models.IntegerField(null=True, blank=True)
     provider_diagnostics = models.JSONField(null=True, blank=True)
     at = models.DateTimeField()
     cost_uncached_input = money_field()
@@ -426,10 +428,12 @@ class Turn(models.Model):
     last_at = models.DateTimeField()
     model = models.CharField(max_length=200)
     last_call = models.PositiveIntegerField()
-    last_call_context_tokens = models.BigIntegerField()
-    last_call_output = models.BigIntegerField()
-    last_call_reasoning_output = models.BigIntegerField(null=True, blank=True)
-    last_call_appended_chars = models.BigIntegerField(null=True, blank=True)
+    # the turn's last call's own counts, `integer` as the call's (its sums above stay `bigint`:
+    # a long turn may pass 2**31)
+    last_call_context_tokens = models.IntegerField()
+    last_call_output = models.IntegerField()
+    last_call_reasoning_output = models.IntegerField(null=True, blank=True)
+    last_call_appended_chars = models.IntegerField(null=True, blank=True)
     last_call_window_tokens = models.PositiveIntegerField(null=True, blank=True)
     surface_version = models.PositiveIntegerField(null=True, blank=True)
 

@@ -18,6 +18,7 @@ from pydantic import (
 
 from telemetry.money import Money
 from telemetry.session_meta import metadata_problem
+from telemetry.usage import MAX_STORED_COUNT
 
 
 class PolicyOut(Schema):
@@ -49,8 +50,11 @@ class ErrorOut(Schema):
 
 
 MAX_COUNT = 10**12  # far above any real request; stops integer overflow reaching the database
-MAX_SMALL = 2**31 - 1  # PostgreSQL integer columns (turn, call, window, surface version)
+# PostgreSQL integer columns (turn, call, window, surface version, a call's counts)
+MAX_SMALL = MAX_STORED_COUNT
 MAX_BATCH = 1000
+MAX_ID = 200  # a session id, model or request id
+MAX_NAME = 64  # a provider or agent name
 
 
 def no_nul(value: str) -> str:
@@ -62,15 +66,15 @@ def no_nul(value: str) -> str:
 def _no_nul_anywhere(value: object) -> None:
     """PostgreSQL's jsonb cannot store \\u0000; refuse it anywhere in a JSON value.
 
-    The usual value is passed by `_nul_free` without a path per value (called per record of a
+    The usual value is passed by `nul_free` without a path per value (called per record of a
     1,000-record batch, make bench P1); the others are walked by `_refuse_nul` to name where.
     """
-    if not _nul_free(value):
+    if not nul_free(value):
         _refuse_nul(value)
 
 
 def _refuse_nul(value: object, path: str = "") -> None:
-    """Raise ValueError naming the first NUL in `value`; the oracle of `_nul_free`."""
+    """Raise ValueError naming the first NUL in `value`; the oracle of `nul_free`."""
     if isinstance(value, str):
         if "\x00" in value:
             raise ValueError(f"{path or 'value'} must not contain NUL characters")
@@ -83,7 +87,7 @@ def _refuse_nul(value: object, path: str = "") -> None:
             _refuse_nul(item, f"{path}.{index}" if path else str(index))
 
 
-def _nul_free(value: object) -> bool:
+def nul_free(value: object) -> bool:
     """True when `value` surely holds no NUL; False when it may (then `_refuse_nul` walks
     it again to name where)."""
     if type(value) is str:
@@ -95,11 +99,11 @@ def _nul_free(value: object) -> bool:
             if type(item) is str:
                 if "\x00" in item:
                     return False
-            elif not (type(item) is int or item is None or _nul_free(item)):
+            elif not (type(item) is int or item is None or nul_free(item)):
                 return False
         return True
     if type(value) is list:
-        return all(_nul_free(item) for item in value)
+        return all(nul_free(item) for item in value)
     return type(value) in (int, float, bool) or value is None
 
 
@@ -145,10 +149,10 @@ class RecordIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=False)
 
-    session_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    session_id: Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID)]
     turn: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)]
     call: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)] = 0
-    model: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    model: Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID)]
     usage: Annotated[
         dict[str, Any],
         # the token counts each provider shape requires (telemetry.usage), for the OpenAPI schema
@@ -162,15 +166,15 @@ class RecordIn(BaseModel):
             }
         ),
     ]
-    provider: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    provider: Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME)] | None = None
     # The agent that made the call ("claude-code", ...), when it is known: cache writes its
     # record leaves without a tier are billed at the tier that agent writes with
     # (`telemetry.usage.untiered_write_tier`). Who reported a call is not part of it: a replay
     # with or without `agent` is the same call (`telemetry.idempotency.payload_hash`).
-    agent: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
-    request_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
-    request_chars: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = None
-    appended_chars: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = None
+    agent: Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME)] | None = None
+    request_id: Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID)] | None = None
+    request_chars: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)] | None = None
+    appended_chars: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)] | None = None
     window_tokens: Annotated[StrictInt, Field(ge=1, le=MAX_SMALL)] | None = None
     surface_version: Annotated[StrictInt, Field(ge=0, le=MAX_SMALL)] | None = None
     at: AwareDatetime | None = None
@@ -235,7 +239,7 @@ class RecordIn(BaseModel):
     @field_validator("usage")
     @classmethod
     def _usage_without_nul(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if not _nul_free(value):  # `_no_nul_anywhere`, without its call
+        if not nul_free(value):  # `_no_nul_anywhere`, without its call
             _refuse_nul(value)
         return value
 
@@ -257,6 +261,29 @@ class RecordIn(BaseModel):
         if value is not None:
             _no_nul_anywhere(value)
         return value
+
+
+# RecordIn's fields that have a default, with it (what `exclude_defaults` leaves out, and what a
+# record made by `trusted_record` holds where its values say nothing).
+RECORD_DEFAULTS: dict[str, Any] = {
+    name: field.get_default(call_default_factory=True)
+    for name, field in RecordIn.model_fields.items()
+    if not field.is_required()
+}
+
+
+def trusted_record(values: dict[str, Any]) -> RecordIn:
+    """A RecordIn holding `values` as they are, not validated: for values already known to keep
+    its rules (`telemetry.validation.typed` decides which). What `RecordIn.model_construct`
+    makes, without its loop over every field (it cost more than validating)."""
+    fields = dict(RECORD_DEFAULTS)
+    fields.update(values)
+    record = RecordIn.__new__(RecordIn)
+    object.__setattr__(record, "__dict__", fields)
+    object.__setattr__(record, "__pydantic_fields_set__", set(values))
+    object.__setattr__(record, "__pydantic_extra__", None)
+    object.__setattr__(record, "__pydantic_private__", None)
+    return record
 
 
 class BatchIn(BaseModel):

@@ -33,6 +33,14 @@ PROVIDERS: Final[tuple[Provider, ...]] = get_args(Provider)
 # comes near it, so anything above is a corrupt or hostile value, not a big call.
 MAX_TOKENS: Final = 2**53 - 1
 
+# The largest count a call's row stores: its token and character counts are `integer` (int4)
+# columns, four bytes each where `bigint` took eight (docs/scaling.md). A request is bounded by
+# its model's window (a few million tokens at most), three orders of magnitude below; every door
+# refuses a call above it by name (`oversized_count`, `telemetry.schemas`,
+# `telemetry.cache_diagnostics`) instead of the database refusing its batch. Sums over calls (a
+# turn's, a session's, an hour's) stay `bigint`.
+MAX_STORED_COUNT: Final = 2**31 - 1
+
 # A call's billed buckets, named as `NormalizedUsage` counts them, a call's row stores them and
 # `telemetry.pricing` prices them. The first four are the input buckets: disjoint, so a request's
 # size is their sum (`context_size`).
@@ -60,6 +68,20 @@ def context_size(counts: InputCounts) -> int:
     The one definition of a request's size: Python reads it here, SQL from `context_sql`.
     """
     return counts.uncached_input + counts.cache_read + counts.cache_write_5m + counts.cache_write_1h
+
+
+def oversized_count(usage: NormalizedUsage) -> tuple[str, int] | None:
+    """The first count of `usage` a call's row cannot store (above `MAX_STORED_COUNT`), as
+    (name, value): an input bucket, the request's size (`context_tokens`, their sum, stored too
+    and summed in SQL per row) or the output; None when all fit. The counts are never negative
+    and reasoning never exceeds output, so the request's size and the output bound them all."""
+    if context_size(usage) <= MAX_STORED_COUNT and usage.output <= MAX_STORED_COUNT:
+        return None
+    for name in (*INPUT_BUCKETS, "context_tokens", "output"):
+        value = context_size(usage) if name == "context_tokens" else getattr(usage, name)
+        if value > MAX_STORED_COUNT:
+            return name, value
+    return None  # pragma: no cover (one of them was above)
 
 
 def context_sql(alias: str) -> str:
@@ -494,6 +516,8 @@ def _otel_count(
     """
     found: tuple[str, int] | None = None
     for name in names:
+        if usage.get(name) is None:  # most aliases are absent: no field name made for them
+            continue
         value = _optional(usage, name, f"usage.{name}")
         if value is None:
             continue

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any, Final
 
 from pydantic import ValidationError
 
@@ -17,8 +18,22 @@ from telemetry.errors import FieldError
 from telemetry.idempotency import payload_hash
 from telemetry.policy_rules import PolicyValues
 from telemetry.provider_context import ProviderUsage, read_provider_usage
-from telemetry.schemas import ItemStatus, RecordIn
-from telemetry.usage import NormalizedUsage, normalize_usage, untiered_write_tier
+from telemetry.schemas import (
+    MAX_ID,
+    MAX_NAME,
+    MAX_SMALL,
+    ItemStatus,
+    RecordIn,
+    nul_free,
+    trusted_record,
+)
+from telemetry.usage import (
+    MAX_STORED_COUNT,
+    NormalizedUsage,
+    normalize_usage,
+    oversized_count,
+    untiered_write_tier,
+)
 
 Status = ItemStatus
 
@@ -54,6 +69,67 @@ class ValidRecord:
     diagnosis: ProviderDiagnosis | None = None
 
 
+@dataclass(slots=True)
+class Typed:
+    """A record an on-ramp built from typed values (OTLP's call drafts, `telemetry.otlp.store`)
+    that keep `RecordIn`'s rules (`typed` checked them): `validate_items` takes it as it is,
+    without the round trip through a JSON object and its validation, and checks the rest like
+    any record's (`at`'s bound, the usage, the window, the payload hash)."""
+
+    record: RecordIn
+    # the JSON object the record stands for, without `at` (`payload_hash`: `at` is hashed
+    # from the record), keeping `safejson.is_plain`
+    values: dict[str, Any]
+
+
+# The fields a typed record may set, and what `typed` checks of each: text of 1 to n characters
+# without NUL; integers from n to MAX_SMALL (never a bool); the usage object.
+_TEXTS: Final = {
+    "session_id": MAX_ID,
+    "model": MAX_ID,
+    "request_id": MAX_ID,
+    "provider": MAX_NAME,
+    "agent": MAX_NAME,
+}
+_COUNTS: Final = {"turn": 0, "call": 0, "window_tokens": 1}
+_REQUIRED: Final = frozenset({"session_id", "turn", "model", "usage"})
+_TYPED: Final = frozenset({*_TEXTS, *_COUNTS, "usage"})
+
+
+def typed(values: dict[str, Any], at: datetime | None) -> Typed | None:
+    """`values` and `at` as a record `validate_items` takes without validating its fields, when
+    each keeps `RecordIn`'s rule (and the JSON rule, `safejson`) by the checks here; else None,
+    and the caller sends `values` with `at` in ISO form as a JSON object.
+
+    The checks restate the rules of the fields in `_TYPED` for values of their own Python types
+    only (text, integers, a usage object of plain JSON values, a UTC time); anything else is
+    left to the validation. tests/db/test_typed_records.py holds `validate_items`' answer for a
+    typed record equal to its answer for the JSON object, over drawn values and the boundaries
+    of every check."""
+    keys = values.keys()
+    if not (keys >= _REQUIRED and keys <= _TYPED):
+        return None
+    for name, value in values.items():
+        limit = _TEXTS.get(name)
+        if limit is not None:
+            if type(value) is not str or not 0 < len(value) <= limit or "\x00" in value:
+                return None
+        elif name != "usage" and (
+            type(value) is not int or not _COUNTS[name] <= value <= MAX_SMALL
+        ):
+            return None
+    usage = values["usage"]
+    if "/" in values["session_id"] or type(usage) is not dict or not nul_free(usage):
+        return None
+    if not safejson.is_plain(values):  # JSON's own types, no float, no lone surrogate
+        return None
+    if at is None:
+        return Typed(trusted_record(values), values)
+    if type(at) is not datetime or at.tzinfo is not UTC or not 1 < at.year < 9999:
+        return None
+    return Typed(trusted_record({**values, "at": at}), values)
+
+
 def validation_field(error: ValidationError, prefix: str) -> tuple[str, str]:
     """The dotted field name and message of a pydantic error's first problem."""
     first = error.errors()[0]
@@ -74,7 +150,9 @@ def validate_items(
 ) -> tuple[list[ItemResult | None], list[ValidRecord]]:
     """Validate and normalise each item on its own: one bad item never drops the others.
 
-    An `at` after `latest_at` (the clock plus the skew allowed; None: no bound) is refused.
+    An item is a JSON object, or a `Typed` record whose fields are known valid (only the
+    checks after the fields' own are made for it). An `at` after `latest_at` (the clock plus
+    the skew allowed; None: no bound) is refused.
 
     Returns one slot per item (an `invalid` outcome, or None for a valid one) and the valid ones.
     """
@@ -83,26 +161,38 @@ def validate_items(
     cache_ttl = policy.cache_ttl
     reserved = policy.reserved_output_tokens
     for index, raw in enumerate(raw_items):
-        if not isinstance(raw, dict):
+        record: RecordIn
+        hashed: dict[str, Any] | None
+        if type(raw) is Typed:
+            record, plain, hashed = raw.record, True, raw.values
+        elif not isinstance(raw, dict):
             name = _prefix(index, batch).rstrip(".") or "body"
             outcomes.append(
                 ItemResult(index, "invalid", field=name, detail=f"{name}: must be a JSON object")
             )
             continue
-        plain = safejson.is_plain(raw)
-        unsafe = None if plain else safejson.problem(raw, base=_prefix(index, batch).rstrip("."))
-        if unsafe is not None:  # a lone surrogate, NaN, too deep: refused, the batch goes on
-            outcomes.append(ItemResult(index, "invalid", field=unsafe[0], detail=": ".join(unsafe)))
-            continue
-        try:
-            # `RecordIn.model_validate(raw)` without its Python frame and the six keyword
-            # arguments it passes on, all their defaults here: a frame less for every record
-            # of a batch
-            record: RecordIn = RecordIn.__pydantic_validator__.validate_python(raw)
-        except ValidationError as exc:
-            name, message = validation_field(exc, _prefix(index, batch))
-            outcomes.append(ItemResult(index, "invalid", field=name, detail=f"{name}: {message}"))
-            continue
+        else:
+            plain = safejson.is_plain(raw)
+            unsafe = (
+                None if plain else safejson.problem(raw, base=_prefix(index, batch).rstrip("."))
+            )
+            if unsafe is not None:  # a lone surrogate, NaN, too deep: refused, the batch goes on
+                outcomes.append(
+                    ItemResult(index, "invalid", field=unsafe[0], detail=": ".join(unsafe))
+                )
+                continue
+            try:
+                # `RecordIn.model_validate(raw)` without its Python frame and the six keyword
+                # arguments it passes on, all their defaults here: a frame less for every
+                # record of a batch
+                record = RecordIn.__pydantic_validator__.validate_python(raw)
+            except ValidationError as exc:
+                name, message = validation_field(exc, _prefix(index, batch))
+                outcomes.append(
+                    ItemResult(index, "invalid", field=name, detail=f"{name}: {message}")
+                )
+                continue
+            hashed = raw if plain else None
         if latest_at is not None and record.at is not None and record.at > latest_at:
             outcomes.append(
                 _invalid(
@@ -134,6 +224,18 @@ def validate_items(
                 name = "provider"
             outcomes.append(_invalid(index, record, f"{_prefix(index, batch)}{name}", exc.message))
             continue
+        oversized = oversized_count(provided.context)
+        if oversized is not None:
+            name, value = oversized
+            outcomes.append(
+                _invalid(
+                    index,
+                    record,
+                    f"{_prefix(index, batch)}usage",
+                    f"{name} must be at most {MAX_STORED_COUNT} tokens, got {value}",
+                )
+            )
+            continue
         if record.window_tokens is not None and record.window_tokens <= reserved:
             outcomes.append(
                 _invalid(
@@ -161,7 +263,7 @@ def validate_items(
                 outcomes.append(_invalid(index, record, name, exc.message))
                 continue
         outcomes.append(None)
-        digest = payload_hash(record, raw if plain else None)
+        digest = payload_hash(record, hashed)
         valid.append(
             ValidRecord(index, record, provided.context, digest, provided, plain, diagnosis)
         )

@@ -6,7 +6,9 @@ and the alerts (`daily_spend`: the spend since the rule's local midnight) both u
 - a local day starts at its local midnight, or at the first moment after it when a DST gap
   skips midnight; a day across a DST change is 23 or 25 hours long;
 - a local wall time skipped by a gap reads as the time after the gap; a repeated one as its first
-  occurrence.
+  occurrence;
+- a local hour starts at an instant whose local time is on the hour: most are an hour apart, but
+  across Lord Howe Island's half-hour DST change an hour bucket is 30 or 90 minutes long.
 """
 
 from __future__ import annotations
@@ -67,3 +69,39 @@ def from_local(naive: datetime, zone: ZoneInfo) -> datetime:
     # fold 0 (PEP 495): the offset in force before the transition, which places a repeated time
     # at its first occurrence and a skipped one past the gap
     return naive.replace(tzinfo=zone, fold=0).astimezone(UTC)
+
+
+# Every offset in use since 1980 is a whole number of quarter hours (Nepal +05:45, Chatham
+# +12:45), so an instant on a local hour is on a UTC quarter hour; across a DST change two local
+# hours are at most 90 minutes apart. Older local mean times (e.g. +10:36:20) have no instant on
+# the hour: there the UTC hour stands in.
+_QUARTER: Final = timedelta(minutes=15)
+_MOST_QUARTERS: Final = 8
+
+
+def _on_local_hour(at: datetime, zone: ZoneInfo) -> bool:
+    local = at.astimezone(zone)
+    return local.minute == 0 and local.second == 0
+
+
+def hour_start(at: datetime, zone: ZoneInfo) -> datetime:
+    """The UTC instant the local hour holding `at` (aware) began: the latest instant at or
+    before `at` whose local time is on the hour. `hour_start(at) <= at < next_hour_start(it)`."""
+    at = at.astimezone(UTC)
+    quarter = at.replace(minute=at.minute - at.minute % 15, second=0, microsecond=0)
+    for n in range(_MOST_QUARTERS):
+        candidate = quarter - n * _QUARTER
+        if _on_local_hour(candidate, zone):
+            return candidate
+    return at.replace(minute=0, second=0, microsecond=0)
+
+
+def next_hour_start(start: datetime, zone: ZoneInfo) -> datetime:
+    """The start of the local hour after the one starting at `start` (a `hour_start`): the first
+    instant after it whose local time is on the hour."""
+    start = start.astimezone(UTC)
+    for n in range(1, _MOST_QUARTERS + 1):
+        candidate = start + n * _QUARTER
+        if _on_local_hour(candidate, zone):
+            return candidate
+    return start.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)

@@ -43,7 +43,11 @@ def stored_call_keys(
         one = [session_id, turn, session_id, request_id]
         return run(_stored_call_keys_sql(model, single=True), one)
     sql = _stored_call_keys_sql(model, single=False)
-    params = [*pairs_arrays(positions), *_requests_arrays(requests)]
+    # no positions (OTLP reads identities alone, `telemetry.otlp.store`): two empty arrays
+    params = [
+        *(pairs_arrays(positions) if positions else ("{}", "{}")),
+        *_requests_arrays(requests),
+    ]
     return run(sql, params, prepare=few(positions) and few(requests))
 
 

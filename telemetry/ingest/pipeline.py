@@ -125,7 +125,8 @@ def store_records(
 ) -> IngestResult:
     """Store the valid, new usage records of one submission for `profile` and re-derive the
     figures they touch. Each item is a JSON object in the shape of `telemetry.schemas.RecordIn`
-    (it names its own `session_id`); one bad item never drops the others.
+    (it names its own `session_id`), or a `validation.Typed` record; one bad item never drops
+    the others.
 
     Idempotent on (session, turn, call) — or on `request_id` when given: the same payload again
     is a `duplicate` and changes nothing; different content under a taken key is a `conflict`.
@@ -133,7 +134,9 @@ def store_records(
     sessions that need relief (D4), after commit. `policy` and `catalogue` default to fresh reads.
     `locked`: sessions the caller has already locked in its open transaction
     (`session_state.lock_sessions`, as OTLP does to number turns first), by external id; the
-    records' sessions are taken from it instead of being locked a second time.
+    records' sessions are taken from it instead of being locked a second time, and no savepoint
+    is set: the caller's transaction is the unit (an error here rolls all of it back; a
+    savepoint cost two round trips an export for a partial rollback no caller makes).
     """
     policy = effective_policy(profile) if policy is None else policy
     outcomes, valid = validate_items(
@@ -143,7 +146,7 @@ def store_records(
     if valid:
         catalogue = OnceCatalogue() if catalogue is None else catalogue
         store = writers.choose(len(valid))
-        with transaction.atomic():
+        with transaction.atomic(savepoint=locked is None):
             written = store(writers.Submission(profile, valid, policy, catalogue, locked))
             result.sessions = written.sessions
             _record_metadata(written, valid)

@@ -285,7 +285,11 @@ def claude_code_usage(attributes: Mapping[str, Any]) -> dict[str, Any]:
 class ResourceMetadata:
     """`from_otlp` for the items of one export, each resource read once: an item whose
     attributes carry none of `OTLP_NAMES` has its resource's metadata (what `from_otlp` gives
-    for it by definition), kept per resource object; any other item is read whole."""
+    for it by definition), kept per resource object; any other item is read whole.
+
+    The items of one resource share its one dict (a draft's metadata is never changed once
+    built), so the store merges it once per session, not once per call
+    (`telemetry.otlp.store._record_metadata`)."""
 
     def __init__(self) -> None:
         # id(resource) -> (resource, its metadata); the resource is held so its id stays its own
@@ -300,7 +304,7 @@ class ResourceMetadata:
         if held is None or held[0] is not resource:
             held = (resource, from_otlp(resource, {}))
             self._seen[id(resource)] = held
-        return dict(held[1])
+        return held[1]
 
 
 # --- GenAI spans --------------------------------------------------------------------------------

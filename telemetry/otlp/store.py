@@ -5,7 +5,10 @@ the turn (a trace id or a Claude Code prompt id is numbered the first time its s
 `TurnKey`) and the call's position in its turn (the next free one, in start-time order; a call
 already stored keeps its own, so a replayed export builds byte-identical records). The records
 then go to `telemetry.ingest.pipeline.ingest_records` like any JSON API batch: the same validation,
-normalisation, pricing, idempotency and figures. Context events go to
+normalisation, pricing, idempotency and figures. A record whose fields the mapping made from
+typed protobuf values and that keep `RecordIn`'s rules goes as a `validation.Typed`, its fields
+not validated again (`validation.typed`; tests/db/test_typed_records.py holds the outcome equal
+to the JSON record's); every other check is the same. Context events go to
 `telemetry.events.record_context_event`.
 
 One provider request reported by several sources is stored once (`telemetry.otlp.same_request`):
@@ -24,16 +27,19 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max, OuterRef, Q, Subquery
+from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from telemetry.events import record_context_event
+from telemetry.ingest.call_keys import stored_call_keys
+from telemetry.ingest.new_rows import insert_rows
 from telemetry.ingest.pipeline import ingest_records
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
 from telemetry.otlp.same_request import keep_richer
 from telemetry.session_state import discard_unused_sessions, lock_sessions, record_metadata
 from telemetry.usage import CLAUDE_CODE
+from telemetry.validation import Typed, typed
 
 CHUNK = 1_000  # records per store_records call (the JSON API's batch limit)
 
@@ -98,8 +104,8 @@ def store_mapped(
             calls = [c for c in calls if id(c) not in skipped]
             stored.duplicates += len(held)
             _fill_in_reported_costs(sessions, held)
-        turns = _number_turns(sessions, calls, mapped.events)
-        records, drafts = _records(sessions, turns, calls, stored_at)
+        turns, next_call = _number_turns(sessions, calls, mapped.events)
+        records, drafts = _records(sessions, turns, next_call, calls, stored_at)
         for start in range(0, len(records), CHUNK):
             # The key's policy and catalogue, remembered per process like the JSON API's.
             result = ingest_records(
@@ -134,10 +140,18 @@ def store_mapped(
 def _record_metadata(sessions: dict[str, AgentSession], calls: list[CallDraft]) -> None:
     """What the calls' spans and resources said about their sessions (`session_meta`)."""
     found: dict[int, dict[str, str]] = {}
+    # (session pk, id of a metadata dict) merged already: the calls of one resource share its
+    # dict (`mapping.ResourceMetadata`), merged once per session, not copied per call
+    merged: set[tuple[int, int]] = set()
     for call in calls:
         if call.metadata:
             pk = sessions[call.session_id].id
-            found[pk] = {**call.metadata, **found.get(pk, {})}  # the first call's values win
+            if (pk, id(call.metadata)) in merged:
+                continue
+            merged.add((pk, id(call.metadata)))
+            have = found.setdefault(pk, {})
+            for name, value in call.metadata.items():
+                have.setdefault(name, value)  # the first call's values win
     if found:
         record_metadata({s.pk: s for s in sessions.values()}, found, "otlp")
 
@@ -145,7 +159,16 @@ def _record_metadata(sessions: dict[str, AgentSession], calls: list[CallDraft]) 
 def _stored_positions(
     sessions: dict[str, AgentSession], calls: list[CallDraft]
 ) -> dict[tuple[int, str], tuple[int, int]]:
-    """(session pk, request id) -> (turn, call) of the drafts' identities already stored."""
+    """(session pk, request id) -> (turn, call) of the drafts' identities already stored.
+
+    On PostgreSQL the ingest's own read of stored keys (`call_keys.stored_call_keys`, each
+    identity probed through its unique index; no ORM compiles it per export)."""
+    if not calls:
+        return {}
+    requests = sorted({(sessions[c.session_id].id, c.request_id) for c in calls})
+    found = stored_call_keys(LLMCall, [], requests)
+    if found is not None:
+        return {(sid, rid or ""): (turn, call) for sid, turn, call, rid, _ in found}
     return {
         (sid, rid or ""): (turn, call)
         for sid, rid, turn, call in LLMCall.objects.filter(
@@ -197,10 +220,14 @@ def _number_turns(
     sessions: dict[str, AgentSession],
     calls: list[CallDraft],
     events: list[EventDraft],
-) -> dict[tuple[int, str], int]:
+) -> tuple[dict[tuple[int, str], int], dict[tuple[int, int], int]]:
     """(session pk, turn key) -> turn number; new keys numbered after the session's last turn
     (from 0 in a session without turns, as on every door: docs/concepts.md), in the order of
-    their earliest call (events without calls sort by their time)."""
+    their earliest call (events without calls sort by their time).
+
+    And (session pk, turn) -> the turn's next free call number, for the turns of keys already
+    numbered that hold calls, read with the keys (one statement, not two): a key numbered now
+    names a turn after the session's last, which holds no call yet."""
     earliest: dict[tuple[int, str], tuple[int, str]] = {}
     for call in calls:
         pair = (sessions[call.session_id].id, call.turn_key)
@@ -213,14 +240,22 @@ def _number_turns(
         micros = 0 if event.at is None else int(event.at.timestamp() * 1_000_000)
         earliest.setdefault(pair, (micros * 1000, event.source_key))
     if not earliest:
-        return {}
+        return {}, {}
     session_ids = {sid for sid, _ in earliest}
-    known = {
-        (sid, key): turn
-        for sid, key, turn in TurnKey.objects.filter(
-            session_id__any_of=session_ids, key__any_of={k for _, k in earliest}
-        ).values_list("session_id", "key", "turn")
-    }
+    # each key's turn's last call: a `LIMIT 1` walk down the calls' (session, turn, call) index
+    top_call = LLMCall.objects.filter(
+        session_id=OuterRef("session_id"), turn=OuterRef("turn")
+    ).order_by("-call")
+    known: dict[tuple[int, str], int] = {}
+    next_call: dict[tuple[int, int], int] = {}
+    for sid, key, turn, top in (
+        TurnKey.objects.filter(session_id__any_of=session_ids, key__any_of={k for _, k in earliest})
+        .annotate(top=Subquery(top_call.values("call")[:1]))
+        .values_list("session_id", "key", "turn", "top")
+    ):
+        known[(sid, key)] = turn
+        if top is not None:
+            next_call[(sid, turn)] = top + 1
     new = sorted((order, pair) for pair, order in earliest.items() if pair not in known)
     if new:
         last: dict[int, int] = defaultdict(lambda: -1)
@@ -230,8 +265,8 @@ def _number_turns(
             last[sid] += 1
             known[(sid, turn_key)] = last[sid]
             created.append(TurnKey(session_id=sid, key=turn_key, turn=last[sid]))
-        TurnKey.objects.bulk_create(created)
-    return {pair: known[pair] for pair in earliest}
+        insert_rows(TurnKey, created)  # COPY on PostgreSQL
+    return {pair: known[pair] for pair in earliest}, next_call
 
 
 def last_turns(session_ids: Iterable[int]) -> dict[int, int | None]:
@@ -261,20 +296,15 @@ def last_turns(session_ids: Iterable[int]) -> dict[int, int | None]:
 def _records(
     sessions: dict[str, AgentSession],
     turns: dict[tuple[int, str], int],
+    next_call: dict[tuple[int, int], int],
     calls: list[CallDraft],
     stored_at: dict[tuple[int, str], tuple[int, int]],
-) -> tuple[list[dict[str, Any]], list[CallDraft]]:
-    """JSON API records for the call drafts: stored calls keep their position (`stored_at`,
-    `_stored_positions`); new ones take the next free positions of their turn, in start-time
-    order."""
-    session_ids = {sessions[c.session_id].id for c in calls}
-    turn_numbers = {turns[(sessions[c.session_id].id, c.turn_key)] for c in calls}
-    next_call: dict[tuple[int, int], int] = {
-        (row["session_id"], row["turn"]): row["top"] + 1
-        for row in LLMCall.objects.filter(session_id__any_of=session_ids, turn__any_of=turn_numbers)
-        .values("session_id", "turn")
-        .annotate(top=Max("call"))
-    }
+) -> tuple[list[dict[str, Any] | Typed], list[CallDraft]]:
+    """The records of the call drafts (`validation.Typed` when `validation.typed` takes them,
+    else JSON API records): stored calls keep their position (`stored_at`,
+    `_stored_positions`); new ones take the next free positions of their turn (`next_call`, of
+    `_number_turns`; 0 in a turn without calls), in start-time order."""
+    next_call = dict(next_call)
     positions: dict[tuple[int, str], tuple[int, int]] = {}
     for draft in sorted(calls, key=lambda c: (c.order, c.request_id)):
         sid = sessions[draft.session_id].id
@@ -285,7 +315,7 @@ def _records(
         call = next_call.get((sid, turn), 0)
         next_call[(sid, turn)] = call + 1
         positions[identity] = (turn, call)
-    records = []
+    records: list[dict[str, Any] | Typed] = []
     for draft in calls:
         identity = (sessions[draft.session_id].id, draft.request_id)
         turn, call = stored_at.get(identity) or positions[identity]
@@ -305,6 +335,10 @@ def _records(
             record["window_tokens"] = draft.window_tokens
         if draft.diagnostics:
             record.update(draft.diagnostics)
+        built = typed(record, draft.at)  # the usual draft: no JSON round trip
+        if built is not None:
+            records.append(built)
+            continue
         if draft.at is not None:
             record["at"] = draft.at.isoformat()
         records.append(record)

@@ -222,7 +222,7 @@ def test_a_record_with_a_float_keeps_json_texts_raw_usage():
 _ODD_USAGE = {
     "input_tokens": 12,
     "output_tokens": 3,
-    "cache_read_input_tokens": 2**53 - 1,
+    "cache_read_input_tokens": 2**31 - 1 - 12,  # the request at the largest a row stores
     "note": 'tab\there, a newline\nand \\ back "quoted" é \U0001f600 \u2028 \x7f \x1f',
     "é": ["😀", None, True, False, 0, -1, 10**30, {"nested": {"deeper": [[], {}]}}],
     "": "",

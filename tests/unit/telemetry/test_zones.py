@@ -12,7 +12,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from telemetry.errors import FieldError
-from telemetry.zones import day_bounds, day_start, from_local, local_midnight, parse_zone
+from telemetry.zones import (
+    day_bounds,
+    day_start,
+    from_local,
+    hour_start,
+    local_midnight,
+    next_hour_start,
+    parse_zone,
+)
 
 ZONES = [
     "UTC",
@@ -21,6 +29,8 @@ ZONES = [
     "Asia/Kolkata",
     "Australia/Lord_Howe",
     "America/Santiago",
+    "Asia/Kathmandu",
+    "Pacific/Chatham",
 ]
 HOUR = timedelta(hours=1)
 moments = st.datetimes(
@@ -97,3 +107,44 @@ def test_a_wall_time_that_exists_comes_back_and_one_that_does_not_lies_after_its
     assert back >= naive
     if back != naive:  # skipped: moved forward by the gap, at most its length (an hour or less)
         assert back - naive <= HOUR
+
+
+@given(moments, st.sampled_from(ZONES))
+def test_a_moment_lies_in_its_local_hour_and_no_hour_starts_inside_it(
+    at: datetime, name: str
+) -> None:
+    zone = ZoneInfo(name)
+    start = hour_start(at, zone)
+    end = next_hour_start(start, zone)
+    assert start <= at < end
+    for edge in (start, end):
+        local = edge.astimezone(zone)
+        assert (local.minute, local.second, local.microsecond) == (0, 0, 0)
+    # an hour is an hour, but across a half-hour DST change (Lord Howe: 30 or 90 minutes)
+    assert end - start in {HOUR, HOUR / 2, HOUR * 3 / 2}
+    # nothing between them is on a local hour (offsets are whole quarter hours)
+    quarter = timedelta(minutes=15)
+    inside = start + quarter
+    while inside < end:
+        assert inside.astimezone(zone).minute != 0
+        inside += quarter
+    assert hour_start(end, zone) == end
+
+
+def test_lord_howes_half_hour_dst_changes_keep_the_hours_on_the_hour() -> None:
+    zone = ZoneInfo("Australia/Lord_Howe")
+    # 2026-10-04 02:00 +10:30 jumps to 02:30 +11:00: the hour from 01:00 runs to 03:00 local
+    one = datetime(2026, 10, 3, 14, 30, tzinfo=UTC)  # 01:00 +10:30
+    assert next_hour_start(one, zone) == datetime(2026, 10, 3, 16, tzinfo=UTC)  # 03:00 +11:00
+    # 2026-04-05 02:00 +11:00 falls back to 01:30 +10:30: the hour from 01:00 takes 90 minutes
+    one = datetime(2026, 4, 4, 14, tzinfo=UTC)  # 01:00 +11:00
+    after = next_hour_start(one, zone)
+    assert after == datetime(2026, 4, 4, 15, 30, tzinfo=UTC)  # 02:00 +10:30
+    assert hour_start(datetime(2026, 4, 4, 15, 10, tzinfo=UTC), zone) == one
+
+
+def test_a_local_mean_time_offset_falls_back_to_the_utc_hour() -> None:
+    zone = ZoneInfo("Australia/Sydney")  # +10:04:52 before 1895
+    at = datetime(1890, 6, 1, 12, 40, tzinfo=UTC)
+    assert hour_start(at, zone) == datetime(1890, 6, 1, 12, tzinfo=UTC)
+    assert next_hour_start(hour_start(at, zone), zone) == datetime(1890, 6, 1, 13, tzinfo=UTC)
