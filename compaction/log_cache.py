@@ -32,7 +32,9 @@ CacheKey = tuple[int, str]
 class LogCache:
     """Parsed log prefixes per session, in this process.
 
-    The log is append-only and its rows never change, so a parsed prefix stays valid; a load
+    The log is append-only and its rows never change (but for log retention emptying the text
+    of a message the surface no longer shows, which a parsed prefix then still holds: the same
+    text, so nothing derived from it changes), so a parsed prefix stays valid; a load
     parses only the rows after it (an append to a long session, a relief job) instead of
     re-parsing the whole log. The prefix is trusted only while the stored hash of its last row
     still matches (a rolled-back append or a reused session id starts over).

@@ -282,7 +282,9 @@ def stored_surface_messages(state: Surface) -> list[Message] | None:
 
 
 def surface_at(session: AgentSession, version: int) -> CoreSurface | None:
-    """The surface exactly as it was at `version`, rebuilt from the log and operations."""
+    """The surface exactly as it was at `version`, rebuilt from the log and operations. None
+    when the version is not recorded, or when it showed a message whose text log retention
+    removed and no archive gives it back (never a surface with that message made up)."""
     record = SurfaceVersion.objects.filter(session=session, version=version).first()
     if record is None:
         return None
@@ -290,23 +292,24 @@ def surface_at(session: AgentSession, version: int) -> CoreSurface | None:
     # From the agent's cut then: a version of a long imported session reads its last segment,
     # not the whole log.
     log = load_log(session, from_seq=agent_cut(operations))
-    return derive_surface(
-        _restored(session, [m for m in log if m.seq < record.log_messages], operations),
-        operations,
-    )
+    restored = _restored(session, [m for m in log if m.seq < record.log_messages], operations)
+    return None if restored is None else derive_surface(restored, operations)
 
 
 def _restored(
     session: AgentSession, log: list[Message], operations: Sequence[Operation]
-) -> list[Message]:
+) -> list[Message] | None:
     """`log` with each message whose text log retention removed and which these operations
     show (an earlier version's, before the summary that hid it) read back from its archive:
-    an earlier surface is rebuilt exactly as it was."""
+    an earlier surface is rebuilt exactly as it was. None when an archive cannot give one
+    back."""
     hidden = set(hidden_seqs(log, operations))
     wanted = [m.seq for m in log if is_removed(m) and m.seq not in hidden]
     if not wanted:
         return log
     texts = archived_texts(session.pk, wanted)
+    if len(texts) < len(wanted):
+        return None
     caps = dict(
         LogMessage.objects.filter(session=session, seq__in=wanted).values_list("seq", "bound_cap")
     )

@@ -29,6 +29,7 @@ from django.db import router
 from django.db.models import (
     Case,
     Count,
+    DecimalField,
     F,
     FloatField,
     IntegerField,
@@ -497,7 +498,8 @@ def _spend(
     profile's sums but in no bucket. The statement is compiled once (`CompiledRead`).
     """
     starts = tuple(period.bucket_starts())
-    per_bucket = [Bucket(start, period.next_start(start)) for start in starts]
+    ends = (*starts[1:], period.next_start(starts[-1])) if starts else ()
+    per_bucket = [Bucket(start, end) for start, end in zip(starts, ends, strict=True)]
     first_hour = period.start.replace(minute=0, second=0, microsecond=0)
     pk = None if profile is None else profile.pk
     spend: dict[int, dict[str, Any]] = {}
@@ -535,8 +537,14 @@ def _spend_query(
         .annotate(**_SUMS)
         .order_by()
     )
+    # a profile's line has no cost by bucket: those columns are null, not summed
+    no_costs = {f"c_{key}": Value(None, output_field=DecimalField()) for key in COST_KEYS}
     per_profile = (
-        rows.annotate(p=F("profile_id"), b=none).values("p", "b").annotate(**_SUMS).order_by()
+        rows.annotate(p=F("profile_id"), b=none)
+        .values("p", "b")
+        .annotate(**_TOTALS)
+        .annotate(**no_costs)
+        .order_by()
     )
     return per_bucket.union(per_profile, all=True)
 

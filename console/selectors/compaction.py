@@ -212,7 +212,10 @@ def surface_on_turn(session: AgentSession, turn: int) -> SurfaceRead:
     surface = surface_at(session, version)
     if surface is None:
         return SurfaceRead(
-            turn=turn, version=version, missing=f"Surface version {version} is not recorded."
+            turn=turn,
+            version=version,
+            missing=f"Surface version {version} cannot be rebuilt: it is not recorded, or a "
+            "message it showed lost its text to retention and no archive holds it.",
         )
     return SurfaceRead(
         surface.messages,

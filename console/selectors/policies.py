@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from django.db.models import Case, Count, IntegerField, Q
+from django.db import router
+from django.db.models import Case, Count, IntegerField, Q, QuerySet
 from django.utils import timezone
 
 from telemetry.band_sql import RANK_OF_BAND, band_case
 from telemetry.cache_tiers import CachedCall, TierComparison, compare_ttl_tiers
 from telemetry.catalogue import load_catalogue
+from telemetry.compiled import CompiledRead
 from telemetry.models import AgentProfile, LLMCall, Policy
 from telemetry.policy_rules import POLICY_FIELDS, PolicyValues
 from telemetry.policy_store import layered_policy, row_overrides
@@ -42,14 +44,22 @@ class Policies:
 
 
 def load_policies(profile_ids: Iterable[int] | None = None) -> Policies:
-    """One query: the global row and the override rows of `profile_ids` (all when None)."""
-    rows = Policy.objects.all()
-    if profile_ids is not None:
-        rows = rows.filter(Q(is_global=True) | Q(profile_id__in=list(profile_ids)))
+    """One query: the global row and the override rows of `profile_ids` (all when None; that
+    statement, the overview's and every list's, is compiled once: `CompiledRead`)."""
+    if profile_ids is None:
+        alias = router.db_for_read(Policy) or "default"
+        rows: Iterable[Policy] = [
+            Policy.from_db(alias, _POLICY_COLUMNS, row)
+            for row in _ALL_POLICIES.tuples(
+                "all", (), lambda: _policy_rows(None).values_list(*_POLICY_COLUMNS)
+            )
+        ]
+    else:
+        rows = _policy_rows(list(profile_ids))
     global_row: Policy | None = None
     overrides: list[Policy] = []
     stamps: list[str] = []
-    for row in rows.order_by("pk"):
+    for row in rows:
         stamps.append(f"{row.pk}:{row.updated_at.isoformat()}")
         if row.is_global:
             global_row = row
@@ -64,6 +74,18 @@ def load_policies(profile_ids: Iterable[int] | None = None) -> Policies:
         by_profile[row.profile_id] = layered_policy(global_row, row)
         overridden[row.profile_id] = frozenset(k for k, v in values.items() if v is not None)
     return Policies(base, by_profile, overridden, ",".join(stamps))
+
+
+def _policy_rows(profile_ids: list[int] | None) -> QuerySet[Policy]:
+    """The global row and the override rows of `profile_ids` (all when None), by pk."""
+    rows = Policy.objects.order_by("pk")
+    if profile_ids is not None:
+        rows = rows.filter(Q(is_global=True) | Q(profile_id__in=profile_ids))
+    return rows
+
+
+_POLICY_COLUMNS: Final = tuple(f.attname for f in Policy._meta.concrete_fields)
+_ALL_POLICIES: Final = CompiledRead(Policy)
 
 
 def band_rank(profiles: list[AgentProfile], policies: Policies) -> Case:

@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from compaction.archives import archived_messages, purge_expired_archives
+from compaction.log_cache import LOG_CACHE
 from compaction.log_retention import RemovedText, remove_expired_text
 from compaction.models import (
     Archive,
@@ -40,6 +41,15 @@ from tests.support import append_body, tool_transcript
 pytestmark = pytest.mark.django_db
 
 HIDDEN = list(range(2, 18))  # the summary of the first compaction of 12 rounds stands for these
+
+
+@pytest.fixture(autouse=True)
+def no_parsed_logs(monkeypatch):
+    """Every read parses the stored log: a parse this process kept from before the retention
+    would still hold the removed text, and the readers must do without it."""
+    monkeypatch.setattr(LOG_CACHE, "budget", 0)
+    LOG_CACHE.entries.clear()
+    LOG_CACHE.total = 0
 
 
 @pytest.fixture
@@ -276,3 +286,67 @@ def test_text_before_the_agents_own_cut_goes_too_and_the_surface_keeps_its_bytes
     _, _, after = derive(compacted, use_cache=False)
     assert canonical_json(after) == canonical_json(before)
     assert LogMessage.objects.get(seq=0).raw  # the system prompt stays shown, with its text
+
+
+def test_the_policy_form_refuses_a_negative_log_retention_naming_the_field(compactor, client):
+    client.force_login(make_user("boss", "admin"))
+    response = client.post(
+        reverse("policy_profile", args=["default"]), {"log_retention_days": "-1"}
+    )
+    page = response.content.decode()
+    assert response.status_code == 200 and "log_retention_days" in page
+    assert "must not be negative" in page
+    assert effective_policy(compactor.key.profile).log_retention_days == 0
+
+
+def test_a_text_no_archive_holds_any_more_is_said_so_never_made_up(compactor, compacted, client):
+    remove_expired_text()
+    # the archive lost seq 3's parts (a store's fault): no reader may invent the message
+    ArchiveChunk.objects.filter(seq=3).delete()
+    page = json.loads(_log_page(compactor))
+    archive = Archive.objects.get()
+    assert page["messages"][3] == {"seq": 3, "removed_by_retention": True, "archive_id": archive.pk}
+    assert surface_at(compacted, 1) is None  # version 1 showed seq 3
+    assert surface_at(compacted, 2) is not None  # version 2 does not
+    # a compaction now cannot archive the whole log: the manual one refuses, nothing changes
+    more = {"format": "anthropic", "messages": tool_transcript(6, first_seq=26, first_round=12)}
+    compactor.post("/api/v1/sessions/run-1/messages", more)
+    refused = compactor.post("/api/v1/sessions/run-1/compact").json()
+    assert refused["status"] == "refused" and "log message 3" in refused["reason"]
+    assert Archive.objects.count() == 1
+
+
+def _openai_rounds(rounds: int, first_seq: int, first_round: int) -> list[dict[str, object]]:
+    messages: list[dict[str, object]] = []
+    seq = first_seq
+    for i in range(first_round, first_round + rounds):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+        messages.append({"seq": seq, "role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append(
+            {"seq": seq + 1, "role": "tool", "tool_call_id": f"c{i}", "content": f"{i} " * 9000}
+        )
+        seq += 2
+    return messages
+
+
+def test_an_openai_log_keeps_taking_appends_after_its_hidden_text_went(compactor):
+    opening = [
+        {"seq": 0, "role": "system", "content": "be brief"},
+        {"seq": 1, "role": "user", "content": "build it"},
+    ]
+    body = {"format": "openai", "messages": [*opening, *_openai_rounds(12, 2, 0)]}
+    assert compactor.post("/api/v1/sessions/oa/messages", body).status_code == 201
+    assert compactor.post("/api/v1/sessions/oa/compact").json()["status"] == "applied"
+    LogMessage.objects.update(created_at=timezone.now() - timedelta(days=30))
+    update_policy(profile=compactor.key.profile, values={"log_retention_days": 7})
+    session = session_of(compactor, "oa")
+    page = compactor.get("/api/v1/sessions/oa/log?limit=1000").content
+    surface = Surface.objects.get(session=session).body
+    assert remove_expired_text().messages > 0
+    assert compactor.get("/api/v1/sessions/oa/log?limit=1000").content == page
+    _, _, derived = derive(session, use_cache=False)
+    assert canonical_json(derived).decode() == surface
+    more = {"format": "openai", "messages": _openai_rounds(2, 26, 12)}
+    assert compactor.post("/api/v1/sessions/oa/messages", more).status_code == 201
+    grown = Surface.objects.get(session=session).body
+    assert grown.startswith(surface[: -len("]}")])  # the same prefix, the new rounds after it
