@@ -168,7 +168,7 @@ def seed_calls(session_where: str, params: list[Any], turns: int, calls_per_turn
             "reported_cache": "TRUE",
             "context_tokens": CONTEXT,
             "raw_usage": _raw_usage(),
-            "flags": "'[]'::jsonb",
+            "flags": "NULL",  # none, as ingest stores it (`telemetry.models.FlagList`)
             "appended_chars": "1200",
             "at": "timestamptz '2025-06-01' + (t * 7 + c) * interval '1 second'",
             "cost_uncached_input": f"{UNCACHED} * {cost}",

@@ -133,7 +133,7 @@ def call_row(session_id: int, turn: int, call: int, now: datetime) -> tuple[Any,
         True,
         uncached + read + written,
         Jsonb(usage),
-        Jsonb([]),
+        None,  # no flags (`telemetry.models.FlagList`)
         None,
         1_200,
         None,

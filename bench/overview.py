@@ -53,7 +53,7 @@ def _seed(bench: Bench, profile_id: int, sessions: int, start: int, turns: int) 
             "reported_cache": "TRUE",
             "context_tokens": "21500",
             "raw_usage": "'{}'::jsonb",
-            "flags": "'[]'::jsonb",
+            "flags": "NULL",
             "at": "now() - ((s.id * 7919 + t * 104729) %% 2592000) * interval '1 second'",
             "cost_uncached_input": f"500 * {rate}",
             "cost_cache_read": f"2000 * {rate}",

@@ -17,7 +17,7 @@ from django.db.models.base import ModelState
 
 from telemetry.cache_diagnostics import ProviderDiagnosis
 from telemetry.ingest.values import json_text
-from telemetry.models import AgentSession, LLMCall
+from telemetry.models import AgentSession, LLMCall, stored_flags
 from telemetry.pricing import BILLED_FIGURES, IntegerPricer
 from telemetry.schemas import RecordIn
 from telemetry.usage import BUCKETS
@@ -137,15 +137,15 @@ def call_values(
     instance).
 
     It runs once per stored call, so: the costs come as one flat tuple in the row's order
-    (`IntegerPricer.values`, no `CostBreakdown` to read back), the usual empty flags and absent
-    prefix as their JSON text without `json_text`, and the tuple is made without the
+    (`IntegerPricer.values`, no `CostBreakdown` to read back), the usual empty flags, absent
+    prefix and absent diagnostics as SQL NULL (what the ORM stores for them: `FlagList`, a
+    JSONField's None) without `json_text`, and the tuple is made without the
     namedtuple's own `__new__` (a Python frame of 32 arguments). tests/db/test_call_values.py
     holds each column, by name, to what the record says it is."""
     usage, record, diagnosis = v.usage, v.record, v.diagnosis
     costs: tuple[Decimal | bool | None, ...] = (
         _UNPRICED if pricer is None else pricer.values(v.provided.billed)
     )
-    flags = usage.flags
     counts = _BUCKET_COUNTS(usage)
     raw = record.usage
     if stored_usage(usage.provider, raw, *counts) is None:
@@ -166,12 +166,12 @@ def call_values(
             usage.reported_cache,
             usage.context_tokens,
             raw_text,
-            json_text(list(flags)) if flags else "[]",
+            None if (flags := stored_flags(usage.flags)) is None else json_text(flags),
             record.request_chars,
             record.appended_chars,
             record.window_tokens,
             record.surface_version,
-            "null" if record.prefix is None else json_text(stored_prefix(record)),
+            None if record.prefix is None else json_text(stored_prefix(record)),
             *(_UNDIAGNOSED if diagnosis is None else _diagnosed(diagnosis)),
             record.at or now,
             *costs,
@@ -184,7 +184,7 @@ def call_values(
 _BUCKET_COUNTS = attrgetter(*BUCKETS)
 
 # A call without the provider's cache diagnostics (the usual one): its three columns.
-_UNDIAGNOSED = (None, None, "null")
+_UNDIAGNOSED = (None, None, None)
 
 
 def _diagnosed(diagnosis: ProviderDiagnosis) -> tuple[str, int | None, str]:

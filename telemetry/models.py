@@ -304,6 +304,32 @@ class SessionTag(models.Model):
         return f"{self.tag} on session {self.session_id}"
 
 
+class FlagList(models.JSONField):
+    """A call's flags (`telemetry.usage`'s words, a list): NULL when there are none, as for
+    almost every call, where `[]` took five bytes a row (docs/scaling.md). Read back as `[]`,
+    so no reader sees the difference; the migration that made it is a plain JSONField's
+    (`deconstruct`), the column being jsonb either way."""
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        found = super().from_db_value(value, expression, connection)
+        return [] if found is None else found
+
+    def get_db_prep_save(self, value: Any, connection: Any) -> Any:
+        return super().get_db_prep_save(stored_flags(value), connection)
+
+    def deconstruct(self) -> Any:
+        name, _, args, kwargs = super().deconstruct()
+        return name, "django.db.models.JSONField", args, kwargs
+
+
+def stored_flags(flags: Any) -> Any:
+    """A call's flags as stored: None (SQL NULL) for none, else the list (the one rule of
+    `FlagList`, which COPY's rows follow too: `telemetry.costing.call_values`)."""
+    if flags is None or (isinstance(flags, list | tuple) and not flags):
+        return None
+    return list(flags) if isinstance(flags, tuple) else flags
+
+
 class LLMCall(models.Model):
     """One LLM call as an agent reported it: disjoint token buckets, the raw usage, the cost."""
 
@@ -342,7 +368,7 @@ class LLMCall(models.Model):
     # NULL: the usage was what `telemetry.usage_forms.derived_usage` builds from the buckets
     # (the usual one); read it through `usage_as_sent`, never this column directly.
     raw_usage = models.JSONField(null=True, blank=True)
-    flags = models.JSONField(default=list)
+    flags = FlagList(default=list, null=True, blank=True)
     request_chars = models.IntegerField(null=True, blank=True)
     appended_chars = models.IntegerField(null=True, blank=True)
     window_tokens = models.PositiveIntegerField(null=True, blank=True)

@@ -37,10 +37,14 @@ def insert_rows(model: type[models.Model], rows: Sequence[models.Model]) -> None
         for row in rows:
             if stamp:
                 row.__dict__["received_at"] = received
-            # one C call picks the row's values in column order; only the JSON ones are redone
+            # one C call picks the row's values in column order; only the JSON ones are redone:
+            # what the field saves as SQL NULL (None; a `FlagList`'s no flags) goes as NULL
             values = list(values_of(row.__dict__))
-            for i in json_columns:
-                values[i] = json_text(values[i])
+            for i, field in json_columns:
+                if field.get_db_prep_save(values[i], connection) is None:
+                    values[i] = None
+                else:
+                    values[i] = json_text(values[i])
             copy.write_row(values)
     log_statement(sql, started)
 
@@ -48,11 +52,15 @@ def insert_rows(model: type[models.Model], rows: Sequence[models.Model]) -> None
 @functools.cache
 def _copy_sql(
     model: type[models.Model],
-) -> tuple[str, Callable[[dict[str, Any]], tuple[Any, ...]], tuple[int, ...]]:
+) -> tuple[
+    str, Callable[[dict[str, Any]], tuple[Any, ...]], tuple[tuple[int, models.Field[Any, Any]], ...]
+]:
     """COPY's statement, a getter of a row's values in its column order (always a tuple: the
     model has more than one column), and the positions of its JSON columns."""
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    json_columns = tuple(i for i, f in enumerate(fields) if f.get_internal_type() == "JSONField")
+    json_columns = tuple(
+        (i, f) for i, f in enumerate(fields) if f.get_internal_type() == "JSONField"
+    )
     quote = connection.ops.quote_name
     sql = (
         f"COPY {quote(model._meta.db_table)} "

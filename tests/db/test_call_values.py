@@ -21,7 +21,7 @@ from telemetry.costing import CALL_COLUMNS, CallRow, call_row, call_values, stor
 from telemetry.ingest.new_rows import copy_rows
 from telemetry.ingest.statements import set_wise
 from telemetry.ingest.values import json_text
-from telemetry.models import AgentSession, LLMCall
+from telemetry.models import AgentSession, LLMCall, stored_flags
 from telemetry.policy_rules import PolicyValues
 from telemetry.pricing import BILLED_FIGURES, SEED_CATALOGUE, IntegerPricer, find_price
 from telemetry.safejson import is_plain
@@ -84,7 +84,9 @@ def _expected(session_pk: int, valid: Any, pricer: IntegerPricer | None) -> tupl
         elif name == "raw_usage" and valid.plain:
             value = ("JSON", value)  # its text is msgspec's; compared as the value it encodes
         elif name in _JSON:
-            value = json_text(value)
+            # SQL NULL where the ORM stores NULL: None, and no flags (`models.FlagList`)
+            stored = stored_flags(value) if name == "flags" else value
+            value = None if stored is None else json_text(stored)
         values.append(value)
     return tuple(values)
 

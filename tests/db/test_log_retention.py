@@ -314,3 +314,39 @@ def test_a_text_no_archive_holds_any_more_is_said_so_never_made_up(compactor, co
     refused = compactor.post("/api/v1/sessions/run-1/compact").json()
     assert refused["status"] == "refused" and "log message 3" in refused["reason"]
     assert Archive.objects.count() == 1
+
+
+def _openai_rounds(rounds: int, first_seq: int, first_round: int) -> list[dict[str, object]]:
+    messages: list[dict[str, object]] = []
+    seq = first_seq
+    for i in range(first_round, first_round + rounds):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+        messages.append({"seq": seq, "role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append(
+            {"seq": seq + 1, "role": "tool", "tool_call_id": f"c{i}", "content": f"{i} " * 9000}
+        )
+        seq += 2
+    return messages
+
+
+def test_an_openai_log_keeps_taking_appends_after_its_hidden_text_went(compactor):
+    opening = [
+        {"seq": 0, "role": "system", "content": "be brief"},
+        {"seq": 1, "role": "user", "content": "build it"},
+    ]
+    body = {"format": "openai", "messages": [*opening, *_openai_rounds(12, 2, 0)]}
+    assert compactor.post("/api/v1/sessions/oa/messages", body).status_code == 201
+    assert compactor.post("/api/v1/sessions/oa/compact").json()["status"] == "applied"
+    LogMessage.objects.update(created_at=timezone.now() - timedelta(days=30))
+    update_policy(profile=compactor.key.profile, values={"log_retention_days": 7})
+    session = session_of(compactor, "oa")
+    page = compactor.get("/api/v1/sessions/oa/log?limit=1000").content
+    surface = Surface.objects.get(session=session).body
+    assert remove_expired_text().messages > 0
+    assert compactor.get("/api/v1/sessions/oa/log?limit=1000").content == page
+    _, _, derived = derive(session, use_cache=False)
+    assert canonical_json(derived).decode() == surface
+    more = {"format": "openai", "messages": _openai_rounds(2, 26, 12)}
+    assert compactor.post("/api/v1/sessions/oa/messages", more).status_code == 201
+    grown = Surface.objects.get(session=session).body
+    assert grown.startswith(surface[: -len("]}")])  # the same prefix, the new rounds after it

@@ -20,6 +20,7 @@ def test_registered_task_names_stay_what_queued_jobs_carry():
         "compaction.relieve_session": compaction.tasks.relieve_session_task,
         "compaction.sweep": compaction.tasks.sweep,
         "compaction.purge_archives": compaction.tasks.purge_archives,
+        "compaction.apply_log_retention": compaction.tasks.apply_log_retention,
         "telemetry.record_heartbeat": telemetry.tasks.record_heartbeat,
         "telemetry.recompute_pressure": telemetry.tasks.recompute_pressure,
         "telemetry.apply_retention": telemetry.tasks.apply_retention,
