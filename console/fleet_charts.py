@@ -109,24 +109,38 @@ def mid_interval(
     """What places a line's point in the middle of its bucket (of the part of it inside `span`,
     so a point is never off the axis), with the bucket's interval for the hover."""
     span = whole_minutes(span)  # the axis's
+    # the span's ends on the wall clock of `zone` (aware, and as plotly reads them), once for
+    # every point
+    walls = None if span is None else tuple(_wall(at.astimezone(zone)) for at in span)
     return {
-        "x": [_middle(start, step, zone, span).isoformat() for start in starts],
+        "x": [_middle(start, step, zone, walls).isoformat() for start in starts],
         "customdata": [_interval(start, step, zone, zone_label) for start in starts],
     }
 
 
-def _middle(start: datetime, step: timedelta, zone: tzinfo, span: Span | None) -> datetime:
-    """The middle of [start, start + step) on the wall clock of `zone`, cut to `span`."""
+def _wall(at: datetime) -> tuple[datetime, datetime]:
+    """`at` and its wall clock (naive): what plotly reads of it."""
+    return at, at.replace(tzinfo=None)
+
+
+def _middle(
+    start: datetime,
+    step: timedelta,
+    zone: tzinfo,
+    walls: tuple[tuple[datetime, datetime], ...] | None,
+) -> datetime:
+    """The middle of [start, start + step) on the wall clock of `zone`, cut to the span whose
+    ends are `walls` (`_wall`, in the same zone)."""
     left = start.astimezone(zone)
-    right = left + step  # the wall clock, as `_interval` and the bar's width
-    if span is not None:
-        first, last = (at.astimezone(zone) for at in span)
+    left_wall = left.replace(tzinfo=None)
+    right_wall = left_wall + step  # the wall clock, as `_interval` and the bar's width
+    if walls is not None:
+        (first, first_wall), (_last, last_wall) = walls
         # compared as wall times: the axis is a wall clock
-        if first.replace(tzinfo=None) > left.replace(tzinfo=None):
-            left = first
-        if last.replace(tzinfo=None) < right.replace(tzinfo=None):
-            right = last
-    return left + (right.replace(tzinfo=None) - left.replace(tzinfo=None)) / 2
+        if first_wall > left_wall:
+            left, left_wall = first, first_wall
+        right_wall = min(right_wall, last_wall)
+    return left + (right_wall - left_wall) / 2
 
 
 def _own(placed: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from django.db import router
 from django.db.models import (
     Case,
     Count,
+    DecimalField,
     F,
     FloatField,
     IntegerField,
@@ -536,8 +537,14 @@ def _spend_query(
         .annotate(**_SUMS)
         .order_by()
     )
+    # a profile's line has no cost by bucket: those columns are null, not summed
+    no_costs = {f"c_{key}": Value(None, output_field=DecimalField()) for key in COST_KEYS}
     per_profile = (
-        rows.annotate(p=F("profile_id"), b=none).values("p", "b").annotate(**_SUMS).order_by()
+        rows.annotate(p=F("profile_id"), b=none)
+        .values("p", "b")
+        .annotate(**_TOTALS)
+        .annotate(**no_costs)
+        .order_by()
     )
     return per_bucket.union(per_profile, all=True)
 

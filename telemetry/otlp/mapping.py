@@ -389,8 +389,10 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
         compacted = _flag(attrs.get(COMPACTED))
         call = is_llm_call(attrs)
         late = None
+        times = None
         if compacted or call:
-            late = too_late(index, latest, *span_times(span))
+            times = span_times(span)
+            late = too_late(index, latest, *times)
         if late is not None:
             out.rejected.append(late)
             continue
@@ -402,7 +404,9 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
                     continue
             out.ignored += 1
             continue
-        draft_or_error = _span_call(index, span, compacted, metadata)
+        # a call's times were read for `too_late`: its end, else its start
+        at = None if times is None else times[0][1] or times[1][1]
+        draft_or_error = _span_call(index, span, compacted, metadata, at)
         if isinstance(draft_or_error, Rejection):
             out.rejected.append(draft_or_error)
             continue
@@ -437,7 +441,7 @@ def _reporter(span: SpanLike) -> str:
 
 
 def _span_call(
-    index: int, span: SpanLike, compacted: bool, metadata: ResourceMetadata
+    index: int, span: SpanLike, compacted: bool, metadata: ResourceMetadata, at: datetime | None
 ) -> CallDraft | Rejection:
     if not span.span_id:
         return Rejection(index, "spanId", "is required to identify the call")
@@ -462,7 +466,7 @@ def _span_call(
         model=model[1],
         provider="otel",
         usage=span_usage(span.attributes),
-        at=time_of(span.end_ns) or time_of(span.start_ns),
+        at=at,  # `time_of` the span's end, else its start
         source="otlp",
         compacted=compacted,
         window_tokens=span_window(span.attributes),
