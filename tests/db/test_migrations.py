@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.operations.special import RunPython
 
@@ -280,3 +280,48 @@ def test_0031_makes_a_calls_counts_integer_and_back_keeping_every_value(agent):
     module.forward(None, editor)
     assert set(types().values()) == {"integer"}
     assert rows() == before
+
+
+def _index_sql(name: str) -> str | None:
+    """The definition of index `name` as the database holds it (None: no such index); on
+    PostgreSQL only a valid one (a failed concurrent build leaves an invalid one)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i "
+                "WHERE i.indexrelid = to_regclass(%s) AND i.indisvalid",
+                [name],
+            )
+        else:
+            cursor.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = %s", [name]
+            )
+        row = cursor.fetchone()
+    return None if row is None else str(row[0])
+
+
+def test_0013_builds_the_removed_text_index_concurrently_on_postgresql_and_plainly_elsewhere():
+    loader = MigrationLoader(connection)
+    migration = loader.get_migration("compaction", "0013_log_removed_text")
+    assert migration.atomic is False
+    (operation,) = [op for op in migration.operations if hasattr(op, "index")]
+    before = loader.project_state(("compaction", "0012_run_turn_received"), at_end=True)
+    after = before.clone()
+    for op in migration.operations:
+        op.state_forwards("compaction", after)
+    # the migrated test database holds the index whole (on PostgreSQL: a valid one)
+    built = _index_sql("log_removed_archive")
+    assert built is not None and "archive_id" in built and "NOT NULL" in built.upper()
+    # the statements it runs, collected on a connection of its own outside the test's
+    # transaction (a concurrent build refuses to run inside one)
+    other = connections.create_connection(DEFAULT_DB_ALIAS)
+    try:
+        with other.schema_editor(collect_sql=True, atomic=False) as editor:
+            operation.database_forwards("compaction", editor, before, after)
+            operation.database_backwards("compaction", editor, after, before)
+        statements = [sql.upper() for sql in editor.collected_sql if "LOG_REMOVED" in sql.upper()]
+    finally:
+        other.close()
+    assert [sql.split(" ")[0] for sql in statements] == ["CREATE", "DROP"], statements
+    concurrently = ["CONCURRENTLY" in sql for sql in statements]
+    assert concurrently == [connection.vendor == "postgresql"] * 2, statements
