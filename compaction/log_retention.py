@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from django.db.models import Exists, IntegerField, Max, Min, OuterRef, Q, Subquery, Sum
+from django.db import connection
+from django.db.models import Exists, IntegerField, Max, Min, OuterRef, Q, Subquery
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Length
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from compaction.models import Archive, ArchiveChunk, CompactionOperation, LogMessage
@@ -130,19 +131,27 @@ def removable(session_id: int, cutoff: datetime, archived: int) -> tuple[int, ..
 
 
 def _held(session_id: int, archive_id: int, seqs: Sequence[int]) -> list[int]:
-    """Of `seqs`, those whose whole text `archive_id` holds (its parts add up to the text's
-    length): nothing is emptied that the archive could not give back."""
-    lengths = dict(
-        LogMessage.objects.filter(session_id=session_id, seq__in=seqs)
-        .annotate(n=Length("raw"))
-        .values_list("seq", "n")
+    """Of `seqs`, those whose text `archive_id` holds byte for byte: nothing is emptied that
+    the archive could not give back. Compared in the database, no text comes back: the parts
+    add up to the text's length and each part is the text at its offset (the lengths of the
+    parts before it), in characters on both backends."""
+    if not seqs:
+        return []
+    log, chunk = (connection.ops.quote_name(m._meta.db_table) for m in (LogMessage, ArchiveChunk))
+    marks = ", ".join(["%s"] * len(seqs))
+    sql = (
+        f"SELECT m.seq FROM {log} m WHERE m.session_id = %s AND m.seq IN ({marks}) "
+        f"AND LENGTH(m.raw) = (SELECT SUM(LENGTH(c.text)) FROM {chunk} c "
+        "WHERE c.archive_id = %s AND c.seq = m.seq) "
+        "AND NOT EXISTS (SELECT 1 FROM (SELECT c.seq, c.text, CAST(SUM(LENGTH(c.text)) "
+        "OVER (PARTITION BY c.seq ORDER BY c.part) - LENGTH(c.text) AS INTEGER) AS at "
+        f"FROM {chunk} c WHERE c.archive_id = %s AND c.seq IN ({marks})) p "
+        "WHERE p.seq = m.seq AND SUBSTR(m.raw, p.at + 1, LENGTH(p.text)) <> p.text)"
     )
-    archived = _lengths(Q(archive_id=archive_id, seq__in=seqs))
-    return [
-        seq
-        for seq in seqs
-        if (archive_id, seq) in archived and archived[archive_id, seq] == lengths.get(seq)
-    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [session_id, *seqs, archive_id, archive_id, *seqs])
+        found = {seq for (seq,) in cursor.fetchall()}
+    return [seq for seq in seqs if seq in found]
 
 
 def remove_expired_text(
@@ -279,29 +288,25 @@ def move_only_copies(expired: Sequence[int]) -> None:
 
 
 def _held_copies(session_id: int, archive_id: int, seqs: Sequence[int]) -> list[int]:
-    """Of `seqs` (removed messages of `session_id`), those `archive_id` holds whole: as many
-    characters as the archive holding each now."""
-    rows = LogMessage.objects.filter(session_id=session_id, seq__in=seqs)
-    now_in = dict(rows.values_list("seq", "archive_id"))
-    lengths = _lengths(Q(archive_id=archive_id, seq__in=seqs))
-    theirs = Q(pk__in=[])
-    for seq, held_by in now_in.items():
-        theirs |= Q(archive_id=held_by, seq=seq)
-    before = {seq: n for (held_by, seq), n in _lengths(theirs).items() if now_in[seq] == held_by}
-    return [
-        seq
-        for seq in seqs
-        if (archive_id, seq) in lengths and lengths[archive_id, seq] == before.get(seq)
-    ]
-
-
-def _lengths(chunks: Q) -> dict[tuple[int, int], int]:
-    """(archive, seq) → the characters its parts hold, of the chunks `chunks` selects."""
-    return {
-        (archive_id, seq): int(n or 0)
-        for archive_id, seq, n in ArchiveChunk.objects.filter(chunks)
-        .order_by()
-        .values("archive_id", "seq")
-        .annotate(n=Sum(Length("text")))
-        .values_list("archive_id", "seq", "n")
-    }
+    """Of `seqs` (removed messages of `session_id`), those `archive_id` holds byte for byte
+    like the archive holding each now: the same parts, each with the same text (both cut by
+    `compaction.archives.chunk_text`; a copy cut otherwise is not taken, and the older archive
+    is then kept: never a loss). Compared in the database, no text comes back."""
+    if not seqs:
+        return []
+    log, chunk = (connection.ops.quote_name(m._meta.db_table) for m in (LogMessage, ArchiveChunk))
+    marks = ", ".join(["%s"] * len(seqs))
+    sql = (
+        f"SELECT m.seq FROM {log} m WHERE m.session_id = %s AND m.seq IN ({marks}) "
+        "AND m.archive_id IS NOT NULL "
+        f"AND (SELECT COUNT(*) FROM {chunk} n WHERE n.archive_id = %s AND n.seq = m.seq) "
+        f"= (SELECT COUNT(*) FROM {chunk} o WHERE o.archive_id = m.archive_id AND o.seq = m.seq) "
+        f"AND EXISTS (SELECT 1 FROM {chunk} n WHERE n.archive_id = %s AND n.seq = m.seq) "
+        f"AND NOT EXISTS (SELECT 1 FROM {chunk} n WHERE n.archive_id = %s AND n.seq = m.seq "
+        f"AND NOT EXISTS (SELECT 1 FROM {chunk} o WHERE o.archive_id = m.archive_id "
+        "AND o.seq = m.seq AND o.part = n.part AND o.text = n.text))"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [session_id, *seqs, archive_id, archive_id, archive_id])
+        found = {seq for (seq,) in cursor.fetchall()}
+    return [seq for seq in seqs if seq in found]
