@@ -184,12 +184,33 @@ def remove_expired_text(
     return RemovedText(removed, looked, False)
 
 
+PREVIEW_SESSIONS: Final = 200
+
+
+@dataclass(frozen=True)
+class ExpiringTexts:
+    """What the policy preview says a shorter log retention removes now: `messages` in
+    `sessions`, of the first `PREVIEW_SESSIONS` candidate sessions; `more` when there are
+    other candidates it did not look at (the figures are then a floor: "at least")."""
+
+    messages: int
+    sessions: int
+    more: bool
+
+
 def expiring_texts(
-    before: Mapping[int, PolicyValues], after: Mapping[int, PolicyValues], now: datetime
-) -> tuple[int, int]:
-    """(messages, sessions) whose text the log retention of `after` removes now and that of
-    `before` keeps (the policy preview): the job's own rule on the same rows, counted the
-    same way whether or not the text would go (an archive that lost its copy keeps it)."""
+    before: Mapping[int, PolicyValues],
+    after: Mapping[int, PolicyValues],
+    now: datetime,
+    *,
+    limit: int | None = None,
+) -> ExpiringTexts:
+    """The log messages (and sessions) whose text the log retention of `after` removes now and
+    that of `before` keeps (the policy preview): the job's own rule on the same rows, counted
+    the same way whether or not the text would go (an archive that lost its copy keeps it).
+    Bounded like the job: at most `limit` (`PREVIEW_SESSIONS`) candidate sessions are walked,
+    in id order; one more is only looked up, to say there are others."""
+    limit = PREVIEW_SESSIONS if limit is None else limit
     old = cutoffs(before, now, "log_retention_days")
     # only a shorter retention (a later cut-off) removes more: an unchanged one costs nothing
     new = {
@@ -198,13 +219,14 @@ def expiring_texts(
         if pk not in old or cutoff > old[pk]
     }
     messages = sessions = 0
-    for session_id, profile_id, _, archived in _sessions(new, limit=None):
+    found = _sessions(new, limit + 1)
+    for session_id, profile_id, _, archived in found[:limit]:
         going = set(removable(session_id, new[profile_id], archived))
         if profile_id in old:
             going -= set(removable(session_id, old[profile_id], archived))
         messages += len(going)
         sessions += bool(going)
-    return messages, sessions
+    return ExpiringTexts(messages, sessions, len(found) > limit)
 
 
 def archived_texts(session_id: int, seqs: Iterable[int]) -> dict[int, tuple[int, str]]:

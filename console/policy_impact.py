@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from compaction import log_retention
 from compaction.log_retention import expiring_texts
 from telemetry.errors import FieldError
 from telemetry.models import AgentProfile, Turn
@@ -39,12 +40,22 @@ class PolicyImpact:
     # log messages (in sessions) whose text the new log retention removes and the current keeps
     expiring_texts: int = 0
     expiring_text_sessions: int = 0
+    # the preview walked only the first candidate sessions: the two figures are a floor
+    expiring_texts_more: bool = False
 
     @property
     def changes_anything(self) -> bool:
         return (
-            self.effects.changes_anything or bool(self.expiring_turns) or bool(self.expiring_texts)
+            self.effects.changes_anything
+            or bool(self.expiring_turns)
+            or bool(self.expiring_texts)
+            or self.expiring_texts_more
         )
+
+    @property
+    def preview_sessions(self) -> int:
+        """How many candidate sessions the log retention preview walks at most."""
+        return log_retention.PREVIEW_SESSIONS
 
     @property
     def digest(self) -> str:
@@ -80,12 +91,21 @@ def _impact(proposal: Proposal, field: str) -> PolicyImpact:
         refused = exc.message
     turns, calls = _expiring(proposal)
     now = timezone.now()
-    texts, sessions = expiring_texts(
+    texts = expiring_texts(
         {pk: pair[0].policy for pk, pair in proposal.settings.items()},
         {pk: pair[1].policy for pk, pair in proposal.settings.items()},
         now,
     )
-    return PolicyImpact(proposal, preview(proposal), refused, turns, calls, texts, sessions)
+    return PolicyImpact(
+        proposal,
+        preview(proposal),
+        refused,
+        turns,
+        calls,
+        texts.messages,
+        texts.sessions,
+        texts.more,
+    )
 
 
 def _expiring(proposal: Proposal) -> tuple[int, int]:

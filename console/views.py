@@ -546,9 +546,10 @@ def _effects_note(impact: PolicyImpact) -> str:
         if impact.expiring_turns
         else ""
     )
-    if impact.expiring_texts:
+    if impact.expiring_texts or impact.expiring_texts_more:
         retention += (
-            f" The log retention will remove the text of {impact.expiring_texts} transcript "
+            " The log retention will remove the text of "
+            f"{'at least ' if impact.expiring_texts_more else ''}{impact.expiring_texts} transcript "
             "message(s) (their archive keeps it)."
         )
     return (

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -15,9 +16,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from compaction import log_retention
 from compaction.archives import archived_messages, purge_expired_archives
 from compaction.log_cache import LOG_CACHE
-from compaction.log_retention import RemovedText, remove_expired_text
+from compaction.log_retention import ExpiringTexts, RemovedText, expiring_texts, remove_expired_text
 from compaction.models import (
     Archive,
     ArchiveChunk,
@@ -264,6 +266,43 @@ def test_the_policy_preview_counts_the_texts_a_shorter_log_retention_removes(com
     assert LogMessage.objects.filter(removed_at__isnull=False).count() == preview.expiring_texts
     again = policy_impact(profile, {"log_retention_days": 3})
     assert again is not None and again.expiring_texts == 0  # nothing more goes
+
+
+def test_the_preview_walks_a_bounded_number_of_sessions_and_then_says_at_least(
+    compactor, compacted, client, monkeypatch
+):
+    body = append_body(12)
+    assert compactor.post("/api/v1/sessions/run-2/messages", body).status_code == 201
+    assert compactor.post("/api/v1/sessions/run-2/compact").json()["status"] == "applied"
+    LogMessage.objects.update(created_at=timezone.now() - timedelta(days=30))
+    profile = compactor.key.profile
+    update_policy(profile=profile, values={"log_retention_days": 0})
+    before = {profile.pk: effective_policy(profile)}
+    after = {profile.pk: replace(before[profile.pk], log_retention_days=7)}
+    now = timezone.now()
+    assert expiring_texts(before, after, now) == ExpiringTexts(2 * len(HIDDEN), 2, False)
+    assert expiring_texts(before, after, now, limit=2) == ExpiringTexts(2 * len(HIDDEN), 2, False)
+    with CaptureQueriesContext(connection) as one:
+        assert expiring_texts(before, after, now, limit=1) == ExpiringTexts(len(HIDDEN), 1, True)
+    with CaptureQueriesContext(connection) as none:
+        assert expiring_texts(before, after, now, limit=0) == ExpiringTexts(0, 0, True)
+    # one candidates query, then the operations and old rows of each walked session (twice
+    # when the profile had a retention before; here it had none)
+    assert (len(none), len(one)) == (1, 3)
+    monkeypatch.setattr(log_retention, "PREVIEW_SESSIONS", 1)
+    preview = policy_impact(profile, {"log_retention_days": 7})
+    assert preview is not None and preview.changes_anything and preview.expiring_texts_more
+    assert (preview.expiring_texts, preview.expiring_text_sessions) == (len(HIDDEN), 1)
+    client.force_login(make_user("boss", "admin"))
+    page = client.post(
+        reverse("policy_profile_preview", args=["default"]), {"log_retention_days": "7"}
+    ).content.decode()
+    assert f"<strong>at least {len(HIDDEN)} transcript messages</strong> in at least 1 " in page
+    assert "the first 1 session with old hidden text only, and there are more" in page
+    # none counted in the sessions walked, others not looked at: still a change to confirm
+    monkeypatch.setattr(log_retention, "PREVIEW_SESSIONS", 0)
+    nothing_yet = policy_impact(profile, {"log_retention_days": 7})
+    assert nothing_yet is not None and nothing_yet.changes_anything
 
 
 def test_the_policy_page_shows_the_texts_a_log_retention_removes_before_saving(
