@@ -271,6 +271,20 @@ class AgentSession(models.Model):
             models.Index(fields=["repository"], name="session_repository"),
             models.Index(fields=["git_branch"], name="session_git_branch"),
             models.Index(fields=["agent_name"], name="session_agent_name"),
+            # relief's candidates (`compaction.relief_state.candidates`: over the threshold with
+            # a transcript, or relief asked for), which the overview's and /metrics' relief
+            # counts and the sessions list's relief filters read: a bitmap OR of these two, a
+            # few entries each, instead of reading every session
+            models.Index(
+                fields=["profile", "pressure"],
+                condition=Q(surface_version__gt=0),
+                name="session_relief_over",
+            ),
+            models.Index(
+                fields=["id"],
+                condition=Q(relief_requested_at__isnull=False),
+                name="session_relief_asked",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -308,3 +308,34 @@ def test_the_sweep_interval_setting_sets_beat_s_cadence() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "7.0"
+
+
+def test_the_relief_counts_read_the_candidates_indexes_not_every_session(
+    fleet: dict[str, AgentSession],
+) -> None:
+    """Among 5,000 sessions over their threshold without a transcript (nothing to relieve), the
+    counts read the candidates through `session_relief_over` and `session_relief_asked` (a few
+    entries each), not the sessions table: its cost follows the sessions in relief, not the
+    fleet."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the plan is PostgreSQL's")
+    from bench import bulk
+
+    profile = fleet["pending"].profile
+    bulk.seed_sessions(profile.pk, "idle-", 5_000)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE telemetry_agentsession SET pressure = 0.95 WHERE external_id LIKE 'idle-%%'"
+        )
+        cursor.execute("ANALYZE telemetry_agentsession")
+    expected = relief_counts()
+    with CaptureQueriesContext(connection) as queries:
+        assert relief_counts() == expected
+    sql = next(q["sql"] for q in queries.captured_queries if "relief_requested_at" in q["sql"])
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "session_relief_over" in plan and "session_relief_asked" in plan, plan
+    assert "Seq Scan on telemetry_agentsession" not in plan, plan
+    counts = expected[profile.pk]
+    assert (counts.pending, counts.failing, counts.given_up) == (2, 1, 1)
