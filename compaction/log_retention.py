@@ -131,25 +131,35 @@ def removable(session_id: int, cutoff: datetime, archived: int) -> tuple[int, ..
 
 
 def _held(session_id: int, archive_id: int, seqs: Sequence[int]) -> list[int]:
-    """Of `seqs`, those whose text `archive_id` holds byte for byte: nothing is emptied that
-    the archive could not give back. Compared in the database, no text comes back: the parts
-    add up to the text's length and each part is the text at its offset (the lengths of the
-    parts before it), in characters on both backends."""
+    """Of `seqs`, those whose text `archive_id` holds byte for byte (its parts joined in order
+    are the text): nothing is emptied that the archive could not give back. Compared in the
+    database, no text comes back. PostgreSQL joins the parts (`STRING_AGG`); SQLite (3.40 has
+    no ordered `GROUP_CONCAT`) checks that the parts add up to the text's length and each is
+    the text at its offset (the lengths of the parts before it), in characters."""
     if not seqs:
         return []
     log, chunk = (connection.ops.quote_name(m._meta.db_table) for m in (LogMessage, ArchiveChunk))
     marks = ", ".join(["%s"] * len(seqs))
-    sql = (
-        f"SELECT m.seq FROM {log} m WHERE m.session_id = %s AND m.seq IN ({marks}) "
-        f"AND LENGTH(m.raw) = (SELECT SUM(LENGTH(c.text)) FROM {chunk} c "
-        "WHERE c.archive_id = %s AND c.seq = m.seq) "
-        "AND NOT EXISTS (SELECT 1 FROM (SELECT c.seq, c.text, CAST(SUM(LENGTH(c.text)) "
-        "OVER (PARTITION BY c.seq ORDER BY c.part) - LENGTH(c.text) AS INTEGER) AS at "
-        f"FROM {chunk} c WHERE c.archive_id = %s AND c.seq IN ({marks})) p "
-        "WHERE p.seq = m.seq AND SUBSTR(m.raw, p.at + 1, LENGTH(p.text)) <> p.text)"
-    )
+    if connection.vendor == "postgresql":
+        sql = (
+            f"SELECT m.seq FROM {log} m WHERE m.session_id = %s AND m.seq IN ({marks}) "
+            f"AND m.raw = (SELECT STRING_AGG(c.text, '' ORDER BY c.part) FROM {chunk} c "
+            "WHERE c.archive_id = %s AND c.seq = m.seq)"
+        )
+        params = [session_id, *seqs, archive_id]
+    else:
+        sql = (
+            f"SELECT m.seq FROM {log} m WHERE m.session_id = %s AND m.seq IN ({marks}) "
+            f"AND LENGTH(m.raw) = (SELECT SUM(LENGTH(c.text)) FROM {chunk} c "
+            "WHERE c.archive_id = %s AND c.seq = m.seq) "
+            "AND NOT EXISTS (SELECT 1 FROM (SELECT c.seq, c.text, CAST(SUM(LENGTH(c.text)) "
+            "OVER (PARTITION BY c.seq ORDER BY c.part) - LENGTH(c.text) AS INTEGER) AS at "
+            f"FROM {chunk} c WHERE c.archive_id = %s AND c.seq IN ({marks})) p "
+            "WHERE p.seq = m.seq AND SUBSTR(m.raw, p.at + 1, LENGTH(p.text)) <> p.text)"
+        )
+        params = [session_id, *seqs, archive_id, archive_id, *seqs]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [session_id, *seqs, archive_id, archive_id, *seqs])
+        cursor.execute(sql, params)
         found = {seq for (seq,) in cursor.fetchall()}
     return [seq for seq in seqs if seq in found]
 
