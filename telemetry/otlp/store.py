@@ -93,11 +93,7 @@ def store_mapped(
     stored.duplicates += len(dropped)
     wanted = {c.session_id for c in calls} | {e.session_id for e in mapped.events}
     with transaction.atomic():
-        known = set(
-            AgentSession.objects.filter(profile=profile, external_id__in=wanted).values_list(
-                "external_id", flat=True
-            )
-        )
+        known = _stored_sessions(profile.pk, wanted)
         sessions = lock_sessions(profile, wanted)
         stored_at = _stored_positions(sessions, calls)
         held = _held_requests(sessions, calls, stored_at)
@@ -137,6 +133,31 @@ def store_mapped(
             discard_unused_sessions(opened)
     stored.rejected.sort(key=lambda r: r.index)
     return stored
+
+
+def _stored_sessions(profile_id: int, external_ids: set[str]) -> set[str]:
+    """Which of `external_ids` the profile's sessions hold already: on PostgreSQL one fixed
+    statement with the ids as one array (no ORM compiles it per export), elsewhere the ORM's
+    `__in` (tests/db/test_otlp.py holds the two equal)."""
+    if vendor() == "postgresql":
+        found = run(_stored_sessions_sql(), [profile_id, sorted(external_ids)], prepare=False)
+        return {external_id for (external_id,) in found}
+    return set(
+        AgentSession.objects.filter(
+            profile_id=profile_id, external_id__in=external_ids
+        ).values_list("external_id", flat=True)
+    )
+
+
+@functools.cache
+def _stored_sessions_sql() -> str:
+    quote = connection.ops.quote_name
+    by_attname = {f.attname: f for f in AgentSession._meta.concrete_fields}
+    profile, external_id = (quote(by_attname[a].column) for a in ("profile_id", "external_id"))
+    return (
+        f"SELECT {external_id} FROM {quote(AgentSession._meta.db_table)} "
+        f"WHERE {profile} = %s::bigint AND {external_id} = ANY(%s::text[])"
+    )
 
 
 def _record_metadata(sessions: dict[str, AgentSession], calls: list[CallDraft]) -> None:

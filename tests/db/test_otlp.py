@@ -872,6 +872,28 @@ def test_the_one_statement_read_of_turn_keys_is_the_orms_two(make_agent):
     )
 
 
+def test_the_stored_sessions_read_is_the_orms(make_agent):
+    """`_stored_sessions` (which sessions an export did not open): on PostgreSQL a fixed
+    statement, the same ids as the ORM's `__in` over the profile's sessions, not another
+    profile's, one not stored, and an id with a quote."""
+    from telemetry.otlp.store import _stored_sessions
+
+    profile = make_agent().key.profile
+    other = make_agent("ss-other").key.profile
+    assert other.pk != profile.pk
+    for name in ("ss-a", "ss-'b"):
+        AgentSession.objects.create(profile=profile, external_id=name)
+    AgentSession.objects.create(profile=other, external_id="ss-c")
+    wanted = {"ss-a", "ss-'b", "ss-c", "ss-none"}
+    orm = set(
+        AgentSession.objects.filter(profile=profile, external_id__in=wanted).values_list(
+            "external_id", flat=True
+        )
+    )
+    assert _stored_sessions(profile.pk, wanted) == orm == {"ss-a", "ss-'b"}
+    assert _stored_sessions(profile.pk, set()) == set()
+
+
 @pytest.mark.django_db
 def test_any_of_finds_what_in_finds():
     """`__any_of` (one array on PostgreSQL, what the OTLP store reads its identities with) is
