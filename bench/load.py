@@ -16,7 +16,7 @@ import multiprocessing as mp
 import statistics
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,9 +154,23 @@ def _cpu_idle() -> tuple[int, int]:
     return fields[3] + fields[4], sum(fields)
 
 
-def sequential(port: int, requests: Sequence[Request]) -> tuple[list[float], Counter[int], bytes]:
-    """Requests one at a time on one connection in this process: latencies, statuses, last body."""
+def sequential(
+    port: int,
+    requests: Sequence[Request],
+    *,
+    warm: Sequence[Request] = (),
+    ready: Callable[[], object] | None = None,
+) -> tuple[list[float], Counter[int], bytes]:
+    """Requests one at a time on one connection in this process: latencies, statuses, last body.
+    `warm`: requests sent first on the same connection, not counted, then `ready()` is called: a
+    keep-alive connection stays with one server worker, so the measured requests are served by
+    a worker that has served these (a worker's first request compiles what it reads)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    for req in warm:
+        conn.request(req.method, req.path, body=req.body, headers=dict(req.headers))
+        conn.getresponse().read()
+    if ready is not None:
+        ready()
     latencies: list[float] = []
     statuses: Counter[int] = Counter()
     body = b""

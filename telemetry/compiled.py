@@ -19,6 +19,7 @@ whatever their number) or an integer (a row's id).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -36,6 +37,55 @@ STANDIN: Final = datetime(1, 1, 1, 0, 0, 0, 4242, tzinfo=UTC)
 INT_STANDIN: Final = -4_242_000_000
 
 Time = datetime | tuple[datetime, ...] | int
+
+# A parameter's place in a statement Django wrote (`%s`) or a percent sign written as text (`%%`)
+_PLACEHOLDER: Final = re.compile(r"%[%s]")
+
+
+def binds_client_side(connection: BaseDatabaseWrapper) -> bool:
+    """Whether `connection` merges the parameters into the statement's text before sending it
+    (psycopg's client-side binding, Django's default on PostgreSQL)."""
+    return connection.vendor == "postgresql" and not connection.settings_dict.get(
+        "OPTIONS", {}
+    ).get("server_side_binding")
+
+
+def inline_fixed(
+    connection: BaseDatabaseWrapper,
+    sql: str,
+    params: Sequence[Any],
+    kept: frozenset[int],
+) -> tuple[str, tuple[Any, ...], dict[int, int]]:
+    """`sql` with every parameter but those at the positions `kept` written into its text as
+    the literal psycopg's client-side binding writes for it (`compose_sql`, its own `mogrify`),
+    the parameters at `kept`, and each kept position's new position. With client-side binding
+    the text PostgreSQL receives is the same (tests/db/test_overview_compiled.py), but psycopg
+    splits and adapts only the kept parameters on each run: a statement with a case per
+    profile carries hundreds of fixed thresholds, and a text over 4 KB is split anew on every
+    run, not cached."""
+    ops: Any = connection.ops  # PostgreSQL's: `compose_sql` is psycopg's client-side mogrify
+    parts: list[str] = []
+    left: list[Any] = []
+    moved: dict[int, int] = {}
+    position = 0
+    last = 0
+    for match in _PLACEHOLDER.finditer(sql):
+        parts.append(sql[last : match.start()])
+        last = match.end()
+        if match.group(0) == "%%":
+            parts.append("%%")
+            continue
+        if position in kept:
+            moved[position] = len(left)
+            left.append(params[position])
+            parts.append("%s")
+        else:
+            literal = ops.compose_sql("%s", [params[position]])
+            parts.append(literal.replace("%", "%%"))
+        position += 1
+    parts.append(sql[last:])
+    assert position == len(params), "a parameter without its placeholder"
+    return "".join(parts), tuple(left), moved
 
 
 def adapt_times(connection: BaseDatabaseWrapper, times: Sequence[datetime]) -> Any:
@@ -97,6 +147,11 @@ class CompiledRead:
             if any(param == a for a in adapted)
         )
         assert {n for _, n in slots} == set(range(len(values))), "a value is not a parameter"
+        if binds_client_side(connection):
+            sql, params, moved = inline_fixed(
+                connection, sql, params, frozenset(position for position, _ in slots)
+            )
+            slots = tuple((moved[position], n) for position, n in slots)
         select = [column[0] for column in compiler.select[: compiler.col_count]]
         statement = _Statement(sql, tuple(params), slots, compiler, compiler.get_converters(select))
         self._held = (full_key, statement)

@@ -442,3 +442,26 @@ def test_an_openai_log_keeps_taking_appends_after_its_hidden_text_went(compactor
     assert compactor.post("/api/v1/sessions/oa/messages", more).status_code == 201
     grown = Surface.objects.get(session=session).body
     assert grown.startswith(surface[: -len("]}")])  # the same prefix, the new rounds after it
+
+
+def _chunk_reads(queries: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in queries if re.search(r'FROM "compaction_archivechunk"', q["sql"])]
+
+
+def test_a_compaction_reads_an_older_archive_only_for_text_log_retention_removed(
+    compactor, compacted
+):
+    """A compaction beside ingest (P7) costs what it did before log retention: its archive
+    reads the log's text, and an older archive only for a message whose text went."""
+    more = tool_transcript(6, first_seq=26, first_round=12)
+    compactor.post("/api/v1/sessions/run-1/messages", {"format": "anthropic", "messages": more})
+    with CaptureQueriesContext(connection) as kept:
+        assert compactor.post("/api/v1/sessions/run-1/compact").json()["status"] == "applied"
+    assert _chunk_reads(kept) == []
+
+    assert remove_expired_text().messages > 0
+    more = tool_transcript(6, first_seq=38, first_round=18)
+    compactor.post("/api/v1/sessions/run-1/messages", {"format": "anthropic", "messages": more})
+    with CaptureQueriesContext(connection) as removed:
+        assert compactor.post("/api/v1/sessions/run-1/compact").json()["status"] == "applied"
+    assert len(_chunk_reads(removed)) == 1

@@ -321,3 +321,63 @@ def test_the_top_sessions_are_the_orm_orders_first_rows_fleet_wide_and_per_profi
         )
         assert [s.pk for s, _ in found.top_pressure] == [s.pk for s in ranked[:TOP_SESSIONS]]
         assert all(s.external_id and s.last_seen_at for s in found.top_cost)
+
+
+def _sent(sql: str, params: Any) -> str:
+    """The text psycopg's client-side binding sends for `sql` with `params`."""
+    ops: Any = connection.ops
+    return str(ops.compose_sql(sql, list(params)))
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="client-side binding is psycopg's, on PostgreSQL"
+)
+def test_a_compiled_read_sends_the_orm_statement_text_with_its_fixed_values_written_in() -> None:
+    profile = AgentProfile.objects.create(name="fixed")
+    at = datetime(2026, 11, 1, 12, tzinfo=UTC)
+    AgentSession.objects.create(profile=profile, external_id="50% off", last_seen_at=at)
+    AgentSession.objects.create(profile=profile, external_id="5 off", last_seen_at=at)
+    read = CompiledRead(AgentSession)
+
+    def build(since: datetime, until: datetime) -> Any:
+        # a fixed value holding "%" (inlined, doubled), a "%%" of the ORM's own (the modulo), a
+        # fixed number, and two times (kept as parameters)
+        return (
+            AgentSession.objects.filter(
+                last_seen_at__gte=since,
+                last_seen_at__lt=until,
+                external_id__contains="0%",
+                profile_id=profile.pk,
+            )
+            .annotate(m=F("id") % 7)
+            .values("external_id", "m")
+        )
+
+    for since, until in ((at, at + timedelta(hours=1)), (at - timedelta(days=1), at)):
+        _alias, sql, params = read.statement("k", (since, until), build)
+        orm_sql, orm_params = build(since, until).query.sql_with_params()
+        assert len(params) == 2  # only the times travel as parameters
+        assert _sent(sql, params) == _sent(orm_sql, orm_params)
+    rows = read.rows("k", (at, at + timedelta(hours=1)), build)
+    assert [r["external_id"] for r in rows] == ["50% off"]
+    assert not read.rows("k", (at - timedelta(days=1), at), build)
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="client-side binding is psycopg's, on PostgreSQL"
+)
+def test_the_relief_counts_statement_is_the_orms_text() -> None:
+    from compaction import relief_state
+
+    for name in ("a", "b", "c"):
+        AgentProfile.objects.create(name=name)
+    policies = relief_state.profile_policies()
+    at = datetime(2026, 11, 1, 12, tzinfo=UTC)
+    key = ("relief", tuple(sorted(policies)))
+    read = CompiledRead(AgentSession)
+    _alias, sql, params = read.statement(
+        key, (at,), lambda t: relief_state._counts_query(t, policies)
+    )
+    orm_sql, orm_params = relief_state._counts_query(at, policies).query.sql_with_params()
+    assert len(params) < len(orm_params)
+    assert _sent(sql, params) == _sent(orm_sql, orm_params)

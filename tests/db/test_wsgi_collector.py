@@ -43,3 +43,24 @@ def test_a_bad_threshold_stops_the_process_naming_the_variable():
     )
     assert out.returncode != 0
     assert "WEB_GC_THRESHOLD must be an integer" in out.stderr
+
+
+_WARM_PROBE = (
+    "import sys, console.wsgi; from django.urls import get_resolver; "
+    "print(get_resolver()._populated, 'telemetry.api' in sys.modules)"
+)
+
+
+def test_the_wsgi_application_loads_the_routes_before_its_first_request():
+    """Django loads the URL configuration on the first request; a worker does it as it starts
+    (`console.warmup`), so no user's request waits for it."""
+    out = subprocess.run(
+        [sys.executable, "-c", _WARM_PROBE],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "True True"
