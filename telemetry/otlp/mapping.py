@@ -203,7 +203,10 @@ def _first(names: Sequence[str], *sources: Mapping[str, Any]) -> tuple[str, str]
     """The first non-empty string value of `names`, looked up in each source in turn."""
     for source in sources:
         for name in names:
-            text = _text(source.get(name))
+            value = source.get(name)
+            if value is None:  # most names are absent: no call for them (`_text(None)` is "")
+                continue
+            text = _text(value)
             if text:
                 return name, text
     return None
@@ -336,7 +339,10 @@ _TOKEN_PREFIXES: Final = ("gen_ai.usage.", "llm.token_count.")
 
 def is_llm_call(attributes: Mapping[str, Any]) -> bool:
     """A span is an LLM call when it carries token usage and is not an agent/tool/chain span."""
-    if not any(k.startswith(_TOKEN_PREFIXES) for k in attributes):
+    for key in attributes:  # a loop, not `any` over a generator: a frame less per span
+        if key.startswith(_TOKEN_PREFIXES):
+            break
+    else:
         return False
     if _text(attributes.get("gen_ai.operation.name")).lower() in _NOT_CALL_OPERATIONS:
         return False
@@ -352,10 +358,13 @@ def span_usage(attributes: Mapping[str, Any]) -> dict[str, Any]:
     the record (the normaliser ignores it).
     """
     usage: dict[str, Any] = {}
+    openinference = False
     for key, value in attributes.items():
         if key.startswith("gen_ai.usage."):
-            usage[key] = as_count(value)
-    for source, target in _OPENINFERENCE_TOKENS.items():
+            usage[key] = value if type(value) is int else as_count(value)  # ints: as_count's own
+        elif key.startswith("llm.token_count."):
+            openinference = True
+    for source, target in _OPENINFERENCE_TOKENS.items() if openinference else ():
         if source in attributes and target not in usage:
             usage[target] = as_count(attributes[source])
     provider = _first(_PROVIDER_KEYS, attributes)

@@ -20,13 +20,14 @@ holds, is filled in when the stored call lacks it.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
@@ -34,6 +35,7 @@ from telemetry.events import record_context_event
 from telemetry.ingest.call_keys import stored_call_keys
 from telemetry.ingest.new_rows import insert_rows
 from telemetry.ingest.pipeline import ingest_records
+from telemetry.ingest.statements import run, vendor
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
 from telemetry.otlp.same_request import keep_richer
@@ -91,11 +93,7 @@ def store_mapped(
     stored.duplicates += len(dropped)
     wanted = {c.session_id for c in calls} | {e.session_id for e in mapped.events}
     with transaction.atomic():
-        known = set(
-            AgentSession.objects.filter(profile=profile, external_id__in=wanted).values_list(
-                "external_id", flat=True
-            )
-        )
+        known = _stored_sessions(profile.pk, wanted)
         sessions = lock_sessions(profile, wanted)
         stored_at = _stored_positions(sessions, calls)
         held = _held_requests(sessions, calls, stored_at)
@@ -135,6 +133,31 @@ def store_mapped(
             discard_unused_sessions(opened)
     stored.rejected.sort(key=lambda r: r.index)
     return stored
+
+
+def _stored_sessions(profile_id: int, external_ids: set[str]) -> set[str]:
+    """Which of `external_ids` the profile's sessions hold already: on PostgreSQL one fixed
+    statement with the ids as one array (no ORM compiles it per export), elsewhere the ORM's
+    `__in` (tests/db/test_otlp.py holds the two equal)."""
+    if vendor() == "postgresql":
+        found = run(_stored_sessions_sql(), [profile_id, sorted(external_ids)], prepare=False)
+        return {external_id for (external_id,) in found}
+    return set(
+        AgentSession.objects.filter(
+            profile_id=profile_id, external_id__in=external_ids
+        ).values_list("external_id", flat=True)
+    )
+
+
+@functools.cache
+def _stored_sessions_sql() -> str:
+    quote = connection.ops.quote_name
+    by_attname = {f.attname: f for f in AgentSession._meta.concrete_fields}
+    profile, external_id = (quote(by_attname[a].column) for a in ("profile_id", "external_id"))
+    return (
+        f"SELECT {external_id} FROM {quote(AgentSession._meta.db_table)} "
+        f"WHERE {profile} = %s::bigint AND {external_id} = ANY(%s::text[])"
+    )
 
 
 def _record_metadata(sessions: dict[str, AgentSession], calls: list[CallDraft]) -> None:
@@ -242,24 +265,22 @@ def _number_turns(
     if not earliest:
         return {}, {}
     session_ids = {sid for sid, _ in earliest}
-    # each key's turn's last call: a `LIMIT 1` walk down the calls' (session, turn, call) index
-    top_call = LLMCall.objects.filter(
-        session_id=OuterRef("session_id"), turn=OuterRef("turn")
-    ).order_by("-call")
     known: dict[tuple[int, str], int] = {}
     next_call: dict[tuple[int, int], int] = {}
-    for sid, key, turn, top in (
-        TurnKey.objects.filter(session_id__any_of=session_ids, key__any_of={k for _, k in earliest})
-        .annotate(top=Subquery(top_call.values("call")[:1]))
-        .values_list("session_id", "key", "turn", "top")
-    ):
+    keys = {k for _, k in earliest}
+    read = _turn_keys_and_ends(session_ids, keys)
+    # elsewhere than on PostgreSQL the ORM's reads: the sessions' ends only when a key is new
+    rows, ends = read if read is not None else (_turn_keys_orm(session_ids, keys), None)
+    for sid, key, turn, top in rows:
         known[(sid, key)] = turn
         if top is not None:
             next_call[(sid, turn)] = top + 1
     new = sorted((order, pair) for pair, order in earliest.items() if pair not in known)
     if new:
         last: dict[int, int] = defaultdict(lambda: -1)
-        last.update((sid, n) for sid, n in last_turns(session_ids).items() if n is not None)
+        if ends is None:
+            ends = last_turns(session_ids)
+        last.update((sid, n) for sid, n in ends.items() if n is not None)
         created = []
         for _, (sid, turn_key) in new:
             last[sid] += 1
@@ -267,6 +288,72 @@ def _number_turns(
             created.append(TurnKey(session_id=sid, key=turn_key, turn=last[sid]))
         insert_rows(TurnKey, created)  # COPY on PostgreSQL
     return {pair: known[pair] for pair in earliest}, next_call
+
+
+KeyRow = tuple[int, str, int, int | None]  # session pk, turn key, its turn, the turn's last call
+
+
+def _turn_keys_orm(session_ids: set[int], keys: set[str]) -> list[KeyRow]:
+    """The rows of `_turn_keys_and_ends` through the ORM (SQLite; `last_turns` the ends)."""
+    # each key's turn's last call: a `LIMIT 1` walk down the calls' (session, turn, call) index
+    top_call = LLMCall.objects.filter(
+        session_id=OuterRef("session_id"), turn=OuterRef("turn")
+    ).order_by("-call")
+    return list(
+        TurnKey.objects.filter(session_id__any_of=session_ids, key__any_of=keys)
+        .annotate(top=Subquery(top_call.values("call")[:1]))
+        .values_list("session_id", "key", "turn", "top")
+    )
+
+
+def _turn_keys_and_ends(
+    session_ids: set[int], keys: set[str]
+) -> tuple[list[KeyRow], dict[int, int | None]] | None:
+    """(session, key, turn, the turn's last call or None) of the stored `keys` of
+    `session_ids`, and each session's last turn (`last_turns`), in one statement on
+    PostgreSQL (None elsewhere: `_turn_keys_orm` and `last_turns`); its text never varies, so no ORM
+    compiles it on every export. The same reads as the ORM's (tests/db/test_otlp.py holds
+    them equal): each probe is a `LIMIT 1` walk down the end of a unique index."""
+    if vendor() != "postgresql":
+        return None
+    ids = sorted(session_ids)
+    found = run(_turn_keys_and_ends_sql(), [ids, sorted(keys), ids], prepare=False)
+    rows: list[KeyRow] = []
+    ends: dict[int, int | None] = {}
+    for sid, key, turn, top in found:
+        if key is None:  # a session's row: its last derived turn and its last key's turn
+            ends[sid] = _last_turn(turn, top)
+        else:
+            rows.append((sid, key, turn, top))
+    return rows, ends
+
+
+@functools.cache
+def _turn_keys_and_ends_sql() -> str:
+    quote = connection.ops.quote_name
+
+    def names(model: type[Any], *attnames: str) -> list[str]:
+        by_attname = {f.attname: f for f in model._meta.concrete_fields}
+        return [quote(model._meta.db_table), *(quote(by_attname[a].column) for a in attnames)]
+
+    keys, k_session, k_key, k_turn = names(TurnKey, "session_id", "key", "turn")
+    calls, c_session, c_turn, c_call = names(LLMCall, "session_id", "turn", "call")
+    turns, t_session, t_turn = names(Turn, "session_id", "turn")
+    return (
+        f"SELECT k.{k_session}, k.{k_key}, k.{k_turn}, (SELECT c.{c_call} FROM {calls} AS c "
+        f"WHERE c.{c_session} = k.{k_session} AND c.{c_turn} = k.{k_turn} "
+        f"ORDER BY c.{c_call} DESC LIMIT 1) FROM {keys} AS k "
+        f"WHERE k.{k_session} = ANY(%s::bigint[]) AND k.{k_key} = ANY(%s::text[]) "
+        f"UNION ALL SELECT s.sid, NULL, (SELECT t.{t_turn} FROM {turns} AS t "
+        f"WHERE t.{t_session} = s.sid ORDER BY t.{t_turn} DESC LIMIT 1), "
+        f"(SELECT k.{k_turn} FROM {keys} AS k WHERE k.{k_session} = s.sid "
+        f"ORDER BY k.{k_turn} DESC LIMIT 1) FROM unnest(%s::bigint[]) AS s (sid)"
+    )
+
+
+def _last_turn(turn: int | None, key: int | None) -> int | None:
+    """A session's last turn of its last derived turn and its last key's turn (None: neither)."""
+    return None if turn is None and key is None else max(turn or 0, key or 0)
 
 
 def last_turns(session_ids: Iterable[int]) -> dict[int, int | None]:
@@ -287,10 +374,7 @@ def last_turns(session_ids: Iterable[int]) -> dict[int, int | None]:
         )
         .values_list("pk", "top_turn", "top_key")
     )
-    return {
-        pk: None if turn is None and key is None else max(turn or 0, key or 0)
-        for pk, turn, key in rows
-    }
+    return {pk: _last_turn(turn, key) for pk, turn, key in rows}
 
 
 def _records(

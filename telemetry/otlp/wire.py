@@ -491,15 +491,16 @@ def _spans(request: trace_service_pb2.ExportTraceServiceRequest) -> Iterator[Spa
         resource = attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
+                # positional, in the fields' order, the ids' `_hex` inline: once per span
                 yield Span(
-                    trace_id=_hex(span.trace_id),
-                    span_id=_hex(span.span_id),
-                    parent_span_id=_hex(span.parent_span_id),
-                    name=span.name,
-                    start_ns=span.start_time_unix_nano,
-                    end_ns=span.end_time_unix_nano,
-                    attributes=attributes(span.attributes),
-                    resource=resource,
+                    span.trace_id.hex(),
+                    span.span_id.hex(),
+                    span.parent_span_id.hex(),
+                    span.name,
+                    span.start_time_unix_nano,
+                    span.end_time_unix_nano,
+                    attributes(span.attributes),
+                    resource,
                 )
 
 

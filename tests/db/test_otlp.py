@@ -824,6 +824,76 @@ def test_last_turns_reads_each_sessions_end_of_its_turn_index(make_agent):
         assert plan.count("Limit") == 2 and "Backward" in plan, plan
 
 
+def test_the_one_statement_read_of_turn_keys_is_the_orms_two(make_agent):
+    """On PostgreSQL `_number_turns` reads the keys' turns with their last calls and the
+    sessions' last turns in one statement (`_turn_keys_and_ends`): the same rows as the ORM's
+    key read (`_turn_keys_orm`) and `last_turns`, over a key whose turn holds calls, a key
+    without calls, a key asked of another session, a session ahead by its keys and one with
+    nothing stored."""
+    from django.db import connection
+
+    from telemetry.otlp.store import _turn_keys_and_ends, _turn_keys_orm, last_turns
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the one-statement read is PostgreSQL's; elsewhere the ORM's reads are used")
+    agent = make_agent()
+    attrs = {**DONE_WHEN, "gen_ai.conversation.id": "one"}
+    post(
+        agent,
+        TRACES,
+        pb_traces(
+            pb_span(attrs, trace="a" * 32, span="a1" * 8, start=T0 + 10),
+            pb_span(attrs, trace="a" * 32, span="a2" * 8, start=T0 + 20),
+            pb_span(attrs, trace="b" * 32, span="b1" * 8, start=T0 + 30),
+        ),
+    )
+    one = AgentSession.objects.get(external_id="one")
+    profile = one.profile
+    ahead, empty = (
+        AgentSession.objects.create(profile=profile, external_id=name)
+        for name in ("one-ahead", "one-empty")
+    )
+    TurnKey.objects.create(session=one, key="k-none", turn=7)  # no calls in its turn
+    TurnKey.objects.create(session=ahead, key="k-ahead", turn=4)
+    ids = {one.pk, ahead.pk, empty.pk}
+    keys = {f"trace:{'a' * 32}", f"trace:{'b' * 32}", "k-none", "k-ahead", "k-missing"}
+    read = _turn_keys_and_ends(ids, keys)
+    assert read is not None
+    rows, ends = read
+    assert sorted(rows) == sorted(_turn_keys_orm(ids, keys))
+    assert ends == last_turns(ids) == {one.pk: 7, ahead.pk: 4, empty.pk: None}
+    assert sorted(rows) == sorted(
+        [
+            (one.pk, f"trace:{'a' * 32}", 0, 1),
+            (one.pk, f"trace:{'b' * 32}", 1, 0),
+            (one.pk, "k-none", 7, None),
+            (ahead.pk, "k-ahead", 4, None),
+        ]
+    )
+
+
+def test_the_stored_sessions_read_is_the_orms(make_agent):
+    """`_stored_sessions` (which sessions an export did not open): on PostgreSQL a fixed
+    statement, the same ids as the ORM's `__in` over the profile's sessions, not another
+    profile's, one not stored, and an id with a quote."""
+    from telemetry.otlp.store import _stored_sessions
+
+    profile = make_agent().key.profile
+    other = make_agent("ss-other").key.profile
+    assert other.pk != profile.pk
+    for name in ("ss-a", "ss-'b"):
+        AgentSession.objects.create(profile=profile, external_id=name)
+    AgentSession.objects.create(profile=other, external_id="ss-c")
+    wanted = {"ss-a", "ss-'b", "ss-c", "ss-none"}
+    orm = set(
+        AgentSession.objects.filter(profile=profile, external_id__in=wanted).values_list(
+            "external_id", flat=True
+        )
+    )
+    assert _stored_sessions(profile.pk, wanted) == orm == {"ss-a", "ss-'b"}
+    assert _stored_sessions(profile.pk, set()) == set()
+
+
 @pytest.mark.django_db
 def test_any_of_finds_what_in_finds():
     """`__any_of` (one array on PostgreSQL, what the OTLP store reads its identities with) is
