@@ -79,7 +79,9 @@ CLIENT_TEXT_PATTERNS: Final = {
 # the built documentation site and mkdocs.yml of this repository, never a client's text;
 # compaction/export_api.py: `before`'s date-time prefix, anchored and fixed-width (`match` reads
 # at most 16 characters whatever the text's length); console/parts.py: the part fences of HTML the
-# console rendered itself (a client's text in it is escaped, so it never holds a fence's `<!--`).
+# console rendered itself (a client's text in it is escaped, so it never holds a fence's `<!--`);
+# telemetry/compiled.py: the `%s` / `%%` marks of SQL the ORM wrote, two fixed characters, read
+# before any value is written into it.
 REGEX_USES: Final = {
     "compaction/export_api.py": 1,
     "compaction/imports/files.py": 1,
@@ -94,6 +96,7 @@ REGEX_USES: Final = {
     "console/views.py": 1,
     "telemetry/ingest/statements.py": 1,
     "telemetry/cache_misses.py": 1,
+    "telemetry/compiled.py": 1,
     "telemetry/otlp/mapping.py": 1,
     "telemetry/otlp/wire.py": 1,
     "telemetry/pricing.py": 3,
