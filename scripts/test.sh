@@ -35,10 +35,16 @@ missing() {
 run_pytest() {
   # pytest exit 5 means it collected no test: a broken selection, so it counts as a failure.
   local label=$1; shift
-  local started=$SECONDS
+  local started=$SECONDS log
+  log=$(mktemp "$LANES/pytest.XXXXXX")
   # --durations: the slowest tests are named in every run, so the suite's time budget stays visible.
-  if "$BIN/pytest" --durations=12 "$@"; then record "passed: $label ($((SECONDS - started)) s)"; else
-    record "FAILED: $label"; fi
+  # A failed stage names its failed tests in the summary too (pytest's short summary lines), so
+  # the end of a long log says what broke.
+  if "$BIN/pytest" --durations=12 "$@" 2>&1 | tee "$log"; then
+    record "passed: $label ($((SECONDS - started)) s)"; else
+    record "FAILED: $label"
+    grep -E '^(FAILED|ERROR) [^ ]+::' "$log" | head -20 | sed 's/^/    /' >>"$SUMMARY" || true
+  fi
 }
 
 stage "ruff format --check"; "$BIN/ruff" format --check .
