@@ -437,11 +437,8 @@ def test_a_call_or_compaction_past_latest_is_rejected_naming_its_first_late_time
         GENAI if call else {"gen_ai.conversation.compacted": True, "gen_ai.conversation.id": "s"}
     )
     mapped = map_spans([span(attrs, start=start, end=end)], latest=_LATEST)
-    late = [
-        name
-        for name, ns in (("endTimeUnixNano", end), ("startTimeUnixNano", start))
-        if time_of(ns) is not None and time_of(ns) > _LATEST
-    ]
+    times = (("endTimeUnixNano", time_of(end)), ("startTimeUnixNano", time_of(start)))
+    late = [name for name, at in times if at is not None and at > _LATEST]
     if late:
         assert [r.field for r in mapped.rejected] == late[:1]
         assert not mapped.calls and not mapped.events
