@@ -358,3 +358,23 @@ def test_a_malformed_body_stops_the_count_and_the_decoder_refuses_it():
     with pytest.raises(FieldError) as refused:
         decode_request("traces", b"\x0a\xff", "protobuf", max_items=10)
     assert refused.value.status == 400
+
+
+def test_a_body_broken_twice_is_refused_for_what_breaks_first_and_over_the_cap_for_the_cap():
+    """The walk that counts the items also finds them; the envelopes parse in wire order, so a
+    resource protobuf refuses is named before framing that breaks after it, and an export over
+    the cap is a 413 whatever is broken in it."""
+    bad_resource = b"\x0a\x03" + b"\x0a\x01\xff"  # a resource whose `resource` field is no message
+    scope = _traces_of([[2]], attrs=False).resource_spans[0].SerializeToString()
+    body = b"\x0a" + bytes([len(bad_resource + scope)]) + bad_resource + scope + b"\x0a\xff"
+    with pytest.raises(FieldError) as refused:
+        decode_request("traces", body, "protobuf", max_items=10)
+    assert refused.value.status == 400
+    assert "runs past its end" not in refused.value.message  # the resource's own error
+    with pytest.raises(FieldError) as over:
+        decode_request("traces", body, "protobuf", max_items=3)
+    assert over.value.status == 413
+    truncated = _traces_of([[2], [1]], attrs=True).SerializeToString()[:-3]
+    with pytest.raises(FieldError) as cut:
+        decode_request("traces", truncated, "protobuf", max_items=10)
+    assert cut.value.status == 400 and "a field runs past its end" in cut.value.message
