@@ -36,6 +36,7 @@ from telemetry.ingest.call_keys import stored_call_keys
 from telemetry.ingest.new_rows import insert_rows
 from telemetry.ingest.pipeline import ingest_records
 from telemetry.ingest.statements import run, vendor
+from telemetry.ingest.values import text_array
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
 from telemetry.otlp.same_request import keep_richer
@@ -140,7 +141,9 @@ def _stored_sessions(profile_id: int, external_ids: set[str]) -> set[str]:
     statement with the ids as one array (no ORM compiles it per export), elsewhere the ORM's
     `__in` (tests/db/test_otlp.py holds the two equal)."""
     if vendor() == "postgresql":
-        found = run(_stored_sessions_sql(), [profile_id, sorted(external_ids)], prepare=False)
+        found = run(
+            _stored_sessions_sql(), [profile_id, text_array(sorted(external_ids))], prepare=False
+        )
         return {external_id for (external_id,) in found}
     return set(
         AgentSession.objects.filter(
@@ -317,7 +320,7 @@ def _turn_keys_and_ends(
     if vendor() != "postgresql":
         return None
     ids = sorted(session_ids)
-    found = run(_turn_keys_and_ends_sql(), [ids, sorted(keys), ids], prepare=False)
+    found = run(_turn_keys_and_ends_sql(), [ids, text_array(sorted(keys)), ids], prepare=False)
     rows: list[KeyRow] = []
     ends: dict[int, int | None] = {}
     for sid, key, turn, top in found:
