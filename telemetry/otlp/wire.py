@@ -476,6 +476,8 @@ def iter_spans(decoded: Decoded) -> Iterator[Span | Rejection]:
     """`spans_of`, one at a time: a span's attributes (up to OTLP_MAX_DECODED_BYTES of them
     in all) live in Python only while it is mapped."""
     request: trace_service_pb2.ExportTraceServiceRequest = decoded.request  # type: ignore[assignment]
+    if not decoded.refused:  # what nearly every export is: no generator between
+        return _spans(request)
     return _in_place(_spans(request), decoded.refused)
 
 

@@ -941,3 +941,11 @@ def test_a_text_array_literal_is_the_array_the_driver_adapts(values):
         pytest.skip("array literals are PostgreSQL's")
     literal, adapted = run("SELECT %s::text[], %s::text[]", [text_array(values), values])[0]
     assert literal == adapted == values
+
+
+def test_a_new_turn_keys_values_are_in_the_order_of_its_columns():
+    """`_insert_turn_keys` COPYs (session, key, turn) tuples: TurnKey's columns, in order."""
+    from telemetry.otlp.store import TURN_KEY_FIELDS
+
+    columns = [f.attname for f in TurnKey._meta.concrete_fields if not f.primary_key]
+    assert tuple(columns) == TURN_KEY_FIELDS
