@@ -439,9 +439,10 @@ def load_overview(
     until = None if _open_ended(period, now) else period.end
     since = period.start
     policies = load_policies()
+    starts = tuple(period.bucket_starts())
     first = [_profiles_read(policies, since, until)]
     if not profile_name:  # the fleet's spend and compactions need no profile's key
-        first += [_spend_read(period, None), _compactions_read(period, None)]
+        first += [_spend_read(period, starts, None), _compactions_read(period, None)]
     results = run_reads(first)
     profiles = _profiles_from(results[0])
     effective = {p.pk: policies.of(p.pk) for p in profiles}
@@ -451,7 +452,7 @@ def load_overview(
     candidates = {getattr(p, f"top_{k}") for p in scope for k in range(TOP_SESSIONS)}
     last = [_top_sessions_read(since, until, chosen, sorted(candidates - {None}))]
     if profile_name:
-        last += [_spend_read(period, chosen), _compactions_read(period, chosen)]
+        last += [_spend_read(period, starts, chosen), _compactions_read(period, chosen)]
     last += beside(effective) if beside is not None else []
     topped, *rest = run_reads(last)
     if profile_name:
@@ -460,7 +461,7 @@ def load_overview(
         spent, compacted = results[1:]
         found_beside = rest
 
-    buckets, spend = _spend_from(period, spent)
+    buckets, spend = _spend_from(period, starts, spent)
 
     lines = []
     bands: dict[str, int] = dict.fromkeys(BANDS, 0)
@@ -539,12 +540,12 @@ def _spend(
     hour holding the period's start, in a zone whose offset is not whole hours) counts in its
     profile's sums but in no bucket. The statement is compiled once (`CompiledRead`).
     """
-    (result,) = run_reads([_spend_read(period, profile)])
-    return _spend_from(period, result)
-
-
-def _spend_read(period: Period, profile: AgentProfile | None) -> Read:
     starts = tuple(period.bucket_starts())
+    (result,) = run_reads([_spend_read(period, starts, profile)])
+    return _spend_from(period, starts, result)
+
+
+def _spend_read(period: Period, starts: tuple[datetime, ...], profile: AgentProfile | None) -> Read:
     first_hour = period.start.replace(minute=0, second=0, microsecond=0)
     pk = None if profile is None else profile.pk
     return _SPEND.read(
@@ -552,8 +553,9 @@ def _spend_read(period: Period, profile: AgentProfile | None) -> Read:
     )
 
 
-def _spend_from(period: Period, result: Result) -> tuple[list[Bucket], dict[int, dict[str, Any]]]:
-    starts = tuple(period.bucket_starts())
+def _spend_from(
+    period: Period, starts: tuple[datetime, ...], result: Result
+) -> tuple[list[Bucket], dict[int, dict[str, Any]]]:
     ends = (*starts[1:], period.next_start(starts[-1])) if starts else ()
     per_bucket = [Bucket(start, end) for start, end in zip(starts, ends, strict=True)]
     spend: dict[int, dict[str, Any]] = {}
