@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord as PbLogRecord
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Gauge, Metric, NumberDataPoint
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
@@ -34,6 +34,8 @@ from telemetry.otlp.wire import (
     TOO_DEEP,
     LogRecord,
     Span,
+    any_value,
+    attributes,
     cut_too_deep,
     data_points_of,
     decode_request,
@@ -378,3 +380,38 @@ def test_a_body_broken_twice_is_refused_for_what_breaks_first_and_over_the_cap_f
     with pytest.raises(FieldError) as cut:
         decode_request("traces", truncated, "protobuf", max_items=10)
     assert cut.value.status == 400 and "a field runs past its end" in cut.value.message
+
+
+_ANY_VALUES = st.recursive(
+    st.one_of(
+        st.just(AnyValue()),
+        st.builds(lambda v: AnyValue(string_value=v), st.sampled_from(["", "a", " ", "0"])),
+        st.builds(lambda v: AnyValue(int_value=v), st.sampled_from([0, 1, -1, 2**63 - 1])),
+        st.builds(lambda v: AnyValue(bool_value=v), st.booleans()),
+        st.builds(lambda v: AnyValue(double_value=v), st.sampled_from([0.0, -0.0, 1.5])),
+        st.builds(lambda v: AnyValue(bytes_value=v), st.sampled_from([b"", b"\x00"])),
+    ),
+    lambda inner: st.one_of(
+        st.builds(
+            lambda vs: AnyValue(array_value=ArrayValue(values=vs)), st.lists(inner, max_size=3)
+        ),
+        st.builds(
+            lambda kvs: AnyValue(
+                kvlist_value=KeyValueList(values=[KeyValue(key=k, value=v) for k, v in kvs])
+            ),
+            st.lists(st.tuples(st.sampled_from(["a", "b"]), inner), max_size=3),
+        ),
+    ),
+    max_leaves=6,
+)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["k", "l", "m"]), _ANY_VALUES), max_size=6))
+def test_attributes_are_each_values_any_value_the_last_of_a_key_winning(pairs):
+    """`attributes` reads text and integers that are not their defaults with one access: the
+    same dict as `any_value` of every value, the defaults, the other kinds and nesting too."""
+    kvs = [KeyValue(key=k, value=v) for k, v in pairs]
+    expected = {kv.key: any_value(kv.value) for kv in kvs}
+    read = attributes(kvs)
+    assert read == expected
+    assert [type(v) for v in read.values()] == [type(v) for v in expected.values()]
