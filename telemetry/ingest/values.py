@@ -1,6 +1,6 @@
 """Values on their way to ingest's statements and rows on their way back: `prepare` (a field's
 database value, skipped where Django's preparation would change nothing), `json_text` (a JSON
-field's text for COPY), array literals of a column (`column_array`, `pairs_arrays`), and
+field's text for COPY), array literals of a column (`column_array`, `pairs_arrays`, `text_array`), and
 `from_row` (a returned row as the stored model instance).
 """
 
@@ -117,6 +117,26 @@ def column_array(column: tuple[Any, ...]) -> str | list[Any]:
         if kind is not int and kind is not Decimal and value is not None:
             return list(column)
     return "{" + ",".join("NULL" if v is None else str(v) for v in column) + "}"
+
+
+def text_array(column: Sequence[str]) -> str | list[str]:
+    """A column of text as PostgreSQL's array literal, which the statement casts to `text[]`:
+    every element double-quoted, a backslash and a double quote in it escaped by a backslash.
+    The same array the driver's adaptation of the list gives (it is that list when an element
+    holds a NUL, which no text column can store: the driver refuses it), for a tenth of its
+    CPU: the driver dumps a list of text element by element in Python (a 1,000-record batch's
+    request ids, docs/performance.md P1). Quoted, an element is never read as NULL, a separator
+    or space to trim; tests/db/test_text_arrays.py holds the two forms equal over drawn text.
+
+    The elements are joined by NUL and escaped in one pass over the joined text, each NUL then
+    closing one element and opening the next."""
+    if not column:
+        return "{}"
+    joined = "\x00".join(column)
+    if joined.count("\x00") != len(column) - 1:
+        return list(column)
+    escaped = joined.replace("\\", "\\\\").replace('"', '\\"').replace("\x00", '","')
+    return '{"' + escaped + '"}'
 
 
 def pairs_arrays(keys: Sequence[Sequence[int]]) -> list[str]:
