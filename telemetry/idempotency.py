@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC
 from typing import Any, Final, Literal
@@ -98,11 +99,25 @@ def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> by
             if name not in _DEFAULTS or (value != _DEFAULTS[name] and name not in UNHASHED)
         }
         digest = _plain_hash
+        sent = data.get("at")
+        if type(sent) is str and _CANONICAL_AT(sent) is not None:
+            # `at` as sent is the text it canonicalises to: its conversion and its formatting
+            # were a third of this function per record (docs/performance.md, P1)
+            return digest(data)
     else:
         data = record.model_dump(mode="python", exclude_defaults=True, exclude=set(UNHASHED))
     if record.at is not None:
         data["at"] = record.at.astimezone(UTC).isoformat()
     return digest(data)
+
+
+# An `at` that `RecordIn` reads as the time it spells in UTC, spelt as `isoformat` spells that
+# time: a valid field time, microseconds only when there are some (six digits, not all zero),
+# the offset +00:00, ASCII digits. Such a text is its own canonical form; tests/db/test_canonical_hash.py
+# draws times in every spelling to hold the two equal.
+_CANONICAL_AT = re.compile(
+    r"\d{4}-\d\d-\d\dT(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.(?!000000)\d{6})?\+00:00", re.ASCII
+).fullmatch
 
 
 def _record_hash(value: object) -> bytes:
