@@ -207,6 +207,7 @@ def test_an_at_is_hashed_as_its_utc_isoformat_whatever_its_spelling(at):
 
     raw = {"session_id": "s", "turn": 1, "model": "m", "usage": {"input_tokens": 1}, "at": at}
     record = RecordIn.model_validate(raw)
+    assert record.at is not None
     data = record.model_dump(mode="python", exclude_defaults=True)
     data["at"] = record.at.astimezone(UTC).isoformat()
     assert payload_hash(record, raw).hex() == _oracle(data)
