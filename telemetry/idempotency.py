@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC
 from typing import Any, Final, Literal
@@ -21,6 +20,7 @@ from telemetry.digests import stored_digest
 from telemetry.ingest.call_keys import stored_call_keys
 from telemetry.models import LLMCall
 from telemetry.schemas import RECORD_DEFAULTS, RecordIn
+from telemetry.utc_text import is_canonical_utc
 
 # `json.dumps` with any non-default option builds a `JSONEncoder` per call (a tenth of the hash's
 # CPU on a 1,000-record batch, make bench P1); this is the encoder it builds, made once. The
@@ -100,7 +100,7 @@ def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> by
         }
         digest = _plain_hash
         sent = data.get("at")
-        if type(sent) is str and _CANONICAL_AT(sent) is not None:
+        if type(sent) is str and is_canonical_utc(sent):
             # `at` as sent is the text it canonicalises to: its conversion and its formatting
             # were a third of this function per record (docs/performance.md, P1)
             return digest(data)
@@ -109,15 +109,6 @@ def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> by
     if record.at is not None:
         data["at"] = record.at.astimezone(UTC).isoformat()
     return digest(data)
-
-
-# An `at` that `RecordIn` reads as the time it spells in UTC, spelt as `isoformat` spells that
-# time: a valid field time, microseconds only when there are some (six digits, not all zero),
-# the offset +00:00, ASCII digits. Such a text is its own canonical form; tests/db/test_canonical_hash.py
-# draws times in every spelling to hold the two equal.
-_CANONICAL_AT = re.compile(
-    r"\d{4}-\d\d-\d\dT(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.(?!000000)\d{6})?\+00:00", re.ASCII
-).fullmatch
 
 
 def _record_hash(value: object) -> bytes:
