@@ -58,7 +58,7 @@ from context_core import (
     retry_decision,
     retry_wait_seconds,
 )
-from telemetry.compiled import CompiledRead
+from telemetry.compiled import CompiledRead, Read, Result, run_reads
 from telemetry.models import AgentProfile, AgentSession, Policy
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import layered_policy
@@ -306,14 +306,25 @@ def relief_counts(policies: Mapping[int, PolicyValues] | None = None) -> dict[in
     overdue; the ORM builds it (a case per profile, several times over, and three subqueries)
     at more CPU than it takes to run, so it is compiled once per set of those
     (`telemetry.compiled`), and the overview and /metrics run it as it is."""
+    (result,) = run_reads([relief_counts_read(policies)])
+    return relief_counts_from(result)
+
+
+def relief_counts_read(policies: Mapping[int, PolicyValues] | None = None) -> Read:
+    """`relief_counts`' statement, not yet run (`telemetry.compiled.run_reads`)."""
     policies = profile_policies() if policies is None else policies
     key = (
         tuple(sorted((pk, policy.prune_threshold) for pk, policy in policies.items())),
         int(settings.RELIEF_RETRY_MAX_ATTEMPTS),
     )
-    counts: dict[int, dict[str, int]] = {}
     asked_before = timezone.now() - pending_limit()
-    for row in _COUNTS.rows(key, asked_before, lambda at: _counts_query(at, policies)):
+    return _COUNTS.read(key, (asked_before,), lambda at: _counts_query(at, policies))
+
+
+def relief_counts_from(result: Result) -> dict[int, ReliefCounts]:
+    """`relief_counts` from its statement's rows."""
+    counts: dict[int, dict[str, int]] = {}
+    for row in result.dicts():
         by_state = counts.setdefault(row["profile_id"], {})
         by_state[row["relief_state"]] = row["n"]
         if row["relief_state"] == ReliefState.PENDING.value:

@@ -18,14 +18,13 @@ walk the index on `(cost, id)`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
-from django.db import router
 from django.db.models import (
     Case,
     Count,
@@ -56,7 +55,7 @@ from console.periods import (
 from console.selectors.policies import Policies, load_policies
 from console.selectors.session_list import active_between
 from telemetry.band_sql import BAND_OF_RANK, BANDS, band_ranges
-from telemetry.compiled import BucketNumber, CompiledRead
+from telemetry.compiled import BucketNumber, CompiledRead, Read, Result, run_reads
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, HourlyUsage
 from telemetry.policy_rules import PolicyValues
 from telemetry.pressure import PressureBand, hit_ratio
@@ -154,6 +153,8 @@ class Overview:
     # every profile's effective policy, as read for the bands (for the relief panel, which
     # would otherwise read them again: `compaction.relief_state.profile_policies`)
     policies: dict[int, PolicyValues] = field(default_factory=dict)
+    # what the caller's `beside` asked for, read in the same round trip as the profiles
+    beside: list[Result] = field(default_factory=list)
 
     @property
     def previous(self) -> Totals | None:
@@ -270,15 +271,23 @@ def _profiles(
     the ORM (ten subqueries) costs more CPU than running it, so it is compiled once per set of
     thresholds (`CompiledRead`).
     """
+    (result,) = run_reads([_profiles_read(policies, since, until)])
+    return _profiles_from(result)
+
+
+def _profiles_read(policies: Policies, since: datetime, until: datetime | None) -> Read:
     times: tuple[datetime, ...] = (since,) if until is None else (since, until)
-    rows = _PROFILES.tuples(
+    return _PROFILES.read(
         (_thresholds(policies), len(times)),
         times,
         lambda *values: _profiles_query(policies, *values),
     )
-    alias = router.db_for_read(AgentProfile) or "default"
+
+
+def _profiles_from(result: Result) -> list[AgentProfile]:
+    alias = result.read.alias
     profiles = []
-    for row in rows:
+    for row in result.tuples():
         profile = AgentProfile.from_db(alias, _PROFILE_COLUMNS, row[: len(_PROFILE_COLUMNS)])
         for name, value in zip(_PROFILE_ANNOTATIONS, row[len(_PROFILE_COLUMNS) :], strict=True):
             setattr(profile, name, value)
@@ -361,15 +370,25 @@ def _top_sessions(
     the top `TOP_SESSIONS` by pressure and by cost alike: every row is a session active in the
     period, among them the first by each order, so the first by each order of the rows are
     they (the `(cost, id)` order as the database sorts it, NULL costs left out)."""
+    (result,) = run_reads([_top_sessions_read(since, until, profile, candidates)])
+    return _top_sessions_from(result)
+
+
+def _top_sessions_read(
+    since: datetime, until: datetime | None, profile: AgentProfile | None, candidates: list[int]
+) -> Read:
     pk = None if profile is None else profile.pk
     times: tuple[datetime, ...] = (since,) if until is None else (since, until)
-    rows = _TOPS.tuples(
+    return _TOPS.read(
         (pk, len(times), len(candidates)),
         (*times, *candidates),
         lambda *values: _top_sessions_query(pk, *values[: len(times)], ids=values[len(times) :]),
     )
-    alias = router.db_for_read(AgentSession) or "default"
-    sessions = (AgentSession.from_db(alias, _TOP_COLUMNS, row) for row in rows)
+
+
+def _top_sessions_from(result: Result) -> list[AgentSession]:
+    alias = result.read.alias
+    sessions = (AgentSession.from_db(alias, _TOP_COLUMNS, row) for row in result.tuples())
     by_pk = {s.pk: s for s in sessions}
     return list(by_pk.values())
 
@@ -400,22 +419,49 @@ _TOPS: Final = CompiledRead(AgentSession)
 
 
 def load_overview(
-    period: Period | str = DEFAULT_PRESET, profile_name: str = "", now: datetime | None = None
+    period: Period | str = DEFAULT_PRESET,
+    profile_name: str = "",
+    now: datetime | None = None,
+    *,
+    beside: Callable[[dict[int, PolicyValues]], Sequence[Read]] | None = None,
 ) -> Overview:
     """Everything the overview shows over `period` (a `Period`, or a preset key: an unknown one
-    is the default). Five queries (the policies, the profiles, the spend, the compactions, the
-    top sessions), whatever the number of calls, sessions or profiles; two more for the
-    previous period when the period asks for the comparison."""
+    is the default). Five statements (the policies, the profiles, the spend, the compactions,
+    the top sessions), whatever the number of calls, sessions or profiles, in three round trips
+    (`run_reads`): the policies; then the profiles with the spend and the compactions of the
+    fleet; then the top sessions (with a profile chosen: the profiles, then the rest, which
+    read its key). Two more for the previous period when the period asks for the comparison.
+    `beside`: reads of the caller's, given every profile's effective policy, sent with the top
+    sessions (their results in `Overview.beside`)."""
     now = now or timezone.now()
     if isinstance(period, str):
         period = preset_period(period if period in PRESETS else DEFAULT_PRESET, now=now)
     until = None if _open_ended(period, now) else period.end
     since = period.start
     policies = load_policies()
-    profiles = _profiles(policies, since, until)
+    starts = tuple(period.bucket_starts())
+    first = [_profiles_read(policies, since, until)]
+    if not profile_name:  # the fleet's spend and compactions need no profile's key
+        first += [_spend_read(period, starts, None), _compactions_read(period, None)]
+    results = run_reads(first)
+    profiles = _profiles_from(results[0])
+    effective = {p.pk: policies.of(p.pk) for p in profiles}
     chosen = next((p for p in profiles if p.name == profile_name), None)
+    # each profile's own top sessions by pressure hold the fleet's (module docstring)
+    scope = profiles if chosen is None else [chosen]
+    candidates = {getattr(p, f"top_{k}") for p in scope for k in range(TOP_SESSIONS)}
+    last = [_top_sessions_read(since, until, chosen, sorted(candidates - {None}))]
+    if profile_name:
+        last += [_spend_read(period, starts, chosen), _compactions_read(period, chosen)]
+    last += beside(effective) if beside is not None else []
+    topped, *rest = run_reads(last)
+    if profile_name:
+        spent, compacted, *found_beside = rest
+    else:
+        spent, compacted = results[1:]
+        found_beside = rest
 
-    buckets, spend = _spend(period, chosen)
+    buckets, spend = _spend_from(period, starts, spent)
 
     lines = []
     bands: dict[str, int] = dict.fromkeys(BANDS, 0)
@@ -442,12 +488,8 @@ def load_overview(
             for band, n in counts.items():
                 bands[band] += n
 
-    days, totals, freed, failures = _compactions(period, chosen)
-
-    # each profile's own top sessions by pressure hold the fleet's (module docstring)
-    scope = profiles if chosen is None else [chosen]
-    candidates = {getattr(p, f"top_{k}") for p in scope for k in range(TOP_SESSIONS)}
-    sessions = _top_sessions(since, until, chosen, sorted(candidates - {None}))
+    days, totals, freed, failures = _compactions_from(period, compacted)
+    sessions = _top_sessions_from(topped)
     top_cost = sorted(
         (s for s in sessions if s.cost_usd is not None),
         key=lambda s: (s.cost_usd, s.pk),
@@ -474,7 +516,8 @@ def load_overview(
         top_pressure=top_pressure,
         previous_buckets=_buckets(period.previous(), chosen) if period.compare else None,
         previous_sessions=_sessions_in(period.previous(), chosen) if period.compare else 0,
-        policies={p.pk: policies.of(p.pk) for p in profiles},
+        policies=effective,
+        beside=found_beside,
     )
 
 
@@ -498,14 +541,25 @@ def _spend(
     profile's sums but in no bucket. The statement is compiled once (`CompiledRead`).
     """
     starts = tuple(period.bucket_starts())
-    ends = (*starts[1:], period.next_start(starts[-1])) if starts else ()
-    per_bucket = [Bucket(start, end) for start, end in zip(starts, ends, strict=True)]
+    (result,) = run_reads([_spend_read(period, starts, profile)])
+    return _spend_from(period, starts, result)
+
+
+def _spend_read(period: Period, starts: tuple[datetime, ...], profile: AgentProfile | None) -> Read:
     first_hour = period.start.replace(minute=0, second=0, microsecond=0)
     pk = None if profile is None else profile.pk
-    spend: dict[int, dict[str, Any]] = {}
-    for row in _SPEND.rows(
+    return _SPEND.read(
         pk, (first_hour, period.end, starts), lambda *values: _spend_query(pk, *values)
-    ):
+    )
+
+
+def _spend_from(
+    period: Period, starts: tuple[datetime, ...], result: Result
+) -> tuple[list[Bucket], dict[int, dict[str, Any]]]:
+    ends = (*starts[1:], period.next_start(starts[-1])) if starts else ()
+    per_bucket = [Bucket(start, end) for start, end in zip(starts, ends, strict=True)]
+    spend: dict[int, dict[str, Any]] = {}
+    for row in result.dicts():
         if row["b"] is None:
             spend[row["p"]] = row
             continue
@@ -570,13 +624,24 @@ def _compactions(
     without its archive counts as an archive failure. The agent's and the provider's are their
     recorded context events of kind compaction. One query (compiled once a zone: `CompiledRead`).
     """
-    tz = period.tz
+    (result,) = run_reads([_compactions_read(period, profile)])
+    return _compactions_from(period, result)
+
+
+def _compactions_read(period: Period, profile: AgentProfile | None) -> Read:
     pk = None if profile is None else profile.pk
-    rows = _COMPACTIONS.rows(
+    return _COMPACTIONS.read(
         (period.zone, pk),
         (period.start, period.end),
         lambda start, end: _compactions_query(period.zone, pk, start, end),
     )
+
+
+def _compactions_from(
+    period: Period, result: Result
+) -> tuple[list[OriginDay], dict[str, int], int, int]:
+    tz = period.tz
+    rows = result.dicts()
     days_of = Period(period.start, period.end, period.zone, compare=False)
     per_day: dict[datetime, dict[str, Any]] = {
         start: {"counts": dict.fromkeys(k for k, _ in ORIGINS), "freed": 0, "failures": 0}

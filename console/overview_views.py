@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import Any, Final
 from urllib.parse import urlencode
 
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -15,6 +16,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from alerts.models import Alert
+from compaction.relief_state import relief_counts_from, relief_counts_read
 from console import charts, fleet_charts, overview_rows
 from console.overview import ORIGINS, load_overview
 from console.parts import held
@@ -23,6 +25,8 @@ from console.periods import BUCKET_STEPS, Period, change, local_midnight
 from console.roles import Role, require_role
 from console.selectors.relief import relief_summary
 from console.session_context import rendered_part
+from telemetry.compiled import CompiledRead, Read
+from telemetry.policy_rules import PolicyValues
 
 # the overview's parts, each refreshed on its own when what it shows changed
 OVERVIEW_PARTS: Final = ("totals", "bands", "charts", "compactions", "tops", "profiles")
@@ -50,8 +54,32 @@ def _bucket_query(start: datetime, end: datetime, zone: str) -> str:
     return urlencode(Period(start, end, zone).query())
 
 
+def _firing_query() -> QuerySet[Alert, dict[str, Any]]:
+    """The alerts open now, counted: one row, or none when none is open (grouped by their
+    `resolved_at`, which is NULL for every one of them, so the count is a compiled read)."""
+    return (
+        Alert.objects.filter(resolved_at__isnull=True)
+        .order_by()
+        .values("resolved_at")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+
+
+_FIRING: Final = CompiledRead(Alert)
+
+
+def _beside(policies: dict[int, PolicyValues]) -> list[Read]:
+    """What the page shows beside the overview, read in the overview's last round trip: the
+    relief counts under every profile's policy as the overview read them, and the alerts
+    open now."""
+    return [relief_counts_read(policies), _FIRING.read("open", (), _firing_query)]
+
+
 def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
-    found = load_overview(period, request.GET.get("profile", ""))
+    found = load_overview(period, request.GET.get("profile", ""), beside=_beside)
+    relief_read, firing_read = found.beside
+    firing = firing_read.dicts()
     starts = [b.start for b in found.buckets]
     step = BUCKET_STEPS[found.bucket]
     labels = dict(ORIGINS)
@@ -135,14 +163,14 @@ def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
         "top_cost_rows": overview_rows.top_cost_rows(found.top_cost),
         "top_pressure_rows": overview_rows.top_pressure_rows(found.top_pressure),
         "profile_rows": overview_rows.profile_rows(found.lines, period, url),
-        "relief": relief_summary(found.profile, found.policies),
+        "relief": relief_summary(found.profile, found.policies, relief_counts_from(relief_read)),
         "nav": "overview",
         "refresh_seconds": REFRESH_SECONDS,
         "export_query": urlencode(
             period.query() | ({"profile": found.profile} if found.profile else {})
         ),
         # one indexed count: the alerts open now (the Alerts page lists them)
-        "firing_alerts": Alert.objects.filter(resolved_at__isnull=True).count(),
+        "firing_alerts": firing[0]["n"] if firing else 0,
     }
 
 

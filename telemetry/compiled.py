@@ -20,15 +20,20 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from django.conf import settings
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Expression, F, IntegerField, Model, QuerySet
 from django.db.models.sql.compiler import SQLCompiler
+
+from telemetry.ingest import pg_prepared
+from telemetry.ingest.statements import log_statement, numbered
 
 # A time no row holds: the stand-in compiled into a statement's parameters for the time it takes
 # (the n-th value's stand-in is `n` microseconds later, so each is told apart).
@@ -157,31 +162,33 @@ class CompiledRead:
         self._held = (full_key, statement)
         return statement
 
-    def statement(
+    def read(
         self, key: Hashable, values: Sequence[Time], build: Callable[..., QuerySet[Any]]
-    ) -> tuple[str, str, tuple[Any, ...]]:
-        """The database alias, SQL and parameters of `build(*values)`; `build(*stand-ins)` is
-        compiled only when `key` (or the database) is not the one held."""
+    ) -> Read:
+        """The statement `build(*values)` with these values, not yet run (`run_reads` runs it,
+        with others in the same round trip); `build(*stand-ins)` is compiled only when `key`
+        (or the database) is not the one held."""
         alias = router.db_for_read(self.model) or "default"
         compiled = self._compiled(alias, key, values, build)
         params = list(compiled.params)
         connection = connections[alias]
         for position, n in compiled.slots:
             params[position] = _adapt(connection, values[n])
-        return alias, compiled.sql, tuple(params)
+        return Read(alias, compiled.sql, tuple(params), compiled)
+
+    def statement(
+        self, key: Hashable, values: Sequence[Time], build: Callable[..., QuerySet[Any]]
+    ) -> tuple[str, str, tuple[Any, ...]]:
+        """The database alias, SQL and parameters of `build(*values)` (`read`)."""
+        found = self.read(key, values, build)
+        return found.alias, found.sql, found.params
 
     def tuples(
         self, key: Hashable, values: Sequence[Time], build: Callable[..., QuerySet[Any]]
     ) -> list[list[Any]]:
         """The statement's rows as lists, each column converted as the ORM converts it."""
-        alias, sql, params = self.statement(key, values, build)
-        compiled = self._compiled(alias, key, values, build)
-        with connections[alias].cursor() as cursor:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
-        if not compiled.converters:
-            return [list(row) for row in rows]
-        return list(compiled.compiler.apply_converters(rows, compiled.converters))
+        (result,) = run_reads([self.read(key, values, build)])
+        return result.tuples()
 
     def rows(
         self, key: Hashable, at: datetime | Sequence[Time], build: Callable[..., QuerySet[Any]]
@@ -189,15 +196,102 @@ class CompiledRead:
         """The statement's rows, as dicts by column name (converted as the ORM converts them).
         `at`: the one time `build` takes, or the values it takes in order."""
         values: Sequence[Time] = (at,) if isinstance(at, datetime) else at
-        alias, sql, params = self.statement(key, values, build)
-        compiled = self._compiled(alias, key, values, build)
-        with connections[alias].cursor() as cursor:
-            cursor.execute(sql, params)
-            names = [column[0] for column in cursor.description]
-            rows: Any = cursor.fetchall()
-        if compiled.converters:
-            rows = compiled.compiler.apply_converters(rows, compiled.converters)
-        return [dict(zip(names, row, strict=True)) for row in rows]
+        (result,) = run_reads([self.read(key, values, build)])
+        return result.dicts()
+
+
+@dataclass(frozen=True)
+class Read:
+    """One run of a compiled statement: its database, its text and values, and how its rows
+    convert."""
+
+    alias: str
+    sql: str
+    params: tuple[Any, ...]
+    statement: _Statement
+
+
+@dataclass(frozen=True)
+class Result:
+    """A read's rows as the driver loaded them, with its columns' names."""
+
+    read: Read
+    names: tuple[str, ...]
+    loaded: list[tuple[Any, ...]]
+
+    def tuples(self) -> list[list[Any]]:
+        """The rows as lists, each column converted as the ORM converts it."""
+        compiled = self.read.statement
+        if not compiled.converters:
+            return [list(row) for row in self.loaded]
+        return list(compiled.compiler.apply_converters(self.loaded, compiled.converters))
+
+    def dicts(self) -> list[dict[str, Any]]:
+        """The rows as dicts by column name, converted as the ORM converts them."""
+        return [dict(zip(self.names, row, strict=True)) for row in self.tuples()]
+
+
+def run_reads(reads: Sequence[Read]) -> list[Result]:
+    """Every read's rows, in order.
+
+    On PostgreSQL (`DB_PREPARED_STATEMENTS` and `DB_PIPELINE`, psycopg preparing nothing of
+    its own) reads of one database go together in one round trip, each as a statement the
+    connection prepared once (`telemetry.ingest.pg_prepared`, as ingest's statements run): the
+    server neither parses nor plans again a text it has seen (the overview's band counts and
+    relief counts took longer to plan than to run), and the reads do not each wait for the one
+    before. Elsewhere, and behind a pooler that passes neither, each runs through a cursor.
+    The rows are the same either way (tests/db/test_compiled_together.py)."""
+    if not reads:
+        return []
+    alias = reads[0].alias
+    db = connections[alias]
+    db.ensure_connection()
+    texts = [numbered(read.sql) for read in reads]
+    if (
+        all(read.alias == alias for read in reads)
+        and all(text is not None for text in texts)
+        and _prepares(db)
+    ):
+        raw = db.connection
+        started = time.monotonic()
+        with db.wrap_database_errors:
+            done = pg_prepared.execute_all(
+                raw, [(text, read.params) for text, read in zip(texts, reads, strict=True) if text]
+            )
+            results = [
+                Result(
+                    read,
+                    tuple((result.fname(i) or b"").decode("utf-8") for i in range(result.nfields)),
+                    pg_prepared.rows(raw, result),
+                )
+                for read, result in zip(reads, done, strict=True)
+            ]
+        if db.queries_logged:  # as Django logs its own: the text with its values in it
+            ops: Any = db.ops  # PostgreSQL's: `compose_sql` is psycopg's client-side mogrify
+            for read in reads:
+                log_statement(ops.compose_sql(read.sql, read.params), started, db)
+        return results
+    return [_run_one(read) for read in reads]
+
+
+def _prepares(db: BaseDatabaseWrapper) -> bool:
+    """Whether `db` runs compiled reads prepared and pipelined (see `run_reads`)."""
+    return (
+        db.vendor == "postgresql"
+        and bool(settings.DB_PREPARED_STATEMENTS)
+        and bool(settings.DB_PIPELINE)
+        # psycopg prepares Django's statements itself under DB_SERVER_SIDE_BINDING, and then
+        # deallocates every prepared statement after a rollback, `pg_prepared`'s too
+        and db.connection.prepare_threshold is None
+    )
+
+
+def _run_one(read: Read) -> Result:
+    with connections[read.alias].cursor() as cursor:
+        cursor.execute(read.sql, read.params)
+        names = tuple(column[0] for column in cursor.description)
+        loaded = cursor.fetchall()
+    return Result(read, names, loaded)
 
 
 class BucketNumber(Expression):

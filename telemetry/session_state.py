@@ -13,23 +13,25 @@ compaction registers when its app is ready (`register_log_appended_tokens`, D6).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any, Final
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from context_core import next_call_crosses
 from telemetry.catalogue import CatalogueWindows
-from telemetry.ingest.statements import Statement
+from telemetry.ingest.statements import Statement, run, vendor
 from telemetry.ingest.upserts import (
     lock_keys,
     update_rows,
     update_statement,
 )
+from telemetry.ingest.values import column_array
 from telemetry.models import AgentProfile, AgentSession, Turn
 from telemetry.policy_effects import ProfileSetting, SessionFacts, recomputed_figures
 from telemetry.policy_rules import PolicyValues
@@ -466,4 +468,33 @@ def record_metadata(
         key = json.dumps(values, sort_keys=True)
         groups.setdefault(key, (values, []))[1].append(pk)
     for values, pks in groups.values():
+        write_metadata(pks, values)
+
+
+def write_metadata(pks: list[int], values: dict[str, Any]) -> None:
+    """Set the sessions `pks`' metadata, its doors and its columns (`session_meta.columns`) to
+    `values`: on PostgreSQL one fixed statement whose text never varies (the ORM compiled its
+    `update` on every export that named a new session), elsewhere the ORM's `update`. The same
+    rows either way (tests/db/test_session_names.py)."""
+    if vendor() != "postgresql":
         AgentSession.objects.filter(pk__in=pks).update(**values)
+        return
+    params: list[Any] = [json.dumps(values[name]) for name in _METADATA_JSON]
+    params += [values[name] for name in _METADATA_COLUMNS]
+    run(_write_metadata_sql(), [*params, column_array(tuple(pks))])
+
+
+_METADATA_JSON: Final = ("metadata", "metadata_doors")
+_METADATA_COLUMNS: Final = tuple(columns({}))  # the indexed columns, by their field names
+
+
+@functools.cache
+def _write_metadata_sql() -> str:
+    quote = connection.ops.quote_name
+    by_name = {f.name: f for f in AgentSession._meta.concrete_fields}
+    sets = [f"{quote(by_name[name].column)} = %s::jsonb" for name in _METADATA_JSON]
+    sets += [f"{quote(by_name[name].column)} = %s::text" for name in _METADATA_COLUMNS]
+    return (
+        f"UPDATE {quote(AgentSession._meta.db_table)} SET {', '.join(sets)} "
+        f"WHERE {quote(AgentSession._meta.pk.column)} = ANY(%s::bigint[])"
+    )

@@ -114,14 +114,32 @@ def typed(values: dict[str, Any], at: datetime | None) -> Typed | None:
         if limit is not None:
             if type(value) is not str or not 0 < len(value) <= limit or "\x00" in value:
                 return None
+            if not value.isascii() and safejson.has_lone_surrogate(value):  # JSON's rule
+                return None
         elif name != "usage" and (
             type(value) is not int or not _COUNTS[name] <= value <= MAX_SMALL
         ):
             return None
     usage = values["usage"]
-    if "/" in values["session_id"] or type(usage) is not dict or not nul_free(usage):
+    if "/" in values["session_id"] or type(usage) is not dict:
         return None
-    if not safejson.is_plain(values):  # JSON's own types, no float, no lone surrogate
+    # The fields' names are text, their texts checked above and their integers plain: the values
+    # keep the JSON rule (`safejson.is_plain`) when the usage does. A flat usage of integers
+    # and text (what a span's is) is checked here in one pass; any other by the walks.
+    for key, item in usage.items():
+        kind = type(item)
+        if kind is str:
+            if "\x00" in item or not (item.isascii() or not safejson.has_lone_surrogate(item)):
+                return None
+        elif kind is not int:
+            break
+        if type(key) is not str or "\x00" in key:
+            return None
+        if not key.isascii() and safejson.has_lone_surrogate(key):
+            return None
+    else:
+        usage = None  # checked
+    if usage is not None and not (nul_free(usage) and safejson.is_plain(values)):
         return None
     if at is None:
         return Typed(trusted_record(values), values)

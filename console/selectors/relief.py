@@ -93,14 +93,17 @@ class ReliefSummary:
 
 
 def relief_summary(
-    profile_name: str = "", policies: Mapping[int, PolicyValues] | None = None
+    profile_name: str = "",
+    policies: Mapping[int, PolicyValues] | None = None,
+    by_profile: Mapping[int, ReliefCounts] | None = None,
 ) -> ReliefSummary:
     """Sessions failing, given up, pending and pending too long, for the fleet or one
     profile (by name; an unknown name counts nothing), and the first `TROUBLE_SHOWN` in
     trouble. Four queries whatever the number of sessions (two fewer given `policies`: every
-    profile's effective policy, as `profile_policies` reads them)."""
+    profile's effective policy, as `profile_policies` reads them; one fewer given `by_profile`:
+    `relief_counts` under those policies, read beforehand)."""
     policies = profile_policies() if policies is None else policies
-    by_profile = relief_counts(policies)
+    by_profile = relief_counts(policies) if by_profile is None else by_profile
     sessions = AgentSession.objects.all()
     if profile_name:
         profile_id = (

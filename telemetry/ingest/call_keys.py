@@ -52,10 +52,7 @@ def stored_call_keys(
 
 
 def _requests_arrays(requests: Sequence[tuple[int, str]]) -> list[Any]:
-    return [
-        column_array(tuple(sid for sid, _ in requests)),
-        text_array([rid for _, rid in requests]),
-    ]
+    return [column_array(tuple(sid for sid, _ in requests)), text_array(rid for _, rid in requests)]
 
 
 @functools.cache

@@ -335,19 +335,39 @@ PLATFORM_SERVICE: Final = "claude-platform"
 
 
 _TOKEN_PREFIXES: Final = ("gen_ai.usage.", "llm.token_count.")
+_USAGE_PREFIX: Final = "gen_ai.usage."
 
 
 def is_llm_call(attributes: Mapping[str, Any]) -> bool:
     """A span is an LLM call when it carries token usage and is not an agent/tool/chain span."""
-    for key in attributes:  # a loop, not `any` over a generator: a frame less per span
-        if key.startswith(_TOKEN_PREFIXES):
-            break
-    else:
+    usage, openinference = _token_attributes(attributes)
+    return _is_call(attributes, bool(usage) or openinference)
+
+
+def _is_call(attributes: Mapping[str, Any], has_tokens: bool) -> bool:
+    """`is_llm_call`, whether the span carries token usage (`_token_attributes`) known."""
+    if not has_tokens:
         return False
     if _text(attributes.get("gen_ai.operation.name")).lower() in _NOT_CALL_OPERATIONS:
         return False
     kind = _text(attributes.get("openinference.span.kind")).upper()
     return kind in ("", "LLM")
+
+
+def _token_attributes(attributes: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The span's `gen_ai.usage.*` attributes, counts as ints (`as_count`), and whether it
+    carries an OpenInference count (`llm.token_count.*`): one pass over its attributes, which
+    says both whether it is a call (`is_llm_call`) and most of its usage (`span_usage`)."""
+    usage: dict[str, Any] = {}
+    openinference = False
+    for key, value in attributes.items():
+        if not key.startswith(_TOKEN_PREFIXES):  # most keys: one test
+            continue
+        if key.startswith(_USAGE_PREFIX):
+            usage[key] = value if type(value) is int else as_count(value)  # ints: as_count's own
+        else:
+            openinference = True
+    return usage, openinference
 
 
 def span_usage(attributes: Mapping[str, Any]) -> dict[str, Any]:
@@ -357,16 +377,17 @@ def span_usage(attributes: Mapping[str, Any]) -> dict[str, Any]:
     present); string and integral-double counts become ints; the provider name is kept for
     the record (the normaliser ignores it).
     """
-    usage: dict[str, Any] = {}
-    openinference = False
-    for key, value in attributes.items():
-        if key.startswith("gen_ai.usage."):
-            usage[key] = value if type(value) is int else as_count(value)  # ints: as_count's own
-        elif key.startswith("llm.token_count."):
-            openinference = True
-    for source, target in _OPENINFERENCE_TOKENS.items() if openinference else ():
-        if source in attributes and target not in usage:
-            usage[target] = as_count(attributes[source])
+    return _completed_usage(attributes, *_token_attributes(attributes))
+
+
+def _completed_usage(
+    attributes: Mapping[str, Any], usage: dict[str, Any], openinference: bool
+) -> dict[str, Any]:
+    """`span_usage` from what `_token_attributes` read (`usage` is completed in place)."""
+    if openinference:
+        for source, target in _OPENINFERENCE_TOKENS.items():
+            if source in attributes and target not in usage:
+                usage[target] = as_count(attributes[source])
     provider = _first(_PROVIDER_KEYS, attributes)
     if provider is not None:
         usage["gen_ai.provider.name"] = provider[1]
@@ -387,6 +408,8 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
     compaction span that starts or ends past `latest` (see `too_late`)."""
     out = Mapped()
     metadata = ResourceMetadata()
+    resource: Mapping[str, Any] | None = None
+    reporter = ""
     for index, span in enumerate(spans):
         if isinstance(span, Rejection):
             out.rejected.append(span)
@@ -396,15 +419,23 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
             _map_claude_code_span(index, span, out, latest, metadata)
             continue
         compacted = _flag(attrs.get(COMPACTED))
-        call = is_llm_call(attrs)
-        late = None
-        times = None
+        usage, openinference = _token_attributes(attrs)
+        call = _is_call(attrs, bool(usage) or openinference)
+        at = None
         if compacted or call:
-            times = span_times(span)
-            late = too_late(index, latest, *times)
-        if late is not None:
-            out.rejected.append(late)
-            continue
+            at = time_of(span.end_ns)
+            start_ns = span.start_ns
+            if start_ns > span.end_ns and start_ns > 0:
+                late = too_late(
+                    index, latest, ("endTimeUnixNano", at), ("startTimeUnixNano", time_of(start_ns))
+                )
+            else:  # it starts when or before it ends (or never): its start is late only if its end is
+                late = too_late(index, latest, ("endTimeUnixNano", at))
+            if late is not None:
+                out.rejected.append(late)
+                continue
+            if at is None:  # a call's time: its end, else its start
+                at = time_of(start_ns)
         if not call:
             if compacted:
                 event = _span_compaction(span, call_request_id=None)
@@ -413,9 +444,18 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
                     continue
             out.ignored += 1
             continue
-        # a call's times were read for `too_late`: its end, else its start
-        at = None if times is None else times[0][1] or times[1][1]
-        draft_or_error = _span_call(index, span, compacted, metadata, at)
+        if span.resource is not resource:  # the spans of one resource come together
+            resource = span.resource
+            reporter = _reporter(span)
+        draft_or_error = _span_call(
+            index,
+            span,
+            compacted,
+            metadata,
+            at,
+            reporter,
+            _completed_usage(attrs, usage, openinference),
+        )
         if isinstance(draft_or_error, Rejection):
             out.rejected.append(draft_or_error)
             continue
@@ -450,39 +490,49 @@ def _reporter(span: SpanLike) -> str:
 
 
 def _span_call(
-    index: int, span: SpanLike, compacted: bool, metadata: ResourceMetadata, at: datetime | None
+    index: int,
+    span: SpanLike,
+    compacted: bool,
+    metadata: ResourceMetadata,
+    at: datetime | None,
+    reporter: str,
+    usage: dict[str, Any],
 ) -> CallDraft | Rejection:
-    if not span.span_id:
+    """The call of a GenAI span, its time (`time_of` its end, else its start), its reporter
+    (`_reporter`) and its usage (`span_usage`) read already."""
+    span_id = span.span_id
+    if not span_id:
         return Rejection(index, "spanId", "is required to identify the call")
+    attrs = span.attributes
     session = span_session(span)
     problem = _session_problem(session)
     if problem is not None:
         return Rejection(index, "gen_ai.conversation.id", problem)
-    model = _first(_MODEL_KEYS, span.attributes)
+    model = _first(_MODEL_KEYS, attrs)
     if model is None:
         return Rejection(index, "gen_ai.request.model", "is required (or gen_ai.response.model)")
     if len(model[1]) > MAX_ID:
         return Rejection(index, model[0], f"must be at most {MAX_ID} characters")
-    provider_request = _provider_request(span.attributes, REQUEST_ID)
+    trace_id = span.trace_id
+    provider_request = "" if REQUEST_ID not in attrs else _provider_request(attrs, REQUEST_ID)
+    # positional, in the fields' order: one draft per span of an export
     return CallDraft(
-        index=index,
-        session_id=session,
-        turn_key=f"trace:{span.trace_id}" if span.trace_id else f"span:{span.span_id}",
-        order=(span.start_ns or span.end_ns, span.span_id),
-        request_id=provider_request_key(provider_request)
-        if provider_request
-        else _span_request_id(span),
-        model=model[1],
-        provider="otel",
-        usage=span_usage(span.attributes),
-        at=at,  # `time_of` the span's end, else its start
-        source="otlp",
-        compacted=compacted,
-        window_tokens=span_window(span.attributes),
-        reporter=_reporter(span),
-        provider_request=provider_request,
-        metadata=metadata(span.resource, span.attributes),
-        diagnostics=record_fields(span.attributes),
+        index,
+        session,
+        f"trace:{trace_id}" if trace_id else f"span:{span_id}",
+        (span.start_ns or span.end_ns, span_id),
+        provider_request_key(provider_request) if provider_request else f"{trace_id}/{span_id}",
+        model[1],
+        "otel",
+        usage,
+        at,
+        "otlp",
+        compacted,
+        None if WINDOW not in attrs else span_window(attrs),
+        reporter,
+        provider_request,
+        metadata(span.resource, attrs),
+        record_fields(attrs),
     )
 
 

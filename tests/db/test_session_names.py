@@ -145,3 +145,37 @@ def test_the_session_page_shows_the_title_the_id_and_metadata_linked_to_the_list
     assert "Billing retries" in page and "n-2" in page
     assert f"{reverse('sessions')}?user=bob" in page
     assert f"{reverse('sessions')}?branch=dev" in page
+
+
+def test_the_metadata_write_stores_what_the_orms_update_stores(make_agent):
+    """`write_metadata` (one fixed statement on PostgreSQL) leaves the rows it names as the
+    ORM's `update` leaves them: JSON and text with quotes, backslashes and non-ASCII, an empty
+    column; a session it does not name is untouched."""
+    from telemetry.session_meta import columns
+    from telemetry.session_state import write_metadata
+
+    profile = make_agent().key.profile
+    a, b, orm, other = (
+        AgentSession.objects.create(profile=profile, external_id=f"wm-{n}")
+        for n in ("a", "b", "orm", "other")
+    )
+    metadata = {
+        "agent": 'svc\'s "billing" \\ agent',
+        "title": "Réparer ✓ the\tjob",
+        "user": "ana",
+        "branch": "x" * 300,
+        "custom.key": '{"not": "json"}',
+    }
+    doors = dict.fromkeys(metadata, "otlp")
+    values = {"metadata": metadata, "metadata_doors": doors, **columns(metadata)}
+    assert values["repository"] == ""
+    write_metadata([a.pk, b.pk], values)
+    AgentSession.objects.filter(pk=orm.pk).update(**values)
+    names = ["metadata", "metadata_doors", *columns({})]
+    rows = {
+        s.external_id: [getattr(s, name) for name in names]
+        for s in AgentSession.objects.filter(profile=profile)
+    }
+    assert rows["wm-a"] == rows["wm-b"] == rows["wm-orm"]
+    assert rows["wm-a"][0] == metadata and rows["wm-a"][2:] == list(columns(metadata).values())
+    assert rows["wm-other"] == [{}, {}, "", "", "", "", "", ""]

@@ -187,6 +187,11 @@ def test_the_boundaries_of_every_check():
         ("usage", {"gen_ai.usage.input_tokens": 1.0}),
         ("usage", {"gen_ai.usage.input_tokens": "a\x00"}),
         ("usage", {"\ud800": 1}),
+        ("usage", {"gen_ai.provider.name": "é\ud83d"}),  # the flat usage's own pass
+        ("usage", {"k\x00": 1}),
+        ("usage", {"k": 1, "n": [1, "\ud800"]}),  # not flat: the walks
+        ("model", "é\ud83d"),
+        ("request_id", "\udc00"),
         ("diagnostics", {}),
     ):
         assert typed({**_USUAL, name: past}, None) is None, name

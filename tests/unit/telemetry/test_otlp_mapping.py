@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from telemetry.otlp.claude_code import map_log_records
-from telemetry.otlp.mapping import ResourceMetadata, as_count, is_llm_call, map_spans
+from telemetry.otlp.mapping import ResourceMetadata, as_count, is_llm_call, map_spans, time_of
 from telemetry.otlp.wire import LogRecord, Span
 from telemetry.session_meta import OTLP_NAMES, from_otlp
 from telemetry.usage import FLAG_OTEL_INPUT_EXCLUSIVE, normalize_usage
@@ -415,3 +415,48 @@ def test_resource_metadata_is_from_otlp(resources, items):
     for i, attrs in enumerate(items):
         resource = resources[i % len(resources)]
         assert read(resource, attrs) == from_otlp(resource, attrs)
+
+
+_LATEST = datetime(2025, 12, 1, 0, 0, 5, tzinfo=UTC)
+_LATEST_NS = T0 + 5_000_000_000
+# times on both sides of `_LATEST` at its microsecond (what `time_of` keeps), absent (0), and wide
+_TIMES = st.one_of(
+    st.sampled_from(
+        [0, 1, T0, _LATEST_NS - 1_000, _LATEST_NS, _LATEST_NS + 999, _LATEST_NS + 1_000, 2**64 - 1]
+    ),
+    st.integers(min_value=0, max_value=2**64 - 1),
+)
+
+
+@given(_TIMES, _TIMES, st.booleans())
+def test_a_call_or_compaction_past_latest_is_rejected_naming_its_first_late_time(start, end, call):
+    """A call (or a compaction span) is rejected when its end, else its start, is past `latest`
+    as `time_of` reads them (`too_late`), whichever of the two comes first; its time is its end,
+    else its start."""
+    attrs = (
+        GENAI if call else {"gen_ai.conversation.compacted": True, "gen_ai.conversation.id": "s"}
+    )
+    mapped = map_spans([span(attrs, start=start, end=end)], latest=_LATEST)
+    times = (("endTimeUnixNano", time_of(end)), ("startTimeUnixNano", time_of(start)))
+    late = [name for name, at in times if at is not None and at > _LATEST]
+    if late:
+        assert [r.field for r in mapped.rejected] == late[:1]
+        assert not mapped.calls and not mapped.events
+        return
+    assert not mapped.rejected
+    if call:
+        (draft,) = mapped.calls
+        assert draft.at == (time_of(end) or time_of(start))
+    else:
+        assert len(mapped.events) == 1
+
+
+def test_each_span_is_reported_by_its_own_resource_service():
+    """The reporter is read once for the spans of a resource, and again for another's."""
+    platform, sdk = {"service.name": " claude-platform "}, {"service.name": "app"}
+    spans = [
+        span(GENAI, span_id=f"{i:016x}", resource=resource)
+        for i, resource in enumerate([platform, platform, sdk, dict(platform), sdk, {}])
+    ]
+    reporters = [c.reporter for c in map_spans(spans).calls]
+    assert reporters == ["platform-span"] * 2 + ["sdk-span", "platform-span"] + ["sdk-span"] * 2
