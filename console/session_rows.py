@@ -57,8 +57,8 @@ def session_row(row: SessionRow) -> SafeString:
     cells = (
         _name_cell(session, row.tags),
         f"<td>{band_badge(row.band, session.pressure, policy, 0)}{relief}\n</td>",
-        f"<td>{escape(session.profile.name)}</td>",
-        f'<td class="mono small">{escape(session.model or "—")}</td>',
+        f'<td class="wraps">{escape(session.profile.name)}</td>',
+        f'<td class="mono small wraps">{escape(session.model or "—")}</td>',
         f'<td class="num">{escape(percent(session.last_turn_cache_hit_ratio))}</td>',
         f'<td class="num">{escape(percent(row.hit_ratio))}</td>',
         f'<td class="num">{escape(money(session.cost_usd))}{_unpriced(session)}</td>',
@@ -104,9 +104,9 @@ def _name_cell(session: AgentSession, tags: tuple[str, ...] = ()) -> str:
     short_id = escape(truncated(session.external_id, 40))
     chips = _tag_chips(tags)
     if not session.title:
-        return f'<td><a href="{href}" class="mono">{short_id}</a>{chips}</td>'
+        return f'<td class="name wraps"><a href="{href}" class="mono">{short_id}</a>{chips}</td>'
     return (
-        f'<td><a href="{href}" class="session-title">{escape(session.title)}</a>'
+        f'<td class="name wraps"><a href="{href}" class="session-title">{escape(session.title)}</a>'
         f' <span class="mono small muted session-id">{short_id}</span>{chips}</td>'
     )
 

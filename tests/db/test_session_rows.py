@@ -33,11 +33,11 @@ BAND_TEMPLATE = (
 )
 
 ROW_TEMPLATE = """{% load console_format %}<tr>
-        <td><a href="{% url 'session' row.session.pk %}" class="mono">{{ row.session.external_id|truncatechars:40 }}</a></td>
+        <td class="name wraps"><a href="{% url 'session' row.session.pk %}" class="mono">{{ row.session.external_id|truncatechars:40 }}</a></td>
         <td>{% include band_template with band=row.band pressure=row.session.pressure policy=row.policy digits=0 %}{% if flag %} {% if row.relief.failed_run is not None %}<a href="{% url 'session' row.session.pk %}#run-{{ row.relief.failed_run }}" class="{{ flag.0 }}" title="{{ flag.2 }}">{{ flag.1 }}</a>{% else %}<span class="{{ flag.0 }}" title="{{ flag.2 }}">{{ flag.1 }}</span>{% endif %}{% endif %}
 </td>
-        <td>{{ row.session.profile.name }}</td>
-        <td class="mono small">{{ row.session.model|default:"—" }}</td>
+        <td class="wraps">{{ row.session.profile.name }}</td>
+        <td class="mono small wraps">{{ row.session.model|default:"—" }}</td>
         <td class="num">{{ row.session.last_turn_cache_hit_ratio|percent }}</td>
         <td class="num">{{ row.hit_ratio|percent }}</td>
         <td class="num">{{ row.session.cost_usd|money }}{% unpriced_note row.session.unpriced_calls %}</td>
