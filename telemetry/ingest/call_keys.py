@@ -16,7 +16,7 @@ from telemetry.digests import digest_from_text
 from telemetry.ingest.new_rows import insert_parts
 from telemetry.ingest.statements import few, run, vendor
 from telemetry.ingest.turn_derivation import derive_turns_parts, derived_turns
-from telemetry.ingest.values import column_array, pairs_arrays
+from telemetry.ingest.values import column_array, pairs_arrays, text_array
 
 
 def stored_call_keys(
@@ -52,7 +52,7 @@ def stored_call_keys(
 
 
 def _requests_arrays(requests: Sequence[tuple[int, str]]) -> list[Any]:
-    return [column_array(tuple(sid for sid, _ in requests)), [rid for _, rid in requests]]
+    return [column_array(tuple(sid for sid, _ in requests)), text_array(rid for _, rid in requests)]
 
 
 @functools.cache

@@ -1,6 +1,6 @@
 """Values on their way to ingest's statements and rows on their way back: `prepare` (a field's
 database value, skipped where Django's preparation would change nothing), `json_text` (a JSON
-field's text for COPY), array literals of a column (`column_array`, `pairs_arrays`), and
+field's text for COPY), array literals of a column (`column_array`, `pairs_arrays`, `text_array`), and
 `from_row` (a returned row as the stored model instance).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -117,6 +117,16 @@ def column_array(column: tuple[Any, ...]) -> str | list[Any]:
         if kind is not int and kind is not Decimal and value is not None:
             return list(column)
     return "{" + ",".join("NULL" if v is None else str(v) for v in column) + "}"
+
+
+def text_array(values: Iterable[str]) -> str:
+    """Text as one PostgreSQL array literal, which the statement casts to `text[]`: each
+    element in double quotes, its backslashes and double quotes escaped (the array syntax's
+    only escapes there), so no element is NULL or split. The driver adapts a list of text in
+    Python element by element (an OTLP export reads its 512 request ids twice); the literal is
+    one value. The same array either way (tests/db/test_otlp.py)."""
+    escaped = [v.replace("\\", "\\\\").replace('"', '\\"') for v in values]
+    return '{"' + '","'.join(escaped) + '"}' if escaped else "{}"
 
 
 def pairs_arrays(keys: Sequence[Sequence[int]]) -> list[str]:

@@ -3,43 +3,92 @@
 OTLP's traces and logs requests nest alike: the request's field 1 holds the resources, a
 resource's field 2 its scopes, a scope's field 2 its spans or log records. Walking those
 length-delimited fields lets `telemetry.otlp.wire` count an export's items before decoding it
-(the item cap) and parse each item on its own (one bad item refused alone). Standard library
-only.
+(the item cap) and parse each item on its own (one bad item refused alone), in one walk.
+Standard library only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 
-def count_protobuf_items(data: bytes, *, cap: int) -> int:
-    """The spans or log records (and their resource and scope envelopes) of a protobuf traces or
-    logs export, counted from the wire format before it is decoded, stopping past `cap`.
+@dataclass(slots=True)
+class Scope:
+    """A scope of a walked export: its fields but the items, and its items (views of the
+    body); `whole` once its walk reached its end."""
+
+    rest: list[memoryview] = field(default_factory=list)
+    items: list[memoryview] = field(default_factory=list)
+    whole: bool = False
+
+
+@dataclass(slots=True)
+class Resource:
+    """A resource of a walked export: its fields but the scopes, and its scopes."""
+
+    rest: list[memoryview] = field(default_factory=list)
+    scopes: list[Scope] = field(default_factory=list)
+    whole: bool = False
+
+
+@dataclass(slots=True)
+class Walk:
+    """What `walk_export` read: the request's fields but the resources, its resources, and
+    `count`, its resources, scopes and items. `whole` once the walk reached the body's end:
+    else it stopped where the body broke (Malformed) or just past the cap."""
+
+    count: int = 0
+    rest: list[memoryview] = field(default_factory=list)
+    resources: list[Resource] = field(default_factory=list)
+    whole: bool = False
+
+
+def walk_export(data: bytes, *, cap: int) -> Walk:
+    """The resources, scopes and spans or log records (items) of a protobuf traces or logs
+    export, from the wire format before it is decoded, in one walk that stops past `cap` of them.
 
     Both requests nest alike: field 1 holds the resources, a resource's field 2 its scopes, a
     scope's field 2 its items. Only those length-delimited fields are walked; everything else
-    is skipped by its length, so the count costs O(cap) steps, whatever the body's size. A body
-    that is not well-formed protobuf stops the count where it breaks (the decoder refuses it).
+    is skipped by its length (and kept, as a view of `data`, for the envelope's decoder), so the
+    walk costs O(cap) steps, whatever the body's size. A body that is not well-formed protobuf
+    stops the walk where it breaks, what was read up to there kept (the decoder refuses it).
     """
-    count = 0
+    view = memoryview(data)
+    walk = Walk()
     try:
-        for _ in _units(data):
-            count += 1
-            if count > cap:
-                break
+        for number, begin, start, stop in fields(data, 0, len(data)):
+            if number != 1:
+                walk.rest.append(view[begin:stop])
+                continue
+            walk.count += 1
+            if walk.count > cap:
+                return walk
+            resource = Resource()
+            walk.resources.append(resource)
+            for r_number, r_begin, r_start, r_stop in fields(data, start, stop):
+                if r_number != 2:
+                    resource.rest.append(view[r_begin:r_stop])
+                    continue
+                walk.count += 1
+                if walk.count > cap:
+                    return walk
+                scope = Scope()
+                resource.scopes.append(scope)
+                for s_number, s_begin, s_start, s_stop in fields(data, r_start, r_stop):
+                    if s_number != 2:
+                        scope.rest.append(view[s_begin:s_stop])
+                        continue
+                    walk.count += 1
+                    if walk.count > cap:
+                        return walk
+                    scope.items.append(view[s_start:s_stop])
+                scope.whole = True
+            resource.whole = True
+        walk.whole = True
     except Malformed:
         pass
-    return count
-
-
-def _units(data: bytes) -> Iterator[None]:
-    """One step per resource, per scope and per item of the export, in wire order."""
-    for start, end in submessages(data, 0, len(data), 1):
-        yield None
-        for scope_start, scope_end in submessages(data, start, end, 2):
-            yield None
-            for _ in submessages(data, scope_start, scope_end, 2):
-                yield None
+    return walk
 
 
 class Malformed(Exception):
@@ -83,10 +132,3 @@ def fields(data: bytes, pos: int, end: int) -> Iterator[tuple[int, int, int, int
         if pos > end:
             raise Malformed
         yield -1, begin, pos, pos
-
-
-def submessages(data: bytes, pos: int, end: int, number: int) -> Iterator[tuple[int, int]]:
-    """(start, end) of each length-delimited field `number` between `pos` and `end`."""
-    for found, _, start, stop in fields(data, pos, end):
-        if found == number:
-            yield start, stop

@@ -33,9 +33,10 @@ from django.utils import timezone
 
 from telemetry.events import record_context_event
 from telemetry.ingest.call_keys import stored_call_keys
-from telemetry.ingest.new_rows import insert_rows
+from telemetry.ingest.new_rows import copy_rows
 from telemetry.ingest.pipeline import ingest_records
 from telemetry.ingest.statements import run, vendor
+from telemetry.ingest.values import text_array
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
 from telemetry.otlp.same_request import keep_richer
@@ -140,7 +141,9 @@ def _stored_sessions(profile_id: int, external_ids: set[str]) -> set[str]:
     statement with the ids as one array (no ORM compiles it per export), elsewhere the ORM's
     `__in` (tests/db/test_otlp.py holds the two equal)."""
     if vendor() == "postgresql":
-        found = run(_stored_sessions_sql(), [profile_id, sorted(external_ids)], prepare=False)
+        found = run(
+            _stored_sessions_sql(), [profile_id, text_array(sorted(external_ids))], prepare=False
+        )
         return {external_id for (external_id,) in found}
     return set(
         AgentSession.objects.filter(
@@ -285,9 +288,24 @@ def _number_turns(
         for _, (sid, turn_key) in new:
             last[sid] += 1
             known[(sid, turn_key)] = last[sid]
-            created.append(TurnKey(session_id=sid, key=turn_key, turn=last[sid]))
-        insert_rows(TurnKey, created)  # COPY on PostgreSQL
+            created.append((sid, turn_key, last[sid]))
+        _insert_turn_keys(created)
     return {pair: known[pair] for pair in earliest}, next_call
+
+
+# A new turn key's values, in the order of TurnKey's columns (tests/db/test_otlp.py holds it).
+TURN_KEY_FIELDS = ("session_id", "key", "turn")
+
+
+def _insert_turn_keys(rows: list[tuple[int, str, int]]) -> None:
+    """New turn keys, each (session pk, key, turn) as `TURN_KEY_FIELDS`: on PostgreSQL COPY of
+    the tuples (no model instance made per key), elsewhere the ORM's bulk insert."""
+    if vendor() == "postgresql":
+        copy_rows(TurnKey, rows)
+        return
+    TurnKey.objects.bulk_create(
+        [TurnKey(**dict(zip(TURN_KEY_FIELDS, row, strict=True))) for row in rows]
+    )
 
 
 KeyRow = tuple[int, str, int, int | None]  # session pk, turn key, its turn, the turn's last call
@@ -317,7 +335,7 @@ def _turn_keys_and_ends(
     if vendor() != "postgresql":
         return None
     ids = sorted(session_ids)
-    found = run(_turn_keys_and_ends_sql(), [ids, sorted(keys), ids], prepare=False)
+    found = run(_turn_keys_and_ends_sql(), [ids, text_array(sorted(keys)), ids], prepare=False)
     rows: list[KeyRow] = []
     ends: dict[int, int | None] = {}
     for sid, key, turn, top in found:

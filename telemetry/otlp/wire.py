@@ -27,7 +27,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from telemetry.errors import FieldError
-from telemetry.otlp.framing import Malformed, count_protobuf_items, fields
+from telemetry.otlp.framing import Malformed, Walk, walk_export
 from telemetry.otlp.mapping import Rejection
 
 Signal = Literal["traces", "logs", "metrics"]
@@ -157,14 +157,15 @@ def decode_request(signal: Signal, data: bytes, encoding: Encoding, *, max_items
     """
     request = _REQUESTS[signal]()
     if encoding == "protobuf":
-        if signal != "metrics":
-            refuse_too_many(signal, count_protobuf_items(data, cap=max_items), cap=max_items)
+        walk = None if signal == "metrics" else walk_export(data, cap=max_items)
+        if walk is not None:
+            refuse_too_many(signal, walk.count, cap=max_items)
         try:
-            if signal == "metrics":
+            if walk is None:
                 request.ParseFromString(data)
                 pieces = None
             else:
-                pieces = _take_protobuf_items(data, request, signal)
+                pieces = _take_protobuf_items(walk, request, signal)
         except (DecodeError, Malformed) as exc:
             why = str(exc) or "a field runs past its end"
             raise FieldError(
@@ -362,42 +363,34 @@ def _parse_protobuf_item(item: memoryview, target: Any) -> tuple[str, str] | Non
     return None
 
 
-def _take_protobuf_items(data: bytes, request: Message, signal: Signal) -> list[list[list[Any]]]:
+def _take_protobuf_items(walk: Walk, request: Message, signal: Signal) -> list[list[list[Any]]]:
     """Parse the envelope of a protobuf traces or logs export into `request` (resources and
-    scopes, without their items) and return each scope's items, unparsed, for `_parse_items`.
+    scopes, without their items) from its walk (`framing.walk_export`) and return each scope's
+    items, unparsed, for `_parse_items`. Items are views of the body, not copies.
 
-    Both requests nest alike (see `telemetry.otlp.framing`): the request's field 1 holds the
-    resources, a resource's field 2 its scopes, a scope's field 2 its items. Items are views of
-    `data`, not copies. A broken envelope raises DecodeError or Malformed.
+    Each scope is parsed once its walk is whole, each resource after its scopes, the request
+    last: a body that broke where the walk stopped raises Malformed there, after the envelopes
+    before it, and a broken envelope raises DecodeError.
     """
-    view = memoryview(data)
     taken: list[list[list[Any]]] = []
-    rest: list[memoryview] = []
     resources = getattr(request, _TOP[signal][1])
-    for number, begin, start, stop in fields(data, 0, len(data)):
-        if number != 1:
-            rest.append(view[begin:stop])
-            continue
+    for walked in walk.resources:
         resource = resources.add()
-        resource_rest: list[memoryview] = []
+        scopes = getattr(resource, _SCOPES[signal][1])
         per_scope: list[list[Any]] = []
-        for r_number, r_begin, r_start, r_stop in fields(data, start, stop):
-            if r_number != 2:
-                resource_rest.append(view[r_begin:r_stop])
-                continue
-            scope = getattr(resource, _SCOPES[signal][1]).add()
-            scope_rest: list[memoryview] = []
-            items: list[Any] = []
-            for s_number, s_begin, s_start, s_stop in fields(data, r_start, r_stop):
-                if s_number == 2:
-                    items.append(view[s_start:s_stop])
-                else:
-                    scope_rest.append(view[s_begin:s_stop])
-            scope.MergeFromString(b"".join(scope_rest))
-            per_scope.append(items)
-        resource.MergeFromString(b"".join(resource_rest))
+        for walked_scope in walked.scopes:
+            scope = scopes.add()
+            if not walked_scope.whole:
+                raise Malformed
+            scope.MergeFromString(b"".join(walked_scope.rest))
+            per_scope.append(walked_scope.items)
+        if not walked.whole:
+            raise Malformed
+        resource.MergeFromString(b"".join(walked.rest))
         taken.append(per_scope)
-    request.MergeFromString(b"".join(rest))
+    if not walk.whole:
+        raise Malformed
+    request.MergeFromString(b"".join(walk.rest))
     return taken
 
 
@@ -483,6 +476,8 @@ def iter_spans(decoded: Decoded) -> Iterator[Span | Rejection]:
     """`spans_of`, one at a time: a span's attributes (up to OTLP_MAX_DECODED_BYTES of them
     in all) live in Python only while it is mapped."""
     request: trace_service_pb2.ExportTraceServiceRequest = decoded.request  # type: ignore[assignment]
+    if not decoded.refused:  # what nearly every export is: no generator between
+        return _spans(request)
     return _in_place(_spans(request), decoded.refused)
 
 

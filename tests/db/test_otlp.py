@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 from django.test import Client, override_settings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -910,3 +913,39 @@ def test_any_of_finds_what_in_finds():
     assert set(AgentSession.objects.filter(profile__any_of=[profile.pk])) == set(made)
     assert set(AgentSession.objects.filter(profile_id__any_of=[profile.pk, -1])) == set(made)
     assert not AgentSession.objects.filter(external_id__any_of=[]).exists()
+
+
+@pytest.mark.django_db
+@examples(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00")),
+            st.sampled_from(["", "NULL", '"', "\\", '\\"', "{a,b}", " x ", ",", "é✓", "a\tb\nc"]),
+        ),
+        max_size=8,
+    )
+)
+def test_a_text_array_literal_is_the_array_the_driver_adapts(values):
+    """`text_array` (the request ids, session ids and turn keys an OTLP export reads with) is
+    the same `text[]` as the list psycopg adapts: quotes, backslashes, braces, commas, spaces,
+    the word NULL, the empty text and no text at all."""
+    from django.db import connection
+
+    from telemetry.ingest.statements import run
+    from telemetry.ingest.values import text_array
+
+    if connection.vendor != "postgresql":
+        pytest.skip("array literals are PostgreSQL's")
+    literal, adapted = run("SELECT %s::text[], %s::text[]", [text_array(values), values])[0]
+    assert literal == adapted == values
+
+
+def test_a_new_turn_keys_values_are_in_the_order_of_its_columns():
+    """`_insert_turn_keys` COPYs (session, key, turn) tuples: TurnKey's columns, in order."""
+    from telemetry.otlp.store import TURN_KEY_FIELDS
+
+    columns = [f.attname for f in TurnKey._meta.concrete_fields if not f.primary_key]
+    assert tuple(columns) == TURN_KEY_FIELDS

@@ -27,7 +27,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
 from telemetry.errors import FieldError
-from telemetry.otlp.framing import count_protobuf_items
+from telemetry.otlp.framing import walk_export
 from telemetry.otlp.mapping import Rejection
 from telemetry.otlp.wire import (
     MAX_JSON_DEPTH,
@@ -322,7 +322,7 @@ def _true_count(shape: list[list[int]]) -> int:
 def test_the_wire_count_is_exact_up_to_the_cap_and_stops_just_past_it(shape, attrs, cap):
     data = _traces_of(shape, attrs=attrs).SerializeToString()
     true = _true_count(shape)
-    counted = count_protobuf_items(data, cap=cap)
+    counted = walk_export(data, cap=cap).count
     assert counted == true if true <= cap else counted == cap + 1
 
 
@@ -336,7 +336,7 @@ def test_logs_are_counted_like_traces(shape, cap):
                 PbLogRecord(time_unix_nano=i + 1) for i in range(records)
             )
     true = _true_count(shape)
-    counted = count_protobuf_items(request.SerializeToString(), cap=cap)
+    counted = walk_export(request.SerializeToString(), cap=cap).count
     assert counted == true if true <= cap else counted == cap + 1
 
 
@@ -354,7 +354,27 @@ def test_an_export_over_the_cap_is_413_naming_it_before_decoding_and_at_the_cap_
 
 
 def test_a_malformed_body_stops_the_count_and_the_decoder_refuses_it():
-    assert count_protobuf_items(b"\x0a\xff", cap=10) == 0
+    assert walk_export(b"\x0a\xff", cap=10).count == 0
     with pytest.raises(FieldError) as refused:
         decode_request("traces", b"\x0a\xff", "protobuf", max_items=10)
     assert refused.value.status == 400
+
+
+def test_a_body_broken_twice_is_refused_for_what_breaks_first_and_over_the_cap_for_the_cap():
+    """The walk that counts the items also finds them; the envelopes parse in wire order, so a
+    resource protobuf refuses is named before framing that breaks after it, and an export over
+    the cap is a 413 whatever is broken in it."""
+    bad_resource = b"\x0a\x03" + b"\x0a\x01\xff"  # a resource whose `resource` field is no message
+    scope = _traces_of([[2]], attrs=False).resource_spans[0].SerializeToString()
+    body = b"\x0a" + bytes([len(bad_resource + scope)]) + bad_resource + scope + b"\x0a\xff"
+    with pytest.raises(FieldError) as refused:
+        decode_request("traces", body, "protobuf", max_items=10)
+    assert refused.value.status == 400
+    assert "runs past its end" not in refused.value.message  # the resource's own error
+    with pytest.raises(FieldError) as over:
+        decode_request("traces", body, "protobuf", max_items=3)
+    assert over.value.status == 413
+    truncated = _traces_of([[2], [1]], attrs=True).SerializeToString()[:-3]
+    with pytest.raises(FieldError) as cut:
+        decode_request("traces", truncated, "protobuf", max_items=10)
+    assert cut.value.status == 400 and "a field runs past its end" in cut.value.message
