@@ -13,13 +13,13 @@ calls, without its lazy-string wrapper.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, tzinfo
 from html import escape
 from urllib.parse import quote
 
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.timezone import localtime
+from django.utils.timezone import get_current_timezone, localtime
 
 from console.overview import Bucket, ProfileLine
 from console.periods import Period
@@ -40,12 +40,12 @@ def _safe(html: str) -> SafeString:
     return mark_safe(html)  # noqa: S308 (every value in it was escaped or is a number)
 
 
-def minute(at: datetime | None) -> str:
+def minute(at: datetime | None, zone: tzinfo | None = None) -> str:
     """`at` as the template's `date:"Y-m-d H:i"|default:"—"` wrote it, in the current time
-    zone."""
+    zone (`zone`: that zone, looked up once by a caller writing many)."""
     if at is None:
         return "—"
-    local = localtime(at)
+    local = localtime(at, zone)
     return f"{local.year:04d}-{local.month:02d}-{local.day:02d} {local.hour:02d}:{local.minute:02d}"
 
 
@@ -72,8 +72,9 @@ def bucket_rows(buckets: Iterable[Bucket], links: Iterable[str]) -> list[SafeStr
     """The `<tr>` of each bucket: its start (local), calls, spend, saved, cache hit and the link
     to its sessions (`links`, one a bucket)."""
     rows = []
+    zone = get_current_timezone()
     for bucket, link in zip(buckets, links, strict=True):
-        when = escape(minute(bucket.start))
+        when = escape(minute(bucket.start, zone))
         rows.append(
             _safe(
                 f'<tr><td>{when}</td><td class="num">{escape(tokens(bucket.calls))}</td>'
@@ -96,10 +97,11 @@ def _session_cell(session: AgentSession) -> str:
 
 def top_cost_rows(sessions: Iterable[AgentSession]) -> list[SafeString]:
     """The `<tr>` of each top session by cost: id (linked), profile, cost, last seen."""
+    zone = get_current_timezone()
     return [
         _safe(
             f'<tr>{_session_cell(s)}<td class="num">{escape(money(s.cost_usd))}</td>'
-            f'<td class="small">{escape(minute(s.last_seen_at))}</td></tr>'
+            f'<td class="small">{escape(minute(s.last_seen_at, zone))}</td></tr>'
         )
         for s in sessions
     ]
@@ -110,10 +112,11 @@ def top_pressure_rows(
 ) -> list[SafeString]:
     """The `<tr>` of each top session by pressure: id (linked), profile, band badge, last
     seen."""
+    zone = get_current_timezone()
     return [
         _safe(
             f"<tr>{_session_cell(s)}<td>{band_badge(band, s.pressure, None, 0)}</td>"
-            f'<td class="small">{escape(minute(s.last_seen_at))}</td></tr>'
+            f'<td class="small">{escape(minute(s.last_seen_at, zone))}</td></tr>'
         )
         for s, band in pairs
     ]

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 DIGEST_MARK = "__part-digest__"
 _OOB = ' hx-swap-oob="true"'
 _FENCED = re.compile(r"<!--part:(\w+)-->.*?<!--/part:\1-->", re.S)
+_FENCE_OPEN = "<!--part:"  # what every match of `_FENCED` starts with
 
 
 def _value(mark: str) -> str:
@@ -45,10 +46,13 @@ def keyed(name: str, html: str) -> tuple[str, str]:
             match.group(0) if match.group(1) == name else keyed(match.group(1), match.group(0))[0]
         )
 
-    html = _FENCED.sub(inner, html)
-    own = [m.group(0) for m in _FENCED.finditer(html) if m.group(1) == name]
-    digested = "".join(own) if own else html
-    plain = _FENCED.sub(lambda m: m.group(0) if m.group(1) == name else "", digested)
+    if _FENCE_OPEN in html:
+        html = _FENCED.sub(inner, html)
+        own = [m.group(0) for m in _FENCED.finditer(html) if m.group(1) == name]
+        digested = "".join(own) if own else html
+        plain = _FENCED.sub(lambda m: m.group(0) if m.group(1) == name else "", digested)
+    else:  # no fence (most parts, the overview's charts among them): no pass of the regex
+        plain = html
     own_marks = (_value(DIGEST_MARK), _value(inner_mark(name)))
     for mark in own_marks:
         plain = plain.replace(mark, "")

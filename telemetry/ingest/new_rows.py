@@ -87,7 +87,8 @@ def copy_rows(model: type[models.Model], rows: Sequence[Sequence[Any]]) -> None:
         # row. Binary COPY costs more Python (its Decimal and JSON dumping) and saves no
         # backend CPU.
         shared = _shared_times(cursor.cursor, types, rows)
-        if not shared:
+        hexed = _bytea_columns(model)
+        if not shared and not hexed:
             copy.set_types(types)
             write = copy.write_row
             for row in rows:
@@ -95,14 +96,23 @@ def copy_rows(model: type[models.Model], rows: Sequence[Sequence[Any]]) -> None:
         else:
             # A datetime every row holds (a batch's `received_at`, and `at` when no record has
             # one) goes as the text its dumper gives, made once instead of once per row, the
-            # bytes sent the same (a timestamp holds nothing COPY escapes).
-            copy.set_types(["text" if i in shared else kind for i, kind in enumerate(types)])
+            # bytes sent the same (a timestamp holds nothing COPY escapes). A bytea value goes
+            # as `bytea_text` of it, the text the driver's bytea dumper gives, without that
+            # dumper: a Python one, called per value, which the driver's C row formatting
+            # calls at several times the cost of a text value (docs/performance.md, P1).
+            copy.set_types(
+                ["text" if i in shared or i in hexed else kind for i, kind in enumerate(types)]
+            )
             write = copy.write_row
             fill = list(shared.items())
             for row in rows:
                 values = list(row)
                 for i, text in fill:
                     values[i] = text
+                for i in hexed:
+                    value = values[i]
+                    if value is not None:
+                        values[i] = bytea_text(value)
                 write(values)
     log_statement(sql, started)
 
@@ -153,6 +163,20 @@ def _copy_types(model: type[models.Model]) -> tuple[str, list[str]]:
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     types = [_COPY_DUMPERS[str(f.db_type(connection)).split("(")[0]] for f in fields]
     return _copy_sql(model)[0], types
+
+
+@functools.cache
+def _bytea_columns(model: type[models.Model]) -> tuple[int, ...]:
+    """The positions of `model`'s bytea columns in `copy_rows`' rows."""
+    return tuple(i for i, kind in enumerate(_copy_types(model)[1]) if kind == "bytea")
+
+
+def bytea_text(value: bytes) -> str:
+    """The text of a bytea value in COPY's rows: its hex form, `\\x` and two lowercase digits a
+    byte, what the driver's bytea dumper gives (`PQescapeByteaConn`, with
+    `standard_conforming_strings` on: PostgreSQL's default); tests/db/test_copy_rows.py holds
+    the two equal over drawn bytes, and a copied row's bytes equal to the driver's."""
+    return "\\x" + value.hex()
 
 
 def insert_parts(model: type[models.Model]) -> tuple[str, str]:

@@ -41,7 +41,7 @@ from telemetry.ingest import writers
 from telemetry.models import AgentKey, AgentProfile, AgentSession
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy, key_policy
-from telemetry.pressure import round_signal
+from telemetry.pressure import RoundSignal, round_signal
 from telemetry.session_meta import from_record
 from telemetry.session_state import (
     needs_relief,
@@ -178,13 +178,20 @@ def _conclude(
     """The items' outcomes with D8's round signals, and the relief the sessions need (asked
     for after commit)."""
     pk_of = {s.external_id: s.pk for s in written.sessions}
+    # each count of rounds' signal asked once (a batch's calls complete a few counts, each many
+    # times): `round_signal` is a pure function of it and the policy's limits
+    signals: dict[int, RoundSignal] = {}
     for item in written.decided:
         calls = written.turn_calls.get((pk_of[item.session_id or ""], item.turn or 0))
         if calls is not None and item.status in ("created", "duplicate"):
             # D8: the rounds this call completes (its own position in the turn), so a batch of
             # calls 30-45 flags only those at or past the limits.
             rounds = bisect_right(calls, item.call or 0)
-            signal = round_signal(rounds, policy.round_soft_limit, policy.round_hard_cap)
+            signal = signals.get(rounds)
+            if signal is None:
+                signal = signals[rounds] = round_signal(
+                    rounds, policy.round_soft_limit, policy.round_hard_cap
+                )
             item.nudge = policy.nudge_text if signal in ("nudge", "stop") else None
             item.stop = signal == "stop"
         outcomes[item.index] = item

@@ -3,9 +3,11 @@ Compact panel's plan and outcome after it renders; the Cache page draws premiums
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
-from tests.browser.conftest import Console, agent_at_work, sign_in
+from tests.browser.conftest import Console, agent_at_work, report, sign_in, working_session
 
 pytestmark = [
     pytest.mark.browser,
@@ -50,3 +52,32 @@ def test_the_cache_page_draws_premiums_by_cause(open_page, console_data: Console
     page.wait_for_selector("#chart-premiums .barlayer .trace", state="attached", timeout=15_000)
     assert page.get_by_role("link", name="fleet-refactor-7").count() == 1
     tracked.screenshot("cache-03-fleet")
+
+
+def test_the_cache_pages_profiles_table_fits_1440_px_with_its_ttl_advice(
+    open_page, console_data: Console
+):
+    """The TTL advice is a sentence: it wraps in its cell rather than widen the table past its
+    box (the columns after it, and the end of the sentence, were out of view at 1440 px)."""
+    records = working_session("idle-then-back", 4, start=datetime.now(UTC) - timedelta(hours=1))
+    for record in records[2:]:  # back after 20 minutes: the 5-minute cache has expired
+        record["at"] = (datetime.fromisoformat(record["at"]) + timedelta(minutes=20)).isoformat()
+    usage = records[2]["usage"]
+    records[2]["usage"] = {
+        **usage,
+        "cache_creation_input_tokens": usage["cache_read_input_tokens"]
+        + usage["cache_creation_input_tokens"],
+        "cache_read_input_tokens": 0,
+    }
+    report(console_data.key, records)
+    tracked = open_page(1440, 900)
+    page = tracked.page
+    sign_in(tracked, "watcher", start="/cache/")
+    profiles = page.locator("section[aria-label=profiles]")
+    assert "expiry misses followed gaps under an hour" in profiles.inner_text()
+    box = profiles.locator(".table-wrap")
+    assert box.evaluate("el => el.scrollWidth <= el.clientWidth"), box.evaluate(
+        "el => [el.scrollWidth, el.clientWidth]"
+    )
+    profiles.scroll_into_view_if_needed()
+    tracked.screenshot("cache-04-profiles-1440")

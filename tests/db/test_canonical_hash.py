@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import UTC
+from datetime import UTC, datetime, timedelta, timezone
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from context_core import content_digest
@@ -99,6 +99,47 @@ _usage_value = st.recursive(
     ),
     max_leaves=8,
 )
+# `at` in many spellings: the canonical one (`isoformat` in UTC) and the others, at the edges.
+_at_texts = st.sampled_from(
+    [
+        "2025-06-01T00:00:00+00:00",
+        "2025-06-01T02:30:00+02:30",
+        "2025-06-01T00:00:00Z",
+        "2025-05-31T23:59:59.123456-07:00",
+        "2025-06-01T00:00:00.5+00:00",
+        "2025-06-01T00:00:00.000000+00:00",
+        "2025-06-01T00:00:00.100000+00:00",
+        "2025-06-01T00:00:00.000001+00:00",
+        "2025-06-01T00:00:00.1234567+00:00",
+        "2025-06-01 00:00:00+00:00",
+        "2025-06-01t00:00:00+00:00",
+        "2025-06-01T00:00+00:00",
+        "2025-06-01T00:00:00+0000",
+        "2025-06-01T00:00:00-00:00",
+        "2025-06-01T23:59:59.999999+00:00",
+        "0001-01-01T00:00:00+00:00",
+        "9999-12-31T23:59:59.999999+00:00",
+        "2024-02-29T12:00:00+00:00",
+    ]
+) | st.builds(
+    lambda moment, spelling: spelling(moment),
+    # hypothesis bounds its datetimes by naive ones and adds the zone it draws
+    st.datetimes(
+        min_value=datetime(2, 1, 1),  # noqa: DTZ001
+        max_value=datetime(9998, 12, 31),  # noqa: DTZ001
+        timezones=st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30))]),
+    ),
+    st.sampled_from(
+        [
+            datetime.isoformat,
+            lambda moment: moment.isoformat(timespec="microseconds"),
+            lambda moment: moment.isoformat().replace("+00:00", "Z"),
+            lambda moment: moment.astimezone(UTC).isoformat(),
+        ]
+    ),
+)
+
+
 # Each optional field is left out, sent as null, at its default (call 0) or with a value.
 _optional = {
     "call": st.sampled_from([0]) | _small,
@@ -108,15 +149,7 @@ _optional = {
     "appended_chars": _small,
     "window_tokens": st.integers(min_value=1, max_value=10**6),
     "surface_version": _small,
-    "at": st.sampled_from(
-        [
-            "2025-06-01T00:00:00+00:00",
-            "2025-06-01T02:30:00+02:30",
-            "2025-06-01T00:00:00Z",
-            "2025-05-31T23:59:59.123456-07:00",
-            "2025-06-01T00:00:00.5+00:00",
-        ]
-    ),
+    "at": _at_texts,
     "context_management": st.dictionaries(st.sampled_from(["applied_edits", "x"]), _usage_value),
     "output_items": st.lists(st.dictionaries(st.sampled_from(["type", "id"]), _usage_value)),
     "prefix": st.just([{"kind": "system", "hash": "h1", "tokens": 10, "text": None}]),
@@ -158,3 +191,23 @@ def test_a_records_hash_from_the_submitted_object_is_its_first_form(raw):
     expected = _oracle(data)
     assert payload_hash(record).hex() == expected  # stored as the digest's bytes
     assert payload_hash(record, raw if safejson.is_plain(raw) else None).hex() == expected
+
+
+@given(_at_texts)
+@example("2025-06-01T00:00:00.000000+00:00")
+@example("2025-06-01T00:00:00.100000+00:00")
+@example("2025-06-01T00:00:00+00:00")
+@example("9999-12-31T23:59:59.999999+00:00")
+@example("2025-06-01T00:00:00-00:00")
+def test_an_at_is_hashed_as_its_utc_isoformat_whatever_its_spelling(at):
+    """`payload_hash` keeps an `at` sent in its canonical spelling as sent; any spelling hashes
+    as the general path's `astimezone(UTC).isoformat()` of the time `RecordIn` read."""
+    from telemetry.idempotency import payload_hash
+    from telemetry.schemas import RecordIn
+
+    raw = {"session_id": "s", "turn": 1, "model": "m", "usage": {"input_tokens": 1}, "at": at}
+    record = RecordIn.model_validate(raw)
+    assert record.at is not None
+    data = record.model_dump(mode="python", exclude_defaults=True)
+    data["at"] = record.at.astimezone(UTC).isoformat()
+    assert payload_hash(record, raw).hex() == _oracle(data)

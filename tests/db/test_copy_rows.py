@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 from django.db import connection
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from telemetry.costing import CALL_COLUMNS, CallRow
-from telemetry.ingest.new_rows import _copy_sql, copy_rows, insert_rows
+from telemetry.ingest.new_rows import _copy_sql, bytea_text, copy_rows, insert_rows
 from telemetry.ingest.statements import numbered, run
 from telemetry.ingest.values import json_text
 from telemetry.models import AgentSession, HourlyUsage, LLMCall
@@ -202,6 +202,38 @@ def test_typed_copy_stores_what_the_untyped_copy_stored(make_agent):
     assert first.cost_uncached_input == Decimal("12345678901.123456789")
     assert first.cost_cache_read == Decimal("0.000000001")  # numeric(20, 9) rounds half up
     assert first.no_cache_cost_usd == Decimal(3)
+
+
+# --- bytea_text: the text the driver's bytea dumper gives ------------------------------------
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY is PostgreSQL's")
+@given(st.binary(max_size=64))
+@example(b"")
+@example(b"\x00")
+@example(b"\\")
+@example(bytes(range(256)))
+def test_bytea_text_is_the_text_the_drivers_bytea_dumper_gives(value):
+    from psycopg import pq
+
+    connection.ensure_connection()
+    cursor = connection.connection.cursor()
+    oid = cursor.adapters.types["bytea"].oid
+    dumper = cursor.adapters.get_dumper_by_oid(oid, pq.Format.TEXT)(bytes, cursor)
+    assert bytea_text(value).encode() == bytes(dumper.dump(value))
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY is PostgreSQL's")
+def test_a_copied_payload_hash_is_stored_as_its_bytes(make_agent):
+    session = AgentSession.objects.create(profile=make_agent().key.profile, external_id="hashes")
+    digests = [bytes(range(32)), b"\x00" * 32, b"\\" * 32]
+    rows = [
+        row._replace(turn=i, request_id=f"h{i}", payload_hash=digest)
+        for i, (row, digest) in enumerate(zip(_odd_rows(session.pk) * 2, digests, strict=False))
+    ]
+    copy_rows(LLMCall, rows)
+    stored = LLMCall.objects.filter(session=session).order_by("turn")
+    assert [bytes(c.payload_hash) for c in stored] == digests[: len(rows)]
 
 
 # --- json_text: the text json.dumps gives -----------------------------------------------------

@@ -20,7 +20,16 @@ import pytest
 from compaction import search_terms
 from compaction.imports import files
 from console import periods, view_rules
-from telemetry import cache_misses, pricing, safejson, session_meta, tag_rules, windows, zones
+from telemetry import (
+    cache_misses,
+    pricing,
+    safejson,
+    session_meta,
+    tag_rules,
+    utc_text,
+    windows,
+    zones,
+)
 from telemetry.otlp.claude_code import map_log_records
 from telemetry.otlp.wire import LogRecord, cut_too_deep
 from tests.linearity import MEGABYTE, RATIO, ratio_to_linear
@@ -52,6 +61,7 @@ CLIENT_TEXT_PATTERNS: Final = {
     "search_terms._QUERY_TOKEN": search_terms._QUERY_TOKEN,
     "search_terms.hit_words": search_terms.hit_words(["need", "a", "1"]),
     "cache_misses._VOLATILE": cache_misses._VOLATILE,
+    "utc_text._CANONICAL_UTC": utc_text._CANONICAL_UTC,
     "pricing._BEDROCK": pricing._BEDROCK,
     "pricing._DATED": pricing._DATED,
     "pricing._DOTTED_VERSION": pricing._DOTTED_VERSION,
@@ -97,6 +107,7 @@ REGEX_USES: Final = {
     "telemetry/ingest/statements.py": 1,
     "telemetry/cache_misses.py": 1,
     "telemetry/compiled.py": 1,
+    "telemetry/utc_text.py": 1,
     "telemetry/otlp/mapping.py": 1,
     "telemetry/otlp/wire.py": 1,
     "telemetry/pricing.py": 3,

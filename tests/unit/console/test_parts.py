@@ -3,6 +3,9 @@ part's changes change its own key only, and it has the same key alone as inside.
 
 from __future__ import annotations
 
+import hashlib
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -66,3 +69,59 @@ def test_a_clients_text_naming_the_mark_is_shown_as_it_is() -> None:
     escaped = said.replace('"', "&quot;")
     html, key = keyed("turns", f'<div id="turns"><input value="{DIGEST_MARK}">{escaped}</div>')
     assert escaped in html and f'value="{key}"' in html
+
+
+def _keyed_through_the_fences(name: str, html: str) -> tuple[str, str]:
+    """`keyed` as it is defined: every fence found by the regex, whatever the text holds (the
+    part without fences skips these passes)."""
+    from console import parts
+
+    def inner(match: Any) -> str:
+        return (
+            match.group(0) if match.group(1) == name else keyed(match.group(1), match.group(0))[0]
+        )
+
+    html = parts._FENCED.sub(inner, html)
+    own = [m.group(0) for m in parts._FENCED.finditer(html) if m.group(1) == name]
+    digested = "".join(own) if own else html
+    plain = parts._FENCED.sub(lambda m: m.group(0) if m.group(1) == name else "", digested)
+    marks = (f'value="{DIGEST_MARK}"', f'value="{inner_mark(name)}"')
+    for mark in marks:
+        plain = plain.replace(mark, "")
+    plain = plain.replace(OOB, "")
+    key = f"{name}:{hashlib.sha256(plain.encode('utf-8')).hexdigest()[:20]}"
+    for mark in marks:
+        html = html.replace(mark, f'value="{key}"')
+    return html, key
+
+
+# markup near the fences' own: fence-like comments that are not fences, marks, the attribute
+near_fences = st.lists(
+    st.sampled_from(
+        [
+            "<!--part",
+            "<!--part:",
+            "<!--/part:charts-->",
+            "<!-- part:charts-->",
+            f'value="{DIGEST_MARK}"',
+            f'value="{inner_mark("charts")}"',
+            OOB,
+            "<p>",
+            "</p>",
+        ]
+    )
+    | text,
+    max_size=8,
+).map("".join)
+
+
+@given(body=near_fences)
+def test_a_part_without_a_fence_is_keyed_as_through_the_fences(body: str) -> None:
+    html = f'<section id="charts"><input value="{DIGEST_MARK}">{body}</section>'
+    assert keyed("charts", html) == _keyed_through_the_fences("charts", html)
+
+
+@given(messages=text, body=text)
+def test_a_part_with_fences_is_keyed_as_through_the_fences(messages: str, body: str) -> None:
+    html = surface(messages, body)
+    assert keyed("surface", html) == _keyed_through_the_fences("surface", html)

@@ -1,15 +1,17 @@
 """The fast paths of usage normalisation against the general ones they stand before (oracles):
 `NormalizedUsage`'s one-expression check of its counts raises what the check per count
-raises, first failing count first; the key inference answers as the full scan does; and a call
-without iterations, edits or output items reads as the general path reads it."""
+raises, first failing count first; the key inference answers as the full scan does; a call
+without iterations, edits or output items reads as the general path reads it; and Anthropic's
+usual four counts read as `_normalize` reads them, errors included."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
+from telemetry.errors import FieldError
 from telemetry.provider_context import ProviderUsage, read_provider_usage
 from telemetry.usage import (
     BUCKETS,
@@ -19,6 +21,7 @@ from telemetry.usage import (
     _check_count,
     _has_otel_keys,
     _infer_from_keys,
+    _normalize,
     normalize_usage,
 )
 
@@ -124,3 +127,57 @@ def test_a_plain_call_reads_as_the_general_path_reads_it(usage, cache_ttl):
         usage, normalized, cache_ttl=cache_ttl, context_management={}, output_items=[]
     )
     assert fast == general == ProviderUsage(normalized, (normalized,), ())
+
+
+_USUAL_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+
+
+def _normalized_or_error(read: Any, usage: Any, **options: Any) -> Any:
+    try:
+        return read(usage, **options)
+    except FieldError as exc:
+        return ("FieldError", exc.field, exc.message)
+
+
+@given(
+    usage=st.one_of(
+        # Anthropic's usual four counts, in range, or each any value a count can be handed
+        st.fixed_dictionaries(dict.fromkeys(_USUAL_KEYS, small)),
+        st.fixed_dictionaries(dict.fromkeys(_USUAL_KEYS, counts)),
+        # some of them, or more keys beside them
+        st.dictionaries(st.one_of(keys, st.sampled_from(_USUAL_KEYS)), counts, max_size=6),
+        st.fixed_dictionaries(
+            dict.fromkeys(_USUAL_KEYS, small),
+            optional={"cache_creation": st.just({"ephemeral_1h_input_tokens": 5}), "x": small},
+        ),
+    ),
+    provider=st.sampled_from([None, "anthropic", "Anthropic", " anthropic", "bedrock", "openai"]),
+    model=st.sampled_from([None, "claude-sonnet-4-5", "gpt-5"]),
+    cache_ttl=st.sampled_from(["5m", "1h", "2h"]),
+)
+@example({**dict.fromkeys(_USUAL_KEYS, 1), "cache_creation_input_tokens": 9}, None, None, "5m")
+@example(
+    {**dict.fromkeys(_USUAL_KEYS, 1), "cache_creation_input_tokens": 9}, "anthropic", None, "1h"
+)
+@example(dict.fromkeys(_USUAL_KEYS, MAX_TOKENS), None, None, "5m")
+@example({**dict.fromkeys(_USUAL_KEYS, 0), "output_tokens": MAX_TOKENS + 1}, None, None, "5m")
+@example(dict.fromkeys(_USUAL_KEYS, MAX_TOKENS + 1), None, None, "1h")
+@example({**dict.fromkeys(_USUAL_KEYS, 0), "output_tokens": -1}, None, None, "5m")
+@example({**dict.fromkeys(_USUAL_KEYS, 0), "cache_read_input_tokens": -1}, None, None, "5m")
+@example({**dict.fromkeys(_USUAL_KEYS, 0), "cache_creation_input_tokens": -1}, None, None, "1h")
+@example({**dict.fromkeys(_USUAL_KEYS, 0), "input_tokens": -1}, "anthropic", None, "5m")
+@example({**dict.fromkeys(_USUAL_KEYS, 0), "input_tokens": True}, "anthropic", None, "5m")
+@example({**dict.fromkeys(_USUAL_KEYS, 0), "cache_read_input_tokens": None}, None, None, "1h")
+@example({**dict.fromkeys(_USUAL_KEYS, 7), "cache_creation_input_tokens": 12.0}, None, None, "5m")
+def test_the_usual_anthropic_usage_reads_as_the_general_path_reads_it(
+    usage, provider, model, cache_ttl
+):
+    options = {"provider": provider, "model": model, "cache_ttl": cache_ttl}
+    assert _normalized_or_error(normalize_usage, usage, **options) == _normalized_or_error(
+        _normalize, usage, **options
+    )
