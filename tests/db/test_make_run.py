@@ -78,8 +78,10 @@ def _stores_a_chunked_claude_code_export(port: int, env: dict[str, str]) -> None
     assert (turn["calls"], turn["cache_read"]) == (1, 40000)
 
 
-def test_18_make_run_prints_the_login_last_and_ctrl_c_is_a_stop(tmp_path: Path) -> None:
-    """And between the two, what it serves stores a chunked OTLP export (one start for both)."""
+def _start_console(tmp_path: Path) -> tuple[subprocess.Popen[str], int, dict[str, str], str]:
+    """`manage.py runconsole --no-demo` as `make run` starts it, in a process group of its own
+    as a terminal gives it, once its banner is out: the console, its port, its environment and
+    its output so far."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -114,7 +116,16 @@ def test_18_make_run_prints_the_login_last_and_ctrl_c_is_a_stop(tmp_path: Path) 
             lines.append(line)
             if "Ctrl-C stops web, worker and beat" in line:
                 break
-        out = "".join(lines)
+    except BaseException:
+        os.killpg(console.pid, signal.SIGKILL)
+        raise
+    return console, port, env, "".join(lines)
+
+
+def test_18_make_run_prints_the_login_last_and_ctrl_c_is_a_stop(tmp_path: Path) -> None:
+    """And between the two, what it serves stores a chunked OTLP export (one start for both)."""
+    console, port, env, out = _start_console(tmp_path)
+    try:
         banner = out[out.rindex("Console running at") :]
         assert f"http://127.0.0.1:{port}/" in banner
         assert "Admin login: username admin password a-test-admin-password" in banner
@@ -126,3 +137,59 @@ def test_18_make_run_prints_the_login_last_and_ctrl_c_is_a_stop(tmp_path: Path) 
             os.killpg(console.pid, signal.SIGKILL)
     assert "Ctrl-C: stopping web, worker and beat" in rest
     assert "unexpectedly" not in rest and "exited; stopping the rest" not in rest
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux's /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a process that has not ended (a zombie has)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"),
+    reason="reads /proc; the kernel's parent-death signal is Linux's",
+)
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_the_web_server_worker_and_beat_end_with_the_console_however_it_is_stopped(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """`kill` (a service manager, `docker stop`) stops the three as Ctrl-C does; killed outright
+    (SIGKILL, the OOM killer), the console leaves no web server holding its port and no worker
+    taking jobs: the kernel sends each SIGTERM."""
+    console, port, _, _ = _start_console(tmp_path)
+    children: list[int] = []
+    try:
+        children = _children(console.pid)
+        assert len(children) == 3, children  # web, worker, beat
+        os.kill(console.pid, stop)  # the console alone, not its process group
+        rest, _ = console.communicate(timeout=60)
+        deadline = time.monotonic() + 60
+        while any(map(_running, children)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [pid for pid in children if _running(pid)]
+    finally:
+        if console.poll() is None:
+            os.killpg(console.pid, signal.SIGKILL)
+        for pid in filter(_running, children):
+            os.killpg(pid, signal.SIGKILL)  # each child leads a process group of its own
+    if stop == signal.SIGTERM:
+        assert "SIGTERM: stopping web, worker and beat" in rest
+        assert "unexpectedly" not in rest
+    with socket.socket() as probe:  # the port is free again
+        probe.bind(("127.0.0.1", port))

@@ -1,13 +1,16 @@
 """`python manage.py runconsole`: what `make run` starts.
 
 Migrates, makes sure an admin login exists (printing it), starts the web server (gunicorn with
-`console.gunicorn_conf`, one worker), one Celery worker and beat together, seeds demo data through the real HTTP API when the database holds no
-session yet, prints the URL, and stops all three on Ctrl-C. A second run reuses what exists.
+`console.gunicorn_conf`, one worker), one Celery worker and beat together, seeds demo data
+through the real HTTP API when the database holds no session yet, prints the URL, and stops all
+three on Ctrl-C, SIGTERM or SIGHUP (on Linux also when it is killed outright:
+`_die_with_parent`). A second run reuses what exists.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import secrets
 import signal
@@ -16,8 +19,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -25,6 +29,27 @@ from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandParser
 
 from telemetry.seeding import ensure_defaults
+
+# The signals that stop the console, and how its output names each.
+_STOP_NAMES: Final = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+
+_PR_SET_PDEATHSIG: Final = 1  # linux/prctl.h
+
+
+def _die_with_parent(parent: int) -> Callable[[], None] | None:
+    """On Linux, what a child runs before it starts: the kernel sends it SIGTERM when `parent`
+    (this process) dies, however it dies; should it have died already, the child stops itself.
+    None elsewhere (no such call)."""
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def arm() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
 
 
 class Command(BaseCommand):
@@ -102,12 +127,25 @@ class Command(BaseCommand):
         # whole group (its own workers too) past the deadline. A child that got the terminal's
         # SIGINT and its parent's signal at once could hang in its handler (gunicorn's gthread
         # worker), and a grandchild left behind would hold the terminal's output open.
-        stopping: list[bool] = []
-        previous = signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
+        # SIGTERM (`kill`, a service manager, `docker stop`) and SIGHUP (the terminal closed)
+        # stop them the same way; were this process killed outright (SIGKILL, the OOM killer),
+        # each child is sent SIGTERM by the kernel (`_die_with_parent`), so no web server is
+        # left holding the port and no worker taking jobs.
+        stopping: list[str] = []
+        previous = {
+            number: signal.signal(
+                number, lambda got, _: stopping.append(_STOP_NAMES[signal.Signals(got)])
+            )
+            for number in _STOP_NAMES
+        }
         try:
             for name, command in processes.items():
                 running[name] = subprocess.Popen(
-                    command, env=env, cwd=settings.BASE_DIR, process_group=0
+                    command,
+                    env=env,
+                    cwd=settings.BASE_DIR,
+                    process_group=0,
+                    preexec_fn=_die_with_parent(os.getpid()),
                 )
             self._wait_for(url + "healthz", running["web"])
             if not options["no_demo"] and not stopping:
@@ -117,7 +155,7 @@ class Command(BaseCommand):
             while not stopping and all(proc.poll() is None for proc in running.values()):
                 time.sleep(0.5)
             if stopping:
-                self.stdout.write("\nCtrl-C: stopping web, worker and beat…")
+                self.stdout.write(f"\n{stopping[0]}: stopping web, worker and beat…")
             else:
                 dead = [
                     f"{name} (exit code {proc.returncode})"
@@ -129,7 +167,8 @@ class Command(BaseCommand):
                     "Its log lines above say why."
                 )
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for number, handler in previous.items():
+                signal.signal(number, handler)
             for proc in running.values():
                 if proc.poll() is None:
                     proc.send_signal(signal.SIGTERM)
