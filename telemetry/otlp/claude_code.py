@@ -40,6 +40,7 @@ from telemetry.otlp.mapping import (
     _text,
     as_count,
     claude_code_usage,
+    nul_attribute,
     provider_request_key,
     time_of,
     too_late,
@@ -178,7 +179,11 @@ def _map_log_record(index: int, record: LogLike, out: Mapped, latest: datetime |
         if name not in _KNOWN_IGNORED:
             out.unknown_events[name or "(no event name)"] += 1
         return
-    mapped = _late(index, record, latest) or mapper(index, record)
+    mapped = (
+        _late(index, record, latest)
+        or nul_attribute(index, record.attributes, record.resource)
+        or mapper(index, record)
+    )
     if isinstance(mapped, Rejection):
         out.rejected.append(mapped)
     elif isinstance(mapped, CallDraft):

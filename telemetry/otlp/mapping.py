@@ -224,6 +224,23 @@ def provider_request_key(request_id: str) -> str:
     return f"{PROVIDER_REQUEST_PREFIX}{request_id}"[:MAX_ID]
 
 
+def nul_attribute(
+    index: int, attributes: Mapping[str, Any], resource: Mapping[str, Any]
+) -> Rejection | None:
+    """A Rejection naming the first text attribute of a span or log record we map, or of its
+    resource (`resource.` and its name), that holds a NUL character, else None.
+
+    PostgreSQL's text and JSON cannot hold NUL, and the JSON API refuses it in any text: an item
+    carrying one is refused whole, whichever of its values the console would keep (its ids, its
+    turn's prompt id, its metadata, an event's detail), and the export's other items are kept.
+    """
+    for prefix, values in (("", attributes), ("resource.", resource)):
+        for name, value in values.items():
+            if type(value) is str and "\x00" in value:
+                return Rejection(index, f"{prefix}{name}", "must not contain NUL characters")
+    return None
+
+
 def _session_problem(value: str) -> str | None:
     """Why `value` cannot be a session id (RecordIn's rules), or None."""
     if not 0 < len(value) <= MAX_ID:
@@ -431,6 +448,7 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
                 )
             else:  # it starts when or before it ends (or never): its start is late only if its end is
                 late = too_late(index, latest, ("endTimeUnixNano", at))
+            late = late or nul_attribute(index, attrs, span.resource)
             if late is not None:
                 out.rejected.append(late)
                 continue
@@ -550,8 +568,10 @@ def _map_claude_code_span(
     if not any(source in attrs for source, _ in CLAUDE_CODE_TOKENS):
         out.ignored += 1  # a request that failed or was cancelled: no usage, no call
         return
-    draft = too_late(index, latest, *span_times(span)) or _claude_code_span_call(
-        index, span, metadata
+    draft = (
+        too_late(index, latest, *span_times(span))
+        or nul_attribute(index, attrs, span.resource)
+        or _claude_code_span_call(index, span, metadata)
     )
     if isinstance(draft, Rejection):
         out.rejected.append(draft)
