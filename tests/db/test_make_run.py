@@ -191,5 +191,9 @@ def test_the_web_server_worker_and_beat_end_with_the_console_however_it_is_stopp
     if stop == signal.SIGTERM:
         assert "SIGTERM: stopping web, worker and beat" in rest
         assert "unexpectedly" not in rest
-    with socket.socket() as probe:  # the port is free again
+    with socket.socket() as probe:  # nothing listens on the port any more
+        # as a server binds (gunicorn too): the port's closed connections in TIME_WAIT do not
+        # count, a socket still listening on it does
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind(("127.0.0.1", port))
+        probe.listen()
