@@ -142,7 +142,7 @@ def _stored_sessions(profile_id: int, external_ids: set[str]) -> set[str]:
     `__in` (tests/db/test_otlp.py holds the two equal)."""
     if vendor() == "postgresql":
         found = run(
-            _stored_sessions_sql(), [profile_id, text_array(sorted(external_ids))], prepare=False
+            _stored_sessions_sql(), [text_array(sorted(external_ids)), profile_id], prepare=False
         )
         return {external_id for (external_id,) in found}
     return set(
@@ -157,9 +157,14 @@ def _stored_sessions_sql() -> str:
     quote = connection.ops.quote_name
     by_attname = {f.attname: f for f in AgentSession._meta.concrete_fields}
     profile, external_id = (quote(by_attname[a].column) for a in ("profile_id", "external_id"))
+    # Each id probed through the (profile, external id) unique index (LATERAL, kept from being
+    # flattened by `OFFSET 0`): as `external_id = ANY(…)` beside `profile = …`, with no
+    # statistics yet the planner took the profile's own index and filtered every session of
+    # the profile, a read that grew with each export (tests/db/test_otlp.py holds the probe).
     return (
-        f"SELECT {external_id} FROM {quote(AgentSession._meta.db_table)} "
-        f"WHERE {profile} = %s::bigint AND {external_id} = ANY(%s::text[])"
+        f"SELECT s.{external_id} FROM unnest(%s::text[]) AS k (eid) CROSS JOIN LATERAL "
+        f"(SELECT {external_id} FROM {quote(AgentSession._meta.db_table)} "
+        f"WHERE {profile} = %s::bigint AND {external_id} = k.eid OFFSET 0) AS s"
     )
 
 

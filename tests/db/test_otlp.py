@@ -897,6 +897,46 @@ def test_the_stored_sessions_read_is_the_orms(make_agent):
     assert _stored_sessions(profile.pk, set()) == set()
 
 
+def _session_rows_read(plan: dict[str, Any], table: str) -> int:
+    """The rows an `EXPLAIN (ANALYZE, FORMAT JSON)` plan's scans of `table` read, those their
+    filters then removed included."""
+    read = 0
+    if plan.get("Relation Name") == table:
+        kept = plan["Actual Rows"] + plan.get("Rows Removed by Filter", 0)
+        read += (kept + plan.get("Rows Removed by Index Recheck", 0)) * plan["Actual Loops"]
+    for child in plan.get("Plans", []):
+        read += _session_rows_read(child, table)
+    return read
+
+
+def test_the_stored_sessions_read_probes_the_ids_not_the_profiles_sessions(make_agent):
+    """`_stored_sessions` on PostgreSQL reads the rows of the ids it asks for, however many
+    sessions the profile holds: as `external_id = ANY(…)` beside the profile the planner, with
+    no statistics yet, read and filtered every session of the profile on every export."""
+    from django.db import connection
+
+    from telemetry.ingest.values import text_array
+    from telemetry.otlp.store import _stored_sessions, _stored_sessions_sql
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the statement is PostgreSQL's")
+    profile = make_agent().key.profile
+    # as many sessions as a day of exports opens: the planner sees a table of their size
+    AgentSession.objects.bulk_create(
+        [AgentSession(profile=profile, external_id=f"many-{i}") for i in range(30_000)]
+    )
+    wanted = ["many-7", "many-29999", "many-none"]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"EXPLAIN (ANALYZE, FORMAT JSON) {_stored_sessions_sql()}",
+            [text_array(wanted), profile.pk],
+        )
+        (plan,) = cursor.fetchone()[0]
+    # (a scan's rows are its loops' mean, rounded: at most one a probe)
+    assert _session_rows_read(plan["Plan"], AgentSession._meta.db_table) <= len(wanted)
+    assert _stored_sessions(profile.pk, set(wanted)) == {"many-7", "many-29999"}
+
+
 @pytest.mark.django_db
 def test_any_of_finds_what_in_finds():
     """`__any_of` (one array on PostgreSQL, what the OTLP store reads its identities with) is
