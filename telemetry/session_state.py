@@ -481,7 +481,10 @@ def write_metadata(pks: list[int], values: dict[str, Any]) -> None:
         return
     params: list[Any] = [json.dumps(values[name]) for name in _METADATA_JSON]
     params += [values[name] for name in _METADATA_COLUMNS]
-    run(_write_metadata_sql(), [*params, column_array(tuple(pks))])
+    # Planned for its ids each time, not prepared: a connection kept the generic plan made while
+    # the table was small, a scan of every session, however the table grew after (an export's
+    # new sessions, tests/db/test_session_names.py).
+    run(_write_metadata_sql(), [*params, column_array(tuple(pks))], prepare=False)
 
 
 _METADATA_JSON: Final = ("metadata", "metadata_doors")

@@ -179,3 +179,39 @@ def test_the_metadata_write_stores_what_the_orms_update_stores(make_agent):
     assert rows["wm-a"] == rows["wm-b"] == rows["wm-orm"]
     assert rows["wm-a"][0] == metadata and rows["wm-a"][2:] == list(columns(metadata).values())
     assert rows["wm-other"] == [{}, {}, "", "", "", "", "", ""]
+
+
+def test_the_metadata_write_reads_the_rows_it_names_however_the_table_grew(make_agent):
+    """`write_metadata` on one connection while the sessions table grows reads only the rows it
+    names: its statement is planned for its ids each time. Prepared, the plan the connection
+    kept from when the table was small (a scan of every session) ran on every export after."""
+    from django.db import connection
+
+    from telemetry.session_meta import columns
+    from telemetry.session_state import write_metadata
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the statement and the statistics are PostgreSQL's")
+    profile = make_agent().key.profile
+    a, b = (AgentSession.objects.create(profile=profile, external_id=f"wg-{n}") for n in "ab")
+    metadata = {"agent": "billing"}
+    values = {"metadata": metadata, "metadata_doors": {"agent": "otlp"}, **columns(metadata)}
+    for _ in range(8):  # past PostgreSQL's five custom plans, after which it may keep one
+        write_metadata([a.pk, b.pk], values)
+    AgentSession.objects.bulk_create(
+        [AgentSession(profile=profile, external_id=f"wg-many-{i}") for i in range(30_000)]
+    )
+
+    def rows_read() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT seq_tup_read + idx_tup_fetch FROM pg_stat_xact_user_tables "
+                "WHERE relname = %s",
+                [AgentSession._meta.db_table],
+            )
+            return int(cursor.fetchone()[0])
+
+    before = rows_read()
+    write_metadata([a.pk, b.pk], values)
+    assert rows_read() - before <= 10
+    assert AgentSession.objects.get(pk=b.pk).agent_name == "billing"
