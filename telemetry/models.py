@@ -560,7 +560,16 @@ class TurnKey(models.Model):
     span or event of that key (another export, a replay) lands in the same turn.
     """
 
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="turn_keys")
+    # No index of its own: `turn_key_unique` (session, key) leads with it, and no database
+    # constraint: see LLMCall.session for both (an OTLP export opens a turn key per trace, and
+    # each queued its session's check for COMMIT; `otlp.store` locks the session first).
+    session = models.ForeignKey(
+        AgentSession,
+        on_delete=models.CASCADE,
+        related_name="turn_keys",
+        db_index=False,
+        db_constraint=False,
+    )
     key = models.CharField(max_length=200)  # "trace:<hex>", "prompt:<id>"
     turn = models.PositiveIntegerField()
 

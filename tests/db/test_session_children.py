@@ -1,6 +1,6 @@
-"""Calls and turns name their session without a database constraint (`LLMCall.session`): the
-ORM's delete of a session still takes its calls and turns with it (single and batched
-ingest), and leaves other sessions' alone."""
+"""Calls, turns and turn keys name their session without a database constraint
+(`LLMCall.session`): the ORM's delete of a session still takes its calls, turns and turn keys
+with it (single and batched ingest), and leaves other sessions' alone."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from telemetry.ingest.pipeline import store_records
-from telemetry.models import AgentSession, LLMCall, Turn
+from telemetry.models import AgentSession, LLMCall, Turn, TurnKey
 from telemetry.profiles import get_or_create_profile
 
 pytestmark = pytest.mark.django_db
@@ -43,9 +43,25 @@ def test_deleting_a_session_deletes_its_calls_and_turns(batch: bool) -> None:
     assert LLMCall.objects.filter(session=gone).count() == 6
     assert Turn.objects.filter(session=gone).count() == 3
 
+    gone_pk = gone.pk  # `delete` sets it to None
     gone.delete()
 
-    assert not LLMCall.objects.filter(session_id=gone.pk).exists()
-    assert not Turn.objects.filter(session_id=gone.pk).exists()
+    assert not LLMCall.objects.filter(session_id=gone_pk).exists()
+    assert not Turn.objects.filter(session_id=gone_pk).exists()
     assert LLMCall.objects.filter(session=kept).count() == 1
     assert Turn.objects.filter(session=kept).count() == 1
+
+
+def test_deleting_a_session_deletes_its_turn_keys() -> None:
+    profile = get_or_create_profile(name="children-keys")
+    gone, kept = (AgentSession.objects.create(profile=profile, external_id=n) for n in "gk")
+    TurnKey.objects.bulk_create(
+        [TurnKey(session=gone, key=f"trace:{t}", turn=t) for t in range(3)]
+        + [TurnKey(session=kept, key="trace:0", turn=0)]
+    )
+
+    gone_pk = gone.pk  # `delete` sets it to None
+    gone.delete()
+
+    assert not TurnKey.objects.filter(session_id=gone_pk).exists()
+    assert list(TurnKey.objects.filter(session=kept).values_list("key", flat=True)) == ["trace:0"]
