@@ -163,7 +163,7 @@ def time_of(ns: int) -> datetime | None:
     """Nanoseconds since the epoch as an aware UTC datetime (microsecond precision); 0 is None."""
     if ns <= 0:
         return None
-    return _EPOCH + timedelta(microseconds=ns // 1000)
+    return _EPOCH + timedelta(0, 0, ns // 1000)  # positional: the keyword costs a dict a call
 
 
 _DIGITS: Final = re.compile(r"\s*\d{1,19}\s*")
@@ -234,11 +234,27 @@ def nul_attribute(
     carrying one is refused whole, whichever of its values the console would keep (its ids, its
     turn's prompt id, its metadata, an event's detail), and the export's other items are kept.
     """
-    for prefix, values in (("", attributes), ("resource.", resource)):
-        for name, value in values.items():
-            if type(value) is str and "\x00" in value:
-                return Rejection(index, f"{prefix}{name}", "must not contain NUL characters")
+    return _nul_rejection(index, attributes, nul_name(resource))
+
+
+def nul_name(values: Mapping[str, Any]) -> str | None:
+    """The name of the first text value of `values` that holds a NUL character, else None."""
+    for name, value in values.items():
+        if type(value) is str and "\x00" in value:
+            return name
     return None
+
+
+def _nul_rejection(
+    index: int, attributes: Mapping[str, Any], resource_nul: str | None
+) -> Rejection | None:
+    """`nul_attribute` with its resource's `nul_name` read already (once per resource)."""
+    name = nul_name(attributes)
+    if name is None:
+        if resource_nul is None:
+            return None
+        name = f"resource.{resource_nul}"
+    return Rejection(index, name, "must not contain NUL characters")
 
 
 def _session_problem(value: str) -> str | None:
@@ -351,8 +367,8 @@ CLAUDE_CODE_SPAN: Final = "claude_code.llm_request"
 PLATFORM_SERVICE: Final = "claude-platform"
 
 
-_TOKEN_PREFIXES: Final = ("gen_ai.usage.", "llm.token_count.")
 _USAGE_PREFIX: Final = "gen_ai.usage."
+_OPENINFERENCE_PREFIX: Final = "llm.token_count."
 
 
 def is_llm_call(attributes: Mapping[str, Any]) -> bool:
@@ -365,10 +381,11 @@ def _is_call(attributes: Mapping[str, Any], has_tokens: bool) -> bool:
     """`is_llm_call`, whether the span carries token usage (`_token_attributes`) known."""
     if not has_tokens:
         return False
-    if _text(attributes.get("gen_ai.operation.name")).lower() in _NOT_CALL_OPERATIONS:
+    operation = attributes.get("gen_ai.operation.name")  # absent: `_text` would give ""
+    if operation is not None and _text(operation).lower() in _NOT_CALL_OPERATIONS:
         return False
-    kind = _text(attributes.get("openinference.span.kind")).upper()
-    return kind in ("", "LLM")
+    kind = attributes.get("openinference.span.kind")
+    return kind is None or _text(kind).upper() in ("", "LLM")
 
 
 def _token_attributes(attributes: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -378,11 +395,10 @@ def _token_attributes(attributes: Mapping[str, Any]) -> tuple[dict[str, Any], bo
     usage: dict[str, Any] = {}
     openinference = False
     for key, value in attributes.items():
-        if not key.startswith(_TOKEN_PREFIXES):  # most keys: one test
-            continue
+        # one prefix a test: a tuple of two cost more on every key, most of which hold neither
         if key.startswith(_USAGE_PREFIX):
             usage[key] = value if type(value) is int else as_count(value)  # ints: as_count's own
-        else:
+        elif key.startswith(_OPENINFERENCE_PREFIX):
             openinference = True
     return usage, openinference
 
@@ -427,6 +443,7 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
     metadata = ResourceMetadata()
     resource: Mapping[str, Any] | None = None
     reporter = ""
+    resource_nul: str | None = None
     for index, span in enumerate(spans):
         if isinstance(span, Rejection):
             out.rejected.append(span)
@@ -440,6 +457,10 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
         call = _is_call(attrs, bool(usage) or openinference)
         at = None
         if compacted or call:
+            if span.resource is not resource:  # the spans of one resource come together
+                resource = span.resource
+                reporter = _reporter(span)
+                resource_nul = nul_name(resource)
             at = time_of(span.end_ns)
             start_ns = span.start_ns
             if start_ns > span.end_ns and start_ns > 0:
@@ -448,7 +469,7 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
                 )
             else:  # it starts when or before it ends (or never): its start is late only if its end is
                 late = too_late(index, latest, ("endTimeUnixNano", at))
-            late = late or nul_attribute(index, attrs, span.resource)
+            late = late or _nul_rejection(index, attrs, resource_nul)
             if late is not None:
                 out.rejected.append(late)
                 continue
@@ -462,9 +483,6 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
                     continue
             out.ignored += 1
             continue
-        if span.resource is not resource:  # the spans of one resource come together
-            resource = span.resource
-            reporter = _reporter(span)
         draft_or_error = _span_call(
             index,
             span,
