@@ -206,7 +206,7 @@ _OTEL_OTHERS = (
 )
 
 
-def _otel_usage(total: int, read: int | None, written: int | None, **more: Any) -> dict[str, Any]:
+def _otel_usage(total: Any, read: Any, written: Any, **more: Any) -> dict[str, Any]:
     usage: dict[str, Any] = {_IN: total, _OUT: 7, "gen_ai.provider.name": "anthropic", **more}
     if read is not None:
         usage[_READ] = read
