@@ -247,11 +247,27 @@ def chart_layout(title: str, **extra: Any) -> dict[str, Any]:
             "gridcolor": "#eceff1",
             "zeroline": False,
             "rangemode": "tozero",
+            # tick labels plotly turns or wraps on a narrow screen push the axis title down
+            # instead of running over it
+            "automargin": True,
         },
-        "yaxis": {"gridcolor": "#eceff1", "zeroline": False, "rangemode": "tozero"},
+        # wide tick labels push the axis title aside instead of running under it
+        "yaxis": {
+            "gridcolor": "#eceff1",
+            "zeroline": False,
+            "rangemode": "tozero",
+            "automargin": True,
+        },
     }
     layout.update(extra)
     return layout
+
+
+def whole_ticks(most: float, *, below: int = 6) -> dict[str, Any]:
+    """An axis of whole numbers whose largest value is `most`: below `below`, a tick a unit
+    from 0 (plotly's own ticks there fall between units: "0.5 compactions", "667m tokens");
+    from there on, plotly's."""
+    return {"range": [0, max(most, 1) + 0.5], "dtick": 1} if most < below else {}
 
 
 def _hline(y: float, color: str, dash: str, label: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -461,10 +477,10 @@ def cache_figure(
         "gridcolor": "#eceff1",
         "rangemode": "tozero",
         "tickformat": ".3~s",
+        "automargin": True,
     }
-    if max(writes, default=0) < 10:
-        # no (or hardly any) writes: whole tokens on the axis, never "500m"
-        layout["yaxis2"] |= {"range": [0, max(1, max(writes, default=0))], "dtick": 1}
+    # no (or hardly any) writes: whole tokens on the axis, never "500m"
+    layout["yaxis2"] |= whole_ticks(max(writes, default=0), below=10)
     return {"data": data, "layout": _whole_turns(layout, turns)}
 
 

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
 from typing import Any, Final
 
-from console.charts import COLORS, COST_BUCKETS, Figure, chart_layout, rounded
+from console.charts import COLORS, COST_BUCKETS, Figure, chart_layout, rounded, whole_ticks
 
 ORIGIN_COLORS: Final = {
     "manual": "#1f4e79",
@@ -75,6 +75,7 @@ def _time_layout(
         "type": "date",
         "gridcolor": "#eceff1",
         "zeroline": False,
+        "automargin": layout["xaxis"]["automargin"],
         # calls are dated by the agent's clock (the time each record carries)
         "title": {"text": f"time ({zone_label}, agent's clock)"},
         **span_axis(span, zone),
@@ -304,8 +305,7 @@ def compactions_figure(
         "rangemode": "tozero",
         "tickformat": ",d",
     }
-    if most < 6:
-        layout["yaxis"] |= {"range": [0, max(most, 1) + 0.5], "dtick": 1}
+    layout["yaxis"] |= whole_ticks(most)
     layout["yaxis2"] = {
         "title": {"text": "tokens freed"},
         "overlaying": "y",
@@ -313,6 +313,9 @@ def compactions_figure(
         "rangemode": "tozero",
         "tickformat": ".3~s",
         "showgrid": False,
+        "automargin": True,
+        # nothing freed: plotly's own range would tick 0.2-token steps ("667m")
+        **whole_ticks(max(freed, default=0)),
     }
     layout["margin"] = {**layout["margin"], "r": 64, "b": 72}
     return {"data": data, "layout": layout}

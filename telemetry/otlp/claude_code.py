@@ -10,7 +10,8 @@ Claude Code log events (`event.name`, or the body `claude_code.<name>`):
   `cache_missed_input_tokens`, when present, as the record's `diagnostics`); turn = `prompt.id`;
 - `compaction` -> an agent-side compaction event with pre/post tokens;
 - `api_error` saying the prompt is too long -> a provider-side overflow event;
-- other documented events are ignored; unknown ones are ignored and counted by name.
+- other documented events are ignored; unknown ones are ignored and counted by name (as the
+  partial-success message shows it: control characters escaped, cut at `SHOWN_CHARS`).
 
 A mapped event dated past the console's clock plus TELEMETRY_CLOCK_SKEW_SECONDS (its
 `event.timestamp`, `timeUnixNano` or `observedTimeUnixNano`) is rejected naming that field, as
@@ -42,6 +43,7 @@ from telemetry.otlp.mapping import (
     claude_code_usage,
     nul_attribute,
     provider_request_key,
+    shown,
     time_of,
     too_late,
 )
@@ -177,7 +179,8 @@ def _map_log_record(index: int, record: LogLike, out: Mapped, latest: datetime |
     if mapper is None:
         out.ignored += 1
         if name not in _KNOWN_IGNORED:
-            out.unknown_events[name or "(no event name)"] += 1
+            # echoed in the partial-success message, never stored: escaped and cut (`shown`)
+            out.unknown_events[shown(name) if name else "(no event name)"] += 1
         return
     mapped = (
         _late(index, record, latest)

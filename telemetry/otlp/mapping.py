@@ -224,37 +224,83 @@ def provider_request_key(request_id: str) -> str:
     return f"{PROVIDER_REQUEST_PREFIX}{request_id}"[:MAX_ID]
 
 
+NUL_MESSAGE: Final = "must not contain NUL characters"
+
+
 def nul_attribute(
     index: int, attributes: Mapping[str, Any], resource: Mapping[str, Any]
 ) -> Rejection | None:
-    """A Rejection naming the first text attribute of a span or log record we map, or of its
-    resource (`resource.` and its name), that holds a NUL character, else None.
+    """A Rejection naming the first attribute of a span or log record, or of its resource
+    (`resource.` and its name), whose value holds a NUL character, else None. The value is text,
+    bytes (which the mapping reads as text, `_text`), or an array or key-value list holding such
+    a value at any depth, named down to it (`tags.2`, `cache_miss_reason.type`).
 
     PostgreSQL's text and JSON cannot hold NUL, and the JSON API refuses it in any text: an item
     carrying one is refused whole, whichever of its values the console would keep (its ids, its
-    turn's prompt id, its metadata, an event's detail), and the export's other items are kept.
+    turn's prompt id, its metadata, its raw usage, an event's detail), and the export's other
+    items are kept.
     """
-    return _nul_rejection(index, attributes, nul_name(resource))
-
-
-def nul_name(values: Mapping[str, Any]) -> str | None:
-    """The name of the first text value of `values` that holds a NUL character, else None."""
-    for name, value in values.items():
-        if type(value) is str and "\x00" in value:
-            return name
+    for prefix, values in (("", attributes), ("resource.", resource)):
+        for name, value in values.items():
+            kind = type(value)
+            if kind is str:  # what nearly every text attribute is: one test
+                if "\x00" not in value:
+                    continue
+                path: str | None = ""
+            elif kind in _HOLDERS:
+                path = _nul_path(value)
+                if path is None:
+                    continue
+            else:  # a number or a boolean
+                continue
+            return Rejection(index, shown(f"{prefix}{name}{path}"), NUL_MESSAGE)
     return None
 
 
-def _nul_rejection(
-    index: int, attributes: Mapping[str, Any], resource_nul: str | None
-) -> Rejection | None:
-    """`nul_attribute` with its resource's `nul_name` read already (once per resource)."""
-    name = nul_name(attributes)
-    if name is None:
-        if resource_nul is None:
-            return None
-        name = f"resource.{resource_nul}"
-    return Rejection(index, name, "must not contain NUL characters")
+# The attribute values other than text that may hold a NUL (`wire.AttrValue`).
+_HOLDERS: Final = frozenset({list, dict, bytes})
+
+
+def _nul_path(value: Any) -> str | None:
+    """Where in an attribute value a NUL character is: "" for the value itself, `.<index>` or
+    `.<key>` down an array or key-value list to the one holding it; None when nowhere."""
+    if isinstance(value, str):
+        return "" if "\x00" in value else None
+    if isinstance(value, bytes):
+        return "" if b"\x00" in value else None
+    steps: Iterable[tuple[Any, Any]]
+    if isinstance(value, list):
+        steps = enumerate(value)
+    elif isinstance(value, dict):
+        steps = value.items()
+    else:
+        return None
+    for step, item in steps:
+        path = _nul_path(item)
+        if path is not None:
+            return f".{step}{path}"
+    return None
+
+
+def nul_span_name(index: int, name: str) -> Rejection | None:
+    """A Rejection when a span's name holds a NUL character (a compaction event keeps the name
+    in its detail, JSON that PostgreSQL cannot store with NUL), else None."""
+    return Rejection(index, "name", NUL_MESSAGE) if "\x00" in name else None
+
+
+SHOWN_CHARS: Final = 100
+# C0 and C1 control characters and DEL: NUL, escape sequences, line breaks.
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shown(text: str) -> str:
+    """`text` as the export's partial-success message may echo it (an attribute path, an
+    unknown event's name): at most SHOWN_CHARS characters of it (`…` marks a cut), each control
+    character written `\\xNN`. No NUL, escape sequence or line break from an exporter reaches
+    the message, nor what an exporter's log or terminal prints of it."""
+    cut = text[:SHOWN_CHARS]
+    escaped = _CONTROL.sub(lambda char: f"\\x{ord(char[0]):02x}", cut)
+    return escaped if len(text) <= SHOWN_CHARS else f"{escaped}…"
 
 
 def _session_problem(value: str) -> str | None:
@@ -443,7 +489,6 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
     metadata = ResourceMetadata()
     resource: Mapping[str, Any] | None = None
     reporter = ""
-    resource_nul: str | None = None
     for index, span in enumerate(spans):
         if isinstance(span, Rejection):
             out.rejected.append(span)
@@ -460,7 +505,6 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
             if span.resource is not resource:  # the spans of one resource come together
                 resource = span.resource
                 reporter = _reporter(span)
-                resource_nul = nul_name(resource)
             at = time_of(span.end_ns)
             start_ns = span.start_ns
             if start_ns > span.end_ns and start_ns > 0:
@@ -469,7 +513,11 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
                 )
             else:  # it starts when or before it ends (or never): its start is late only if its end is
                 late = too_late(index, latest, ("endTimeUnixNano", at))
-            late = late or _nul_rejection(index, attrs, resource_nul)
+            late = (
+                late
+                or nul_attribute(index, attrs, span.resource)
+                or nul_span_name(index, span.name)
+            )
             if late is not None:
                 out.rejected.append(late)
                 continue

@@ -1,7 +1,8 @@
 """Every chart page draws its charts with the vendored plotly.js bundle (issue 39, item 5), at
 1440×900 and 390×844: every figure is drawn, every trace keeps its type (plotly draws a trace
 type its bundle lacks as an empty scatter, without an error), no JavaScript error is logged (the
-open_page fixture fails on any), and on a phone no legend or mode bar lies over a title."""
+open_page fixture fails on any), on a phone no legend or mode bar lies over a title, and at
+either size no title, legend entry or tick label lies over another."""
 
 from __future__ import annotations
 
@@ -17,33 +18,62 @@ pytestmark = [pytest.mark.browser]
 
 SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
 
-# Per drawn chart: its trace types as given and as plotly took them, and the boxes of its
-# title, legend and (visible) mode bar.
-CHARTS = """() => Array.from(document.querySelectorAll('[data-figure], [id^=chart-]'))
-  .filter(holder => holder.data)
-  .map(holder => {
-    const box = selector => {
-      const node = holder.querySelector(selector);
-      if (!node) return null;
-      const r = node.getBoundingClientRect();
-      return r.width && r.height ? [r.left, r.top, r.right, r.bottom] : null;
-    };
-    return {
-      id: holder.id || holder.dataset.figure,
-      given: holder.data.map(t => t.type || 'scatter'),
-      drawn: holder._fullData.map(t => t.type),
-      svg: holder.querySelectorAll('.main-svg').length,
-      title: box('.gtitle'),
-      legend: box('.legend .bg'),
-      modebar: box('.modebar-container .modebar'),
-    };
-  })"""
+# Per drawn chart: its trace types as given and as plotly took them, the boxes of its title,
+# legend and (visible) mode bar, and each text plotly drew in it as [kind, text, box]: the
+# titles, the legend's entries and the axes' tick labels.
+CHARTS = """() => {
+  const KINDS = {'.gtitle': 'title', '.xtitle': 'axis title', '.ytitle': 'axis title',
+    '.y2title': 'axis title', '.legendtext': 'legend', '.xtick text': 'x tick',
+    '.ytick text': 'y tick', '.y2tick text': 'y tick'};
+  const rect = node => {
+    const r = node.getBoundingClientRect();
+    return r.width && r.height ? [r.left, r.top, r.right, r.bottom] : null;
+  };
+  return Array.from(document.querySelectorAll('[data-figure], [id^=chart-]'))
+    .filter(holder => holder.data)
+    .map(holder => {
+      const box = selector => {
+        const node = holder.querySelector(selector);
+        return node ? rect(node) : null;
+      };
+      const texts = [];
+      for (const [selector, kind] of Object.entries(KINDS)) {
+        holder.querySelectorAll(selector).forEach(node => {
+          if (rect(node)) texts.push([kind, node.textContent, rect(node)]);
+        });
+      }
+      return {
+        id: holder.id || holder.dataset.figure,
+        given: holder.data.map(t => t.type || 'scatter'),
+        drawn: holder._fullData.map(t => t.type),
+        svg: holder.querySelectorAll('.main-svg').length,
+        title: box('.gtitle'),
+        legend: box('.legend .bg'),
+        modebar: box('.modebar-container .modebar'),
+        texts: texts,
+      };
+    });
+}"""
 
 
 def _overlap(a: list[float] | None, b: list[float] | None) -> bool:
     if a is None or b is None:
         return False
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _overlapping_texts(texts: list[list[Any]]) -> list[tuple[str, str]]:
+    """Pairs of a chart's texts drawn over each other by more than a pixel each way. Tick labels
+    of one axis never collide (plotly turns or thins them), and an x tick may reach into the
+    corner beside the y axis's lowest label, whose boxes, not letters, meet."""
+    found = []
+    for i, (kind_a, text_a, a) in enumerate(texts):
+        for kind_b, text_b, b in texts[i + 1 :]:
+            if {kind_a, kind_b} <= {"x tick", "y tick"}:
+                continue
+            if min(a[2], b[2]) - max(a[0], b[0]) > 1 and min(a[3], b[3]) - max(a[1], b[1]) > 1:
+                found.append((f"{kind_a} {text_a!r}", f"{kind_b} {text_b!r}"))
+    return found
 
 
 def chart_pages(console_data: Console) -> dict[str, tuple[str, int]]:
@@ -81,6 +111,7 @@ def test_every_chart_page_draws_its_charts_with_the_bundle(
             assert chart["drawn"] == chart["given"], (name, chart)
             assert set(chart["given"]) <= bundle().traces, (name, chart)
             assert not _overlap(chart["legend"], chart["title"]), (name, size, chart)
+            assert not _overlapping_texts(chart["texts"]), (name, size, chart["id"])
             if size == "phone":  # the mode bar would cover the title and legend there
                 assert chart["modebar"] is None, (name, chart)
             else:

@@ -30,6 +30,7 @@ from telemetry import (
     windows,
     zones,
 )
+from telemetry.otlp import mapping
 from telemetry.otlp.claude_code import map_log_records
 from telemetry.otlp.wire import LogRecord, cut_too_deep
 from tests.linearity import MEGABYTE, RATIO, ratio_to_linear
@@ -77,6 +78,7 @@ CLIENT_TEXT_PATTERNS: Final = {
     "periods._DATE": periods._DATE,
     "view_rules._SPACE": view_rules._SPACE,
     "view_rules._CONTROL": view_rules._CONTROL,
+    "mapping._CONTROL": mapping._CONTROL,
 }
 
 # Where the apps use `re`, and how often: a new use fails the test below until it is checked
@@ -84,7 +86,8 @@ CLIENT_TEXT_PATTERNS: Final = {
 # console/presenters/transcripts.py: the summary header's seq span (digits bounded), the omission
 # marker (a literal prefix); console/presenters/search.py: the <mark> tags of our own snippets; console/views.py: a file name from a
 # session id of at most 200 characters; console_format.py: escaped query words, literal only;
-# ingest/statements.py: SQL we wrote; mapping.py: `as_count`'s anchored digits; wire.py: the pieces of
+# ingest/statements.py: SQL we wrote; mapping.py: `as_count`'s anchored digits, and `shown`'s
+# control characters (a character class, listed above, on at most 100 characters); wire.py: the pieces of
 # JSON nested too deep (`test_cutting_json_nested_too_deep_is_linear`); console/docs_site.py:
 # the built documentation site and mkdocs.yml of this repository, never a client's text;
 # compaction/export_api.py: `before`'s date-time prefix, anchored and fixed-width (`match` reads
@@ -108,7 +111,7 @@ REGEX_USES: Final = {
     "telemetry/cache_misses.py": 1,
     "telemetry/compiled.py": 1,
     "telemetry/utc_text.py": 1,
-    "telemetry/otlp/mapping.py": 1,
+    "telemetry/otlp/mapping.py": 2,
     "telemetry/otlp/wire.py": 1,
     "telemetry/pricing.py": 3,
     "telemetry/safejson.py": 1,

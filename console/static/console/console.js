@@ -17,7 +17,8 @@
       if (figure.layout.height) holder.style.height = figure.layout.height + "px";
       // on a phone the mode bar would sit on the title and legend: touch zooms without it
       var narrow = holder.clientWidth < 600;
-      Plotly.react(holder, figure.data, figure.layout, Object.assign({}, config, {displayModeBar: narrow ? false : "hover"}));
+      var drawn = Plotly.react(holder, figure.data, figure.layout, Object.assign({}, config, {displayModeBar: narrow ? false : "hover"}));
+      if (narrow && drawn && drawn.then) drawn.then(function () { clearTitle(holder); });
       drill(holder);
     });
   }
@@ -95,6 +96,22 @@
     // the title at the top of the chart, not centred in the margin the legend's rows now fill
     if (layout.title) layout.title = Object.assign({}, layout.title, {font: {size: 13}, y: 1, yref: "container", yanchor: "top", pad: {t: 12}});
     layout.legend = Object.assign({}, layout.legend, {font: {size: 11}});
+  }
+
+  // fitNarrow counts two legend entries a row; longer names wrap one a row and the legend, which
+  // grows upwards from the plot, runs over the title. Measured once drawn: the plot and the
+  // legend move down by the overlap, the chart growing by as much so the plot keeps its height.
+  function clearTitle(holder) {
+    var title = holder.querySelector(".gtitle");
+    var legend = holder.querySelector(".legend");
+    if (!title || !legend) return;
+    var overlap = Math.ceil(title.getBoundingClientRect().bottom + 6 - legend.getBoundingClientRect().top);
+    if (overlap <= 0) return;
+    var layout = holder._fullLayout;
+    var height = layout.height + overlap;
+    holder.style.height = height + "px";
+    // _size: the margins as drawn, the legend's push included
+    Plotly.relayout(holder, {"margin.t": Math.max(layout.margin.t, layout._size.t) + overlap, height: height});
   }
 
   // Traces a fragment adds to a chart already drawn (the cache chart's miss markers, which

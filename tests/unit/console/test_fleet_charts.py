@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from console.cache_charts import premiums_by_bucket_figure
-from console.charts import COST_KEYS
+from console.charts import COST_KEYS, whole_ticks
 from console.fleet_charts import (
     compactions_figure,
     hit_trend_figure,
@@ -207,3 +207,29 @@ def test_a_short_period_keeps_automatic_ticks_on_the_compactions_axis() -> None:
 
     assert "dtick" not in axis((START, START + HOUR))
     assert axis((START - 7 * DAY, START))["dtick"] == 86_400_000
+
+
+def test_small_counts_tick_whole_units_from_zero_and_larger_ones_are_plotlys() -> None:
+    assert whole_ticks(0) == {"range": [0, 1.5], "dtick": 1}
+    assert whole_ticks(5) == {"range": [0, 5.5], "dtick": 1}
+    assert whole_ticks(6) == {}
+    assert whole_ticks(9, below=10) == {"range": [0, 9.5], "dtick": 1}
+    assert whole_ticks(10, below=10) == {}
+
+
+def test_a_day_without_freed_tokens_draws_no_fraction_of_a_token() -> None:
+    def axes(freed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        layout = compactions_figure(
+            days=[START.replace(hour=0)],
+            counts={"manual": [0]},
+            labels={"manual": "manual"},
+            freed=[freed],
+        )["layout"]
+        return layout["yaxis"], layout["yaxis2"]
+
+    counts, tokens = axes(0)
+    assert (counts["range"], counts["dtick"]) == ([0, 1.5], 1)
+    assert (tokens["range"], tokens["dtick"]) == ([0, 1.5], 1)  # not plotly's 0…667m
+    assert "range" not in axes(120_000)[1]
+    # wide tick labels move the axis titles aside on a phone rather than under them
+    assert counts["automargin"] and tokens["automargin"]

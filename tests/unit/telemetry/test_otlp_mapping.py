@@ -8,11 +8,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from telemetry.otlp.claude_code import map_log_records
-from telemetry.otlp.mapping import ResourceMetadata, as_count, is_llm_call, map_spans, time_of
+from telemetry.otlp.mapping import (
+    NUL_MESSAGE,
+    SHOWN_CHARS,
+    ResourceMetadata,
+    as_count,
+    is_llm_call,
+    map_spans,
+    nul_attribute,
+    shown,
+    time_of,
+)
 from telemetry.otlp.wire import LogRecord, Span
 from telemetry.session_meta import OTLP_NAMES, from_otlp
 from telemetry.usage import FLAG_OTEL_INPUT_EXCLUSIVE, normalize_usage
@@ -460,3 +470,83 @@ def test_each_span_is_reported_by_its_own_resource_service():
     ]
     reporters = [c.reporter for c in map_spans(spans).calls]
     assert reporters == ["platform-span"] * 2 + ["sdk-span", "platform-span"] + ["sdk-span"] * 2
+
+
+# --- NUL anywhere in an attribute's value; what the partial-success message echoes -------------
+
+# (keys without '.' or control characters: the named path leads back to the value)
+_KEYS = st.text(st.sampled_from("ab_-:é"), min_size=1, max_size=3)
+_LEAVES = st.one_of(
+    st.text(st.sampled_from("ab\x00"), max_size=3),
+    st.binary(max_size=3),
+    st.integers(),
+    st.booleans(),
+    st.none(),
+)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+def _holds_nul(value):
+    if isinstance(value, str | bytes):
+        return "\x00" in value if isinstance(value, str) else b"\x00" in value
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return any(_holds_nul(item) for item in items)
+
+
+def _at(value, steps):
+    for step in steps:
+        value = value[int(step)] if isinstance(value, list) else value[step]
+    return value
+
+
+@given(st.dictionaries(_KEYS, _VALUES, max_size=4), st.dictionaries(_KEYS, _VALUES, max_size=2))
+@example({"a": ["b", {"c": b"\x00"}]}, {})
+@example({"a": 1, "b": ["x"]}, {"r": {"s": ["", "\x00"]}})
+def test_an_item_is_refused_exactly_when_a_nul_is_somewhere_in_its_values_naming_where(
+    attributes, resource
+):
+    found = nul_attribute(7, attributes, resource)
+    if not _holds_nul(list(attributes.values()) + list(resource.values())):
+        assert found is None
+        return
+    assert found is not None and (found.index, found.message) == (7, NUL_MESSAGE)
+    in_resource = found.field.startswith("resource.")
+    source = resource if in_resource else attributes
+    name, *steps = found.field.removeprefix("resource." if in_resource else "").split(".")
+    value = _at(source[name], steps)
+    assert isinstance(value, str | bytes) and _holds_nul(value)
+    # the item's own attributes are read before its resource's
+    assert source is attributes or not _holds_nul(list(attributes.values()))
+
+
+@given(st.text(max_size=2 * SHOWN_CHARS))
+@example("x\x00y\x1b[31m\r\n\x7f\x9f")
+@example("a" * SHOWN_CHARS)
+@example("a" * (SHOWN_CHARS + 1))
+def test_what_the_message_echoes_holds_no_control_character_and_is_cut(text):
+    echoed = shown(text)
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in echoed)
+    assert echoed.endswith("…") == (len(text) > SHOWN_CHARS)
+    kept = echoed.removesuffix("…") if len(text) > SHOWN_CHARS else echoed
+    if all(0x20 <= ord(c) < 0x7F or ord(c) > 0x9F for c in text[:SHOWN_CHARS]):
+        assert kept == text[:SHOWN_CHARS]
+
+
+def test_an_unknown_event_is_counted_under_its_name_as_the_message_shows_it():
+    mapped = map_log_records(
+        [log({"event.name": "odd\x00one", "session.id": "s"}), log({"event.name": "x" * 500})]
+    )
+    assert mapped.unknown_events == {"odd\\x00one": 1, f"{'x' * SHOWN_CHARS}…": 1}
+
+
+def test_a_call_span_whose_name_holds_a_nul_is_refused_naming_it():
+    mapped = map_spans([span({**GENAI, "gen_ai.conversation.compacted": True}, name="c\x00")])
+    assert (mapped.calls, mapped.events, [str(r) for r in mapped.rejected]) == (
+        [],
+        [],
+        ["item 0: name: must not contain NUL characters"],
+    )
