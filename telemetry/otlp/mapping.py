@@ -240,20 +240,36 @@ def nul_attribute(
     turn's prompt id, its metadata, its raw usage, an event's detail), and the export's other
     items are kept.
     """
-    for prefix, values in (("", attributes), ("resource.", resource)):
-        for name, value in values.items():
-            kind = type(value)
-            if kind is str:  # what nearly every text attribute is: one test
-                if "\x00" not in value:
-                    continue
-                path: str | None = ""
-            elif kind in _HOLDERS:
-                path = _nul_path(value)
-                if path is None:
-                    continue
-            else:  # a number or a boolean
+    return _nul_rejection(index, attributes, _nul_in(resource, "resource."))
+
+
+def _nul_rejection(
+    index: int, attributes: Mapping[str, Any], resource_nul: str | None
+) -> Rejection | None:
+    """`nul_attribute` with its resource's `_nul_in` read already: once per resource, not once
+    per span of it (`map_spans`)."""
+    path = _nul_in(attributes, "")
+    if path is None:
+        path = resource_nul
+    return None if path is None else Rejection(index, shown(path), NUL_MESSAGE)
+
+
+def _nul_in(values: Mapping[str, Any], prefix: str) -> str | None:
+    """The path (`prefix`, the name, `_nul_path`) of the first of `values` that holds a NUL
+    character, else None."""
+    for name, value in values.items():
+        kind = type(value)
+        if kind is str:  # what nearly every text attribute is: one test
+            if "\x00" not in value:
                 continue
-            return Rejection(index, shown(f"{prefix}{name}{path}"), NUL_MESSAGE)
+            path: str | None = ""
+        elif kind in _HOLDERS:
+            path = _nul_path(value)
+            if path is None:
+                continue
+        else:  # a number or a boolean
+            continue
+        return f"{prefix}{name}{path}"
     return None
 
 
@@ -489,6 +505,7 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
     metadata = ResourceMetadata()
     resource: Mapping[str, Any] | None = None
     reporter = ""
+    resource_nul: str | None = None
     for index, span in enumerate(spans):
         if isinstance(span, Rejection):
             out.rejected.append(span)
@@ -505,6 +522,7 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
             if span.resource is not resource:  # the spans of one resource come together
                 resource = span.resource
                 reporter = _reporter(span)
+                resource_nul = _nul_in(resource, "resource.")
             at = time_of(span.end_ns)
             start_ns = span.start_ns
             if start_ns > span.end_ns and start_ns > 0:
@@ -515,7 +533,7 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
                 late = too_late(index, latest, ("endTimeUnixNano", at))
             late = (
                 late
-                or nul_attribute(index, attrs, span.resource)
+                or _nul_rejection(index, attrs, resource_nul)
                 or nul_span_name(index, span.name)
             )
             if late is not None:
