@@ -272,18 +272,29 @@ RECORD_DEFAULTS: dict[str, Any] = {
 }
 
 
-def trusted_record(values: dict[str, Any]) -> RecordIn:
-    """A RecordIn holding `values` as they are, not validated: for values already known to keep
-    its rules (`telemetry.validation.typed` decides which). What `RecordIn.model_construct`
-    makes, without its loop over every field (it cost more than validating)."""
-    fields = dict(RECORD_DEFAULTS)
-    fields.update(values)
-    record = RecordIn.__new__(RecordIn)
+def trusted_record(values: dict[str, Any], at: datetime | None = None) -> RecordIn:
+    """A RecordIn holding `values` (and `at`, unless None) as they are, not validated: for values
+    already known to keep its rules (`telemetry.validation.typed` decides which). What
+    `RecordIn.model_construct` makes, without its loop over every field (it cost more than
+    validating); `at` is set without a copy of `values` to hold it."""
+    fields = {**RECORD_DEFAULTS, **values}
+    fields_set = set(values)
+    if at is not None:
+        fields["at"] = at
+        fields_set.add("at")
+    record = _new_object(RecordIn)
     object.__setattr__(record, "__dict__", fields)
-    object.__setattr__(record, "__pydantic_fields_set__", set(values))
-    object.__setattr__(record, "__pydantic_extra__", None)
-    object.__setattr__(record, "__pydantic_private__", None)
+    # BaseModel's slots set through their own descriptors: `object.__setattr__` looks each up
+    _set_fields_set(record, fields_set)
+    _set_extra(record, None)
+    _set_private(record, None)
     return record
+
+
+_new_object = object.__new__
+_set_fields_set = vars(BaseModel)["__pydantic_fields_set__"].__set__
+_set_extra = vars(BaseModel)["__pydantic_extra__"].__set__
+_set_private = vars(BaseModel)["__pydantic_private__"].__set__
 
 
 class BatchIn(BaseModel):

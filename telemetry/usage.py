@@ -235,6 +235,33 @@ def normalize_usage(
                 return NormalizedUsage("anthropic", uncached, read, written, 0, output, None, True)
             if cache_ttl == "1h":
                 return NormalizedUsage("anthropic", uncached, read, 0, written, output, None, True)
+    elif provider == "otel" and type(usage) is dict and usage.keys().isdisjoint(_OTEL_OLDER_NAMES):
+        # A GenAI span's usual usage (what OTLP's drafts carry): each count under its current
+        # name alone, so no alias can disagree, input inclusive of the cache, no reasoning
+        # count. `_otel` reads it as below, without its five alias walks;
+        # tests/unit/telemetry/test_usage_fast_paths.py holds the two equal.
+        total = usage.get(_OTEL_INPUT[0])
+        output = usage.get(_OTEL_OUTPUT[0])
+        read = usage.get(_OTEL_CACHE_READ[0])
+        written = usage.get(_OTEL_CACHE_WRITE[0])
+        if (
+            type(total) is int
+            and type(output) is int
+            and (read is None or type(read) is int)
+            and (written is None or type(written) is int)
+            and usage.get(_OTEL_REASONING[0]) is None
+            and 0 <= output <= MAX_TOKENS
+            and (read or 0) >= 0
+            and (written or 0) >= 0
+            # the cache counts are within the input, so within MAX_TOKENS too
+            and (read or 0) + (written or 0) <= total <= MAX_TOKENS
+        ):
+            cached = read is not None or written is not None
+            uncached, read, written = total - (read or 0) - (written or 0), read or 0, written or 0
+            if cache_ttl == "5m":
+                return NormalizedUsage("otel", uncached, read, written, 0, output, None, cached)
+            if cache_ttl == "1h":
+                return NormalizedUsage("otel", uncached, read, 0, written, output, None, cached)
     return _normalize(usage, provider=provider, model=model, cache_ttl=cache_ttl)
 
 
@@ -512,6 +539,12 @@ _OTEL_CACHE_WRITE: Final = (
     "gen_ai.usage.input_tokens.cache_write",  # Sentry
 )
 _OTEL_REASONING: Final = ("gen_ai.usage.reasoning.output_tokens",)
+# The names of each quantity but its current one (`normalize_usage`'s OTel fast path).
+_OTEL_OLDER_NAMES: Final = frozenset(
+    name
+    for names in (_OTEL_INPUT, _OTEL_OUTPUT, _OTEL_CACHE_READ, _OTEL_CACHE_WRITE, _OTEL_REASONING)
+    for name in names[1:]
+)
 
 
 def _otel(usage: Mapping[str, object], cache_ttl: CacheTTL) -> NormalizedUsage:

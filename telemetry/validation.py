@@ -141,11 +141,11 @@ def typed(values: dict[str, Any], at: datetime | None) -> Typed | None:
         usage = None  # checked
     if usage is not None and not (nul_free(usage) and safejson.is_plain(values)):
         return None
-    if at is None:
-        return Typed(trusted_record(values), values)
-    if type(at) is not datetime or at.tzinfo is not UTC or not 1 < at.year < 9999:
+    if at is not None and (
+        type(at) is not datetime or at.tzinfo is not UTC or not 1 < at.year < 9999
+    ):
         return None
-    return Typed(trusted_record({**values, "at": at}), values)
+    return Typed(trusted_record(values, at), values)
 
 
 def validation_field(error: ValidationError, prefix: str) -> tuple[str, str]:

@@ -163,7 +163,7 @@ def time_of(ns: int) -> datetime | None:
     """Nanoseconds since the epoch as an aware UTC datetime (microsecond precision); 0 is None."""
     if ns <= 0:
         return None
-    return _EPOCH + timedelta(microseconds=ns // 1000)
+    return _EPOCH + timedelta(0, 0, ns // 1000)  # positional: the keyword costs a dict a call
 
 
 _DIGITS: Final = re.compile(r"\s*\d{1,19}\s*")
@@ -240,20 +240,36 @@ def nul_attribute(
     turn's prompt id, its metadata, its raw usage, an event's detail), and the export's other
     items are kept.
     """
-    for prefix, values in (("", attributes), ("resource.", resource)):
-        for name, value in values.items():
-            kind = type(value)
-            if kind is str:  # what nearly every text attribute is: one test
-                if "\x00" not in value:
-                    continue
-                path: str | None = ""
-            elif kind in _HOLDERS:
-                path = _nul_path(value)
-                if path is None:
-                    continue
-            else:  # a number or a boolean
+    return _nul_rejection(index, attributes, _nul_in(resource, "resource."))
+
+
+def _nul_rejection(
+    index: int, attributes: Mapping[str, Any], resource_nul: str | None
+) -> Rejection | None:
+    """`nul_attribute` with its resource's `_nul_in` read already: once per resource, not once
+    per span of it (`map_spans`)."""
+    path = _nul_in(attributes, "")
+    if path is None:
+        path = resource_nul
+    return None if path is None else Rejection(index, shown(path), NUL_MESSAGE)
+
+
+def _nul_in(values: Mapping[str, Any], prefix: str) -> str | None:
+    """The path (`prefix`, the name, `_nul_path`) of the first of `values` that holds a NUL
+    character, else None."""
+    for name, value in values.items():
+        kind = type(value)
+        if kind is str:  # what nearly every text attribute is: one test
+            if "\x00" not in value:
                 continue
-            return Rejection(index, shown(f"{prefix}{name}{path}"), NUL_MESSAGE)
+            path: str | None = ""
+        elif kind in _HOLDERS:
+            path = _nul_path(value)
+            if path is None:
+                continue
+        else:  # a number or a boolean
+            continue
+        return f"{prefix}{name}{path}"
     return None
 
 
@@ -413,8 +429,8 @@ CLAUDE_CODE_SPAN: Final = "claude_code.llm_request"
 PLATFORM_SERVICE: Final = "claude-platform"
 
 
-_TOKEN_PREFIXES: Final = ("gen_ai.usage.", "llm.token_count.")
 _USAGE_PREFIX: Final = "gen_ai.usage."
+_OPENINFERENCE_PREFIX: Final = "llm.token_count."
 
 
 def is_llm_call(attributes: Mapping[str, Any]) -> bool:
@@ -427,10 +443,11 @@ def _is_call(attributes: Mapping[str, Any], has_tokens: bool) -> bool:
     """`is_llm_call`, whether the span carries token usage (`_token_attributes`) known."""
     if not has_tokens:
         return False
-    if _text(attributes.get("gen_ai.operation.name")).lower() in _NOT_CALL_OPERATIONS:
+    operation = attributes.get("gen_ai.operation.name")  # absent: `_text` would give ""
+    if operation is not None and _text(operation).lower() in _NOT_CALL_OPERATIONS:
         return False
-    kind = _text(attributes.get("openinference.span.kind")).upper()
-    return kind in ("", "LLM")
+    kind = attributes.get("openinference.span.kind")
+    return kind is None or _text(kind).upper() in ("", "LLM")
 
 
 def _token_attributes(attributes: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -440,11 +457,10 @@ def _token_attributes(attributes: Mapping[str, Any]) -> tuple[dict[str, Any], bo
     usage: dict[str, Any] = {}
     openinference = False
     for key, value in attributes.items():
-        if not key.startswith(_TOKEN_PREFIXES):  # most keys: one test
-            continue
+        # one prefix a test: a tuple of two cost more on every key, most of which hold neither
         if key.startswith(_USAGE_PREFIX):
             usage[key] = value if type(value) is int else as_count(value)  # ints: as_count's own
-        else:
+        elif key.startswith(_OPENINFERENCE_PREFIX):
             openinference = True
     return usage, openinference
 
@@ -489,6 +505,7 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
     metadata = ResourceMetadata()
     resource: Mapping[str, Any] | None = None
     reporter = ""
+    resource_nul: str | None = None
     for index, span in enumerate(spans):
         if isinstance(span, Rejection):
             out.rejected.append(span)
@@ -502,6 +519,10 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
         call = _is_call(attrs, bool(usage) or openinference)
         at = None
         if compacted or call:
+            if span.resource is not resource:  # the spans of one resource come together
+                resource = span.resource
+                reporter = _reporter(span)
+                resource_nul = _nul_in(resource, "resource.")
             at = time_of(span.end_ns)
             start_ns = span.start_ns
             if start_ns > span.end_ns and start_ns > 0:
@@ -512,7 +533,7 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
                 late = too_late(index, latest, ("endTimeUnixNano", at))
             late = (
                 late
-                or nul_attribute(index, attrs, span.resource)
+                or _nul_rejection(index, attrs, resource_nul)
                 or nul_span_name(index, span.name)
             )
             if late is not None:
@@ -528,9 +549,6 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
                     continue
             out.ignored += 1
             continue
-        if span.resource is not resource:  # the spans of one resource come together
-            resource = span.resource
-            reporter = _reporter(span)
         draft_or_error = _span_call(
             index,
             span,

@@ -181,3 +181,82 @@ def test_the_usual_anthropic_usage_reads_as_the_general_path_reads_it(
     assert _normalized_or_error(normalize_usage, usage, **options) == _normalized_or_error(
         _normalize, usage, **options
     )
+
+
+_OTEL_NAMES = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_creation.input_tokens",
+)
+_IN, _OUT, _READ, _WRITE = _OTEL_NAMES
+# the other names of the same quantities, and keys the reader ignores
+_OTEL_OTHERS = (
+    "gen_ai.usage.prompt_tokens",
+    "gen_ai.usage.completion_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "gen_ai.usage.input_tokens.cached",
+    "gen_ai.usage.cache_write.input_tokens",
+    "gen_ai.usage.cache_creation_input_tokens",
+    "gen_ai.usage.cache_write_input_tokens",
+    "gen_ai.usage.input_tokens.cache_write",
+    "gen_ai.usage.reasoning.output_tokens",
+    "gen_ai.provider.name",
+    "input_tokens",
+)
+
+
+def _otel_usage(total: Any, read: Any, written: Any, **more: Any) -> dict[str, Any]:
+    usage: dict[str, Any] = {_IN: total, _OUT: 7, "gen_ai.provider.name": "anthropic", **more}
+    if read is not None:
+        usage[_READ] = read
+    if written is not None:
+        usage[_WRITE] = written
+    return usage
+
+
+@given(
+    usage=st.one_of(
+        # a span's usual counts, in range, with or without its cache counts
+        st.fixed_dictionaries(
+            {_IN: st.integers(0, 10**6), _OUT: small},
+            optional={_READ: small, _WRITE: small, "gen_ai.provider.name": st.just("anthropic")},
+        ),
+        # each count any value a count can be handed
+        st.fixed_dictionaries(dict.fromkeys(_OTEL_NAMES, counts)),
+        # some of them, other names of the same quantities and ignored keys beside them
+        st.dictionaries(st.sampled_from(_OTEL_NAMES + _OTEL_OTHERS), counts, max_size=7),
+    ),
+    provider=st.sampled_from(["otel", "OTel", " otel", "opentelemetry", "anthropic", None]),
+    cache_ttl=st.sampled_from(["5m", "1h", "2h"]),
+)
+@example(_otel_usage(30, 10, 20), "otel", "5m")  # input exactly its cached part
+@example(_otel_usage(29, 10, 20), "otel", "5m")  # one below: an exclusive count, flagged
+@example(_otel_usage(30, 10, 20), "otel", "1h")
+@example(_otel_usage(10, None, 10), "otel", "1h")
+@example(_otel_usage(10, 10, None), "otel", "5m")
+@example(_otel_usage(10, None, None), "otel", "5m")  # no cache count: cache unknown
+@example(_otel_usage(MAX_TOKENS, MAX_TOKENS, 0), "otel", "5m")
+@example(_otel_usage(MAX_TOKENS + 1, 0, 0), "otel", "5m")
+@example(_otel_usage(MAX_TOKENS, MAX_TOKENS, 1), "otel", "5m")  # cached past the limit
+@example(_otel_usage(5, 0, 0, **{_OUT: MAX_TOKENS}), "otel", "5m")
+@example(_otel_usage(5, 0, 0, **{_OUT: MAX_TOKENS + 1}), "otel", "5m")
+@example(_otel_usage(5, 0, 0, **{_OUT: -1}), "otel", "5m")
+@example(_otel_usage(5, -1, 0), "otel", "5m")
+@example(_otel_usage(5, 0, -1), "otel", "1h")
+@example(_otel_usage(-1, None, None), "otel", "5m")
+@example(_otel_usage(5, True, 0), "otel", "5m")
+@example(_otel_usage(5, 0, 1.0), "otel", "5m")
+@example(_otel_usage(5, None, None, **{_READ: None}), "otel", "5m")
+@example(_otel_usage(5, 1, 1, **{"gen_ai.usage.reasoning.output_tokens": 3}), "otel", "5m")
+@example(_otel_usage(5, 1, 1, **{"gen_ai.usage.reasoning.output_tokens": 8}), "otel", "5m")
+@example(_otel_usage(5, 1, 1, **{"gen_ai.usage.cache_read_input_tokens": 2}), "otel", "5m")
+@example(_otel_usage(5, 1, 1, **{"gen_ai.usage.prompt_tokens": 5}), "otel", "5m")
+@example(_otel_usage(5, 1, 1), "otel", "2h")
+@example({_OUT: 1}, "otel", "5m")
+@example({_IN: 1}, "otel", "5m")
+def test_a_spans_usual_usage_reads_as_the_general_path_reads_it(usage, provider, cache_ttl):
+    options = {"provider": provider, "model": "claude-sonnet-4-5", "cache_ttl": cache_ttl}
+    assert _normalized_or_error(normalize_usage, usage, **options) == _normalized_or_error(
+        _normalize, usage, **options
+    )
