@@ -6,12 +6,16 @@ either size no title, legend entry or tick label lies over another."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.urls import reverse
 
+from console.cache_charts import premiums_by_bucket_figure
 from console.plotly_bundle import bundle
+from telemetry.cache_misses import CAUSE_LABELS, CAUSES
 from tests.browser.conftest import Console, agent_at_work, sign_in
 
 pytestmark = [pytest.mark.browser]
@@ -117,3 +121,55 @@ def test_every_chart_page_draws_its_charts_with_the_bundle(
             else:
                 assert not _overlap(chart["modebar"], chart["title"]), (name, size, chart)
         tracked.screenshot(f"chart-bundle-{name}-{size}")
+
+
+def test_a_legend_wrapping_one_entry_a_row_on_a_phone_moves_the_plot_not_over_the_title(
+    open_page, console_data: Console
+) -> None:
+    """Every miss cause at once: their names are too long for the two entries a row `fitNarrow`
+    counts, so the legend takes a row each and grew over the title until console.js measured it
+    once drawn and moved the plot down by the overlap (`clearTitle`)."""
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    figure = premiums_by_bucket_figure(
+        starts=[start],
+        step=timedelta(hours=1),
+        by_bucket={start: dict.fromkeys(CAUSES, Decimal("0.5"))},
+        labels=CAUSE_LABELS,
+    )
+    assert len(figure["data"]) == len(CAUSES) >= 6
+    tracked = open_page(*SIZES["phone"])
+    sign_in(tracked, "root")
+    page = tracked.page
+    page.goto(reverse("cache"))
+    page.wait_for_load_state("networkidle")
+    # a holder and its figure as the pages embed them, processed as an htmx swap is
+    page.evaluate(
+        """figure => {
+          const source = document.createElement('script');
+          source.type = 'application/json';
+          source.id = 'fig-every-cause';
+          source.textContent = JSON.stringify(figure);
+          const holder = document.createElement('div');
+          holder.className = 'chart';
+          holder.id = 'chart-every-cause';
+          holder.dataset.figure = 'fig-every-cause';
+          const part = document.createElement('section');
+          part.append(source, holder);
+          document.querySelector('main').prepend(part);
+          htmx.trigger(part, 'htmx:load', {elt: part});
+        }""",
+        figure,
+    )
+    page.wait_for_function(
+        "() => { const h = document.getElementById('chart-every-cause');"
+        " return h && h._fullLayout && h.querySelector('.legend'); }"
+    )
+    page.wait_for_load_state("networkidle")
+    page.wait_for_timeout(300)  # the relayout after the measurement
+    chart = next(c for c in page.evaluate(CHARTS) if c["id"] == "chart-every-cause")
+    legend_rows = {round(box[1]) for kind, _, box in chart["texts"] if kind == "legend"}
+    assert len(legend_rows) > len(CAUSES) / 2  # wider than two a row: the case fitNarrow misses
+    assert chart["title"] and chart["legend"]
+    assert not _overlap(chart["legend"], chart["title"]), chart
+    assert not _overlapping_texts(chart["texts"]), chart["texts"]
+    tracked.screenshot("chart-bundle-every-cause-phone")
