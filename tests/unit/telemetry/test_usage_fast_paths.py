@@ -79,8 +79,9 @@ def test_counts_are_refused_as_the_check_per_count_refused_them(provider, values
     reported=st.booleans(),
 )
 def test_a_checked_usage_is_the_instance_the_constructor_makes(provider, values, reported):
-    made = _checked_usage(provider, *values, reported)
-    expected = NormalizedUsage(provider, *values, None, reported)
+    u, r, w5, w1, o = values
+    made = _checked_usage(provider, u, r, w5, w1, o, reported)
+    expected = NormalizedUsage(provider, u, r, w5, w1, o, None, reported)
     # every field, by name (one left unset would raise here), and the instance's own behaviour
     for name in NormalizedUsage.__dataclass_fields__:
         assert getattr(made, name) == getattr(expected, name), name
