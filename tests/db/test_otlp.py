@@ -176,6 +176,33 @@ def test_non_genai_spans_are_ignored_not_rejected_and_missing_attributes_are_rej
     assert not AgentSession.objects.filter(external_id="refused").exists()
 
 
+def test_a_session_or_model_sent_as_an_array_or_a_map_is_refused_naming_it(make_agent):
+    """OTLP lets an attribute be a kvlistValue or arrayValue; as a session id or a model it names
+    nothing, so the span is refused naming the attribute, in protobuf and in JSON, and the rest
+    of the export is stored."""
+    agent = make_agent()
+    nested = pb_span(DONE_WHEN, span="b" * 16)
+    for attribute in nested.attributes:
+        if attribute.key == "gen_ai.conversation.id":
+            attribute.value.CopyFrom(
+                AnyValue(kvlist_value={"values": [KeyValue(key="k", value=_any("v"))]})
+            )
+    response = post(agent, TRACES, pb_traces(nested, pb_span(DONE_WHEN, span="c" * 16)))
+    assert partial(response)[0] == 1
+    assert "item 0: gen_ai.conversation.id: must be a single value" in partial(response)[1]
+
+    listed = json_span({**DONE_WHEN, "gen_ai.conversation.id": "json"}, span="d" * 16)
+    for attribute in listed["attributes"]:
+        if attribute["key"] == "gen_ai.request.model":
+            attribute["value"] = {"arrayValue": {"values": [{"stringValue": "claude"}]}}
+    answered = post(agent, TRACES, json_traces(listed), json_body=True)
+    assert partial(answered)[0] == 1
+    assert "item 0: gen_ai.request.model: must be a single value" in partial(answered)[1]
+    assert list(LLMCall.objects.values_list("session__external_id", "model")) == [
+        (DONE_WHEN["gen_ai.conversation.id"], DONE_WHEN["gen_ai.request.model"])
+    ]
+
+
 def test_exclusive_and_inclusive_counts(make_agent):
     agent = make_agent()
     inclusive = {**DONE_WHEN, "gen_ai.conversation.id": "inc"}
