@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from pytest_django.live_server_helper import LiveServer
 
@@ -185,7 +185,7 @@ def test_a_session_or_model_sent_as_an_array_or_a_map_is_refused_naming_it(make_
     for attribute in nested.attributes:
         if attribute.key == "gen_ai.conversation.id":
             attribute.value.CopyFrom(
-                AnyValue(kvlist_value={"values": [KeyValue(key="k", value=_any("v"))]})
+                AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key="k", value=_any("v"))]))
             )
     response = post(agent, TRACES, pb_traces(nested, pb_span(DONE_WHEN, span="c" * 16)))
     assert partial(response)[0] == 1
