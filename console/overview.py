@@ -77,6 +77,7 @@ ORIGINS: Final = (
     ("agent", "agent"),
     ("provider", "provider"),
 )
+_ORIGIN_KEYS: Final = tuple(key for key, _ in ORIGINS)
 
 
 @dataclass
@@ -644,11 +645,9 @@ def _compactions_from(
     rows = result.dicts()
     days_of = Period(period.start, period.end, period.zone, compare=False)
     per_day: dict[datetime, dict[str, Any]] = {
-        start: {"counts": dict.fromkeys(k for k, _ in ORIGINS), "freed": 0, "failures": 0}
+        start: {"counts": dict.fromkeys(_ORIGIN_KEYS, 0), "freed": 0, "failures": 0}
         for start in _local_days(days_of)
     }
-    for entry in per_day.values():
-        entry["counts"] = dict.fromkeys((k for k, _ in ORIGINS), 0)
 
     def add(d: datetime, origin: str, n: int, freed: int, failures: int) -> None:
         # the database's local midnight, as the UTC instant the axis holds
