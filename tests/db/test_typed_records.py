@@ -2,19 +2,22 @@
 `validate_items` exactly as the JSON object it stands for: the same outcome, the same record,
 usage, payload hash and flags. `typed` restates `RecordIn`'s rules for the fields it takes, so
 these draw values on both sides of every one of its checks; when it declines, the caller sends
-the JSON object and nothing needs proving. No database needed (the schema imports ninja)."""
+the JSON object and nothing needs proving. So is a JSON object `usual_record` takes (the same
+checks, and `at` as text) answered as its validation answers it. No database needed (the
+schema imports ninja)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from unittest import mock
 
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from telemetry.policy_rules import PolicyValues
 from telemetry.schemas import MAX_ID, MAX_NAME, MAX_SMALL, RecordIn
-from telemetry.validation import Typed, typed, validate_items
+from telemetry.validation import Typed, typed, usual_record, validate_items
 
 LATEST = datetime(2030, 1, 1, tzinfo=UTC)
 POLICY = PolicyValues(reserved_output_tokens=1_000)
@@ -204,3 +207,117 @@ def test_the_boundaries_of_every_check():
     missing = dict(_USUAL)
     del missing["model"]
     assert typed(missing, None) is None
+
+
+# `at` as an agent may spell it: `isoformat()` of a UTC time (what `usual_record` takes), and
+# what it leaves to the validation: other offsets, `Z`, zero microseconds written out, a day
+# the calendar lacks, the first and last years, an hour 24, a leap second, other digits, and
+# values that are not text.
+_canonical_times = st.datetimes(
+    min_value=datetime(1, 1, 1),  # noqa: DTZ001
+    max_value=datetime(9999, 12, 31, 23, 59, 59, 999_999),  # noqa: DTZ001
+    timezones=st.just(UTC),
+).map(datetime.isoformat)
+_odd_times: st.SearchStrategy[Any] = st.one_of(
+    st.datetimes(timezones=st.sampled_from([timezone(timedelta(hours=2)), timezone.min])).map(
+        datetime.isoformat
+    ),
+    st.sampled_from(
+        [
+            "2026-02-28T12:00:00Z",
+            "2026-02-28T12:00:00.000000+00:00",
+            "2026-02-28T12:00:00.5+00:00",
+            "2026-02-29T12:00:00+00:00",
+            "2024-02-29T12:00:00+00:00",
+            "2026-13-01T00:00:00+00:00",
+            "2026-04-31T00:00:00+00:00",
+            "0000-01-01T00:00:00+00:00",
+            "0001-01-01T00:00:00+00:00",
+            "0002-01-01T00:00:00+00:00",
+            "9998-12-31T23:59:59.999999+00:00",
+            "9999-01-01T00:00:00+00:00",
+            "2026-01-01T24:00:00+00:00",
+            "2026-06-30T23:59:60+00:00",
+            "2026-01-01 00:00:00+00:00",
+            "2026-01-01T00:00:00-00:00",
+            "2026-01-01T00:00:00",
+            "2026-01-01",
+            "\uff12026-01-01T00:00:00+00:00",
+            "2029-12-31T23:59:59.999999+00:00",
+            "2030-01-01T00:00:00+00:00",
+            "2030-01-01T00:00:00.000001+00:00",
+            "",
+        ]
+    ),
+    st.sampled_from([None, 0, 1_700_000_000, True, 1.5, [], {}]),
+)
+
+
+@st.composite
+def _json_records(draw: st.DrawFn) -> dict[str, Any]:
+    values = draw(_values())
+    for name in ("request_chars", "appended_chars", "surface_version"):
+        if draw(st.booleans()):
+            values[name] = draw(_counts)
+    if draw(st.integers(0, 9)) == 0:  # a field `usual_record` leaves to the validation
+        values[draw(st.sampled_from(["metadata", "prefix", "output_items", "nonsense"]))] = None
+    if draw(st.integers(0, 4)):
+        values["at"] = draw(_mostly(_canonical_times, _odd_times))
+    return values
+
+
+def _validated(item: object) -> tuple[Any, ...]:
+    """`_answer` with every object validated (`usual_record` declining all)."""
+    with mock.patch("telemetry.validation.usual_record", return_value=None):
+        return _answer(item)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_json_records())
+@example({**_USUAL, "at": "2029-12-31T23:59:59.999999+00:00"})
+@example({**_USUAL, "at": "2030-01-01T00:00:00.000001+00:00"})  # after LATEST: refused
+@example({**_USUAL, "at": "0002-01-01T00:00:00+00:00"})
+@example({**_USUAL, "at": "9998-12-31T23:59:59.999999+00:00"})
+@example({**_USUAL, "at": None, "appended_chars": MAX_SMALL, "surface_version": 0})
+def test_a_usual_json_record_is_answered_as_its_validation_answers_it(values):
+    taken = usual_record(values)
+    event("taken" if taken is not None else "declined")
+    assert _answer(values) == _validated(values)
+    if taken is not None:
+        validated = RecordIn.model_validate(values)  # its fields keep every rule
+        assert taken.model_dump() == validated.model_dump()
+        assert taken.model_fields_set == validated.model_fields_set
+        assert taken.at is None or taken.at.utcoffset() == timedelta(0)
+
+
+def test_usual_record_takes_the_bounds_and_declines_past_them():
+    """Each check's limit is taken and one past it declined (then validated: accepted or
+    refused as before); `at` only in `isoformat()`'s UTC spelling, in a year no conversion
+    takes out of range."""
+    for taken in (
+        _USUAL,
+        {**_USUAL, "at": "2026-01-01T00:00:00+00:00"},
+        {**_USUAL, "at": "0002-01-01T00:00:00.000001+00:00"},
+        {**_USUAL, "at": "9998-12-31T23:59:59+00:00"},
+        {**_USUAL, "at": None},
+        {**_USUAL, "appended_chars": 0, "request_chars": MAX_SMALL, "surface_version": 0},
+    ):
+        assert usual_record(taken) is not None, taken
+        assert _answer(taken) == _validated(taken)
+    for declined in (
+        {**_USUAL, "at": "2026-01-01T00:00:00Z"},
+        {**_USUAL, "at": "2026-01-01T00:00:00.000000+00:00"},
+        {**_USUAL, "at": "2026-02-29T00:00:00+00:00"},
+        {**_USUAL, "at": "0001-01-01T00:00:00+00:00"},
+        {**_USUAL, "at": "9999-01-01T00:00:00+00:00"},
+        {**_USUAL, "at": 0},
+        {**_USUAL, "appended_chars": -1},
+        {**_USUAL, "request_chars": MAX_SMALL + 1},
+        {**_USUAL, "surface_version": True},
+        {**_USUAL, "window_tokens": 0},
+        {**_USUAL, "request_id": None},
+        {**_USUAL, "metadata": None},
+        {**_USUAL, "usage": {"input_tokens": 1.0}},
+    ):
+        assert usual_record(declined) is None, declined
+        assert _answer(declined) == _validated(declined)
