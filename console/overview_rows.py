@@ -90,6 +90,12 @@ def bucket_rows(buckets: Iterable[Bucket], links: Iterable[str]) -> list[SafeStr
     return rows
 
 
+def table_body(rows: Iterable[SafeString], indent: str) -> SafeString:
+    """`rows` as a template's `{% for row in rows %}` loop of `\n{indent}{{ row }}\n{indent}`
+    writes them: a page of many rows places them at once, not a row at a time."""
+    return _safe("".join(f"\n{indent}{row}\n{indent}" for row in rows))
+
+
 def _session_cell(session: AgentSession) -> str:
     href = _session_href(get_script_prefix(), get_urlconf(), session.pk)
     return (

@@ -28,6 +28,7 @@ from console.overview_rows import (
     bucket_rows,
     minute,
     profile_rows,
+    table_body,
     top_cost_rows,
     top_pressure_rows,
 )
@@ -227,3 +228,11 @@ def test_a_rows_figures_have_nothing_to_escape(
     """What the rows write unescaped: a count, dollars, a percentage and a time."""
     for text in (tokens(count), money(dollars), percent(share, 1), minute(at, UTC)):
         assert escape(text) == text
+
+
+def test_a_table_body_is_the_template_loop_byte_for_byte() -> None:
+    loop = ENGINE.from_string("{% for row in rows %}\n      {{ row }}\n      {% endfor %}")
+    buckets = _buckets()
+    for count in (0, 1, len(buckets)):
+        rows = bucket_rows(buckets[:count], [f"/s/?b={i}&x" for i in range(count)])
+        assert table_body(rows, " " * 6) == loop.render({"rows": rows})
