@@ -42,13 +42,24 @@ def stored_call_keys(
         (session_id, turn), request_id = positions[0], requests[0][1] if requests else None
         one = [session_id, turn, session_id, request_id]
         return run(_stored_call_keys_sql(model, single=True), one)
-    sql = _stored_call_keys_sql(model, single=False)
-    # no positions (OTLP reads identities alone, `telemetry.otlp.store`): two empty arrays
+    sql, params = stored_call_keys_statement(model, positions, requests)
+    return run(sql, params, prepare=few(positions) and few(requests))
+
+
+def stored_call_keys_statement(
+    model: type[models.Model],
+    positions: Sequence[tuple[int, int]],
+    requests: Sequence[tuple[int, str]],
+) -> tuple[str, list[Any]]:
+    """`stored_call_keys`' statement for any number of pairs and its values, not yet run
+    (PostgreSQL): its rows are (session_id, turn, call, request_id, payload_hash). OTLP reads
+    it inside a statement of its own (`telemetry.otlp.store`)."""
+    # no positions (OTLP reads identities alone): two empty arrays
     params = [
         *(pairs_arrays(positions) if positions else ("{}", "{}")),
         *_requests_arrays(requests),
     ]
-    return run(sql, params, prepare=few(positions) and few(requests))
+    return _stored_call_keys_sql(model, single=False), params
 
 
 def _requests_arrays(requests: Sequence[tuple[int, str]]) -> list[Any]:
