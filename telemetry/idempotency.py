@@ -122,6 +122,10 @@ def _plain_hash(value: object) -> bytes:
     return stored_digest(hashlib.sha256(_SORTED_JSON.encode(value)))
 
 
+# A stored call's keys: (session_id, turn, call, request_id, payload_hash).
+StoredCall = tuple[int, int, int, str | None, bytes]
+
+
 class StoredKeys:
     """The payload hashes already stored under the keys a submission may touch (one query).
 
@@ -130,12 +134,19 @@ class StoredKeys:
     """
 
     def __init__(
-        self, positions: Iterable[tuple[int, int]], requests: Iterable[tuple[int, str]]
+        self,
+        positions: Iterable[tuple[int, int]],
+        requests: Iterable[tuple[int, str]],
+        *,
+        read: Iterable[StoredCall] = (),
     ) -> None:
         """`positions`: the (session, turn) pairs of the submission's records; `requests`: their
         (session, request id) pairs. Every stored call of those turns and under those request
-        ids is read (on PostgreSQL exactly those, by index; elsewhere a superset)."""
+        ids is read (on PostgreSQL exactly those, by index; elsewhere a superset). `read`: stored
+        calls the caller read already (under the records' request ids, passed no `requests`),
+        taken beside them."""
         self._empty()
+        self._load(read)
         pairs, named = sorted(set(positions)), sorted(set(requests))
         existing = stored_call_keys(LLMCall, pairs, named)
         if existing is None:  # not PostgreSQL: the ORM
@@ -150,7 +161,7 @@ class StoredKeys:
         self._load(existing)
 
     @classmethod
-    def of_rows(cls, existing: Iterable[tuple[int, int, int, str | None, bytes]]) -> StoredKeys:
+    def of_rows(cls, existing: Iterable[StoredCall]) -> StoredKeys:
         """The stored keys `existing` as already read, (session_id, turn, call, request_id,
         payload_hash) each: every stored call of the submission's turns and under its request
         ids (`call_keys.insert_and_derive` reads them beside a single record's insert)."""
@@ -166,7 +177,7 @@ class StoredKeys:
         # the submission's turns is read here, so a pair absent from it had none.
         self.stored_turns: set[tuple[int, int]] = set()
 
-    def _load(self, existing: Iterable[tuple[int, int, int, str | None, bytes]]) -> None:
+    def _load(self, existing: Iterable[StoredCall]) -> None:
         for sid, turn, call, request_id, digest in existing:
             self.by_position[(sid, turn, call)] = digest
             self.stored_turns.add((sid, turn))

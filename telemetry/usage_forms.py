@@ -58,11 +58,12 @@ def stored_usage(
     """What the calls table keeps of `usage`: None when `derived_usage` gives it back equal
     (every value an int, no other key), else `usage` itself."""
     derived = derived_usage(provider, uncached, read, write_5m, write_1h, output)
-    if derived is None or len(usage) != len(derived):
+    # equal as mappings (the same keys, equal values: in C), and then every value an int, since
+    # equality takes 4.0 or True for 4 or 1
+    if derived is None or usage != derived:
         return usage
-    for key, value in derived.items():
-        given = usage.get(key)
-        if type(given) is not int or given != value:
+    for value in usage.values():
+        if type(value) is not int:
             return usage
     return None
 

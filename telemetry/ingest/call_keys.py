@@ -43,15 +43,16 @@ def stored_call_keys(
         one = [session_id, turn, session_id, request_id]
         return run(_stored_call_keys_sql(model, single=True), one)
     sql = _stored_call_keys_sql(model, single=False)
-    # no positions (OTLP reads identities alone, `telemetry.otlp.store`): two empty arrays
+    # no positions: two empty arrays
     params = [
         *(pairs_arrays(positions) if positions else ("{}", "{}")),
-        *_requests_arrays(requests),
+        *requests_arrays(requests),
     ]
     return run(sql, params, by_index=not (few(positions) and few(requests)))
 
 
-def _requests_arrays(requests: Sequence[tuple[int, str]]) -> list[Any]:
+def requests_arrays(requests: Sequence[tuple[int, str]]) -> list[Any]:
+    """(session, request id) pairs as a `bigint[]` and a `text[]` value (`values`' literals)."""
     return [column_array(tuple(sid for sid, _ in requests)), text_array(rid for _, rid in requests)]
 
 

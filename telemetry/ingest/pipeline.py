@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from telemetry.catalogue import OnceCatalogue, key_prices
 from telemetry.changes import announce_after_commit
-from telemetry.idempotency import payload_hash
+from telemetry.idempotency import StoredCall, payload_hash
 from telemetry.ingest import writers
 from telemetry.models import AgentKey, AgentProfile, AgentSession
 from telemetry.policy_rules import PolicyValues
@@ -89,6 +89,7 @@ def ingest_records(
     batch: bool,
     on_commit: Callable[[list[int]], None] | None = None,
     locked: dict[str, AgentSession] | None = None,
+    read_requests: Sequence[StoredCall] | None = None,
 ) -> IngestResult:
     """The API's entry point: `store_records` for the calling key's profile, with the policy and
     catalogue remembered beside the key check (a second at most, `telemetry.policy_store`)."""
@@ -100,6 +101,7 @@ def ingest_records(
         policy=key_policy(key.pk, key.profile),
         catalogue=key_prices(key.pk),
         locked=locked,
+        read_requests=read_requests,
     )
 
 
@@ -122,6 +124,7 @@ def store_records(
     policy: PolicyValues | None = None,
     catalogue: OnceCatalogue | None = None,
     locked: dict[str, AgentSession] | None = None,
+    read_requests: Sequence[StoredCall] | None = None,
 ) -> IngestResult:
     """Store the valid, new usage records of one submission for `profile` and re-derive the
     figures they touch. Each item is a JSON object in the shape of `telemetry.schemas.RecordIn`
@@ -137,6 +140,8 @@ def store_records(
     records' sessions are taken from it instead of being locked a second time, and no savepoint
     is set: the caller's transaction is the unit (an error here rolls all of it back; a
     savepoint cost two round trips an export for a partial rollback no caller makes).
+    `read_requests` (with `locked`): the stored calls under every item's (session, request id),
+    read by the caller since it locked them (`writers.Submission`).
     """
     policy = effective_policy(profile) if policy is None else policy
     outcomes, valid = validate_items(
@@ -147,7 +152,10 @@ def store_records(
         catalogue = OnceCatalogue() if catalogue is None else catalogue
         store = writers.choose(len(valid))
         with transaction.atomic(savepoint=locked is None):
-            written = store(writers.Submission(profile, valid, policy, catalogue, locked))
+            submission = writers.Submission(
+                profile, valid, policy, catalogue, locked, read_requests
+            )
+            written = store(submission)
             result.sessions = written.sessions
             _record_metadata(written, valid)
             _conclude(result, outcomes, written, policy, on_commit)

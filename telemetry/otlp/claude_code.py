@@ -224,9 +224,10 @@ def _cc_call(index: int, record: LogLike) -> CallDraft | Rejection:
     session = _cc_session(index, record)
     if isinstance(session, Rejection):
         return session
-    model = _text(attrs.get("model"))
-    if not model:
+    found = _first(("model",), attrs)
+    if found is None:
         return Rejection(index, "model", "is required")
+    model = found[1]
     if len(model) > MAX_ID:
         return Rejection(index, "model", f"must be at most {MAX_ID} characters")
     # Anthropic's usage shape: input_tokens excludes cache reads and writes.

@@ -54,6 +54,7 @@ from typing import Any, Final, Literal, Protocol
 
 from context_core.overflow_limit import valid_window
 from telemetry.cache_diagnostics import record_fields
+from telemetry.errors import FieldError
 from telemetry.session_meta import OTLP_NAMES, from_otlp
 
 # --- inputs (structurally the wire dataclasses) -------------------------------------------------
@@ -199,13 +200,23 @@ def _flag(value: Any) -> bool:
     return value is True or (isinstance(value, str) and value.strip().lower() == "true")
 
 
+NOT_SCALAR: Final = "must be a single value (a string or a number), not an array or a map"
+
+
 def _first(names: Sequence[str], *sources: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The first non-empty string value of `names`, looked up in each source in turn."""
+    """The first non-empty string value of `names`, looked up in each source in turn.
+
+    What it reads names something (a session, a model, a provider, a request), so an array or a
+    map there (valid OTLP, `arrayValue` / `kvlistValue`) raises FieldError naming the attribute
+    (NOT_SCALAR): its Python spelling is no name the agent gave. The item is refused, the rest
+    of the export kept (`map_spans`, `claude_code.map_log_records`)."""
     for source in sources:
         for name in names:
             value = source.get(name)
             if value is None:  # most names are absent: no call for them (`_text(None)` is "")
                 continue
+            if type(value) is list or type(value) is dict:
+                raise FieldError(name, NOT_SCALAR)
             text = _text(value)
             if text:
                 return name, text
@@ -507,65 +518,71 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
     reporter = ""
     resource_nul: str | None = None
     for index, span in enumerate(spans):
-        if isinstance(span, Rejection):
-            out.rejected.append(span)
-            continue
-        attrs = span.attributes
-        if span.name == CLAUDE_CODE_SPAN:
-            _map_claude_code_span(index, span, out, latest, metadata)
-            continue
-        compacted = _flag(attrs.get(COMPACTED))
-        usage, openinference = _token_attributes(attrs)
-        call = _is_call(attrs, bool(usage) or openinference)
-        at = None
-        if compacted or call:
-            if span.resource is not resource:  # the spans of one resource come together
-                resource = span.resource
-                reporter = _reporter(span)
-                resource_nul = _nul_in(resource, "resource.")
-            at = time_of(span.end_ns)
-            start_ns = span.start_ns
-            if start_ns > span.end_ns and start_ns > 0:
-                late = too_late(
-                    index, latest, ("endTimeUnixNano", at), ("startTimeUnixNano", time_of(start_ns))
-                )
-            else:  # it starts when or before it ends (or never): its start is late only if its end is
-                late = too_late(index, latest, ("endTimeUnixNano", at))
-            late = (
-                late
-                or _nul_rejection(index, attrs, resource_nul)
-                or nul_span_name(index, span.name)
-            )
-            if late is not None:
-                out.rejected.append(late)
+        try:
+            if isinstance(span, Rejection):
+                out.rejected.append(span)
                 continue
-            if at is None:  # a call's time: its end, else its start
-                at = time_of(start_ns)
-        if not call:
+            attrs = span.attributes
+            if span.name == CLAUDE_CODE_SPAN:
+                _map_claude_code_span(index, span, out, latest, metadata)
+                continue
+            compacted = _flag(attrs.get(COMPACTED))
+            usage, openinference = _token_attributes(attrs)
+            call = _is_call(attrs, bool(usage) or openinference)
+            at = None
+            if compacted or call:
+                if span.resource is not resource:  # the spans of one resource come together
+                    resource = span.resource
+                    reporter = _reporter(span)
+                    resource_nul = _nul_in(resource, "resource.")
+                at = time_of(span.end_ns)
+                start_ns = span.start_ns
+                if start_ns > span.end_ns and start_ns > 0:
+                    late = too_late(
+                        index,
+                        latest,
+                        ("endTimeUnixNano", at),
+                        ("startTimeUnixNano", time_of(start_ns)),
+                    )
+                else:  # it starts when or before it ends (or never): its start is late only if its end is
+                    late = too_late(index, latest, ("endTimeUnixNano", at))
+                late = (
+                    late
+                    or _nul_rejection(index, attrs, resource_nul)
+                    or nul_span_name(index, span.name)
+                )
+                if late is not None:
+                    out.rejected.append(late)
+                    continue
+                if at is None:  # a call's time: its end, else its start
+                    at = time_of(start_ns)
+            if not call:
+                if compacted:
+                    event = _span_compaction(span, call_request_id=None)
+                    if event is not None:
+                        out.events.append(event)
+                        continue
+                out.ignored += 1
+                continue
+            draft_or_error = _span_call(
+                index,
+                span,
+                compacted,
+                metadata,
+                at,
+                reporter,
+                _completed_usage(attrs, usage, openinference),
+            )
+            if isinstance(draft_or_error, Rejection):
+                out.rejected.append(draft_or_error)
+                continue
+            out.calls.append(draft_or_error)
             if compacted:
-                event = _span_compaction(span, call_request_id=None)
+                event = _span_compaction(span, call_request_id=draft_or_error.request_id)
                 if event is not None:
                     out.events.append(event)
-                    continue
-            out.ignored += 1
-            continue
-        draft_or_error = _span_call(
-            index,
-            span,
-            compacted,
-            metadata,
-            at,
-            reporter,
-            _completed_usage(attrs, usage, openinference),
-        )
-        if isinstance(draft_or_error, Rejection):
-            out.rejected.append(draft_or_error)
-            continue
-        out.calls.append(draft_or_error)
-        if compacted:
-            event = _span_compaction(span, call_request_id=draft_or_error.request_id)
-            if event is not None:
-                out.events.append(event)
+        except FieldError as exc:  # an attribute the call is named by (`_first`)
+            out.rejected.append(Rejection(index, exc.field, exc.message))
     return out
 
 

@@ -32,7 +32,8 @@ from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from telemetry.events import record_context_event
-from telemetry.ingest.call_keys import stored_call_keys
+from telemetry.idempotency import StoredCall
+from telemetry.ingest.call_keys import requests_arrays
 from telemetry.ingest.new_rows import copy_rows
 from telemetry.ingest.pipeline import ingest_records
 from telemetry.ingest.statements import run, vendor
@@ -96,15 +97,20 @@ def store_mapped(
     with transaction.atomic():
         known = _stored_sessions(profile.pk, wanted)
         sessions = lock_sessions(profile, wanted)
-        stored_at = _stored_positions(sessions, calls)
+        read = _read_stored(sessions, calls, mapped.events)
+        stored_at = _stored_positions(sessions, calls, read)
         held = _held_requests(sessions, calls, stored_at)
         if held:
             skipped = {id(c) for c in held}
             calls = [c for c in calls if id(c) not in skipped]
             stored.duplicates += len(held)
             _fill_in_reported_costs(sessions, held)
-        turns, next_call = _number_turns(sessions, calls, mapped.events)
+        turns, next_call = _number_turns(sessions, calls, mapped.events, read)
         records, drafts = _records(sessions, turns, next_call, calls, stored_at)
+        # The stored calls under the records' identities, read above with the sessions locked:
+        # the ingest reads only those at the records' positions. Not for a second chunk, which
+        # must see the calls the first one stored.
+        read_requests = read.calls if read is not None and len(records) <= CHUNK else None
         for start in range(0, len(records), CHUNK):
             # The key's policy and catalogue, remembered per process like the JSON API's.
             result = ingest_records(
@@ -113,6 +119,7 @@ def store_mapped(
                 batch=True,
                 on_commit=on_commit,
                 locked=sessions,  # locked above, in this transaction
+                read_requests=read_requests,
             )
             for item in result.items:
                 draft = drafts[start + item.index]
@@ -187,19 +194,117 @@ def _record_metadata(sessions: dict[str, AgentSession], calls: list[CallDraft]) 
         record_metadata({s.pk: s for s in sessions.values()}, found, "otlp")
 
 
-def _stored_positions(
-    sessions: dict[str, AgentSession], calls: list[CallDraft]
-) -> dict[tuple[int, str], tuple[int, int]]:
-    """(session pk, request id) -> (turn, call) of the drafts' identities already stored.
+KeyRow = tuple[int, str, int, int | None]  # session pk, turn key, its turn, the turn's last call
 
-    On PostgreSQL the ingest's own read of stored keys (`call_keys.stored_call_keys`, each
-    identity probed through its unique index; no ORM compiles it per export)."""
+
+@dataclass(frozen=True, slots=True)
+class StoredRead:
+    """What an export reads of its locked sessions before it numbers anything, in one statement
+    on PostgreSQL (`_read_stored`): the stored calls under its drafts' identities (`StoredCall`:
+    what `call_keys.stored_call_keys` reads of them, tests/db/test_otlp.py holds the two
+    equal), the stored keys of its turn
+    keys with their turns' last calls (`KeyRow`), and each session's last turn (`last_turns`).
+    Each was a statement of its own, and the ingest read the identities again."""
+
+    calls: list[StoredCall]
+    keys: list[KeyRow]
+    ends: dict[int, int | None]
+
+
+def _read_stored(
+    sessions: dict[str, AgentSession], calls: list[CallDraft], events: list[EventDraft]
+) -> StoredRead | None:
+    """`_stored_read` of every draft's identity and turn key (held requests' included: read
+    before they are known), and of their sessions; None elsewhere than on PostgreSQL."""
+    requests = sorted({(sessions[c.session_id].id, c.request_id) for c in calls})
+    pairs = {(sessions[c.session_id].id, c.turn_key) for c in calls}
+    pairs.update((sessions[e.session_id].id, e.turn_key) for e in events if e.turn_key is not None)
+    return _stored_read({sid for sid, _ in pairs}, {k for _, k in pairs}, requests)
+
+
+def _stored_read(
+    session_ids: set[int], keys: set[str], requests: list[tuple[int, str]]
+) -> StoredRead | None:
+    """The `StoredRead` of the calls under `requests`, the stored `keys` of `session_ids` and
+    those sessions' last turns: one statement on PostgreSQL whose text never varies (no ORM
+    compiles it per export), None elsewhere (the ORM's reads: `_stored_positions`,
+    `_turn_keys_orm` and `last_turns`; tests/db/test_otlp.py holds them equal). Each probe is
+    an index probe or a `LIMIT 1` walk down the end of a unique index."""
+    if vendor() != "postgresql":
+        return None
+    if not requests and not keys:
+        return StoredRead([], [], {})
+    ids = sorted(session_ids)
+    asked = sorted({sid for sid, _ in requests})
+    found = run(
+        _stored_read_sql(),
+        [ids, text_array(sorted(keys)), ids, *requests_arrays(requests), asked],
+        prepare=False,
+    )
+    read = StoredRead([], [], {})
+    for kind, sid, text, turn, number, digest in found:
+        if kind == _KEY:
+            read.keys.append((sid, text, turn, number))
+        elif kind == _END:  # its last derived turn and its last key's turn
+            read.ends[sid] = _last_turn(turn, number)
+        else:
+            read.calls.append((sid, turn, number, text, digest))
+    return read
+
+
+# `_stored_read_sql`'s rows: a turn key, a session's end, a stored call.
+_KEY, _END, _CALL = 0, 1, 2
+
+
+@functools.cache
+def _stored_read_sql() -> str:
+    quote = connection.ops.quote_name
+
+    def names(model: type[Any], *attnames: str) -> list[str]:
+        by_attname = {f.attname: f for f in model._meta.concrete_fields}
+        return [quote(model._meta.db_table), *(quote(by_attname[a].column) for a in attnames)]
+
+    keys, k_session, k_key, k_turn = names(TurnKey, "session_id", "key", "turn")
+    calls, c_session, c_turn, c_call, c_request, c_digest = names(
+        LLMCall, "session_id", "turn", "call", "request_id", "payload_hash"
+    )
+    turns, t_session, t_turn = names(Turn, "session_id", "turn")
+    # The calls under the requests: `call_keys.stored_call_keys`' probe of each identity
+    # through its unique index (LATERAL, kept from being flattened by `OFFSET 0`), asked only
+    # of the sessions that hold a call (one `LIMIT 1` probe each): an export's sessions are
+    # often new, holding nothing any of their identities' probes could find.
+    holding = (
+        f"SELECT s.sid FROM unnest(%s::bigint[]) AS s (sid) "
+        f"WHERE EXISTS (SELECT FROM {calls} AS c WHERE c.{c_session} = s.sid)"
+    )
+    # (kind, session, key or request id, turn, the key's turn's last call / the session's last
+    # key's turn / the call, the call's payload hash)
+    return (
+        f"SELECT {_KEY}, k.{k_session}, k.{k_key}, k.{k_turn}, (SELECT c.{c_call} FROM {calls} "
+        f"AS c WHERE c.{c_session} = k.{k_session} AND c.{c_turn} = k.{k_turn} "
+        f"ORDER BY c.{c_call} DESC LIMIT 1), NULL::bytea FROM {keys} AS k "
+        f"WHERE k.{k_session} = ANY(%s::bigint[]) AND k.{k_key} = ANY(%s::text[]) "
+        f"UNION ALL SELECT {_END}, s.sid, NULL, (SELECT t.{t_turn} FROM {turns} AS t "
+        f"WHERE t.{t_session} = s.sid ORDER BY t.{t_turn} DESC LIMIT 1), "
+        f"(SELECT k.{k_turn} FROM {keys} AS k WHERE k.{k_session} = s.sid "
+        f"ORDER BY k.{k_turn} DESC LIMIT 1), NULL FROM unnest(%s::bigint[]) AS s (sid) "
+        f"UNION ALL SELECT {_CALL}, c.{c_session}, c.{c_request}, c.{c_turn}, c.{c_call}, "
+        f"c.{c_digest} FROM unnest(%s::bigint[], %s::text[]) AS k (sid, rid) CROSS JOIN "
+        f"LATERAL (SELECT c.{c_session}, c.{c_request}, c.{c_turn}, c.{c_call}, c.{c_digest} "
+        f"FROM {calls} AS c WHERE c.{c_session} = k.sid "
+        f"AND c.{c_request} = k.rid OFFSET 0) AS c WHERE k.sid IN ({holding})"
+    )
+
+
+def _stored_positions(
+    sessions: dict[str, AgentSession], calls: list[CallDraft], read: StoredRead | None
+) -> dict[tuple[int, str], tuple[int, int]]:
+    """(session pk, request id) -> (turn, call) of the drafts' identities already stored: from
+    `read` on PostgreSQL, else the ORM's read."""
+    if read is not None:
+        return {(sid, rid or ""): (turn, call) for sid, turn, call, rid, _ in read.calls}
     if not calls:
         return {}
-    requests = sorted({(sessions[c.session_id].id, c.request_id) for c in calls})
-    found = stored_call_keys(LLMCall, [], requests)
-    if found is not None:
-        return {(sid, rid or ""): (turn, call) for sid, turn, call, rid, _ in found}
     return {
         (sid, rid or ""): (turn, call)
         for sid, rid, turn, call in LLMCall.objects.filter(
@@ -251,14 +356,16 @@ def _number_turns(
     sessions: dict[str, AgentSession],
     calls: list[CallDraft],
     events: list[EventDraft],
+    read: StoredRead | None,
 ) -> tuple[dict[tuple[int, str], int], dict[tuple[int, int], int]]:
     """(session pk, turn key) -> turn number; new keys numbered after the session's last turn
     (from 0 in a session without turns, as on every door: docs/concepts.md), in the order of
     their earliest call (events without calls sort by their time).
 
     And (session pk, turn) -> the turn's next free call number, for the turns of keys already
-    numbered that hold calls, read with the keys (one statement, not two): a key numbered now
-    names a turn after the session's last, which holds no call yet."""
+    numbered that hold calls, read with the keys: a key numbered now names a turn after the
+    session's last, which holds no call yet. The keys and the sessions' ends are `read`'s on
+    PostgreSQL (a superset: of every draft, held ones included), else the ORM's reads."""
     earliest: dict[tuple[int, str], tuple[int, str]] = {}
     for call in calls:
         pair = (sessions[call.session_id].id, call.turn_key)
@@ -275,10 +382,12 @@ def _number_turns(
     session_ids = {sid for sid, _ in earliest}
     known: dict[tuple[int, str], int] = {}
     next_call: dict[tuple[int, int], int] = {}
-    keys = {k for _, k in earliest}
-    read = _turn_keys_and_ends(session_ids, keys)
     # elsewhere than on PostgreSQL the ORM's reads: the sessions' ends only when a key is new
-    rows, ends = read if read is not None else (_turn_keys_orm(session_ids, keys), None)
+    rows, ends = (
+        (read.keys, read.ends)
+        if read is not None
+        else (_turn_keys_orm(session_ids, {k for _, k in earliest}), None)
+    )
     for sid, key, turn, top in rows:
         known[(sid, key)] = turn
         if top is not None:
@@ -313,11 +422,8 @@ def _insert_turn_keys(rows: list[tuple[int, str, int]]) -> None:
     )
 
 
-KeyRow = tuple[int, str, int, int | None]  # session pk, turn key, its turn, the turn's last call
-
-
 def _turn_keys_orm(session_ids: set[int], keys: set[str]) -> list[KeyRow]:
-    """The rows of `_turn_keys_and_ends` through the ORM (SQLite; `last_turns` the ends)."""
+    """`StoredRead.keys` through the ORM (SQLite; `last_turns` the ends)."""
     # each key's turn's last call: a `LIMIT 1` walk down the calls' (session, turn, call) index
     top_call = LLMCall.objects.filter(
         session_id=OuterRef("session_id"), turn=OuterRef("turn")
@@ -326,51 +432,6 @@ def _turn_keys_orm(session_ids: set[int], keys: set[str]) -> list[KeyRow]:
         TurnKey.objects.filter(session_id__any_of=session_ids, key__any_of=keys)
         .annotate(top=Subquery(top_call.values("call")[:1]))
         .values_list("session_id", "key", "turn", "top")
-    )
-
-
-def _turn_keys_and_ends(
-    session_ids: set[int], keys: set[str]
-) -> tuple[list[KeyRow], dict[int, int | None]] | None:
-    """(session, key, turn, the turn's last call or None) of the stored `keys` of
-    `session_ids`, and each session's last turn (`last_turns`), in one statement on
-    PostgreSQL (None elsewhere: `_turn_keys_orm` and `last_turns`); its text never varies, so no ORM
-    compiles it on every export. The same reads as the ORM's (tests/db/test_otlp.py holds
-    them equal): each probe is a `LIMIT 1` walk down the end of a unique index."""
-    if vendor() != "postgresql":
-        return None
-    ids = sorted(session_ids)
-    found = run(_turn_keys_and_ends_sql(), [ids, text_array(sorted(keys)), ids], prepare=False)
-    rows: list[KeyRow] = []
-    ends: dict[int, int | None] = {}
-    for sid, key, turn, top in found:
-        if key is None:  # a session's row: its last derived turn and its last key's turn
-            ends[sid] = _last_turn(turn, top)
-        else:
-            rows.append((sid, key, turn, top))
-    return rows, ends
-
-
-@functools.cache
-def _turn_keys_and_ends_sql() -> str:
-    quote = connection.ops.quote_name
-
-    def names(model: type[Any], *attnames: str) -> list[str]:
-        by_attname = {f.attname: f for f in model._meta.concrete_fields}
-        return [quote(model._meta.db_table), *(quote(by_attname[a].column) for a in attnames)]
-
-    keys, k_session, k_key, k_turn = names(TurnKey, "session_id", "key", "turn")
-    calls, c_session, c_turn, c_call = names(LLMCall, "session_id", "turn", "call")
-    turns, t_session, t_turn = names(Turn, "session_id", "turn")
-    return (
-        f"SELECT k.{k_session}, k.{k_key}, k.{k_turn}, (SELECT c.{c_call} FROM {calls} AS c "
-        f"WHERE c.{c_session} = k.{k_session} AND c.{c_turn} = k.{k_turn} "
-        f"ORDER BY c.{c_call} DESC LIMIT 1) FROM {keys} AS k "
-        f"WHERE k.{k_session} = ANY(%s::bigint[]) AND k.{k_key} = ANY(%s::text[]) "
-        f"UNION ALL SELECT s.sid, NULL, (SELECT t.{t_turn} FROM {turns} AS t "
-        f"WHERE t.{t_session} = s.sid ORDER BY t.{t_turn} DESC LIMIT 1), "
-        f"(SELECT k.{k_turn} FROM {keys} AS k WHERE k.{k_session} = s.sid "
-        f"ORDER BY k.{k_turn} DESC LIMIT 1) FROM unnest(%s::bigint[]) AS s (sid)"
     )
 
 

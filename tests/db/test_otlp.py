@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from pytest_django.live_server_helper import LiveServer
 
@@ -176,6 +176,33 @@ def test_non_genai_spans_are_ignored_not_rejected_and_missing_attributes_are_rej
     assert not AgentSession.objects.filter(external_id="refused").exists()
 
 
+def test_a_session_or_model_sent_as_an_array_or_a_map_is_refused_naming_it(make_agent):
+    """OTLP lets an attribute be a kvlistValue or arrayValue; as a session id or a model it names
+    nothing, so the span is refused naming the attribute, in protobuf and in JSON, and the rest
+    of the export is stored."""
+    agent = make_agent()
+    nested = pb_span(DONE_WHEN, span="b" * 16)
+    for attribute in nested.attributes:
+        if attribute.key == "gen_ai.conversation.id":
+            attribute.value.CopyFrom(
+                AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key="k", value=_any("v"))]))
+            )
+    response = post(agent, TRACES, pb_traces(nested, pb_span(DONE_WHEN, span="c" * 16)))
+    assert partial(response)[0] == 1
+    assert "item 0: gen_ai.conversation.id: must be a single value" in partial(response)[1]
+
+    listed = json_span({**DONE_WHEN, "gen_ai.conversation.id": "json"}, span="d" * 16)
+    for attribute in listed["attributes"]:
+        if attribute["key"] == "gen_ai.request.model":
+            attribute["value"] = {"arrayValue": {"values": [{"stringValue": "claude"}]}}
+    answered = post(agent, TRACES, json_traces(listed), json_body=True)
+    assert partial(answered)[0] == 1
+    assert "item 0: gen_ai.request.model: must be a single value" in partial(answered)[1]
+    assert list(LLMCall.objects.values_list("session__external_id", "model")) == [
+        (DONE_WHEN["gen_ai.conversation.id"], DONE_WHEN["gen_ai.request.model"])
+    ]
+
+
 def test_exclusive_and_inclusive_counts(make_agent):
     agent = make_agent()
     inclusive = {**DONE_WHEN, "gen_ai.conversation.id": "inc"}
@@ -238,6 +265,36 @@ def test_5000_spans_in_one_export_are_5000_calls_and_a_replay_adds_none(make_age
     assert partial(replay) == (0, "")
     assert LLMCall.objects.count() == 5000
     assert AgentSession.objects.get(external_id="big-3").calls_count == 500
+
+
+def test_a_span_again_in_a_later_chunk_of_its_export_is_its_duplicate_or_conflict(
+    make_agent, settings
+):
+    """An export of more calls than one ingest chunk (`store.CHUNK`): a span again in a later
+    chunk, of a call the first chunk stored or one stored before, is a duplicate, and a changed
+    one a conflict of its request id, as within one chunk."""
+    from telemetry.otlp.store import CHUNK
+
+    agent = make_agent()
+    settings.OTLP_MAX_ITEMS_PER_EXPORT = CHUNK + 4  # and the resource and scope envelopes
+
+    def span(i: int, output: int = 50) -> Any:
+        attrs = {
+            **DONE_WHEN,
+            "gen_ai.conversation.id": "chunks",
+            "gen_ai.usage.output_tokens": output,
+        }
+        return pb_span(attrs, trace=f"{i // 10:032x}", span=f"{i + 1:016x}", start=T0 + i)
+
+    first = [span(i) for i in range(CHUNK)]
+    response = post(agent, TRACES, pb_traces(*first, span(0)))
+    assert response.status_code == 200 and partial(response) == (0, "")
+    assert LLMCall.objects.count() == CHUNK
+    response = post(agent, TRACES, pb_traces(span(CHUNK), *first[1:], span(1), span(CHUNK, 51)))
+    rejected, message = partial(response)
+    assert response.status_code == 200 and rejected == 1, message
+    assert f"item {CHUNK + 1}: request_id: already stored with different content" in message
+    assert LLMCall.objects.count() == CHUNK + 1
 
 
 def test_a_changed_span_under_a_stored_id_is_rejected_as_a_conflict(make_agent):
@@ -827,15 +884,18 @@ def test_last_turns_reads_each_sessions_end_of_its_turn_index(make_agent):
         assert plan.count("Limit") == 2 and "Backward" in plan, plan
 
 
-def test_the_one_statement_read_of_turn_keys_is_the_orms_two(make_agent):
-    """On PostgreSQL `_number_turns` reads the keys' turns with their last calls and the
-    sessions' last turns in one statement (`_turn_keys_and_ends`): the same rows as the ORM's
-    key read (`_turn_keys_orm`) and `last_turns`, over a key whose turn holds calls, a key
-    without calls, a key asked of another session, a session ahead by its keys and one with
-    nothing stored."""
+def test_the_one_statement_read_of_an_export_is_the_orms_three(make_agent):
+    """On PostgreSQL an export reads the calls under its identities, its keys' turns with their
+    last calls and the sessions' last turns in one statement (`_stored_read`): the same rows as
+    the ingest's read of stored keys (`stored_call_keys`) and the ORM's, the ORM's key read
+    (`_turn_keys_orm`) and `last_turns`, over a key whose turn holds calls, a key without
+    calls, a key asked of another session, a session ahead by its keys and one with nothing
+    stored, and identities stored, not stored and stored in another session."""
     from django.db import connection
 
-    from telemetry.otlp.store import _turn_keys_and_ends, _turn_keys_orm, last_turns
+    from telemetry.ingest.call_keys import stored_call_keys
+    from telemetry.models import LLMCall
+    from telemetry.otlp.store import _stored_read, _turn_keys_orm, last_turns
 
     if connection.vendor != "postgresql":
         pytest.skip("the one-statement read is PostgreSQL's; elsewhere the ORM's reads are used")
@@ -860,12 +920,16 @@ def test_the_one_statement_read_of_turn_keys_is_the_orms_two(make_agent):
     TurnKey.objects.create(session=ahead, key="k-ahead", turn=4)
     ids = {one.pk, ahead.pk, empty.pk}
     keys = {f"trace:{'a' * 32}", f"trace:{'b' * 32}", "k-none", "k-ahead", "k-missing"}
-    read = _turn_keys_and_ends(ids, keys)
+    a2, b1 = f"{'a' * 32}/{'a2' * 8}", f"{'b' * 32}/{'b1' * 8}"
+    # the identities of a session holding calls, and of two holding none (not probed)
+    requests = sorted(
+        [(one.pk, a2), (one.pk, b1), (one.pk, "none"), (ahead.pk, a2), (empty.pk, b1)]
+    )
+    read = _stored_read(ids, keys, requests)
     assert read is not None
-    rows, ends = read
-    assert sorted(rows) == sorted(_turn_keys_orm(ids, keys))
-    assert ends == last_turns(ids) == {one.pk: 7, ahead.pk: 4, empty.pk: None}
-    assert sorted(rows) == sorted(
+    assert sorted(read.keys) == sorted(_turn_keys_orm(ids, keys))
+    assert read.ends == last_turns(ids) == {one.pk: 7, ahead.pk: 4, empty.pk: None}
+    assert sorted(read.keys) == sorted(
         [
             (one.pk, f"trace:{'a' * 32}", 0, 1),
             (one.pk, f"trace:{'b' * 32}", 1, 0),
@@ -873,6 +937,14 @@ def test_the_one_statement_read_of_turn_keys_is_the_orms_two(make_agent):
             (ahead.pk, "k-ahead", 4, None),
         ]
     )
+    orm = LLMCall.objects.filter(session_id=one.pk, request_id__in=[a2, b1]).values_list(
+        "session_id", "turn", "call", "request_id", "payload_hash"
+    )
+    assert sorted(read.calls) == sorted(stored_call_keys(LLMCall, [], requests) or [])
+    assert sorted(read.calls) == sorted((*row[:4], bytes(row[4])) for row in orm)
+    assert [row[:4] for row in sorted(read.calls)] == [(one.pk, 0, 1, a2), (one.pk, 1, 0, b1)]
+    nothing = _stored_read(set(), set(), [])
+    assert nothing is not None and (nothing.calls, nothing.keys, nothing.ends) == ([], [], {})
 
 
 def test_the_stored_sessions_read_is_the_orms(make_agent):

@@ -39,7 +39,7 @@ def store(sub: Submission) -> Written:
     sessions = sessions_of(sub)
     # each session's id once: `.pk` is a property call (docs/performance.md, P1)
     pk_of = {external_id: session.pk for external_id, session in sessions.items()}
-    keys = read_keys(sub.valid, pk_of)
+    keys = read_keys(sub, pk_of)
     decided, created = decide(keys, sub.valid, pk_of)
     now = timezone.now()
     rows: list[CallRow] = []

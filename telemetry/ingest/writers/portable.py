@@ -39,7 +39,7 @@ def store(sub: Submission) -> Written:
     """Store the new records of `sub` (see the module's note)."""
     sessions = sessions_of(sub)
     pk_of = {external_id: session.pk for external_id, session in sessions.items()}
-    keys = read_keys(sub.valid, pk_of)
+    keys = read_keys(sub, pk_of)
     decided, created = decide(keys, sub.valid, pk_of)
     now = timezone.now()
     calls: list[LLMCall] = []

@@ -11,7 +11,7 @@ from typing import Any
 from telemetry import session_state
 from telemetry.catalogue import OnceCatalogue
 from telemetry.derivation import advance_session_figures, derive_session_figures
-from telemetry.idempotency import StoredKeys
+from telemetry.idempotency import StoredCall, StoredKeys
 from telemetry.ingest import statements
 from telemetry.models import AgentProfile, AgentSession, Turn
 from telemetry.policy_rules import PolicyValues
@@ -22,13 +22,18 @@ from telemetry.window_resolution import resolve_window
 @dataclass(frozen=True, slots=True)
 class Submission:
     """The valid records of one submission for `profile`, with what storing them reads.
-    `locked`: sessions the caller already holds locked in its transaction, by external id."""
+    `locked`: sessions the caller already holds locked in its transaction, by external id.
+    `read_requests`: the stored calls under every record's (session, request id), read by the
+    caller in this transaction since it locked their sessions (`locked`), so no other writer
+    can have stored one since (OTLP reads them to number its calls); `read_keys` then reads
+    only the calls at the records' positions. None: it reads both."""
 
     profile: AgentProfile
     valid: Sequence[ValidRecord]
     policy: PolicyValues
     catalogue: OnceCatalogue
     locked: dict[str, AgentSession] | None
+    read_requests: Sequence[StoredCall] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +58,15 @@ def sessions_of(sub: Submission) -> dict[str, AgentSession]:
     return session_state.lock_sessions(sub.profile, wanted)
 
 
-def read_keys(valid: Sequence[ValidRecord], pk_of: dict[str, int]) -> StoredKeys:
-    """The stored keys the records may collide with (one read)."""
+def read_keys(sub: Submission, pk_of: dict[str, int]) -> StoredKeys:
+    """The stored keys the records may collide with (one read; of their positions alone when
+    the caller read the calls under their request ids, `Submission.read_requests`)."""
+    valid = sub.valid
+    positions = {(pk_of[v.record.session_id], v.record.turn) for v in valid}
+    if sub.read_requests is not None:
+        return StoredKeys(positions, (), read=sub.read_requests)
     return StoredKeys(
-        {(pk_of[v.record.session_id], v.record.turn) for v in valid},
+        positions,
         {
             (pk_of[v.record.session_id], v.record.request_id)
             for v in valid

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from telemetry.otlp.claude_code import map_log_records
 from telemetry.otlp.mapping import (
+    CLAUDE_CODE_SPAN,
+    NOT_SCALAR,
     NUL_MESSAGE,
     SHOWN_CHARS,
     ResourceMetadata,
@@ -319,6 +321,9 @@ attr_values = st.one_of(
     st.text(max_size=5),
     st.booleans(),
     st.none(),
+    # OTLP's arrayValue and kvlistValue, as the wire decodes them
+    st.lists(st.text(max_size=3), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2),
 )
 attr_names = st.sampled_from(
     [
@@ -408,6 +413,44 @@ def test_a_session_id_the_api_cannot_address_is_rejected_naming_the_attribute():
     assert rejection.field == "gen_ai.conversation.id" and "'/'" in rejection.message
     logged = map_log_records([log({**CC_REQUEST, "session.id": "x" * 201})])
     assert [r.field for r in logged.rejected] == ["session.id"]
+
+
+def test_an_array_or_map_where_a_name_belongs_is_refused_naming_it_the_rest_kept():
+    """OTLP lets any attribute be an arrayValue or kvlistValue; a session, model or request id
+    given so is refused naming the attribute, never stored as its Python spelling."""
+    cc_span = {**CC_REQUEST, "session.id": "cc-span"}
+    mapped = map_spans(
+        [
+            span({**GENAI, "gen_ai.conversation.id": {"k": "v"}}, span_id="1" * 16),
+            span({**GENAI, "gen_ai.request.model": ["claude", "opus"]}, span_id="2" * 16),
+            span(
+                {k: v for k, v in GENAI.items() if k != "gen_ai.conversation.id"},
+                span_id="3" * 16,
+                resource={"session.id": ["a"]},
+            ),
+            span({**cc_span, "session.id": {"id": "x"}}, span_id="4" * 16, name=CLAUDE_CODE_SPAN),
+            span(GENAI, span_id="5" * 16),
+        ]
+    )
+    assert [(r.index, r.field, r.message) for r in mapped.rejected] == [
+        (0, "gen_ai.conversation.id", NOT_SCALAR),
+        (1, "gen_ai.request.model", NOT_SCALAR),
+        (2, "session.id", NOT_SCALAR),
+        (3, "session.id", NOT_SCALAR),
+    ]
+    assert [c.session_id for c in mapped.calls] == ["s1"]
+    logged = map_log_records(
+        [
+            log({**CC_REQUEST, "session.id": {"k": "v"}}),
+            log({**CC_REQUEST, "model": [1]}),
+            log(CC_REQUEST),
+        ]
+    )
+    assert [(r.field, r.message) for r in logged.rejected] == [
+        ("session.id", NOT_SCALAR),
+        ("model", NOT_SCALAR),
+    ]
+    assert [c.session_id for c in logged.calls] == ["cc-1"]
 
 
 _META_NAMES = sorted(OTLP_NAMES) + ["gen_ai.request.model", "other.name"]

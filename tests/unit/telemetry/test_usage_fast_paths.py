@@ -1,8 +1,9 @@
 """The fast paths of usage normalisation against the general ones they stand before (oracles):
 `NormalizedUsage`'s one-expression check of its counts raises what the check per count
-raises, first failing count first; the key inference answers as the full scan does; a call
-without iterations, edits or output items reads as the general path reads it; and Anthropic's
-usual four counts read as `_normalize` reads them, errors included."""
+raises, first failing count first; `_checked_usage` makes the instance the constructor makes;
+the key inference answers as the full scan does; a call without iterations, edits or output
+items reads as the general path reads it; and Anthropic's usual four counts read as
+`_normalize` reads them, errors included."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from telemetry.usage import (
     PROVIDERS,
     NormalizedUsage,
     _check_count,
+    _checked_usage,
     _has_otel_keys,
     _infer_from_keys,
     _normalize,
@@ -65,6 +67,26 @@ def test_counts_are_refused_as_the_check_per_count_refused_them(provider, values
         assert expected is None
         assert usage.context_tokens == sum(values[:4])
         assert usage.context_tokens == usage.uncached_input + usage.cache_read + usage.cache_write
+
+
+@given(
+    provider=st.sampled_from(PROVIDERS),
+    values=st.lists(
+        st.one_of(st.integers(0, MAX_TOKENS), st.sampled_from([0, MAX_TOKENS])),
+        min_size=5,
+        max_size=5,
+    ),
+    reported=st.booleans(),
+)
+def test_a_checked_usage_is_the_instance_the_constructor_makes(provider, values, reported):
+    u, r, w5, w1, o = values
+    made = _checked_usage(provider, u, r, w5, w1, o, reported)
+    expected = NormalizedUsage(provider, u, r, w5, w1, o, None, reported)
+    # every field, by name (one left unset would raise here), and the instance's own behaviour
+    for name in NormalizedUsage.__dataclass_fields__:
+        assert getattr(made, name) == getattr(expected, name), name
+    assert (made, hash(made), repr(made)) == (expected, hash(expected), repr(expected))
+    assert type(made) is NormalizedUsage and made.context_tokens == expected.context_tokens
 
 
 def _infer_oracle(usage: dict[str, Any]) -> str | None:
@@ -166,6 +188,22 @@ def _normalized_or_error(read: Any, usage: Any, **options: Any) -> Any:
 )
 @example(dict.fromkeys(_USUAL_KEYS, MAX_TOKENS), None, None, "5m")
 @example({**dict.fromkeys(_USUAL_KEYS, 0), "output_tokens": MAX_TOKENS + 1}, None, None, "5m")
+@example({**dict.fromkeys(_USUAL_KEYS, 0), "input_tokens": MAX_TOKENS + 1}, None, None, "5m")
+@example(
+    {**dict.fromkeys(_USUAL_KEYS, 0), "cache_read_input_tokens": MAX_TOKENS + 1}, None, None, "1h"
+)
+@example(
+    {**dict.fromkeys(_USUAL_KEYS, 0), "cache_creation_input_tokens": MAX_TOKENS + 1},
+    None,
+    None,
+    "5m",
+)
+@example(
+    {**dict.fromkeys(_USUAL_KEYS, 0), "cache_creation_input_tokens": MAX_TOKENS + 1},
+    None,
+    None,
+    "1h",
+)
 @example(dict.fromkeys(_USUAL_KEYS, MAX_TOKENS + 1), None, None, "1h")
 @example({**dict.fromkeys(_USUAL_KEYS, 0), "output_tokens": -1}, None, None, "5m")
 @example({**dict.fromkeys(_USUAL_KEYS, 0), "cache_read_input_tokens": -1}, None, None, "5m")
