@@ -92,12 +92,25 @@ def on_interval(
     """What places a bar over its bucket [start, start + step): x at the start (its wall time
     in `zone`), no offset, the step as width (plotly takes both in milliseconds on a date axis),
     and each interval in words for the hover."""
+    x, customdata = _on_interval(tuple(starts), step, zone, zone_label)
     return {
-        "x": [start.astimezone(zone).isoformat() for start in starts],
+        "x": list(x),
         "offset": 0,
         "width": step.total_seconds() * 1000,
-        "customdata": [_interval(start, step, zone, zone_label) for start in starts],
+        "customdata": list(customdata),
     }
+
+
+# The overview's three charts place the same buckets (its day buckets are the compactions'
+# days), on every refresh: each placement is worked out once, and each call gets lists of its own.
+@lru_cache(maxsize=64)
+def _on_interval(
+    starts: tuple[datetime, ...], step: timedelta, zone: tzinfo, zone_label: str
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return (
+        tuple(start.astimezone(zone).isoformat() for start in starts),
+        tuple(_interval(start, step, zone, zone_label) for start in starts),
+    )
 
 
 def mid_interval(
@@ -109,14 +122,25 @@ def mid_interval(
 ) -> dict[str, Any]:
     """What places a line's point in the middle of its bucket (of the part of it inside `span`,
     so a point is never off the axis), with the bucket's interval for the hover."""
-    span = whole_minutes(span)  # the axis's
+    x, customdata = _mid_interval(tuple(starts), step, zone, zone_label, whole_minutes(span))
+    return {"x": list(x), "customdata": list(customdata)}
+
+
+@lru_cache(maxsize=64)
+def _mid_interval(
+    starts: tuple[datetime, ...],
+    step: timedelta,
+    zone: tzinfo,
+    zone_label: str,
+    span: Span | None,  # the axis's (`whole_minutes`)
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     # the span's ends on the wall clock of `zone` (aware, and as plotly reads them), once for
     # every point
     walls = None if span is None else tuple(_wall(at.astimezone(zone)) for at in span)
-    return {
-        "x": [_middle(start, step, zone, walls).isoformat() for start in starts],
-        "customdata": [_interval(start, step, zone, zone_label) for start in starts],
-    }
+    return (
+        tuple(_middle(start, step, zone, walls).isoformat() for start in starts),
+        tuple(_interval(start, step, zone, zone_label) for start in starts),
+    )
 
 
 def _wall(at: datetime) -> tuple[datetime, datetime]:

@@ -77,6 +77,7 @@ ORIGINS: Final = (
     ("agent", "agent"),
     ("provider", "provider"),
 )
+_ORIGIN_KEYS: Final = tuple(key for key, _ in ORIGINS)
 
 
 @dataclass
@@ -238,7 +239,12 @@ _TOTALS: Final[dict[str, Any]] = {
     "no_cache": Sum("no_cache_cost_usd"),
     "unpriced": Sum("unpriced_calls"),
 }
-_SUMS: Final[dict[str, Any]] = {**_TOTALS, **{f"c_{key}": Sum(f"cost_{key}") for key in COST_KEYS}}
+# each cost bucket and its column in the spend statement's rows
+_COST_COLUMNS: Final = tuple((key, f"c_{key}") for key in COST_KEYS)
+_SUMS: Final[dict[str, Any]] = {
+    **_TOTALS,
+    **{column: Sum(f"cost_{key}") for key, column in _COST_COLUMNS},
+}
 
 
 def _per_profile(policies: Policies, name: str) -> Any:
@@ -571,8 +577,8 @@ def _spend_from(
         entry.denominator += row["denominator"] or 0
         entry.reported += row["reported"] or 0
         entry.unpriced += row["unpriced"] or 0
-        for key in COST_KEYS:
-            entry.costs[key] += row[f"c_{key}"] or 0
+        for key, column in _COST_COLUMNS:
+            entry.costs[key] += row[column] or 0
         entry.saved += (row["no_cache"] or 0) - (row["cost"] or 0)
     return per_bucket, spend
 
@@ -592,7 +598,7 @@ def _spend_query(
         .order_by()
     )
     # a profile's line has no cost by bucket: those columns are null, not summed
-    no_costs = {f"c_{key}": Value(None, output_field=DecimalField()) for key in COST_KEYS}
+    no_costs = {column: Value(None, output_field=DecimalField()) for _, column in _COST_COLUMNS}
     per_profile = (
         rows.annotate(p=F("profile_id"), b=none)
         .values("p", "b")
@@ -644,11 +650,9 @@ def _compactions_from(
     rows = result.dicts()
     days_of = Period(period.start, period.end, period.zone, compare=False)
     per_day: dict[datetime, dict[str, Any]] = {
-        start: {"counts": dict.fromkeys(k for k, _ in ORIGINS), "freed": 0, "failures": 0}
+        start: {"counts": dict.fromkeys(_ORIGIN_KEYS, 0), "freed": 0, "failures": 0}
         for start in _local_days(days_of)
     }
-    for entry in per_day.values():
-        entry["counts"] = dict.fromkeys((k for k, _ in ORIGINS), 0)
 
     def add(d: datetime, origin: str, n: int, freed: int, failures: int) -> None:
         # the database's local midnight, as the UTC instant the axis holds

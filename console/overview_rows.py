@@ -7,17 +7,20 @@ localisation, and each link a `{% url %}` and a query tag: that was more CPU tha
 the page's rendering. The markup is the former template's, byte for byte:
 `tests/db/test_overview_rows.py` renders that template beside these for every kind of row.
 As in `console.session_rows`, the standard library's `html.escape` is what Django's `escape`
-calls, without its lazy-string wrapper.
+calls, without its lazy-string wrapper; a time, a count, dollars and a percentage (`minute`,
+`tokens`, `money`, `percent`) are digits and punctuation with nothing to escape, and go in as
+they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, tzinfo
+from functools import lru_cache
 from html import escape
 from urllib.parse import quote
 
-from django.urls import reverse
+from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timezone import get_current_timezone, localtime
 
@@ -74,25 +77,38 @@ def bucket_rows(buckets: Iterable[Bucket], links: Iterable[str]) -> list[SafeStr
     rows = []
     zone = get_current_timezone()
     for bucket, link in zip(buckets, links, strict=True):
-        when = escape(minute(bucket.start, zone))
+        when = minute(bucket.start, zone)
         rows.append(
             _safe(
-                f'<tr><td>{when}</td><td class="num">{escape(tokens(bucket.calls))}</td>'
-                f'<td class="num">{escape(money(bucket.cost))}</td>'
-                f'<td class="num">{escape(money(bucket.saved))}</td>'
-                f'<td class="num">{escape(percent(bucket.hit, 1))}</td>'
+                f'<tr><td>{when}</td><td class="num">{tokens(bucket.calls)}</td>'
+                f'<td class="num">{money(bucket.cost)}</td>'
+                f'<td class="num">{money(bucket.saved)}</td>'
+                f'<td class="num">{percent(bucket.hit, 1)}</td>'
                 f'<td><a href="{escape(link)}" class="drill">the sessions of {when}</a></td></tr>'
             )
         )
     return rows
 
 
+def table_body(rows: Iterable[SafeString], indent: str) -> SafeString:
+    """`rows` as a template's `{% for row in rows %}` loop of `\n{indent}{{ row }}\n{indent}`
+    writes them: a page of many rows places them at once, not a row at a time."""
+    return _safe("".join(f"\n{indent}{row}\n{indent}" for row in rows))
+
+
 def _session_cell(session: AgentSession) -> str:
-    href = escape(reverse("session", args=[session.pk]))
+    href = _session_href(get_script_prefix(), get_urlconf(), session.pk)
     return (
         f'<td><a href="{href}" class="mono">{escape(truncated(session.external_id, 32))}</a></td>'
         f"<td>{escape(session.profile.name)}</td>"
     )
+
+
+@lru_cache(maxsize=1024)
+def _session_href(prefix: str, urlconf: str | None, pk: int) -> str:
+    """The session page's address, escaped: reversed once for a session drawn on every refresh
+    (the address depends on the script prefix and URLconf `reverse` reads, and the pk)."""
+    return escape(reverse("session", args=[pk]))
 
 
 def top_cost_rows(sessions: Iterable[AgentSession]) -> list[SafeString]:
@@ -100,8 +116,8 @@ def top_cost_rows(sessions: Iterable[AgentSession]) -> list[SafeString]:
     zone = get_current_timezone()
     return [
         _safe(
-            f'<tr>{_session_cell(s)}<td class="num">{escape(money(s.cost_usd))}</td>'
-            f'<td class="small">{escape(minute(s.last_seen_at, zone))}</td></tr>'
+            f'<tr>{_session_cell(s)}<td class="num">{money(s.cost_usd)}</td>'
+            f'<td class="small">{minute(s.last_seen_at, zone)}</td></tr>'
         )
         for s in sessions
     ]
@@ -116,7 +132,7 @@ def top_pressure_rows(
     return [
         _safe(
             f"<tr>{_session_cell(s)}<td>{band_badge(band, s.pressure, None, 0)}</td>"
-            f'<td class="small">{escape(minute(s.last_seen_at, zone))}</td></tr>'
+            f'<td class="small">{minute(s.last_seen_at, zone)}</td></tr>'
         )
         for s, band in pairs
     ]
@@ -141,10 +157,10 @@ def profile_rows(
         rows.append(
             _safe(
                 f'<tr><td><a href="?{escape(period_query(period, profile=name))}">{escape(name)}</a>'
-                f'</td><td class="num">{escape(tokens(line.calls))}</td>'
-                f'<td class="num">{escape(money(line.cost))}{unpriced_note(line.unpriced)}</td>'
-                f'<td class="num">{escape(money(line.saved))}</td>'
-                f'<td class="num">{escape(percent(line.hit, 1))}</td>\n      {bands}\n      '
+                f'</td><td class="num">{tokens(line.calls)}</td>'
+                f'<td class="num">{money(line.cost)}{unpriced_note(line.unpriced)}</td>'
+                f'<td class="num">{money(line.saved)}</td>'
+                f'<td class="num">{percent(line.hit, 1)}</td>\n      {bands}\n      '
                 f'<td><a href="{escape(profile_sessions_link(period, name, sessions_url))}">'
                 "its sessions</a></td></tr>"
             )

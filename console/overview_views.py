@@ -159,7 +159,10 @@ def _context(request: HttpRequest, period: Period) -> dict[str, Any]:
             (band, n, overview_rows.band_link(period, band, found.profile, url))
             for band, n in found.bands.items()
         ],
-        "bucket_rows": overview_rows.bucket_rows(found.buckets, bucket_links),
+        # a row a bucket, as one text (`table_body`: the loop's lines, indented as in the page)
+        "bucket_rows": overview_rows.table_body(
+            overview_rows.bucket_rows(found.buckets, bucket_links), " " * 6
+        ),
         "top_cost_rows": overview_rows.top_cost_rows(found.top_cost),
         "top_pressure_rows": overview_rows.top_pressure_rows(found.top_pressure),
         "profile_rows": overview_rows.profile_rows(found.lines, period, url),

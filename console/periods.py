@@ -27,15 +27,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from functools import lru_cache
 from typing import Final
 from zoneinfo import ZoneInfo
 
+from telemetry import zones
 from telemetry.errors import FieldError
 from telemetry.zones import day_start, from_local, hour_start, next_hour_start, parse_zone
 
 # the zones' rules, which the console reads through here too
 from telemetry.zones import is_zone as is_zone
-from telemetry.zones import local_midnight as local_midnight
 
 PRESETS: Final[dict[str, timedelta]] = {
     "1h": timedelta(hours=1),
@@ -77,6 +78,13 @@ COMMON_ZONES: Final = (
 PERIOD_PARAMETERS: Final = frozenset({"range", "from", "to", "tz", "compare"})
 
 _DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@lru_cache(maxsize=4096)
+def local_midnight(day: date, zone: ZoneInfo) -> datetime:
+    """`telemetry.zones.local_midnight`, remembered: a page draws the same local days on every
+    load (its day buckets, its compactions' days and their ends), each a midnight to find."""
+    return zones.local_midnight(day, zone)
 
 
 def bucket_for(length: timedelta) -> str:

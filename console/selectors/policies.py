@@ -10,14 +10,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from django.db import router
 from django.db.models import Case, Count, IntegerField, Q, QuerySet
 from django.utils import timezone
 
 from telemetry.band_sql import RANK_OF_BAND, band_case
 from telemetry.cache_tiers import CachedCall, TierComparison, compare_ttl_tiers
 from telemetry.catalogue import load_catalogue
-from telemetry.compiled import CompiledRead
+from telemetry.compiled import CompiledRead, run_reads
 from telemetry.models import AgentProfile, LLMCall, Policy
 from telemetry.policy_rules import POLICY_FIELDS, PolicyValues
 from telemetry.policy_store import layered_policy, row_overrides
@@ -45,17 +44,39 @@ class Policies:
 
 def load_policies(profile_ids: Iterable[int] | None = None) -> Policies:
     """One query: the global row and the override rows of `profile_ids` (all when None; that
-    statement, the overview's and every list's, is compiled once: `CompiledRead`)."""
+    statement, the overview's and every list's, is compiled once: `CompiledRead`). Every
+    profile's policy is merged again only when the rows read differ from the last ones: the
+    same rows give the same policies (an immutable `Policies` the callers only read)."""
     if profile_ids is None:
-        alias = router.db_for_read(Policy) or "default"
-        rows: Iterable[Policy] = [
-            Policy.from_db(alias, _POLICY_COLUMNS, row)
-            for row in _ALL_POLICIES.tuples(
-                "all", (), lambda: _policy_rows(None).values_list(*_POLICY_COLUMNS)
-            )
-        ]
-    else:
-        rows = _policy_rows(list(profile_ids))
+        (result,) = run_reads(
+            [
+                _ALL_POLICIES.read(
+                    "all", (), lambda: _policy_rows(None).values_list(*_POLICY_COLUMNS)
+                )
+            ]
+        )
+        # the rows as loaded, written out (a row's list of tools is no dict key): equal texts
+        # are equal rows
+        rows_read = repr(result.loaded)
+        held = _last_read.get(rows_read)
+        if held is not None:
+            return held
+        alias = result.read.alias
+        policies = _policies_of(
+            [Policy.from_db(alias, _POLICY_COLUMNS, row) for row in result.tuples()]
+        )
+        _last_read.clear()  # the last rows only: any other read is of rows now replaced
+        _last_read[rows_read] = policies
+        return policies
+    return _policies_of(_policy_rows(list(profile_ids)))
+
+
+# every profile's policy from the last read of all the rows, with those rows (`load_policies`)
+_last_read: dict[str, Policies] = {}
+
+
+def _policies_of(rows: Iterable[Policy]) -> Policies:
+    """Every profile's effective policy from the global row and the override rows `rows`."""
     global_row: Policy | None = None
     overrides: list[Policy] = []
     stamps: list[str] = []

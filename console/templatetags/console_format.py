@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from decimal import Decimal
+from functools import lru_cache
 from html import escape as escape_text
 from typing import Any
 from urllib.parse import urlencode
 
 from django import template
 from django.http import HttpRequest
+from django.template.loader import render_to_string
 from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.html import format_html
@@ -203,41 +205,61 @@ def period_query(period: Period, **extra: Any) -> str:
     return urlencode(params)
 
 
-@register.inclusion_tag("console/_period_picker.html", takes_context=True)
-def period_picker(context: dict[str, Any], live: int = 0, any_time: bool = False) -> dict[str, Any]:
+@register.simple_tag(takes_context=True)
+def period_picker(context: dict[str, Any], live: int = 0, any_time: bool = False) -> SafeString:
     """The period picker: the presets as links, a custom range, the time zone and the previous
     period, keeping the page's other parameters (`live`: the overview's refresh interval in
     seconds, with its switch; `any_time`: a page whose default is no period at all, such as
-    the alerts' history)."""
-    request: HttpRequest = context["request"]
-    period: Period = context["period"]
+    the alerts' history). Rendered once for each set of values it shows (`picker_values`)."""
+    return _picker_html(picker_values(context["request"], context["period"], live, any_time))
+
+
+def picker_values(
+    request: HttpRequest, period: Period, live: int = 0, any_time: bool = False
+) -> tuple[tuple[str, Any], ...]:
+    """Every value the picker's template reads, and nothing else, as hashable pairs: the page
+    of a rolling period shows the same picker on every load (its dates change once a day), so
+    its HTML is rendered once for these values and then looked up (`_picker_html`)."""
     bounded = any(request.GET.get(name) for name in ("range", "from", "to"))
-    kept = [
+    kept = tuple(
         (name, value)
         for name, values in request.GET.lists()
         if name not in PERIOD_PARAMETERS and name not in ("page", "cursor")
         for value in values
-    ]
-    zones = list(COMMON_ZONES)
-    if period.zone not in zones:
-        zones.insert(0, period.zone)
+    )
+    zones = COMMON_ZONES if period.zone in COMMON_ZONES else (period.zone, *COMMON_ZONES)
     first, last = period.local_bounds_text()
-    return {
-        "request": request,
-        "period": period,
-        "presets": list(PRESETS),
-        "kept": kept,
-        "zones": zones,
-        "first": first[:10],
-        "last": last[:10],
-        "live": live,
-        "any_time": any_time,
-        "chosen": bounded or not any_time,
-        "any_time_link": urlencode(kept + ([("tz", period.zone)] if request.GET.get("tz") else [])),
-        "preset_links": [
-            (key, urlencode([*kept, *(period_with(period, key).items())])) for key in PRESETS
-        ],
-    }
+    return (
+        ("zone", period.zone),
+        ("preset", period.preset),
+        ("compare", period.compare),
+        ("describe", period.describe()),
+        ("period_params", tuple(period.query().items())),
+        ("kept", kept),
+        ("zones", zones),
+        ("first", first[:10]),
+        ("last", last[:10]),
+        ("live", live),
+        ("any_time", any_time),
+        ("chosen", bounded or not any_time),
+        (
+            "any_time_link",
+            urlencode(kept + ((("tz", period.zone),) if request.GET.get("tz") else ())),
+        ),
+        (
+            "preset_links",
+            tuple(
+                (key, urlencode([*kept, *(period_with(period, key).items())])) for key in PRESETS
+            ),
+        ),
+    )
+
+
+@lru_cache(maxsize=256)
+def _picker_html(values: tuple[tuple[str, Any], ...]) -> SafeString:
+    """The picker for `values` (`picker_values`): the template sees these values alone, so the
+    same values give the same HTML."""
+    return mark_safe(render_to_string("console/_period_picker.html", dict(values)))  # noqa: S308 (a template's autoescaped output)
 
 
 def period_with(period: Period, preset: str) -> dict[str, str]:

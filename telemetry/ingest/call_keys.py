@@ -42,27 +42,17 @@ def stored_call_keys(
         (session_id, turn), request_id = positions[0], requests[0][1] if requests else None
         one = [session_id, turn, session_id, request_id]
         return run(_stored_call_keys_sql(model, single=True), one)
-    sql, params = stored_call_keys_statement(model, positions, requests)
-    return run(sql, params, prepare=few(positions) and few(requests))
-
-
-def stored_call_keys_statement(
-    model: type[models.Model],
-    positions: Sequence[tuple[int, int]],
-    requests: Sequence[tuple[int, str]],
-) -> tuple[str, list[Any]]:
-    """`stored_call_keys`' statement for any number of pairs and its values, not yet run
-    (PostgreSQL): its rows are (session_id, turn, call, request_id, payload_hash). OTLP reads
-    it inside a statement of its own (`telemetry.otlp.store`)."""
-    # no positions (OTLP reads identities alone): two empty arrays
+    sql = _stored_call_keys_sql(model, single=False)
+    # no positions: two empty arrays
     params = [
         *(pairs_arrays(positions) if positions else ("{}", "{}")),
-        *_requests_arrays(requests),
+        *requests_arrays(requests),
     ]
-    return _stored_call_keys_sql(model, single=False), params
+    return run(sql, params, by_index=not (few(positions) and few(requests)))
 
 
-def _requests_arrays(requests: Sequence[tuple[int, str]]) -> list[Any]:
+def requests_arrays(requests: Sequence[tuple[int, str]]) -> list[Any]:
+    """(session, request id) pairs as a `bigint[]` and a `text[]` value (`values`' literals)."""
     return [column_array(tuple(sid for sid, _ in requests)), text_array(rid for _, rid in requests)]
 
 

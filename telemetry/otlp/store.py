@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from telemetry.events import record_context_event
 from telemetry.idempotency import StoredCall
-from telemetry.ingest.call_keys import stored_call_keys_statement
+from telemetry.ingest.call_keys import requests_arrays
 from telemetry.ingest.new_rows import copy_rows
 from telemetry.ingest.pipeline import ingest_records
 from telemetry.ingest.statements import run, vendor
@@ -200,8 +200,9 @@ KeyRow = tuple[int, str, int, int | None]  # session pk, turn key, its turn, the
 @dataclass(frozen=True, slots=True)
 class StoredRead:
     """What an export reads of its locked sessions before it numbers anything, in one statement
-    on PostgreSQL (`_read_stored`): the stored calls under its drafts' identities (`StoredCall`,
-    the ingest's own read of them: `call_keys.stored_call_keys`), the stored keys of its turn
+    on PostgreSQL (`_read_stored`): the stored calls under its drafts' identities (`StoredCall`:
+    what `call_keys.stored_call_keys` reads of them, tests/db/test_otlp.py holds the two
+    equal), the stored keys of its turn
     keys with their turns' last calls (`KeyRow`), and each session's last turn (`last_turns`).
     Each was a statement of its own, and the ingest read the identities again."""
 
@@ -233,11 +234,11 @@ def _stored_read(
         return None
     if not requests and not keys:
         return StoredRead([], [], {})
-    calls_sql, calls_params = stored_call_keys_statement(LLMCall, [], requests)
     ids = sorted(session_ids)
+    asked = sorted({sid for sid, _ in requests})
     found = run(
-        _stored_read_sql(calls_sql),
-        [ids, text_array(sorted(keys)), ids, *calls_params],
+        _stored_read_sql(),
+        [ids, text_array(sorted(keys)), ids, *requests_arrays(requests), asked],
         prepare=False,
     )
     read = StoredRead([], [], {})
@@ -256,7 +257,7 @@ _KEY, _END, _CALL = 0, 1, 2
 
 
 @functools.cache
-def _stored_read_sql(calls_sql: str) -> str:
+def _stored_read_sql() -> str:
     quote = connection.ops.quote_name
 
     def names(model: type[Any], *attnames: str) -> list[str]:
@@ -264,8 +265,18 @@ def _stored_read_sql(calls_sql: str) -> str:
         return [quote(model._meta.db_table), *(quote(by_attname[a].column) for a in attnames)]
 
     keys, k_session, k_key, k_turn = names(TurnKey, "session_id", "key", "turn")
-    calls, c_session, c_turn, c_call = names(LLMCall, "session_id", "turn", "call")
+    calls, c_session, c_turn, c_call, c_request, c_digest = names(
+        LLMCall, "session_id", "turn", "call", "request_id", "payload_hash"
+    )
     turns, t_session, t_turn = names(Turn, "session_id", "turn")
+    # The calls under the requests: `call_keys.stored_call_keys`' probe of each identity
+    # through its unique index (LATERAL, kept from being flattened by `OFFSET 0`), asked only
+    # of the sessions that hold a call (one `LIMIT 1` probe each): an export's sessions are
+    # often new, holding nothing any of their identities' probes could find.
+    holding = (
+        f"SELECT s.sid FROM unnest(%s::bigint[]) AS s (sid) "
+        f"WHERE EXISTS (SELECT FROM {calls} AS c WHERE c.{c_session} = s.sid)"
+    )
     # (kind, session, key or request id, turn, the key's turn's last call / the session's last
     # key's turn / the call, the call's payload hash)
     return (
@@ -277,8 +288,11 @@ def _stored_read_sql(calls_sql: str) -> str:
         f"WHERE t.{t_session} = s.sid ORDER BY t.{t_turn} DESC LIMIT 1), "
         f"(SELECT k.{k_turn} FROM {keys} AS k WHERE k.{k_session} = s.sid "
         f"ORDER BY k.{k_turn} DESC LIMIT 1), NULL FROM unnest(%s::bigint[]) AS s (sid) "
-        f"UNION ALL SELECT {_CALL}, c.sid, c.rid, c.turn, c.call, c.digest "
-        f"FROM ({calls_sql}) AS c (sid, turn, call, rid, digest)"
+        f"UNION ALL SELECT {_CALL}, c.{c_session}, c.{c_request}, c.{c_turn}, c.{c_call}, "
+        f"c.{c_digest} FROM unnest(%s::bigint[], %s::text[]) AS k (sid, rid) CROSS JOIN "
+        f"LATERAL (SELECT c.{c_session}, c.{c_request}, c.{c_turn}, c.{c_call}, c.{c_digest} "
+        f"FROM {calls} AS c WHERE c.{c_session} = k.sid "
+        f"AND c.{c_request} = k.rid OFFSET 0) AS c WHERE k.sid IN ({holding})"
     )
 
 

@@ -921,7 +921,10 @@ def test_the_one_statement_read_of_an_export_is_the_orms_three(make_agent):
     ids = {one.pk, ahead.pk, empty.pk}
     keys = {f"trace:{'a' * 32}", f"trace:{'b' * 32}", "k-none", "k-ahead", "k-missing"}
     a2, b1 = f"{'a' * 32}/{'a2' * 8}", f"{'b' * 32}/{'b1' * 8}"
-    requests = sorted([(one.pk, a2), (one.pk, b1), (one.pk, "none"), (ahead.pk, a2)])
+    # the identities of a session holding calls, and of two holding none (not probed)
+    requests = sorted(
+        [(one.pk, a2), (one.pk, b1), (one.pk, "none"), (ahead.pk, a2), (empty.pk, b1)]
+    )
     read = _stored_read(ids, keys, requests)
     assert read is not None
     assert sorted(read.keys) == sorted(_turn_keys_orm(ids, keys))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
+from html import escape
 from itertools import product
 from typing import Any
 from urllib.parse import urlencode
@@ -25,13 +26,16 @@ from console.overview import Bucket, ProfileLine
 from console.overview_rows import (
     band_link,
     bucket_rows,
+    minute,
     profile_rows,
+    table_body,
     top_cost_rows,
     top_pressure_rows,
 )
 from console.overview_views import drill_link
 from console.periods import Period
 from console.script_json import script_json
+from console.templatetags.console_format import money, percent, tokens
 from telemetry.band_sql import BANDS
 from telemetry.models import AgentProfile, AgentSession
 from telemetry.pressure import PressureBand
@@ -209,3 +213,26 @@ def test_a_drill_link_is_the_former_one_byte_for_byte() -> None:
         expected = f"{url}?{urlencode(params)}"
         assert drill_link(period, start, end, profile, url) == expected
         assert drill_link(period, start, end, profile) == expected
+
+
+@given(
+    count=st.none() | st.integers(),
+    dollars=st.none() | st.decimals(min_value=-(10**12), max_value=10**12, places=8),
+    share=st.none() | st.floats(),
+    at=st.none() | st.datetimes(timezones=st.just(UTC)),
+)
+@example(count=-1234567, dollars=Decimal("-0.00005"), share=float("nan"), at=None)
+def test_a_rows_figures_have_nothing_to_escape(
+    count: int | None, dollars: Decimal | None, share: float | None, at: datetime | None
+) -> None:
+    """What the rows write unescaped: a count, dollars, a percentage and a time."""
+    for text in (tokens(count), money(dollars), percent(share, 1), minute(at, UTC)):
+        assert escape(text) == text
+
+
+def test_a_table_body_is_the_template_loop_byte_for_byte() -> None:
+    loop = ENGINE.from_string("{% for row in rows %}\n      {{ row }}\n      {% endfor %}")
+    buckets = _buckets()
+    for count in (0, 1, len(buckets)):
+        rows = bucket_rows(buckets[:count], [f"/s/?b={i}&x" for i in range(count)])
+        assert table_body(rows, " " * 6) == loop.render({"rows": rows})
