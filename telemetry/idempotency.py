@@ -77,7 +77,9 @@ _DEFAULTS = RECORD_DEFAULTS
 UNHASHED: Final = frozenset({"agent", "metadata"})
 
 
-def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> bytes:
+def payload_hash(
+    record: RecordIn, plain: Mapping[str, Any] | None = None, canonical_at: bool = False
+) -> bytes:
     """SHA-256 of the record as submitted, in its stored form (`stored_digest`), canonical: sorted keys, defaults excluded, `at` in UTC.
 
     Server defaults (a missing `at`, `call` 0) never enter it, so a replay that leaves `at` out
@@ -89,7 +91,10 @@ def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> by
     objects and lists as they are), so without a `prefix` (models whose own defaults are left
     out) the canonical form is that object less its defaults, `at` in UTC, and its text comes
     from `_SORTED_JSON`, a third of the general path's cost, the same hashes (make bench P1;
-    tests/db/test_canonical_hash.py draws records to hold them equal).
+    tests/db/test_canonical_hash.py draws records to hold them equal). `canonical_at`: `plain`'s
+    `at`, when it is text, is known to be in that spelling already (`validation.usual_record`
+    took it only so), so it is not tested again (tests/db/test_typed_records.py holds such
+    records' hashes equal to their validated twins').
     """
     digest = _record_hash
     if plain is not None and record.prefix is None:
@@ -100,7 +105,7 @@ def payload_hash(record: RecordIn, plain: Mapping[str, Any] | None = None) -> by
         }
         digest = _plain_hash
         sent = data.get("at")
-        if type(sent) is str and is_canonical_utc(sent):
+        if type(sent) is str and (canonical_at or is_canonical_utc(sent)):
             # `at` as sent is the text it canonicalises to: its conversion and its formatting
             # were a third of this function per record (docs/performance.md, P1)
             return digest(data)

@@ -235,6 +235,7 @@ def validate_items(
     for index, raw in enumerate(raw_items):
         record: RecordIn
         hashed: dict[str, Any] | None
+        canonical_at = False  # the object's `at` text is known to be canonical (`payload_hash`)
         if type(raw) is Typed:
             record, plain, hashed = raw.record, True, raw.values
         elif not isinstance(raw, dict):
@@ -244,7 +245,7 @@ def validate_items(
             )
             continue
         elif (usual := usual_record(raw)) is not None:
-            record, plain, hashed = usual, True, raw
+            record, plain, hashed, canonical_at = usual, True, raw, True
         else:
             plain = safejson.is_plain(raw)
             unsafe = (
@@ -337,7 +338,7 @@ def validate_items(
                 outcomes.append(_invalid(index, record, name, exc.message))
                 continue
         outcomes.append(None)
-        digest = payload_hash(record, hashed)
+        digest = payload_hash(record, hashed, canonical_at)
         valid.append(
             ValidRecord(index, record, provided.context, digest, provided, plain, diagnosis)
         )
