@@ -48,7 +48,7 @@ def stored_call_keys(
         *(pairs_arrays(positions) if positions else ("{}", "{}")),
         *requests_arrays(requests),
     ]
-    return run(sql, params, prepare=few(positions) and few(requests))
+    return run(sql, params, by_index=not (few(positions) and few(requests)))
 
 
 def requests_arrays(requests: Sequence[tuple[int, str]]) -> list[Any]:

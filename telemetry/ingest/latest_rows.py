@@ -35,7 +35,7 @@ def latest_with_totals(
     if not ids:
         return []
     sql, names = _latest_with_totals_sql(model, partition, latest, tuple(totals))
-    rows = run(sql, [column_array(tuple(ids))], prepare=few(ids))
+    rows = run(sql, [column_array(tuple(ids))], by_index=not few(ids))
     width = len(names)
     out = []
     for values in rows:

@@ -84,15 +84,28 @@ def execute(
     params: Sequence[Any],
     *,
     commit: bool = False,
+    by_index: bool = False,
 ) -> pq.abc.PGresult:
     """Run `text` (PostgreSQL's own `$n` placeholders, each cast or typed by its context) with
     `params` as a prepared statement of `conn` and return its result (rows: `rows`).
 
     Starts the transaction first if `conn` is not in autocommit and idle (as psycopg would);
     with `commit` also commits it (an error leaves it aborted, for the caller to roll back).
-    Raises psycopg's error of a failed statement.
+    `by_index`: planned with sequential scans off (`SEQSCAN_OFF`). Raises psycopg's error of a
+    failed statement.
     """
-    return execute_all(conn, [(text, params)], commit=commit)[0]
+    return execute_all(conn, [(text, params)], commit=commit, by_index=by_index)[0]
+
+
+# `by_index`: the statements are planned, and their plan kept, with sequential scans off, and
+# the setting is reset right after them, in the same round trip. A prepared statement's generic
+# plan is made once (at its sixth run) for the table sizes of that moment and kept until the
+# table's statistics change: made while a table was a few pages (a new install), it scans the
+# whole table per key as the table grows. With sequential scans off, each key's read is a
+# probe of its index in every plan. Both commands are transactional: a failure in between
+# aborts the transaction (the implicit one of the round trip too), which undoes the `SET`.
+SEQSCAN_OFF = b"SET enable_seqscan = off"
+SEQSCAN_RESET = b"RESET enable_seqscan"
 
 
 def execute_all(
@@ -100,6 +113,7 @@ def execute_all(
     statements: Sequence[tuple[bytes, Sequence[Any]]],
     *,
     commit: bool = False,
+    by_index: bool = False,
 ) -> list[pq.abc.PGresult]:
     """`execute` of several statements in one round trip, in order, each on its own snapshot
     (taken when the one before it has finished: a lock the first takes is held when the next
@@ -112,14 +126,14 @@ def execute_all(
     begin = not conn.autocommit and conn.pgconn.transaction_status == _IDLE
     with conn.lock:
         try:
-            return _run(conn, state, dumped, begin=begin, commit=commit)
+            return _run(conn, state, dumped, begin=begin, commit=commit, by_index=by_index)
         except errors.InvalidSqlStatementName:
             state.names.clear()  # the server lost our statements: prepare them again
             if not begin:
                 raise
         # The statement was its transaction's first: nothing else is lost by starting over.
         conn.pgconn.exec_(b"ROLLBACK")
-        return _run(conn, state, dumped, begin=begin, commit=commit)
+        return _run(conn, state, dumped, begin=begin, commit=commit, by_index=by_index)
 
 
 def rows(conn: psycopg.Connection[Any], result: pq.abc.PGresult) -> list[tuple[Any, ...]]:
@@ -148,19 +162,24 @@ def _run(
     *,
     begin: bool,
     commit: bool,
+    by_index: bool = False,
 ) -> list[pq.abc.PGresult]:
     pgconn = conn.pgconn
     names = [state.names.get(text) for text, _ in statements]
-    if len(statements) == 1 and names[0] is not None and not (begin or commit):
+    if len(statements) == 1 and names[0] is not None and not (begin or commit or by_index):
         pgconn.send_query_prepared(names[0], statements[0][1])
         result: pq.abc.PGresult = conn.wait(_execute(pgconn))[-1]
         _check(pgconn, result)
         return [result]
-    # In one pipeline, in order: BEGIN, evictions, preparations, the statements, COMMIT.
+    # In one pipeline, in order: BEGIN, sequential scans off, evictions, preparations, the
+    # statements, their reset, COMMIT.
     commands: list[tuple[bytes, Callable[[], None]]] = []  # (what, send it)
     if begin:
         start = conn._get_tx_start_command()  # noqa: SLF001
         commands.append((b"begin", functools.partial(pgconn.send_query_params, start, None)))
+    if by_index:
+        off = functools.partial(pgconn.send_query_params, SEQSCAN_OFF, None)
+        commands.append((b"set", off))
     unknown = {text: None for (text, _), name in zip(statements, names, strict=True) if not name}
     new = [(text, b"_prepared_%d" % next(_NUMBERS)) for text in unknown]
     # At most _KEPT per connection, as psycopg keeps its 100 latest: the oldest go first.
@@ -175,6 +194,9 @@ def _run(
     for text, values in statements:
         name = state.names.get(text) or fresh[text]
         commands.append((b"run", functools.partial(pgconn.send_query_prepared, name, values)))
+    if by_index:
+        reset = functools.partial(pgconn.send_query_params, SEQSCAN_RESET, None)
+        commands.append((b"set", reset))
     if commit:
         commands.append((b"commit", functools.partial(pgconn.send_query_params, b"COMMIT", None)))
     results = conn.wait(_pipelined(pgconn, [send for _, send in commands]))

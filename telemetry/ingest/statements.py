@@ -32,17 +32,20 @@ from psycopg import pq
 
 from telemetry.ingest import pg_prepared
 
-# Only statements of a few rows or keys are prepared (a single record's, an agent's step). A
-# VALUES list's text changes with its length, and a text seen once gains nothing from being
-# kept; and after five runs of a prepared statement PostgreSQL may switch to a generic plan,
-# made without the arrays' sizes, which for a 1,000-record batch's keys read and turn
-# derivation costs more than planning each time (docs/performance.md, P1). Batches keep
-# one-off plans made for their values.
+# A statement over a few rows or keys (a single record's, an agent's step) is prepared as it
+# is. One over more is prepared only with `by_index` (`run`): its text must not change with
+# the number of rows (one array per column, not a VALUES list, whose text changes with its
+# length: a text seen once gains nothing from being kept), and its plan is made with
+# sequential scans off (`pg_prepared.SEQSCAN_OFF`), so the generic plan PostgreSQL switches
+# to after five runs, made without the arrays' sizes, probes the indexes per key whatever
+# the tables' sizes were when it was made. Parsing and planning the batch statements again on
+# every batch was a visible share of a batch's backend CPU (docs/performance.md, P1).
 PREPARED_ROWS = 8
 
 
 def few(items: Sized) -> bool:
-    """Whether a statement over `items` is small enough to be prepared (see `run`)."""
+    """Whether a statement over `items` is small enough to be prepared as it is (see `run`);
+    a larger one is prepared `by_index`."""
     return len(items) <= PREPARED_ROWS
 
 
@@ -54,7 +57,12 @@ _NEVER = 2**62
 
 
 def run(
-    sql: str, params: Sequence[Any], *, prepare: bool = True, commit: bool = False
+    sql: str,
+    params: Sequence[Any],
+    *,
+    prepare: bool = True,
+    commit: bool = False,
+    by_index: bool = False,
 ) -> list[tuple[Any, ...]]:
     """Execute one of ingest's statements on PostgreSQL and return its rows (none when it
     returns none): values bound server-side and, with `prepare` and `DB_PREPARED_STATEMENTS`,
@@ -72,6 +80,9 @@ def run(
     `commit`: commit the transaction in the same round trip; for the last statement of the
     outermost `atomic` block only (`commit_with_last`), whose own commit then finds nothing
     to do.
+    `by_index`: a statement over many keys, whose text does not change with their number:
+    prepared only through `pg_prepared`, which plans it with sequential scans off (see
+    `PREPARED_ROWS`); through a cursor (`DB_PIPELINE` off) it is planned on every run.
     """
     db = connections[DEFAULT_DB_ALIAS]  # one lookup: each `connection.x` is a context-local one
     db.ensure_connection()
@@ -86,10 +97,11 @@ def run(
     pipeline = settings.DB_PIPELINE and raw.prepare_threshold in (None, _NEVER)
     if prepared and text is not None and pipeline:
         with db.wrap_database_errors:
-            done = pg_prepared.execute(raw, text, params, commit=commit)
+            done = pg_prepared.execute(raw, text, params, commit=commit, by_index=by_index)
             rows = pg_prepared.rows(raw, done)
         log_statement(sql, started, db)
         return rows
+    prepared = prepared and not by_index
     if prepared and not pipeline and raw.prepare_threshold is None:
         # Django turns psycopg's preparing off unless asked (None); a threshold no count
         # reaches turns it back on for the statements passed `prepare=True` only.
@@ -150,6 +162,7 @@ class Statement(NamedTuple):
     sql: str
     params: list[Any]
     prepare: bool
+    by_index: bool = False
 
 
 def run_together(
@@ -168,9 +181,10 @@ def run_together(
         return None
     if version:
         first = todo[0]
-        todo[0] = Statement(f"{first.sql} RETURNING xmin::text", first.params, first.prepare)
+        todo[0] = first._replace(sql=f"{first.sql} RETURNING xmin::text")
     if len(todo) == 1:
-        rows = run(todo[0].sql, todo[0].params, prepare=todo[0].prepare, commit=commit)
+        one = todo[0]
+        rows = run(one.sql, one.params, prepare=one.prepare, commit=commit, by_index=one.by_index)
     else:
         parts = ", ".join(f"write_{i} AS ({s.sql})" for i, s in enumerate(todo))
         params = [value for s in todo for value in s.params]
@@ -180,6 +194,7 @@ def run_together(
             params,
             prepare=all(s.prepare for s in todo),
             commit=commit,
+            by_index=any(s.by_index for s in todo),
         )
     return rows[0][0] if version and rows else None
 

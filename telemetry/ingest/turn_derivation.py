@@ -44,7 +44,7 @@ def derive_turns(
     single = len(pairs) == 1
     sql, names, change = _derive_turns_sql(turn_model, call_model, single=single)
     keys = list(pairs[0]) if single else pairs_arrays(sorted(pairs))
-    rows = run(sql, [*keys, *keys], prepare=few(pairs))
+    rows = run(sql, [*keys, *keys], by_index=not few(pairs))
     return derived_turns(turn_model, rows, names, change)
 
 

@@ -39,15 +39,25 @@ def update_rows(model: type[models.Model], rows: Sequence[models.Model], names: 
 def update_statement(
     model: type[models.Model], rows: Sequence[models.Model], names: list[str]
 ) -> Statement | None:
-    """`update_rows`' statement on PostgreSQL, not yet run; None elsewhere or for no rows."""
+    """`update_rows`' statement on PostgreSQL, not yet run; None elsewhere or for no rows.
+
+    A few rows as a VALUES list, more as one array per column (`_update_arrays_sql`): a text
+    for any number of rows, prepared `by_index` (`statements.PREPARED_ROWS`)."""
     if vendor() != "postgresql" or not rows:
         return None
+    if not few(rows):
+        sql, fields = _update_arrays_sql(model, tuple(names))
+        columns = [tuple(instance.pk for instance in rows)]
+        for f in fields:
+            attname = f.attname
+            columns.append(tuple(prepare(f, getattr(instance, attname)) for instance in rows))
+        return Statement(sql, [column_array(column) for column in columns], True, by_index=True)
     sql, fields = _update_sql(model, tuple(names), len(rows))
     params: list[Any] = []
     for instance in rows:
         params.append(instance.pk)
         params.extend(prepare(f, getattr(instance, f.attname)) for f in fields)
-    return Statement(sql, params, few(rows))
+    return Statement(sql, params, True)
 
 
 @functools.lru_cache(maxsize=_SHAPES)
@@ -67,6 +77,30 @@ def _update_sql(
         f"UPDATE {quote(meta.db_table)} AS t SET "
         + ", ".join(f"{c} = v.{c}" for c in columns[1:])
         + f" FROM (VALUES {', '.join([row] * count)}) AS v ({', '.join(columns)})"
+        + f" WHERE t.{columns[0]} = v.{columns[0]}"
+    )
+    return sql, fields
+
+
+@functools.cache
+def _update_arrays_sql(
+    model: type[models.Model], names: tuple[str, ...]
+) -> tuple[str, list[models.Field[Any, Any]]]:
+    """`_update_sql` with the rows as one array per column, each cast to its column's type."""
+    meta = model._meta
+    by_name = {f.name: f for f in meta.concrete_fields}
+    fields = [by_name[name] for name in names]
+    quote = connection.ops.quote_name
+    pk = meta.pk
+    assert pk is not None
+    arrays = [f"%s::{pk.db_type(connection)}[]"] + [
+        f"%s::{f.db_type(connection)}[]" for f in fields
+    ]
+    columns = [quote(pk.column)] + [quote(f.column) for f in fields]
+    sql = (
+        f"UPDATE {quote(meta.db_table)} AS t SET "
+        + ", ".join(f"{c} = v.{c}" for c in columns[1:])
+        + f" FROM unnest({', '.join(arrays)}) AS v ({', '.join(columns)})"
         + f" WHERE t.{columns[0]} = v.{columns[0]}"
     )
     return sql, fields
@@ -100,7 +134,11 @@ def upsert_rows(
         )
         return
     sql = _upsert_sql(model, tuple(names), tuple(unique))
-    run(sql, [column_array(column) for column in zip(*rows, strict=True)], prepare=few(rows))
+    run(
+        sql,
+        [column_array(column) for column in zip(*rows, strict=True)],
+        by_index=not few(rows),
+    )
 
 
 @functools.cache
@@ -143,16 +181,32 @@ def lock_keys(
     if not keys:
         return []
     sql, params = lock_keys_statement(model, keys, unique)
-    return locked_rows(model, len(keys), unique, run(sql, params, prepare=few(keys)))
+    rows = run(sql, params, by_index=not few(keys))
+    return locked_rows(model, len(keys), unique, rows)
 
 
 def lock_keys_statement(
     model: type[models.Model], keys: Sequence[tuple[Any, ...]], unique: tuple[str, ...]
 ) -> tuple[str, list[Any]]:
-    """`lock_keys`' statement and values, not yet run (PostgreSQL; `locked_rows` reads them)."""
-    sql, fields, _, _, _ = _upsert_locked_sql(model, unique, len(keys))
+    """`lock_keys`' statement and values, not yet run (PostgreSQL; `locked_rows` reads them):
+    a few keys' rows as a VALUES list, more as one array per column (one text for any number
+    of keys, prepared `by_index`: `statements.PREPARED_ROWS`)."""
     base, key_slots, now_slots, default_slots = _blank_row(model, unique)
     now = timezone.now()
+    if not few(keys):
+        sql, fields = _upsert_locked_arrays_sql(model, unique)
+        count = len(keys)
+        columns: list[tuple[Any, ...]] = [(value,) * count for value in base]
+        for position, slot in enumerate(key_slots):
+            field = fields[slot]
+            columns[slot] = tuple(prepare(field, key[position]) for key in keys)
+        for slot in now_slots:
+            columns[slot] = (now,) * count
+        for slot in default_slots:
+            field = fields[slot]
+            columns[slot] = tuple(prepare(field, field.get_default()) for _ in keys)
+        return sql, [column_array(column) for column in columns]
+    sql, fields, _, _, _ = _upsert_locked_sql(model, unique, len(keys))
     params: list[Any] = []
     for key in keys:
         row = base.copy()
@@ -215,6 +269,39 @@ def _instances(
     return out
 
 
+@functools.cache
+def _upsert_locked_arrays_sql(
+    model: type[models.Model], unique: tuple[str, ...]
+) -> tuple[str, list[Any]]:
+    """`_upsert_locked_sql`'s statement with the rows as one array per column (each cast to its
+    column's type), inserted in the arrays' order, so the rows are locked in the keys' order."""
+    into, conflict, fields = _upsert_locked_parts(model, unique)
+    arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in fields)
+    return f"{into} SELECT * FROM unnest({arrays}) {conflict}", fields
+
+
+@functools.cache
+def _upsert_locked_parts(
+    model: type[models.Model], unique: tuple[str, ...]
+) -> tuple[str, str, list[Any]]:
+    """`INSERT INTO <table> (<every column but the key>)`, the `ON CONFLICT … RETURNING …` that
+    locks and returns each row, and the inserted fields, in their columns' order."""
+    meta = model._meta
+    pk = meta.pk
+    assert pk is not None
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    by_attname = {f.attname: f for f in meta.concrete_fields}
+    quote = connection.ops.quote_name
+    touch = quote(by_attname[unique[-1]].column)
+    into = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)})"
+    conflict = (
+        f"ON CONFLICT ({', '.join(quote(by_attname[name].column) for name in unique)}) "
+        f"DO UPDATE SET {touch} = excluded.{touch} "
+        f"RETURNING {', '.join(quote(f.column) for f in [pk, *fields])}"
+    )
+    return into, conflict, fields
+
+
 @functools.lru_cache(maxsize=_SHAPES)
 def _upsert_locked_sql(
     model: type[models.Model], unique: tuple[str, ...], count: int
@@ -222,19 +309,10 @@ def _upsert_locked_sql(
     meta = model._meta
     pk = meta.pk
     assert pk is not None
-    fields = [f for f in meta.concrete_fields if not f.primary_key]
-    by_attname = {f.attname: f for f in meta.concrete_fields}
-    quote = connection.ops.quote_name
+    into, conflict, fields = _upsert_locked_parts(model, unique)
     placeholders = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    touch = quote(by_attname[unique[-1]].column)
     returned = [pk, *fields]
-    sql = (
-        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-        f"VALUES {', '.join([placeholders] * count)} "
-        f"ON CONFLICT ({', '.join(quote(by_attname[name].column) for name in unique)}) "
-        f"DO UPDATE SET {touch} = excluded.{touch} "
-        f"RETURNING {', '.join(quote(f.column) for f in returned)}"
-    )
+    sql = f"{into} VALUES {', '.join([placeholders] * count)} {conflict}"
     columns = [f.get_col(meta.db_table) for f in returned]
     converters = [
         [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]

@@ -241,3 +241,67 @@ def test_without_the_pipeline_psycopg_prepares_them_with_the_same_rows(
             [f"INSERT INTO {_TABLE}%"],
         )
         assert any(name.startswith("_pg3_") for (name,) in cursor.fetchall())
+
+
+_BY_KEYS = (
+    f"SELECT k.id, p.note FROM unnest(%s::bigint[]) AS k (id) CROSS JOIN LATERAL "
+    f"(SELECT note FROM {_TABLE} AS p WHERE p.id = k.id OFFSET 0) AS p"
+)
+
+
+def _plan(raw: Any, keys: str) -> str:
+    """The plan the connection keeps for `_BY_KEYS`, with sequential scans on."""
+    from telemetry.ingest import pg_prepared
+    from telemetry.ingest.statements import numbered
+
+    text = numbered(_BY_KEYS)
+    assert text is not None
+    name = pg_prepared._STATE[raw].names[text].decode()
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN EXECUTE {name}('{keys}')")
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_a_statement_by_index_keeps_an_index_probe_planned_on_a_tiny_table(probe: str) -> None:
+    """Planned on a table of one page, the generic plan (from the sixth run on) of a statement
+    `by_index` still probes the primary key per key, so it stays a probe as the table grows;
+    the same statement prepared without it is kept as a scan of the whole table per key."""
+    with transaction.atomic():
+        for key in range(10):
+            _insert(key, f"n{key}")
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {_TABLE}")
+    # more keys than a generic plan assumes (ten), so PostgreSQL prefers it to planning anew
+    keys = "{" + ",".join(str(n % 10) for n in range(50)) + "}"
+    expected = [(n % 10, f"n{n % 10}") for n in range(50)]
+    for _ in range(7):
+        assert run(_BY_KEYS, [keys], by_index=True) == expected
+    raw = connection.connection
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW enable_seqscan")
+        assert cursor.fetchone() == ("on",)  # reset after the statement
+        cursor.execute(
+            "SELECT generic_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%unnest($1::bigint[])%"],
+        )
+        assert cursor.fetchone()[0] > 0
+    assert "Index Scan" in _plan(raw, keys) and "Seq Scan" not in _plan(raw, keys)
+    from telemetry.ingest import pg_prepared
+
+    pg_prepared.deallocate_all(raw)
+    for _ in range(7):
+        run(_BY_KEYS, [keys])
+    assert "Seq Scan" in _plan(raw, keys)
+
+
+def test_a_failed_statement_by_index_leaves_sequential_scans_as_they_were(probe: str) -> None:
+    with transaction.atomic():
+        _insert(1)
+    with pytest.raises(DatabaseError), transaction.atomic():
+        run("SELECT 1 / (k.id - 1) FROM unnest(%s::bigint[]) AS k (id)", ["{1}"], by_index=True)
+    run("SELECT 1 / (k.id - 1) FROM unnest(%s::bigint[]) AS k (id)", ["{2}"], by_index=True)
+    with pytest.raises(DatabaseError):  # outside a transaction: the round trip's implicit one
+        run("SELECT 1 / (k.id - 1) FROM unnest(%s::bigint[]) AS k (id)", ["{1}"], by_index=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW enable_seqscan")
+        assert cursor.fetchone() == ("on",)

@@ -15,10 +15,12 @@ from django.db import connection
 
 from telemetry.ingest import known_sessions, writers
 from telemetry.ingest.pipeline import store_records
+from telemetry.ingest.statements import PREPARED_ROWS
 from telemetry.ingest.writers import pg_batch, pg_single, portable
 from telemetry.models import AgentSession, ContextEvent, HourlyUsage
 from telemetry.policy_store import update_policy
 from telemetry.profiles import get_or_create_profile
+from telemetry.session_state import FIGURE_FIELDS
 from tests.db.stored import session_record, session_rows
 
 pytestmark = [
@@ -100,16 +102,21 @@ def _ingest(
             for s in result.sessions
         ]
         answers.append((items, figures, result.over_threshold != []))
-    session = AgentSession.objects.get(profile=profile, external_id="equal")
+        for session in result.sessions:  # each writer writes the figures it answers with
+            stored = AgentSession.objects.filter(pk=session.pk).values(*FIGURE_FIELDS).get()
+            assert stored == {name: getattr(session, name) for name in FIGURE_FIELDS}
     hours = [
         {k: v for k, v in row.items() if k not in {"id", "profile_id", "stripe"}}
         for row in HourlyUsage.objects.filter(profile=profile).order_by("hour", "model").values()
     ]
-    events = [
-        {k: v for k, v in row.items() if k not in {"id", "session_id", "call_id", "created_at"}}
-        for row in ContextEvent.objects.filter(session=session).order_by("source_key").values()
-    ]
-    return answers, {**session_rows(session), "hours": hours, "events": events}
+    sessions = {}
+    for session in AgentSession.objects.filter(profile=profile).order_by("external_id"):
+        events = [
+            {k: v for k, v in row.items() if k not in {"id", "session_id", "call_id", "created_at"}}
+            for row in ContextEvent.objects.filter(session=session).order_by("source_key").values()
+        ]
+        sessions[session.external_id] = {**session_rows(session), "events": events}
+    return answers, {"sessions": sessions, "hours": hours}
 
 
 def _same_as_portable(
@@ -164,3 +171,22 @@ def test_pg_batch_stores_what_portable_stores_in_random_batches(
     records = _random_records(seed, 60)
     sizes = iter([rng.randrange(2, 20) for _ in range(60)])
     _same_as_portable(monkeypatch, _chunks(records, sizes), pg_batch.store)
+
+
+def test_pg_batch_stores_what_portable_stores_across_many_sessions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Batches over more sessions than `statements.PREPARED_ROWS`: their sessions created and
+    locked, then their figures written, from one array per column
+    (`upserts.lock_keys_statement`, `upserts.update_statement`), next to batches over a few."""
+    many = PREPARED_ROWS + 4
+    opening = [session_record(f"many-{s}", 0) for s in range(many)]
+    following = [
+        session_record(f"many-{s}", 1, call, appended_chars=10 * s)
+        for s in range(many)
+        for call in range(4)  # over the round limits: D8's nudge and stop
+    ]
+    following.append(following[5])  # a duplicate
+    later = [session_record(f"many-{s}", 2, request_id=None) for s in range(3)]
+    used = _same_as_portable(monkeypatch, [opening, following, later], pg_batch.store)
+    assert set(used) == {pg_batch.store}
