@@ -123,7 +123,7 @@ def text_array(values: Iterable[str]) -> str:
     """Text as one PostgreSQL array literal, which the statement casts to `text[]`: each
     element in double quotes, its backslashes and double quotes escaped (the array syntax's
     only escapes there), so no element is NULL or split. The driver adapts a list of text in
-    Python element by element (an OTLP export reads its 512 request ids twice); the literal is
+    Python element by element (an OTLP export reads hundreds of request ids); the literal is
     one value. The same array either way (tests/db/test_otlp.py)."""
     escaped = [v.replace("\\", "\\\\").replace('"', '\\"') for v in values]
     return '{"' + '","'.join(escaped) + '"}' if escaped else "{}"
