@@ -41,12 +41,12 @@ def update_statement(
 ) -> Statement | None:
     """`update_rows`' statement on PostgreSQL, not yet run; None elsewhere or for no rows.
 
-    A few rows as a VALUES list, more as one array per column (`_update_arrays_sql`): a text
+    A few rows as a VALUES list, more as one array per column (`_update_sql`): a text
     for any number of rows, prepared `by_index` (`statements.PREPARED_ROWS`)."""
     if vendor() != "postgresql" or not rows:
         return None
     if not few(rows):
-        sql, fields = _update_arrays_sql(model, tuple(names))
+        sql, fields = _update_sql(model, tuple(names), None)
         columns = [tuple(instance.pk for instance in rows)]
         for f in fields:
             attname = f.attname
@@ -62,45 +62,27 @@ def update_statement(
 
 @functools.lru_cache(maxsize=_SHAPES)
 def _update_sql(
-    model: type[models.Model], names: tuple[str, ...], count: int
+    model: type[models.Model], names: tuple[str, ...], count: int | None
 ) -> tuple[str, list[models.Field[Any, Any]]]:
+    """The UPDATE of `names` for rows given by primary key: `count` rows as a VALUES list, or
+    (`count` None) one array per column, each cast to its column's type (`unnest`)."""
     meta = model._meta
     by_name = {f.name: f for f in meta.concrete_fields}
     fields = [by_name[name] for name in names]
     quote = connection.ops.quote_name
     pk = meta.pk
     assert pk is not None
-    casts = [f"%s::{pk.db_type(connection)}"] + [f"%s::{f.db_type(connection)}" for f in fields]
-    row = f"({', '.join(casts)})"
+    types = [pk.db_type(connection)] + [f.db_type(connection) for f in fields]
+    if count is None:
+        source = f"unnest({', '.join(f'%s::{t}[]' for t in types)})"
+    else:
+        row = f"({', '.join(f'%s::{t}' for t in types)})"
+        source = f"(VALUES {', '.join([row] * count)})"
     columns = [quote(pk.column)] + [quote(f.column) for f in fields]
     sql = (
         f"UPDATE {quote(meta.db_table)} AS t SET "
         + ", ".join(f"{c} = v.{c}" for c in columns[1:])
-        + f" FROM (VALUES {', '.join([row] * count)}) AS v ({', '.join(columns)})"
-        + f" WHERE t.{columns[0]} = v.{columns[0]}"
-    )
-    return sql, fields
-
-
-@functools.cache
-def _update_arrays_sql(
-    model: type[models.Model], names: tuple[str, ...]
-) -> tuple[str, list[models.Field[Any, Any]]]:
-    """`_update_sql` with the rows as one array per column, each cast to its column's type."""
-    meta = model._meta
-    by_name = {f.name: f for f in meta.concrete_fields}
-    fields = [by_name[name] for name in names]
-    quote = connection.ops.quote_name
-    pk = meta.pk
-    assert pk is not None
-    arrays = [f"%s::{pk.db_type(connection)}[]"] + [
-        f"%s::{f.db_type(connection)}[]" for f in fields
-    ]
-    columns = [quote(pk.column)] + [quote(f.column) for f in fields]
-    sql = (
-        f"UPDATE {quote(meta.db_table)} AS t SET "
-        + ", ".join(f"{c} = v.{c}" for c in columns[1:])
-        + f" FROM unnest({', '.join(arrays)}) AS v ({', '.join(columns)})"
+        + f" FROM {source} AS v ({', '.join(columns)})"
         + f" WHERE t.{columns[0]} = v.{columns[0]}"
     )
     return sql, fields
