@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -46,7 +47,9 @@ def test_the_picker_keeps_a_custom_range_zone_and_comparison_and_a_bar_opens_its
     tracked = open_page(*SIZES[size])
     sign_in(tracked, "watcher", start="/?range=7d")
     page = tracked.page
-    today = datetime.now(UTC).date()
+    # the range's dates are read in the zone chosen below: its last day is today in Tokyo, so
+    # the range holds now (and the sessions' calls of the last hours) at any hour of the UTC day
+    today = datetime.now(ZoneInfo("Asia/Tokyo")).date()
     first = (today - timedelta(days=2)).isoformat()
 
     # a custom range of dates, then the zone and the comparison: each kept in the URL
