@@ -42,7 +42,7 @@ from context_core.export_lines import (
 )
 from telemetry.digests import digest_from_text
 from telemetry.errors import FieldError
-from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall
+from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall, Turn
 from telemetry.profiles import get_or_create_profile
 from telemetry.rollups import add_calls
 from telemetry.session_state import restore_session
@@ -281,7 +281,12 @@ def _insert(
             add_calls(profile.pk, calls)
         return
     before = manager.filter(session=session).count()
-    manager.bulk_create(rows, ignore_conflicts=True)
+    if part.model in (LLMCall, Turn):
+        # on PostgreSQL their rows are written through a view (`telemetry.packing`), where
+        # `ON CONFLICT DO NOTHING` cannot skip a row: the stored ones are left out first
+        manager.bulk_create(_absent(part.model, session, rows))
+    else:
+        manager.bulk_create(rows, ignore_conflicts=True)
     added = manager.filter(session=session).count() - before
     report.inserted[part.kind] += added
     report.present[part.kind] += len(rows) - added
@@ -293,6 +298,30 @@ def _insert(
                 ContextEvent.objects.filter(
                     session=session, source_key=event.source_key, call__isnull=True
                 ).update(call_id=event.call_id)
+
+
+def _absent(model: type[models.Model], session: AgentSession, rows: list[Any]) -> list[Any]:
+    """The `rows` of `session` that no stored row and no earlier one of `rows` holds a unique
+    key of (`ON CONFLICT DO NOTHING`'s choice): a key with a NULL part is held by none."""
+    keys = [
+        [f for f in c.fields if f != "session"]
+        for c in model._meta.constraints
+        if isinstance(c, models.UniqueConstraint) and "session" in c.fields
+    ]
+    attnames = [[model._meta.get_field(f).attname for f in fields] for fields in keys]
+    held: list[set[tuple[Any, ...]]] = [
+        set(model._default_manager.filter(session=session).values_list(*names))
+        for names in attnames
+    ]
+    kept = []
+    for row in rows:
+        found = [tuple(getattr(row, a) for a in names) for names in attnames]
+        if any(None not in key and key in seen for key, seen in zip(found, held, strict=True)):
+            continue
+        for key, seen in zip(found, held, strict=True):
+            seen.add(key)
+        kept.append(row)
+    return kept
 
 
 def _call_id(session: AgentSession, turn: Any, call: Any) -> int | None:

@@ -431,6 +431,9 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 1, minimum=1, maximum=64)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# A session with no call for this long has its calls and turns packed on PostgreSQL
+# (`telemetry.packing`, docs/scaling.md); its next call unpacks it. 0: never pack.
+TELEMETRY_PACK_IDLE_SECONDS = env_int("TELEMETRY_PACK_IDLE_SECONDS", 3600, minimum=0)
 # How often beat looks for runs left `running` by a process that died (compaction.recovery).
 COMPACTION_RECOVERY_INTERVAL_SECONDS = env_int(
     "COMPACTION_RECOVERY_INTERVAL_SECONDS", 20, minimum=1, maximum=3600
@@ -453,6 +456,7 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "archive-retention": {"task": "compaction.purge_archives", "schedule": 3600.0},
     "call-retention": {"task": "telemetry.apply_retention", "schedule": 3600.0},
     "log-retention": {"task": "compaction.apply_log_retention", "schedule": 3600.0},
+    "call-packing": {"task": "telemetry.pack_idle_sessions", "schedule": 600.0},
 }
 # How often beat evaluates every alert rule (docs/alerts.md).
 ALERTS_EVALUATE_SECONDS = env_int("ALERTS_EVALUATE_SECONDS", 60, minimum=5, maximum=3600)

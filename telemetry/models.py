@@ -522,8 +522,16 @@ class ContextEvent(models.Model):
     source_key = models.CharField(max_length=200)
     trigger = models.CharField(max_length=40, blank=True, default="")
     turn = models.PositiveIntegerField(null=True, blank=True)
+    # No database constraint: on PostgreSQL a packed call is a row of a view
+    # (`telemetry.packing`), which no constraint can name; the ORM sets the link to NULL when
+    # its call is removed.
     call = models.ForeignKey(
-        LLMCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="context_events"
+        LLMCall,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="context_events",
+        db_constraint=False,
     )
     tokens_before = models.BigIntegerField(null=True, blank=True)
     tokens_after = models.BigIntegerField(null=True, blank=True)

@@ -10,6 +10,7 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from telemetry.models import Heartbeat
+from telemetry.packing import pack_idle_sessions as pack_idle
 from telemetry.retention import remove_expired_calls
 from telemetry.session_state import recompute_pressure_batch
 
@@ -27,6 +28,14 @@ def record_heartbeat() -> None:
 def apply_retention(self: Task) -> None:  # type: ignore[type-arg]
     """Call retention: a bounded batch a run; re-enqueue while there is more."""
     if remove_expired_calls().has_more:
+        self.apply_async(countdown=1)
+
+
+@shared_task(name="telemetry.pack_idle_sessions", bind=True, ignore_result=True)
+def pack_idle_sessions(self: Task) -> None:  # type: ignore[type-arg]
+    """Pack idle sessions' calls and turns: a bounded batch a run; re-enqueue while there is
+    more."""
+    if pack_idle().has_more:
         self.apply_async(countdown=1)
 
 

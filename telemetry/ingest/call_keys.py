@@ -17,6 +17,7 @@ from telemetry.ingest.new_rows import insert_parts
 from telemetry.ingest.statements import few, run, vendor
 from telemetry.ingest.turn_derivation import derive_turns_parts, derived_turns
 from telemetry.ingest.values import column_array, pairs_arrays, text_array
+from telemetry.packing import stored_table
 
 
 def stored_call_keys(
@@ -64,7 +65,7 @@ def _stored_call_keys_sql(model: type[models.Model], *, single: bool) -> str:
         quote(by_attname[name].column)
         for name in ("session_id", "turn", "call", "request_id", "payload_hash")
     )
-    table = quote(model._meta.db_table)
+    table = quote(stored_table(model))
     columns = f"{session}, {turn}, {call}, {request_id}, {digest}"
     if single:
         # Two probes, one per unique index: with `turn = $2 OR request_id = $3` a generic plan
@@ -151,7 +152,7 @@ def _insert_and_derive_sql(
 ) -> tuple[str, list[str], list[str]]:
     fields = [f for f in call_model._meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
-    table = quote(call_model._meta.db_table)
+    table = quote(stored_table(call_model))
     by_attname = {f.attname: quote(f.column) for f in fields}
     session, turn, call, request_id, digest = (
         by_attname[name] for name in ("session_id", "turn", "call", "request_id", "payload_hash")

@@ -66,6 +66,7 @@ from telemetry.derivation import (
 from telemetry.ingest import new_rows, statements
 from telemetry.ingest.values import from_row
 from telemetry.models import AgentProfile, AgentSession, LLMCall, Turn
+from telemetry.packing import stored_table
 from telemetry.policy_rules import PolicyValues
 from telemetry.recent import Recent
 from telemetry.rollups import add_calls_statement
@@ -240,7 +241,7 @@ def _head_sql() -> str:
     """The statement's `guard`, `ins` and `trn` queries (see the module's note)."""
     quote = connection.ops.quote_name
     sessions = quote(AgentSession._meta.db_table)
-    turns = quote(Turn._meta.db_table)
+    turns = quote(stored_table(Turn))
     into, values = new_rows.insert_parts(LLMCall)
     by_name = {f.attname: f for f in Turn._meta.concrete_fields}
     names = _TURN_NAMES[1:]

@@ -12,6 +12,7 @@ from django.db import connection, models
 
 from telemetry.ingest.statements import few, run, vendor
 from telemetry.ingest.values import column_array, from_row
+from telemetry.packing import stored_table
 
 
 def latest_with_totals(
@@ -67,7 +68,7 @@ def _latest_with_totals_sql(
         f"SELECT {', '.join(f't.{quote(f.column)}' for f in meta.concrete_fields)}, "
         f"{', '.join(f'a.{quote(name)}' for name, _, _ in totals)} "
         f"FROM (SELECT {group}, MAX({last}) AS latest_value, {aggregates} "
-        f"FROM {quote(meta.db_table)} WHERE {group} = ANY(%s::bigint[]) GROUP BY {group}) AS a "
-        f"JOIN {quote(meta.db_table)} AS t ON t.{group} = a.{group} AND t.{last} = a.latest_value"
+        f"FROM {quote(stored_table(model))} WHERE {group} = ANY(%s::bigint[]) GROUP BY {group}) AS a "
+        f"JOIN {quote(stored_table(model))} AS t ON t.{group} = a.{group} AND t.{last} = a.latest_value"
     )
     return sql, [f.attname for f in meta.concrete_fields]

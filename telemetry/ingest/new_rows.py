@@ -18,6 +18,7 @@ from psycopg import pq
 
 from telemetry.ingest.statements import log_statement, vendor
 from telemetry.ingest.values import json_text
+from telemetry.packing import stored_table
 
 
 def insert_rows(model: type[models.Model], rows: Sequence[models.Model]) -> None:
@@ -63,7 +64,7 @@ def _copy_sql(
     )
     quote = connection.ops.quote_name
     sql = (
-        f"COPY {quote(model._meta.db_table)} "
+        f"COPY {quote(stored_table(model))} "
         f"({', '.join(quote(f.column) for f in fields)}) FROM STDIN"
     )
     return sql, itemgetter(*(f.attname for f in fields)), json_columns
@@ -185,6 +186,6 @@ def insert_parts(model: type[models.Model]) -> tuple[str, str]:
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
     into = (
-        f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)})"
+        f"INSERT INTO {quote(stored_table(model))} ({', '.join(quote(f.column) for f in fields)})"
     )
     return into, ", ".join(f"%s::{f.db_type(connection)}" for f in fields)

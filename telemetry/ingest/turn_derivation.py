@@ -19,6 +19,7 @@ from telemetry.figures import (
 )
 from telemetry.ingest.statements import few, run
 from telemetry.ingest.values import from_row, pairs_arrays
+from telemetry.packing import stored_table
 
 
 def derive_turns(
@@ -100,8 +101,8 @@ def derive_turns_parts(
     default), and the turns are written only when the condition `only_if` (SQL) holds."""
     keys = _ONE_KEY if single else _MANY_KEYS
     quote = connection.ops.quote_name
-    turns = quote(turn_model._meta.db_table)
-    calls = calls or quote(call_model._meta.db_table)
+    turns = quote(stored_table(turn_model))
+    calls = calls or quote(stored_table(call_model))
     # each figure computed `AS` its name and read back by its name (`telemetry.figures`)
     grouped = ", ".join(f"{f.sql} AS {quote(f.name)}" for f in TURN_FIGURES if not f.of_last)
     last = ", ".join(f"{f.sql} AS {quote(f.name)}" for f in TURN_FIGURES if f.of_last)

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from telemetry.ingest.statements import Statement, few, run, vendor
 from telemetry.ingest.values import column_array, from_row, prepare
+from telemetry.packing import locking_set, stored_table
 
 # The statements below are built once per model (and shape) and process: building them asked
 # every field for its column type on every request, a visible share of a single ingest's CPU
@@ -80,7 +81,7 @@ def _update_sql(
         source = f"(VALUES {', '.join([row] * count)})"
     columns = [quote(pk.column)] + [quote(f.column) for f in fields]
     sql = (
-        f"UPDATE {quote(meta.db_table)} AS t SET "
+        f"UPDATE {quote(stored_table(model))} AS t SET "
         + ", ".join(f"{c} = v.{c}" for c in columns[1:])
         + f" FROM {source} AS v ({', '.join(columns)})"
         + f" WHERE t.{columns[0]} = v.{columns[0]}"
@@ -133,7 +134,7 @@ def _upsert_sql(model: type[models.Model], names: tuple[str, ...], unique: tuple
     columns = [quote(f.column) for f in fields]
     arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in fields)
     return (
-        f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "
+        f"INSERT INTO {quote(stored_table(model))} ({', '.join(columns)}) "
         f"SELECT * FROM unnest({arrays}) "
         f"ON CONFLICT ({', '.join(quote(by_attname[name].column) for name in unique)}) "
         f"DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in map(quote, (f.column for f in updates)))}"
@@ -275,10 +276,12 @@ def _upsert_locked_parts(
     by_attname = {f.attname: f for f in meta.concrete_fields}
     quote = connection.ops.quote_name
     touch = quote(by_attname[unique[-1]].column)
-    into = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)})"
+    into = (
+        f"INSERT INTO {quote(stored_table(model))} ({', '.join(quote(f.column) for f in fields)})"
+    )
     conflict = (
         f"ON CONFLICT ({', '.join(quote(by_attname[name].column) for name in unique)}) "
-        f"DO UPDATE SET {touch} = excluded.{touch} "
+        f"DO UPDATE SET {locking_set(model) or f'{touch} = excluded.{touch}'} "
         f"RETURNING {', '.join(quote(f.column) for f in [pk, *fields])}"
     )
     return into, conflict, fields

@@ -41,6 +41,7 @@ from telemetry.ingest.values import text_array
 from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
 from telemetry.otlp.same_request import keep_richer
+from telemetry.packing import stored_table
 from telemetry.session_state import discard_unused_sessions, lock_sessions, record_metadata
 from telemetry.usage import CLAUDE_CODE
 from telemetry.validation import Typed, typed
@@ -262,7 +263,7 @@ def _stored_read_sql() -> str:
 
     def names(model: type[Any], *attnames: str) -> list[str]:
         by_attname = {f.attname: f for f in model._meta.concrete_fields}
-        return [quote(model._meta.db_table), *(quote(by_attname[a].column) for a in attnames)]
+        return [quote(stored_table(model)), *(quote(by_attname[a].column) for a in attnames)]
 
     keys, k_session, k_key, k_turn = names(TurnKey, "session_id", "key", "turn")
     calls, c_session, c_turn, c_call, c_request, c_digest = names(

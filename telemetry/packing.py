@@ -1,0 +1,381 @@
+"""Packed storage of idle sessions' calls and turns on PostgreSQL (docs/scaling.md).
+
+A row per call costs its header, its alignment and three index entries whatever it holds: about
+360 bytes a call with its share of the turns, more than the 250 a call the storage bar allows. So
+on PostgreSQL the calls and the turns of a session that has been idle for a while are *packed*:
+moved, in one transaction under the session's lock, into one row per chunk of at most
+`CHUNK` positions of that session, one array per column, compressed with lz4 (TOAST); a row of
+50 calls takes the space of a few.
+
+Every reader sees one relation as before. For each packed model (`PACKED`):
+
+- `<table>_hot` is the table of the rows as stored one by one (what was `<table>`, its indexes
+  and constraints renamed with it): every session that is not packed;
+- `<table>_packed` holds the packed chunks: the session, the chunk's number, one array per
+  column in the session's order (`order`);
+- `<table>`, the model's own name, is a view: the hot rows `UNION ALL` the packed ones unnested.
+  The ORM reads it unchanged; a read restricted to a session is an index probe on both.
+  `INSTEAD OF` triggers make the ORM's rare writes through it (a repricing, an import, the
+  retention's deletes) land in the hot table, unpacking the row's session first.
+
+Ingest writes the hot tables by name (`stored_table`), and only after it has locked its
+sessions (`session_state.lock_sessions`), whose upsert sets the session's `packed` flag false:
+a trigger on the sessions table unpacks a session when that flag goes from true to false, in
+the same transaction. So a late call to a packed session finds its stored neighbours for the
+idempotency check and the turn derivation exactly as in a session that was never packed.
+
+`pack_idle_sessions` (the hourly beat job, `telemetry.tasks`) packs sessions idle for
+`TELEMETRY_PACK_IDLE_SECONDS`, a bounded number per run. The `packed` column of the sessions
+table is the database's alone: the model does not declare it, so no ORM write can set it.
+
+SQLite stores every row in the model's table: nothing here applies there (`installed`).
+
+A migration that changes the columns of a packed model must first `uninstall` (every session
+unpacked, the hot table back under the model's name), then change the table, then `install`
+again (see migration 0035 for the pair).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.models import Model
+
+# Sessions packed by one run of `pack_idle_sessions`: one transaction, its locks held briefly.
+PACK_BATCH: Final = 200
+
+# At most this many positions (calls, turns) of one session in one packed row: a read of one
+# call decompresses its chunk's columns, not a whole long session's.
+CHUNK = 100
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A model stored packed: its rows are ordered by `order` within their session."""
+
+    label: str  # "telemetry.LLMCall"
+    order: tuple[str, ...]
+
+
+PACKED = (Packed("telemetry.LLMCall", ("turn", "call")), Packed("telemetry.Turn", ("turn",)))
+SESSION_LABEL = "telemetry.AgentSession"
+
+
+def installed() -> bool:
+    """Whether this database packs (PostgreSQL): the hot tables and views exist."""
+    return connection.vendor == "postgresql"
+
+
+def stored_table(model: type[Model]) -> str:
+    """The table a writer or ingest's own SQL names for `model`'s rows: its hot table where the
+    model is packed (`installed`), else its own."""
+    table = model._meta.db_table
+    if model._meta.label in _LABELS and installed():
+        return f"{table}_hot"
+    return table
+
+
+_LABELS = frozenset(p.label for p in PACKED)
+
+
+def locking_set(model: type[Model]) -> str | None:
+    """The `SET` of the upsert that locks a row of `model` for a writer (`upserts.lock_keys`):
+    for a session where sessions pack, clearing its `packed` flag, which unpacks it in the same
+    statement (the trigger `install` creates); None for any other (the caller's no-op `SET`)."""
+    if model._meta.label == SESSION_LABEL and installed():
+        return "packed = false"
+    return None
+
+
+def _q(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The SQL names of one packed model, from its (possibly historical) model class."""
+
+    view: str
+    hot: str
+    packed: str
+    session: str  # the session column
+    columns: tuple[str, ...]  # every column, in the model's field order
+    types: tuple[str, ...]  # their database types
+    order: tuple[str, ...]  # the order's columns
+
+
+def _shape(model: type[Model], spec: Packed, editor: BaseDatabaseSchemaEditor) -> _Shape:
+    fields = list(model._meta.concrete_fields)
+    by_name = {f.name: f for f in fields}
+    session = by_name["session"].column
+    return _Shape(
+        view=model._meta.db_table,
+        hot=f"{model._meta.db_table}_hot",
+        packed=f"{model._meta.db_table}_packed",
+        session=session,
+        columns=tuple(f.column for f in fields),
+        types=tuple(_type(f, editor) for f in fields),
+        order=tuple(by_name[name].column for name in spec.order),
+    )
+
+
+def _type(field: Any, editor: BaseDatabaseSchemaEditor) -> str:
+    """The column's type without an identity or serial clause (an array's element type)."""
+    if field.primary_key:
+        return "bigint"
+    found = field.db_type(editor.connection)
+    if found is None:  # a foreign key: its target's key
+        found = field.target_field.rel_db_type(editor.connection)
+    return str(found)
+
+
+def _packed_columns(shape: _Shape) -> list[str]:
+    """The columns stored as arrays: all but the session (the chunk's own column)."""
+    return [c for c in shape.columns if c != shape.session]
+
+
+def _unnested(shape: _Shape, source: str) -> str:
+    """`SELECT` of the rows of the packed chunks in `source` (an alias `p`), one per position,
+    in the view's column order."""
+    arrays = _packed_columns(shape)
+    picked = ", ".join(f"p.{_q(c)}" if c == shape.session else f"u.{_q(c)}" for c in shape.columns)
+    return (
+        f"SELECT {picked} FROM {source} AS p "
+        f"CROSS JOIN LATERAL unnest({', '.join(f'p.{_q(c)}' for c in arrays)}) "
+        f"AS u({', '.join(_q(c) for c in arrays)})"
+    )
+
+
+def _install_model(shape: _Shape, sessions: str) -> list[str]:
+    q = _q
+    columns = ", ".join(q(c) for c in shape.columns)
+    array_defs = ", ".join(
+        f"{q(c)} {t}[] COMPRESSION lz4 NOT NULL"
+        for c, t in zip(shape.columns, shape.types, strict=True)
+        if c != shape.session
+    )
+    new_values = ", ".join(f"NEW.{q(c)}" for c in shape.columns)
+    fn = f"{shape.view}_write"
+
+    def unpack(row: str) -> str:
+        return f"UPDATE {q(sessions)} SET packed = false WHERE id = {row}.{q(shape.session)} AND packed;"
+
+    return [
+        f"ALTER TABLE {q(shape.view)} RENAME TO {q(shape.hot)}",
+        f"CREATE TABLE {q(shape.packed)} ({q(shape.session)} bigint NOT NULL, "
+        f"chunk integer NOT NULL, {array_defs}, PRIMARY KEY ({q(shape.session)}, chunk)) "
+        "WITH (toast_tuple_target = 128)",
+        f"CREATE VIEW {q(shape.view)} AS SELECT {columns} FROM {q(shape.hot)} "
+        f"UNION ALL {_unnested(shape, q(shape.packed))}",
+        f"ALTER VIEW {q(shape.view)} ALTER COLUMN id SET DEFAULT nextval(%(sequence)s)",
+        # The ORM's writes through the view: to the hot table, the row's session unpacked first
+        # (a packed row is found only there after it), so its unique keys are checked against
+        # every stored row of the session.
+        f"""CREATE FUNCTION {q(fn)}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    {unpack("NEW")}
+    INSERT INTO {q(shape.hot)} ({columns}) VALUES ({new_values});
+    RETURN NEW;
+  END IF;
+  FOR attempt IN 1..2 LOOP
+    IF TG_OP = 'UPDATE' THEN
+      UPDATE {q(shape.hot)} SET ({columns}) = ({new_values}) WHERE id = OLD.id;
+    ELSE
+      DELETE FROM {q(shape.hot)} WHERE id = OLD.id;
+    END IF;
+    IF FOUND THEN
+      RETURN CASE WHEN TG_OP = 'UPDATE' THEN NEW ELSE OLD END;
+    END IF;
+    {unpack("OLD")}
+  END LOOP;
+  RETURN NULL;
+END $$""",
+        f"CREATE TRIGGER {q(fn)} INSTEAD OF INSERT OR UPDATE OR DELETE ON {q(shape.view)} "
+        f"FOR EACH ROW EXECUTE FUNCTION {q(fn)}()",
+    ]
+
+
+def _pack_statements(shape: _Shape) -> tuple[str, str]:
+    """Pack the hot rows of the sessions `$1` (bigint[]) into chunks; remove them from the hot
+    table."""
+    q = _q
+    arrays = _packed_columns(shape)
+    order = ", ".join(q(c) for c in shape.order)
+    aggregates = ", ".join(f"array_agg({q(c)} ORDER BY {order})" for c in arrays)
+    pack = (
+        f"INSERT INTO {q(shape.packed)} ({q(shape.session)}, chunk, "
+        f"{', '.join(q(c) for c in arrays)}) "
+        f"SELECT {q(shape.session)}, (n - 1) / {CHUNK}, {aggregates} FROM ("
+        f"SELECT *, row_number() OVER (PARTITION BY {q(shape.session)} ORDER BY {order}) AS n "
+        f"FROM {q(shape.hot)} WHERE {q(shape.session)} = ANY(ids)) AS r "
+        f"GROUP BY {q(shape.session)}, (n - 1) / {CHUNK}"
+    )
+    remove = f"DELETE FROM {q(shape.hot)} WHERE {q(shape.session)} = ANY(ids)"
+    return pack, remove
+
+
+def _unpack_statement(shape: _Shape) -> str:
+    """Move the packed chunks of the session `sid` back to the hot table."""
+    q = _q
+    return (
+        f"WITH gone AS (DELETE FROM {q(shape.packed)} WHERE {q(shape.session)} = sid "
+        f"RETURNING *) INSERT INTO {q(shape.hot)} ({', '.join(q(c) for c in shape.columns)}) "
+        f"{_unnested(shape, 'gone')}"
+    )
+
+
+def install(
+    editor: BaseDatabaseSchemaEditor, models: Sequence[type[Model]], session_model: type[Model]
+) -> None:
+    """Create the packed storage of `models` (PACKED's, in order; historical models in a
+    migration) on PostgreSQL; nothing elsewhere."""
+    if editor.connection.vendor != "postgresql":
+        return
+    sessions = session_model._meta.db_table
+    shapes = [_shape(m, spec, editor) for m, spec in zip(models, PACKED, strict=True)]
+    q = _q
+    statements = [f"ALTER TABLE {q(sessions)} ADD COLUMN packed boolean NOT NULL DEFAULT false"]
+    for shape in shapes:
+        statements += _install_model(shape, sessions)
+    unpacks = ";\n  ".join(_unpack_statement(s) for s in shapes)
+    packs = ";\n  ".join(s for shape in shapes for s in _pack_statements(shape))
+    statements.append(
+        f"""CREATE FUNCTION telemetry_unpack_session() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE sid bigint := OLD.id;
+BEGIN
+  {unpacks};
+  RETURN NEW;
+END $$"""
+    )
+    # Truncating the sessions (`manage.py flush`, the tests' flush) truncates their rows in
+    # the tables the model's name no longer is (Django truncates tables, not views).
+    stored = ", ".join(q(name) for shape in shapes for name in (shape.hot, shape.packed))
+    statements.append(
+        f"""CREATE FUNCTION telemetry_truncate_stored() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  TRUNCATE {stored};
+  RETURN NULL;
+END $$"""
+    )
+    statements.append(
+        f"CREATE TRIGGER telemetry_truncate_stored BEFORE TRUNCATE ON {q(sessions)} "
+        "FOR EACH STATEMENT EXECUTE FUNCTION telemetry_truncate_stored()"
+    )
+    # `pack_idle_sessions`' candidates, oldest first
+    statements.append(
+        f"CREATE INDEX telemetry_session_unpacked ON {q(sessions)} (last_seen_at) "
+        "WHERE NOT packed"
+    )
+    statements.append(
+        f"CREATE TRIGGER telemetry_unpack_session BEFORE UPDATE OF packed ON {q(sessions)} "
+        "FOR EACH ROW WHEN (OLD.packed AND NOT NEW.packed) "
+        "EXECUTE FUNCTION telemetry_unpack_session()"
+    )
+    statements.append(
+        f"""CREATE FUNCTION telemetry_pack_sessions(ids bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  -- a session packed already (and written since) is unpacked first: it is packed whole
+  UPDATE {q(sessions)} SET packed = false WHERE id = ANY(ids) AND packed;
+  {packs};
+  UPDATE {q(sessions)} SET packed = true WHERE id = ANY(ids);
+END $$"""
+    )
+    for statement in statements:
+        if "%(sequence)s" in statement:
+            view = statement.split('"')[1]
+            with editor.connection.cursor() as cursor:
+                cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [f"{view}_hot"])
+                (sequence,) = cursor.fetchone()
+            statement = statement.replace("%(sequence)s", f"'{sequence}'::regclass")
+        editor.execute(statement, params=None)
+
+
+def uninstall(
+    editor: BaseDatabaseSchemaEditor, models: Sequence[type[Model]], session_model: type[Model]
+) -> None:
+    """Unpack every session and put each hot table back under its model's name (`install`'s
+    reverse; a migration changing a packed model's columns runs it first)."""
+    if editor.connection.vendor != "postgresql":
+        return
+    sessions = session_model._meta.db_table
+    shapes = [_shape(m, spec, editor) for m, spec in zip(models, PACKED, strict=True)]
+    q = _q
+    statements = [f"UPDATE {q(sessions)} SET packed = false WHERE packed"]
+    statements += [
+        "DROP FUNCTION telemetry_pack_sessions(bigint[])",
+        f"DROP TRIGGER telemetry_unpack_session ON {q(sessions)}",
+        "DROP FUNCTION telemetry_unpack_session()",
+        f"DROP TRIGGER telemetry_truncate_stored ON {q(sessions)}",
+        "DROP FUNCTION telemetry_truncate_stored()",
+        "DROP INDEX telemetry_session_unpacked",
+        f"ALTER TABLE {q(sessions)} DROP COLUMN packed",
+    ]
+    for shape in shapes:
+        statements += [
+            f"DROP VIEW {q(shape.view)}",
+            f"DROP FUNCTION {q(shape.view + '_write')}()",
+            f"DROP TABLE {q(shape.packed)}",
+            f"ALTER TABLE {q(shape.hot)} RENAME TO {q(shape.view)}",
+        ]
+    for statement in statements:
+        editor.execute(statement, params=None)
+
+
+def pack_sessions(session_ids: Sequence[int]) -> None:
+    """Pack the calls and turns of `session_ids` (PostgreSQL; the caller holds their locks)."""
+    if not session_ids or not installed():
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT telemetry_pack_sessions(%s::bigint[])", [list(session_ids)])
+
+
+def unpack_sessions(session_ids: Sequence[int]) -> None:
+    """Move the packed calls and turns of `session_ids` back to the hot tables (PostgreSQL),
+    locking their sessions until the end of the caller's transaction."""
+    if not session_ids or not installed():
+        return
+    from telemetry.models import AgentSession
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_q(AgentSession._meta.db_table)} SET packed = false "
+            "WHERE id = ANY(%s::bigint[]) AND packed",
+            [list(session_ids)],
+        )
+
+
+@dataclass(frozen=True)
+class PackRun:
+    sessions: int
+    has_more: bool
+
+
+def pack_idle_sessions(*, now: datetime | None = None, limit: int = PACK_BATCH) -> PackRun:
+    """Pack at most `limit` sessions idle for `TELEMETRY_PACK_IDLE_SECONDS`, oldest first, in
+    one transaction; a session a writer holds is left for the next run (SKIP LOCKED)."""
+    idle = settings.TELEMETRY_PACK_IDLE_SECONDS
+    if not installed() or idle <= 0:
+        return PackRun(0, False)
+    from telemetry.models import AgentSession
+
+    cutoff = (now or timezone.now()) - timedelta(seconds=idle)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {_q(AgentSession._meta.db_table)} "
+            "WHERE NOT packed AND last_seen_at < %s ORDER BY last_seen_at "
+            "LIMIT %s FOR UPDATE SKIP LOCKED",
+            [cutoff, limit],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+        if ids:
+            cursor.execute("SELECT telemetry_pack_sessions(%s::bigint[])", [ids])
+    return PackRun(len(ids), len(ids) == limit)
