@@ -24,8 +24,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Field, Model
+
+from telemetry.packing import pack_sessions, stored_table
 
 # The sawtooth of `bench.data.context_of`, in SQL (t: the turn number).
 CONTEXT = "(8000 + (t %% 200) * 150 + c * 400)"
@@ -93,13 +95,21 @@ def _quoted(text: str) -> str:
     return "'" + text.replace("'", "''").replace("%", "%%") + "'"
 
 
+def hot_calls() -> str:
+    """The calls' table that ingest writes and COPYs into: the hot table where calls are packed
+    (`telemetry.packing`), which is what a baseline copies and what VACUUM and ANALYZE reach."""
+    from telemetry.models import LLMCall
+
+    return stored_table(LLMCall)
+
+
 def insert_select(
     model: type[Model], given: Mapping[str, str], source: str, params: list[Any]
 ) -> int:
     """INSERT INTO model's table (every column) SELECT the expressions FROM `source`."""
     columns, expressions = _column_values(model, given)
     sql = (
-        f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) "
+        f"INSERT INTO {stored_table(model)} ({', '.join(columns)}) "
         f"SELECT {', '.join(expressions)} FROM {source}"
     )
     with connection.cursor() as cursor:
@@ -273,6 +283,27 @@ def refresh_session_figures(session_where: str, params: list[Any]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
+
+
+def pack_seeded(session_where: str, params: list[Any]) -> Seeded:
+    """Pack the calls and turns of the seeded sessions matching `session_where` (alias `s`), as
+    the beat job packs a fleet's idle sessions (`telemetry.packing`), then VACUUM the hot
+    tables, as autovacuum does after the job: the next seed's rows reuse their pages, so the
+    hot tables stay the size of what is being written, as in a running fleet."""
+    began = time.monotonic()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT s.id FROM telemetry_agentsession s WHERE {session_where} ORDER BY s.id",
+            params,
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+    with transaction.atomic():
+        pack_sessions(ids)
+    from telemetry.models import Turn
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM {hot_calls()}, {stored_table(Turn)}")
+    return Seeded("packed", len(ids), time.monotonic() - began)
 
 
 def analyze() -> None:

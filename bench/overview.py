@@ -81,7 +81,7 @@ def _figures() -> int:
         # Statistics of the bulk load first: without them the planner took one session to match
         # and re-ran the calls' GROUP BY once per session (for 10,000 sessions: hours).
         cursor.execute("ANALYZE telemetry_agentsession")
-        cursor.execute("ANALYZE telemetry_llmcall")
+        cursor.execute(f"ANALYZE {bulk.hot_calls()}")
         cursor.execute(
             "UPDATE telemetry_agentsession s SET turns_count = c.n, calls_count = c.n, "
             "cost_usd = c.cost, no_cache_cost_usd = c.no_cache, last_seen_at = c.last, "
@@ -115,7 +115,7 @@ def _settle_calls() -> None:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("VACUUM (ANALYZE) telemetry_llmcall")
+        cursor.execute(f"VACUUM (ANALYZE) {bulk.hot_calls()}")
 
 
 def _queries(bench: Bench) -> int:

@@ -329,7 +329,8 @@ class Bench:
         cols = ", ".join(CALL_COLUMNS)
         with self.raw() as conn:
             conn.execute("DROP TABLE IF EXISTS bench_scratch_call")
-            conn.execute("CREATE TABLE bench_scratch_call (LIKE telemetry_llmcall INCLUDING ALL)")
+            # the table ingest COPYs into (`telemetry.packing`: the view's hot table)
+            conn.execute(f"CREATE TABLE bench_scratch_call (LIKE {bulk.hot_calls()} INCLUDING ALL)")
             self.cleanup.push("drop bench_scratch_call", self.drop_scratch)
             insert = (
                 f"INSERT INTO bench_scratch_call ({cols}) "

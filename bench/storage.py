@@ -14,14 +14,24 @@ from dataclasses import dataclass
 from typing import Any
 
 # The tables that grow with the calls (the rest are a few pages whatever the fleet).
+# Calls and turns are each a hot table and a packed one under a view (`telemetry.packing`);
+# `LOGICAL` sums them back into the view's name.
 TABLES = (
-    "telemetry_llmcall",
-    "telemetry_turn",
+    "telemetry_llmcall_hot",
+    "telemetry_llmcall_packed",
+    "telemetry_turn_hot",
+    "telemetry_turn_packed",
     "telemetry_agentsession",
     "telemetry_hourlyusage",
     "telemetry_turnkey",
     "telemetry_contextevent",
 )
+
+
+LOGICAL = {
+    "telemetry_llmcall": ("telemetry_llmcall_hot", "telemetry_llmcall_packed"),
+    "telemetry_turn": ("telemetry_turn_hot", "telemetry_turn_packed"),
+}
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,15 @@ def report(found: list[TableBytes], calls: int, database_bytes: int) -> dict[str
             "toast": round(t.toast * per / 2**20, 1),
             "indexes": {name: round(size * per / 2**20, 1) for name, size in t.indexes.items()},
         }
+    for name, parts in LOGICAL.items():
+        if not all(part in tables for part in parts):
+            continue
+        tables[name] = {
+            "parts": list(parts),
+            "mib_per_million_calls": round(
+                sum(tables[part]["mib_per_million_calls"] for part in parts), 1
+            ),
+        }
     return {
         "calls": calls,
         "database_mib_per_million_calls": round(database_bytes * per / 2**20, 1),
@@ -89,6 +108,9 @@ def table_lines(summary: dict[str, Any]) -> list[str]:
         f"{summary['tables_mib_per_million_calls']}"
     ]
     for table, t in summary["tables"].items():
+        if "parts" in t:
+            lines.append(f"  {table} ({' + '.join(t['parts'])}): {t['mib_per_million_calls']}")
+            continue
         lines.append(
             f"  {table}: {t['mib_per_million_calls']} (heap {t['heap']}, toast {t['toast']}; "
             f"{t['rows']:,} rows, {t['bytes_per_row']} B/row)"

@@ -44,9 +44,9 @@ from typing import Any, Final
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.utils import timezone
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.models import Model
+from django.utils import timezone
 
 # Sessions packed by one run of `pack_idle_sessions`: one transaction, its locks held briefly.
 PACK_BATCH: Final = 200

@@ -22,3 +22,17 @@ def test_bytes_are_scaled_to_a_million_calls_and_add_up():
     lines = table_lines(summary)
     assert lines[0].startswith("MiB per million calls, 500,000 calls: database 300.0")
     assert "      a: 20.0" in lines
+
+
+def test_a_packed_models_hot_and_packed_tables_add_up_under_its_name():
+    hot = TableBytes("telemetry_llmcall_hot", 10, MIB, 0, {"call_unique_position": MIB})
+    packed = TableBytes("telemetry_llmcall_packed", 5, MIB, 3 * MIB, {"pkey": MIB})
+    summary = report([hot, packed], calls=1_000_000, database_bytes=10 * MIB)
+    calls = summary["tables"]["telemetry_llmcall"]
+    assert calls["parts"] == ["telemetry_llmcall_hot", "telemetry_llmcall_packed"]
+    assert calls["mib_per_million_calls"] == 2.0 + 5.0
+    assert summary["tables_mib_per_million_calls"] == 7.0  # the sum counts each part once
+    assert "  telemetry_llmcall (telemetry_llmcall_hot + telemetry_llmcall_packed): 7.0" in (
+        table_lines(summary)
+    )
+    assert "telemetry_turn" not in summary["tables"]  # no parts measured, no sum
