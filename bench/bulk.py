@@ -212,7 +212,7 @@ def seed_turns(session_where: str, params: list[Any]) -> Seeded:
         "sum(c.no_cache_cost_usd) AS nc, min(c.at) AS first_at, max(c.at) AS last_at, "
         "max(c.call) AS last_call, "
         "sum(c.uncached_input + c.cache_read + c.cache_write_5m + c.cache_write_1h) AS denom "
-        "FROM telemetry_llmcall c JOIN telemetry_agentsession s ON s.id = c.session_id "
+        f"FROM {hot_calls()} c JOIN telemetry_agentsession s ON s.id = c.session_id "
         f"WHERE {session_where} GROUP BY c.session_id, c.turn) AS g"
     )
     rows = insert_select(
@@ -253,7 +253,11 @@ def seed_turns(session_where: str, params: list[Any]) -> Seeded:
 
 
 def refresh_session_figures(session_where: str, params: list[Any]) -> int:
-    """Session figures from their turns, set-wise: what ingest would have left after the calls."""
+    """Session figures from their turns, set-wise: what ingest would have left after the calls
+    (the seeded turns are in the hot table until `pack_seeded`)."""
+    from telemetry.models import Turn
+
+    hot_turns = stored_table(Turn)
     sql = f"""
         UPDATE telemetry_agentsession AS s SET
             turns_count = a.turns, calls_count = a.calls, last_turn = a.last_turn,
@@ -274,7 +278,7 @@ def refresh_session_figures(session_where: str, params: list[Any]) -> int:
                 sum(tt.no_cache_cost_usd) AS nc, max(tt.last_at) AS last_at,
                 (array_agg(tt.cache_read::float / NULLIF(tt.cache_denominator, 0)
                     ORDER BY tt.turn DESC))[1] AS last_hit
-            FROM telemetry_turn tt JOIN telemetry_agentsession s2 ON s2.id = tt.session_id
+            FROM {hot_turns} tt JOIN telemetry_agentsession s2 ON s2.id = tt.session_id
             WHERE {session_where.replace("s.", "s2.")}
             GROUP BY tt.session_id
         ) AS a
@@ -304,6 +308,19 @@ def pack_seeded(session_where: str, params: list[Any]) -> Seeded:
     with connection.cursor() as cursor:
         cursor.execute(f"VACUUM {hot_calls()}, {stored_table(Turn)}")
     return Seeded("packed", len(ids), time.monotonic() - began)
+
+
+def settle_hot_tables() -> None:
+    """REINDEX the hot tables of calls and turns once the fleet is seeded and packed. Their
+    rows were written and packed within minutes, and the index pages their deleted rows left
+    are not yet recyclable: a running fleet's beat job packs a session an hour after its last
+    call, and those pages serve the next hour's calls, so the hot tables stay the size of an
+    hour's calls whatever the history kept. Emptied by the seed, they are a few pages."""
+    from telemetry.models import Turn
+
+    with connection.cursor() as cursor:
+        for table in (hot_calls(), stored_table(Turn)):
+            cursor.execute(f"REINDEX TABLE {table}")
 
 
 def analyze() -> None:

@@ -106,6 +106,7 @@ class FleetBench(Bench):
             print(
                 f"  profile {p + 1}/{FLEET_PROFILES}: {time.monotonic() - began:.0f} s", flush=True
             )
+        bulk.settle_hot_tables()
         t = time.monotonic()
         rebuilt = self.rebuild_rollups()
         timings["rollups"] = time.monotonic() - t

@@ -1,18 +1,18 @@
 """Packed storage of idle sessions' calls and turns on PostgreSQL (docs/scaling.md).
 
 A row per call costs its header, its alignment and three index entries whatever it holds: about
-360 bytes a call with its share of the turns, more than the 250 a call the storage bar allows. So
+360 bytes a call with its share of the turns, more than the storage bar allows (250 MiB per million calls). So
 on PostgreSQL the calls and the turns of a session that has been idle for a while are *packed*:
 moved, in one transaction under the session's lock, into one row per chunk of at most
-`CHUNK` positions of that session, one array per column, compressed with lz4 (TOAST); a row of
-50 calls takes the space of a few.
+`CHUNK` positions of that session: one array of the hot table's rows, compressed with lz4 as
+one value (TOAST), where a session's rows repeat their model, provider, keys and headers.
 
 Every reader sees one relation as before. For each packed model (`PACKED`):
 
 - `<table>_hot` is the table of the rows as stored one by one (what was `<table>`, its indexes
   and constraints renamed with it): every session that is not packed;
-- `<table>_packed` holds the packed chunks: the session, the chunk's number, one array per
-  column in the session's order (`order`);
+- `<table>_packed` holds the packed chunks: the session, the chunk's number, and the array of
+  its rows (the hot table's row type) in the session's order (`order`);
 - `<table>`, the model's own name, is a view: the hot rows `UNION ALL` the packed ones unnested.
   The ORM reads it unchanged; a read restricted to a session is an index probe on both.
   `INSTEAD OF` triggers make the ORM's rare writes through it (a repricing, an import, the
@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -95,7 +95,8 @@ def locking_set(model: type[Model]) -> str | None:
 
 
 def _q(name: str) -> str:
-    return connection.ops.quote_name(name)
+    """A PostgreSQL identifier, quoted (`connection.ops.quote_name`'s form there)."""
+    return f'"{name}"'
 
 
 @dataclass(frozen=True)
@@ -107,74 +108,48 @@ class _Shape:
     packed: str
     session: str  # the session column
     columns: tuple[str, ...]  # every column, in the model's field order
-    types: tuple[str, ...]  # their database types
     order: tuple[str, ...]  # the order's columns
 
 
-def _shape(model: type[Model], spec: Packed, editor: BaseDatabaseSchemaEditor) -> _Shape:
+def _shape(model: type[Model], spec: Packed) -> _Shape:
     fields = list(model._meta.concrete_fields)
     by_name = {f.name: f for f in fields}
-    session = by_name["session"].column
     return _Shape(
         view=model._meta.db_table,
         hot=f"{model._meta.db_table}_hot",
         packed=f"{model._meta.db_table}_packed",
-        session=session,
+        session=by_name["session"].column,
         columns=tuple(f.column for f in fields),
-        types=tuple(_type(f, editor) for f in fields),
         order=tuple(by_name[name].column for name in spec.order),
-    )
-
-
-def _type(field: Any, editor: BaseDatabaseSchemaEditor) -> str:
-    """The column's type without an identity or serial clause (an array's element type)."""
-    if field.primary_key:
-        return "bigint"
-    found = field.db_type(editor.connection)
-    if found is None:  # a foreign key: its target's key
-        found = field.target_field.rel_db_type(editor.connection)
-    return str(found)
-
-
-def _packed_columns(shape: _Shape) -> list[str]:
-    """The columns stored as arrays: all but the session (the chunk's own column)."""
-    return [c for c in shape.columns if c != shape.session]
-
-
-def _unnested(shape: _Shape, source: str) -> str:
-    """`SELECT` of the rows of the packed chunks in `source` (an alias `p`), one per position,
-    in the view's column order."""
-    arrays = _packed_columns(shape)
-    picked = ", ".join(f"p.{_q(c)}" if c == shape.session else f"u.{_q(c)}" for c in shape.columns)
-    return (
-        f"SELECT {picked} FROM {source} AS p "
-        f"CROSS JOIN LATERAL unnest({', '.join(f'p.{_q(c)}' for c in arrays)}) "
-        f"AS u({', '.join(_q(c) for c in arrays)})"
     )
 
 
 def _install_model(shape: _Shape, sessions: str) -> list[str]:
     q = _q
     columns = ", ".join(q(c) for c in shape.columns)
-    array_defs = ", ".join(
-        f"{q(c)} {t}[] COMPRESSION lz4 NOT NULL"
-        for c, t in zip(shape.columns, shape.types, strict=True)
-        if c != shape.session
-    )
     new_values = ", ".join(f"NEW.{q(c)}" for c in shape.columns)
     fn = f"{shape.view}_write"
 
     def unpack(row: str) -> str:
-        return f"UPDATE {q(sessions)} SET packed = false WHERE id = {row}.{q(shape.session)} AND packed;"
+        return (
+            f"UPDATE {q(sessions)} SET packed = false "
+            f"WHERE id = {row}.{q(shape.session)} AND packed;"
+        )
 
     return [
         f"ALTER TABLE {q(shape.view)} RENAME TO {q(shape.hot)}",
+        # A chunk is one array of the hot table's rows, compressed as one value: the rows of a
+        # session repeat their model, provider, keys and headers, which one value compresses
+        # away (one array per column compressed each apart took half as much again).
         f"CREATE TABLE {q(shape.packed)} ({q(shape.session)} bigint NOT NULL, "
-        f"chunk integer NOT NULL, {array_defs}, PRIMARY KEY ({q(shape.session)}, chunk)) "
-        "WITH (toast_tuple_target = 128)",
+        f"chunk integer NOT NULL, stored {q(shape.hot)}[] COMPRESSION lz4 NOT NULL, "
+        f"PRIMARY KEY ({q(shape.session)}, chunk)) WITH (toast_tuple_target = 128)",
         f"CREATE VIEW {q(shape.view)} AS SELECT {columns} FROM {q(shape.hot)} "
-        f"UNION ALL {_unnested(shape, q(shape.packed))}",
-        f"ALTER VIEW {q(shape.view)} ALTER COLUMN id SET DEFAULT nextval(%(sequence)s)",
+        f"UNION ALL SELECT {', '.join(f'u.{q(c)}' for c in shape.columns)} "
+        f"FROM {q(shape.packed)} AS p CROSS JOIN LATERAL unnest(p.stored) AS u",
+        # an ORM insert names no id: the hot table's sequence gives it
+        f"ALTER VIEW {q(shape.view)} ALTER COLUMN id SET DEFAULT "
+        f"nextval(pg_get_serial_sequence('{q(shape.hot)}', 'id'))",
         # The ORM's writes through the view: to the hot table, the row's session unpacked first
         # (a packed row is found only there after it), so its unique keys are checked against
         # every stored row of the session.
@@ -204,19 +179,17 @@ END $$""",
 
 
 def _pack_statements(shape: _Shape) -> tuple[str, str]:
-    """Pack the hot rows of the sessions `$1` (bigint[]) into chunks; remove them from the hot
-    table."""
+    """Pack the hot rows of the sessions `ids` (bigint[]) into chunks of at most `CHUNK`, in
+    their session's order; remove them from the hot table."""
     q = _q
-    arrays = _packed_columns(shape)
-    order = ", ".join(q(c) for c in shape.order)
-    aggregates = ", ".join(f"array_agg({q(c)} ORDER BY {order})" for c in arrays)
+    order = ", ".join(f"h.{q(c)}" for c in shape.order)
     pack = (
-        f"INSERT INTO {q(shape.packed)} ({q(shape.session)}, chunk, "
-        f"{', '.join(q(c) for c in arrays)}) "
-        f"SELECT {q(shape.session)}, (n - 1) / {CHUNK}, {aggregates} FROM ("
-        f"SELECT *, row_number() OVER (PARTITION BY {q(shape.session)} ORDER BY {order}) AS n "
-        f"FROM {q(shape.hot)} WHERE {q(shape.session)} = ANY(ids)) AS r "
-        f"GROUP BY {q(shape.session)}, (n - 1) / {CHUNK}"
+        f"INSERT INTO {q(shape.packed)} ({q(shape.session)}, chunk, stored) "
+        f"SELECT r.sid, (r.n - 1) / {CHUNK}, array_agg(r.h ORDER BY r.n) FROM ("
+        f"SELECT h, h.{q(shape.session)} AS sid, "
+        f"row_number() OVER (PARTITION BY h.{q(shape.session)} ORDER BY {order}) AS n "
+        f"FROM {q(shape.hot)} AS h WHERE h.{q(shape.session)} = ANY(ids)) AS r "
+        f"GROUP BY r.sid, (r.n - 1) / {CHUNK}"
     )
     remove = f"DELETE FROM {q(shape.hot)} WHERE {q(shape.session)} = ANY(ids)"
     return pack, remove
@@ -227,20 +200,16 @@ def _unpack_statement(shape: _Shape) -> str:
     q = _q
     return (
         f"WITH gone AS (DELETE FROM {q(shape.packed)} WHERE {q(shape.session)} = sid "
-        f"RETURNING *) INSERT INTO {q(shape.hot)} ({', '.join(q(c) for c in shape.columns)}) "
-        f"{_unnested(shape, 'gone')}"
+        f"RETURNING stored) INSERT INTO {q(shape.hot)} "
+        "SELECT u.* FROM gone CROSS JOIN LATERAL unnest(gone.stored) AS u"
     )
 
 
-def install(
-    editor: BaseDatabaseSchemaEditor, models: Sequence[type[Model]], session_model: type[Model]
-) -> None:
-    """Create the packed storage of `models` (PACKED's, in order; historical models in a
-    migration) on PostgreSQL; nothing elsewhere."""
-    if editor.connection.vendor != "postgresql":
-        return
+def install_statements(models: Sequence[type[Model]], session_model: type[Model]) -> list[str]:
+    """The statements that create the packed storage of `models` (PACKED's, in order; the
+    historical models in a migration, which keeps them frozen: `run_statements`)."""
     sessions = session_model._meta.db_table
-    shapes = [_shape(m, spec, editor) for m, spec in zip(models, PACKED, strict=True)]
+    shapes = [_shape(m, spec) for m, spec in zip(models, PACKED, strict=True)]
     q = _q
     statements = [f"ALTER TABLE {q(sessions)} ADD COLUMN packed boolean NOT NULL DEFAULT false"]
     for shape in shapes:
@@ -271,8 +240,7 @@ END $$"""
     )
     # `pack_idle_sessions`' candidates, oldest first
     statements.append(
-        f"CREATE INDEX telemetry_session_unpacked ON {q(sessions)} (last_seen_at) "
-        "WHERE NOT packed"
+        f"CREATE INDEX telemetry_session_unpacked ON {q(sessions)} (last_seen_at) WHERE NOT packed"
     )
     statements.append(
         f"CREATE TRIGGER telemetry_unpack_session BEFORE UPDATE OF packed ON {q(sessions)} "
@@ -289,25 +257,14 @@ BEGIN
   UPDATE {q(sessions)} SET packed = true WHERE id = ANY(ids);
 END $$"""
     )
-    for statement in statements:
-        if "%(sequence)s" in statement:
-            view = statement.split('"')[1]
-            with editor.connection.cursor() as cursor:
-                cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [f"{view}_hot"])
-                (sequence,) = cursor.fetchone()
-            statement = statement.replace("%(sequence)s", f"'{sequence}'::regclass")
-        editor.execute(statement, params=None)
+    return statements
 
 
-def uninstall(
-    editor: BaseDatabaseSchemaEditor, models: Sequence[type[Model]], session_model: type[Model]
-) -> None:
-    """Unpack every session and put each hot table back under its model's name (`install`'s
-    reverse; a migration changing a packed model's columns runs it first)."""
-    if editor.connection.vendor != "postgresql":
-        return
+def uninstall_statements(models: Sequence[type[Model]], session_model: type[Model]) -> list[str]:
+    """`install_statements`' reverse: every session unpacked, each hot table back under its
+    model's name (a migration changing a packed model's columns runs them first)."""
     sessions = session_model._meta.db_table
-    shapes = [_shape(m, spec, editor) for m, spec in zip(models, PACKED, strict=True)]
+    shapes = [_shape(m, spec) for m, spec in zip(models, PACKED, strict=True)]
     q = _q
     statements = [f"UPDATE {q(sessions)} SET packed = false WHERE packed"]
     statements += [
@@ -326,6 +283,13 @@ def uninstall(
             f"DROP TABLE {q(shape.packed)}",
             f"ALTER TABLE {q(shape.hot)} RENAME TO {q(shape.view)}",
         ]
+    return statements
+
+
+def run_statements(editor: BaseDatabaseSchemaEditor, statements: Sequence[str]) -> None:
+    """Run `install_statements` or `uninstall_statements` on PostgreSQL; nothing elsewhere."""
+    if editor.connection.vendor != "postgresql":
+        return
     for statement in statements:
         editor.execute(statement, params=None)
 

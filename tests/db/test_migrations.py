@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -111,6 +113,29 @@ def test_no_migration_imports_the_project_s_live_code():
     assert offenders == []
 
 
+@contextmanager
+def _as_before_packing() -> Iterator[None]:
+    """The calls and turns as the migrations before 0035 left them (one table each, under the
+    model's name), for a test of an older migration's steps: 0035 reversed, then applied again."""
+    import importlib
+
+    frozen = importlib.import_module("telemetry.migrations.0035_packed_calls_and_turns")
+
+    def run(statements: list[str]) -> None:
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                # the test's deferred checks run now: an ALTER TABLE waits for none
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                for statement in statements:
+                    cursor.execute(statement)
+
+    run(frozen.UNINSTALL)
+    try:
+        yield
+    finally:
+        run(frozen.INSTALL)
+
+
 def test_the_frozen_rollup_backfill_of_0011_rebuilds_what_the_live_code_does(agent):
     records = [
         _record("a", 0, 0, START),
@@ -122,7 +147,8 @@ def test_the_frozen_rollup_backfill_of_0011_rebuilds_what_the_live_code_does(age
     rebuild_rollups()
     live = _snapshot()
     HourlyUsage.objects.all().delete()
-    run_data_steps(MigrationLoader(connection), "telemetry", "0011_hourly_usage")
+    with _as_before_packing():
+        run_data_steps(MigrationLoader(connection), "telemetry", "0011_hourly_usage")
     assert _snapshot() == live
     assert len(live) == 4  # (profile, model, hour) rows
 
@@ -228,12 +254,13 @@ def test_0029_turns_the_stored_hex_into_the_digest_s_bytes_and_back(agent):
             cursor.execute("SELECT id, payload_hash FROM telemetry_llmcall")
             return dict(cursor.fetchall())
 
-    module.backward(None, editor)
-    assert column() == {pk: bytes(d).hex() for pk, d in stored.items()}
-    module.forward(None, editor)
-    assert {pk: bytes(d) for pk, d in column().items()} == {
-        pk: bytes(d) for pk, d in stored.items()
-    }
+    with _as_before_packing():
+        module.backward(None, editor)
+        assert column() == {pk: bytes(d).hex() for pk, d in stored.items()}
+        module.forward(None, editor)
+        assert {pk: bytes(d) for pk, d in column().items()} == {
+            pk: bytes(d) for pk, d in stored.items()
+        }
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite stores int4 and int8 alike")
@@ -265,7 +292,6 @@ def test_0031_makes_a_calls_counts_integer_and_back_keeping_every_value(agent):
         return [*calls, *turns]
 
     columns = len(module.CALL_COLUMNS) + len(module.TURN_COLUMNS)
-    assert set(types().values()) == {"integer"} and len(types()) == columns
     before = rows()
     assert before[0][module.CALL_COLUMNS.index("context_tokens")] == 2**31 - 1
 
@@ -274,12 +300,14 @@ def test_0031_makes_a_calls_counts_integer_and_back_keeping_every_value(agent):
             cursor.execute(sql)
 
     editor = SimpleNamespace(connection=connection, execute=execute)
-    module.backward(None, editor)
-    assert set(types().values()) == {"bigint"}
-    assert rows() == before
-    module.forward(None, editor)
-    assert set(types().values()) == {"integer"}
-    assert rows() == before
+    with _as_before_packing():
+        assert set(types().values()) == {"integer"} and len(types()) == columns
+        module.backward(None, editor)
+        assert set(types().values()) == {"bigint"}
+        assert rows() == before
+        module.forward(None, editor)
+        assert set(types().values()) == {"integer"}
+        assert rows() == before
 
 
 def _index_sql(name: str) -> str | None:
@@ -325,3 +353,20 @@ def test_0013_builds_the_removed_text_index_concurrently_on_postgresql_and_plain
     assert [sql.split(" ")[0] for sql in statements] == ["CREATE", "DROP"], statements
     concurrently = ["CONCURRENTLY" in sql for sql in statements]
     assert concurrently == [connection.vendor == "postgresql"] * 2, statements
+
+
+def test_the_frozen_packing_statements_of_0035_are_the_live_ones():
+    """0035 writes out `telemetry.packing`'s statements for the models of its day; the live
+    builders, given those historical models, still write the same text."""
+    import importlib
+
+    from telemetry import packing
+
+    frozen = importlib.import_module("telemetry.migrations.0035_packed_calls_and_turns")
+    state = MigrationLoader(connection).project_state(
+        ("telemetry", "0034_turn_key_session_unconstrained")
+    )
+    models = [state.apps.get_model(*p.label.split(".")) for p in packing.PACKED]
+    session = state.apps.get_model(*packing.SESSION_LABEL.split("."))
+    assert packing.install_statements(models, session) == frozen.INSTALL
+    assert packing.uninstall_statements(models, session) == frozen.UNINSTALL
