@@ -73,7 +73,7 @@ def measure(cursor: Any) -> list[TableBytes]:
 def report(found: list[TableBytes], calls: int, database_bytes: int) -> dict[str, Any]:
     """Bytes per million calls: the whole database, each table's parts and each index."""
     per = 1_000_000 / max(calls, 1)
-    tables = {}
+    tables: dict[str, dict[str, Any]] = {}
     for t in found:
         tables[t.table] = {
             "rows": t.rows,

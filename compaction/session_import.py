@@ -308,7 +308,8 @@ def _absent(model: type[models.Model], session: AgentSession, rows: list[Any]) -
         for c in model._meta.constraints
         if isinstance(c, models.UniqueConstraint) and "session" in c.fields
     ]
-    attnames = [[model._meta.get_field(f).attname for f in fields] for fields in keys]
+    by_name = {f.name: f.attname for f in model._meta.concrete_fields}
+    attnames = [[by_name[f] for f in fields] for fields in keys]
     held: list[set[tuple[Any, ...]]] = [
         set(model._default_manager.filter(session=session).values_list(*names))
         for names in attnames

@@ -366,7 +366,7 @@ def test_the_frozen_packing_statements_of_0035_are_the_live_ones():
     state = MigrationLoader(connection).project_state(
         ("telemetry", "0034_turn_key_session_unconstrained")
     )
-    models = [state.apps.get_model(*p.label.split(".")) for p in packing.PACKED]
-    session = state.apps.get_model(*packing.SESSION_LABEL.split("."))
+    models = [state.apps.get_model(p.label) for p in packing.PACKED]
+    session = state.apps.get_model(packing.SESSION_LABEL)
     assert packing.install_statements(models, session) == frozen.INSTALL
     assert packing.uninstall_statements(models, session) == frozen.UNINSTALL
