@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final
 
@@ -164,6 +165,15 @@ def restore_session(
         AgentSession.objects.filter(pk=session.pk).update(created_at=created_at)
         session.created_at = created_at
     return session, True
+
+
+def cover_restored(session_id: int, latest: datetime) -> None:
+    """Raise the session's `last_seen_at` to `latest`, the time of a restored call or turn, when
+    it is earlier or unset: no stored call or turn is later than its session's last sighting
+    (`telemetry.session_scope`), whatever an imported file says."""
+    AgentSession.objects.filter(
+        Q(last_seen_at__isnull=True) | Q(last_seen_at__lt=latest), pk=session_id
+    ).update(last_seen_at=latest)
 
 
 def lock_session(session_id: int) -> None:
