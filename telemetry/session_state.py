@@ -33,7 +33,7 @@ from telemetry.ingest.upserts import (
     update_statement,
 )
 from telemetry.ingest.values import column_array
-from telemetry.models import AgentProfile, AgentSession, Turn
+from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall, Turn
 from telemetry.policy_effects import ProfileSetting, SessionFacts, recomputed_figures
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy
@@ -446,10 +446,12 @@ def give_up_relief(session_id: int) -> None:
 
 def discard_unused_sessions(session_ids: Iterable[int]) -> None:
     """Delete the given sessions that hold no call and no context event (opened by a request
-    none of whose records were kept)."""
-    AgentSession.objects.filter(
-        pk__in=list(session_ids), calls__isnull=True, context_events__isnull=True
-    ).delete()
+    none of whose records were kept). The calls and events are read by these sessions' ids,
+    not joined to the session rows (`telemetry.session_scope`)."""
+    ids = list(session_ids)
+    held = LLMCall.objects.filter(session_id__in=ids).values("session_id")
+    noted = ContextEvent.objects.filter(session_id__in=ids).values("session_id")
+    AgentSession.objects.filter(pk__in=ids).exclude(pk__in=held).exclude(pk__in=noted).delete()
 
 
 def mark_relief_tried(session_id: int, surface_version: int) -> None:

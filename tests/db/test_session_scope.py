@@ -29,6 +29,7 @@ from telemetry.policy_store import update_policy
 from telemetry.pricing import find_price
 from telemetry.retention import remove_expired_calls
 from telemetry.session_scope import sessions_seen_since
+from telemetry.session_state import discard_unused_sessions
 from tests.db.conftest import Agent
 from tests.db.test_console_views import report
 from tests.db.test_session_export import delete_sessions
@@ -283,3 +284,20 @@ def test_the_exports_event_calls_are_read_within_their_sessions(boundaries) -> N
     rows = [line["row"] for line in exported if line["kind"] == "context_event"]
     found = [None if r["call_turn"] is None else (r["call_turn"], r["call_call"]) for r in rows]
     assert sorted(found, key=str) == sorted(events_with_calls().values(), key=str)
+
+
+def test_discarding_unused_sessions_keeps_those_with_a_call_or_an_event(agent) -> None:
+    now = timezone.now()
+    report(agent.key, [call("called", 0, 0, now)])
+    profile = agent.key.profile
+    noted = AgentSession.objects.create(profile=profile, external_id="noted")
+    record_context_event(
+        noted, kind="compaction", origin="agent", source="x", source_key="k", at=now
+    )
+    empty = AgentSession.objects.create(profile=profile, external_id="empty")
+    other = AgentSession.objects.create(profile=profile, external_id="not-named")
+    named = list(AgentSession.objects.exclude(pk=other.pk).values_list("pk", flat=True))
+    discard_unused_sessions(named)
+    kept = set(AgentSession.objects.values_list("external_id", flat=True))
+    assert kept == {"called", "noted", "not-named"}
+    assert not AgentSession.objects.filter(pk=empty.pk).exists()
