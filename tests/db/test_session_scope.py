@@ -11,8 +11,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.db.models import Count
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from compaction.cache_report import context_changes
@@ -301,3 +303,47 @@ def test_discarding_unused_sessions_keeps_those_with_a_call_or_an_event(agent) -
     kept = set(AgentSession.objects.values_list("external_id", flat=True))
     assert kept == {"called", "noted", "not-named"}
     assert not AgentSession.objects.filter(pk=empty.pk).exists()
+
+
+def test_the_scoped_reads_start_from_the_sessions_index_on_postgresql(agent) -> None:
+    """3,600 sessions last seen over 180 days, 30 calls and 10 turns each: the reads of the
+    last 7 days find their sessions on `last_seen_at`'s index, then probe each session's calls
+    and turns on their (session, …) indexes; no read of calls or turns scans its table."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the plan is PostgreSQL's")
+    from bench import bulk
+
+    profile = agent.key.profile
+    bulk.seed_sessions(profile.pk, "plan-", 3600)
+    where = "s.profile_id = %s"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE telemetry_agentsession SET last_seen_at = now() - (id % 180) * interval '1 day'"
+        )
+        bulk.seed_calls(where, [profile.pk], 10, 3)
+        cursor.execute(
+            "UPDATE telemetry_llmcall c SET at = s.last_seen_at - ((9 - c.turn) * 3 + 2 - c.call)"
+            " * interval '1 minute' FROM telemetry_agentsession s WHERE s.id = c.session_id"
+        )
+        bulk.seed_turns(where, [profile.pk])
+        for table in ("telemetry_agentsession", "telemetry_llmcall", "telemetry_turn"):
+            cursor.execute(f"ANALYZE {table}")
+    since = timezone.now() - timedelta(days=7)
+    with CaptureQueriesContext(connection) as queries:
+        assert plain(recent_cached_calls(since)) == plain(unscoped_cached_calls(since))
+        assert plain(rounds_histograms(since)) == plain(unscoped_histograms(since))
+    reads = [q["sql"] for q in queries.captured_queries if "telemetry_" in q["sql"]]
+    plans = {}
+    with connection.cursor() as cursor:
+        for sql in reads:
+            cursor.execute("EXPLAIN " + sql)
+            plans[sql] = "\n".join(row[0] for row in cursor.fetchall())
+    scoped = [plan for sql, plan in plans.items() if 'session_id" IN (' in sql]
+    assert len(scoped) == 2, list(plans)
+    for plan in scoped:
+        assert "Seq Scan" not in plan, plan
+        assert "call_unique_position" in plan or "turn_unique" in plan, plan
+    first = [p for s, p in plans.items() if 'FROM "telemetry_agentsession"' in s.split("WHERE")[0]]
+    # an index of the sessions on `last_seen_at` (`session_last_seen`, or the list's order)
+    assert len(first) == 1 and "Seq Scan" not in first[0], first
+    assert "Index Cond: (last_seen_at >=" in first[0], first[0]
