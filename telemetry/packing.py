@@ -130,6 +130,9 @@ def _install_model(shape: _Shape, sessions: str) -> list[str]:
     new_values = ", ".join(f"NEW.{q(c)}" for c in shape.columns)
     fn = f"{shape.view}_write"
 
+    def packed_alias(column: str) -> str:
+        return "p" if column == shape.session else "u"
+
     def unpack(row: str) -> str:
         return (
             f"UPDATE {q(sessions)} SET packed = false "
@@ -145,7 +148,9 @@ def _install_model(shape: _Shape, sessions: str) -> list[str]:
         f"chunk integer NOT NULL, stored {q(shape.hot)}[] COMPRESSION lz4 NOT NULL, "
         f"PRIMARY KEY ({q(shape.session)}, chunk)) WITH (toast_tuple_target = 128)",
         f"CREATE VIEW {q(shape.view)} AS SELECT {columns} FROM {q(shape.hot)} "
-        f"UNION ALL SELECT {', '.join(f'u.{q(c)}' for c in shape.columns)} "
+        # the chunk's own session column, not its rows': a filter on the session is then an
+        # index probe of the chunks, not a filter of every chunk's unnested rows
+        f"UNION ALL SELECT {', '.join(f'{packed_alias(c)}.{q(c)}' for c in shape.columns)} "
         f"FROM {q(shape.packed)} AS p CROSS JOIN LATERAL unnest(p.stored) AS u",
         # an ORM insert names no id: the hot table's sequence gives it
         f"ALTER VIEW {q(shape.view)} ALTER COLUMN id SET DEFAULT "

@@ -294,3 +294,20 @@ def test_a_flush_empties_the_calls_and_turns_stored_apart_from_their_view() -> N
     call_command("flush", interactive=False, verbosity=0)
 
     assert not LLMCall.objects.exists() and not Turn.objects.exists()
+
+
+@on_postgresql
+def test_a_read_of_one_sessions_calls_probes_the_packed_chunks_by_their_session() -> None:
+    profile = get_or_create_profile(name="packed-plan")
+    store_records(profile=profile, raw_items=[r for n in range(40) for r in _history(f"s{n}", 1)])
+    sessions = list(AgentSession.objects.filter(profile=profile))
+    _pack(*sessions)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE telemetry_llmcall_packed")
+        sql, params = LLMCall.objects.filter(session=sessions[3]).query.sql_with_params()
+        cursor.execute("SET enable_seqscan = off")  # a 40-row table is cheaper read whole
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("RESET enable_seqscan")
+    assert "Index Scan using telemetry_llmcall_packed_pkey" in plan, plan
+    assert "Index Cond: (session_id = " in plan, plan
