@@ -12,7 +12,8 @@ Every reader sees one relation as before. For each packed model (`PACKED`):
 - `<table>_hot` is the table of the rows as stored one by one (what was `<table>`, its indexes
   and constraints renamed with it): every session that is not packed;
 - `<table>_packed` holds the packed chunks: the session, the chunk's number, and the array of
-  its rows (the hot table's row type) in the session's order (`order`);
+  its rows (the hot table's row type) in the session's order (`order`); the turns' chunks also
+  the bound retention finds them by (`Expiry`);
 - `<table>`, the model's own name, is a view: the hot rows `UNION ALL` the packed ones unnested.
   The ORM reads it unchanged; a read restricted to a session is an index probe on both.
   `INSTEAD OF` triggers make the ORM's rare writes through it (a repricing, an import, the
@@ -45,7 +46,7 @@ from typing import Final
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
-from django.db.models import Model
+from django.db.models import Field, Model
 from django.utils import timezone
 
 # Sessions packed by one run of `pack_idle_sessions`: one transaction, its locks held briefly.
@@ -57,14 +58,38 @@ CHUNK = 100
 
 
 @dataclass(frozen=True)
+class Expiry:
+    """A packed chunk's `expires_at`, set when it is packed: the oldest `at` among its rows
+    whose `position` is not their session's `latest` (NULL when there is none); and its
+    session's `scope` (the profile, part of a session's identity), beside it.
+
+    Retention removes a row only when it is not its session's latest and older than its
+    profile's cut-off (`telemetry.retention.expired_turns`), so a chunk holds such a row only
+    if its `expires_at` is before that cut-off: retention and its preview find their packed
+    candidates by an index on (`scope`, `expires_at`), one range per profile, instead of
+    unnesting every chunk (or reading the chunks of a profile that keeps everything). A
+    session whose only old row is its latest one is no candidate. A write to a packed session
+    unpacks it, so the session's `latest` cannot change while its chunks stand."""
+
+    at: str  # the row's field: "last_at"
+    position: str  # the row's field: "turn"
+    latest: str  # the session's field: "last_turn"
+    scope: str  # the session's field: "profile"
+
+
+@dataclass(frozen=True)
 class Packed:
     """A model stored packed: its rows are ordered by `order` within their session."""
 
     label: str  # "telemetry.LLMCall"
     order: tuple[str, ...]
+    expiry: Expiry | None = None
 
 
-PACKED = (Packed("telemetry.LLMCall", ("turn", "call")), Packed("telemetry.Turn", ("turn",)))
+PACKED = (
+    Packed("telemetry.LLMCall", ("turn", "call")),
+    Packed("telemetry.Turn", ("turn",), Expiry("last_at", "turn", "last_turn", "profile")),
+)
 SESSION_LABEL = "telemetry.AgentSession"
 
 
@@ -109,11 +134,22 @@ class _Shape:
     session: str  # the session column
     columns: tuple[str, ...]  # every column, in the model's field order
     order: tuple[str, ...]  # the order's columns
+    sessions: str  # the sessions' table
+    # the `Expiry`'s columns: the row's time and position, the session's latest and scope
+    expiry: tuple[str, str, str, str] | None
 
 
-def _shape(model: type[Model], spec: Packed) -> _Shape:
+def _shape(model: type[Model], spec: Packed, session_model: type[Model]) -> _Shape:
     fields = list(model._meta.concrete_fields)
     by_name = {f.name: f for f in fields}
+    expiry = None
+    if spec.expiry is not None:
+        expiry = (
+            by_name[spec.expiry.at].column,
+            by_name[spec.expiry.position].column,
+            _column(session_model, spec.expiry.latest),
+            _column(session_model, spec.expiry.scope),
+        )
     return _Shape(
         view=model._meta.db_table,
         hot=f"{model._meta.db_table}_hot",
@@ -121,11 +157,25 @@ def _shape(model: type[Model], spec: Packed) -> _Shape:
         session=by_name["session"].column,
         columns=tuple(f.column for f in fields),
         order=tuple(by_name[name].column for name in spec.order),
+        sessions=session_model._meta.db_table,
+        expiry=expiry,
     )
 
 
-def _install_model(shape: _Shape, sessions: str) -> list[str]:
+def _column(model: type[Model], name: str) -> str:
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field) and field.column, name
+    return field.column
+
+
+def expiry_index(model: type[Model]) -> str:
+    """The index of `model`'s packed chunks on their scope and `expires_at` (`Expiry`)."""
+    return f"{model._meta.db_table}_packed_expires"
+
+
+def _install_model(shape: _Shape) -> list[str]:
     q = _q
+    sessions = shape.sessions
     columns = ", ".join(q(c) for c in shape.columns)
     new_values = ", ".join(f"NEW.{q(c)}" for c in shape.columns)
     fn = f"{shape.view}_write"
@@ -139,13 +189,16 @@ def _install_model(shape: _Shape, sessions: str) -> list[str]:
             f"WHERE id = {row}.{q(shape.session)} AND packed;"
         )
 
-    return [
+    expires = ""
+    if shape.expiry is not None:
+        expires = f", {q(shape.expiry[3])} bigint NOT NULL, expires_at timestamptz"
+    statements = [
         f"ALTER TABLE {q(shape.view)} RENAME TO {q(shape.hot)}",
         # A chunk is one array of the hot table's rows, compressed as one value: the rows of a
         # session repeat their model, provider, keys and headers, which one value compresses
         # away (one array per column compressed each apart took half as much again).
         f"CREATE TABLE {q(shape.packed)} ({q(shape.session)} bigint NOT NULL, "
-        f"chunk integer NOT NULL, stored {q(shape.hot)}[] COMPRESSION lz4 NOT NULL, "
+        f"chunk integer NOT NULL, stored {q(shape.hot)}[] COMPRESSION lz4 NOT NULL{expires}, "
         f"PRIMARY KEY ({q(shape.session)}, chunk)) WITH (toast_tuple_target = 128)",
         f"CREATE VIEW {q(shape.view)} AS SELECT {columns} FROM {q(shape.hot)} "
         # the chunk's own session column, not its rows': a filter on the session is then an
@@ -181,6 +234,14 @@ END $$""",
         f"CREATE TRIGGER {q(fn)} INSTEAD OF INSERT OR UPDATE OR DELETE ON {q(shape.view)} "
         f"FOR EACH ROW EXECUTE FUNCTION {q(fn)}()",
     ]
+    if shape.expiry is not None:
+        # retention's packed candidates (`Expiry`), their sessions read from the index alone
+        statements.append(
+            f"CREATE INDEX {q(shape.packed + '_expires')} ON {q(shape.packed)} "
+            f"({q(shape.expiry[3])}, expires_at, {q(shape.session)}) "
+            "WHERE expires_at IS NOT NULL"
+        )
+    return statements
 
 
 def _pack_statements(shape: _Shape) -> tuple[str, str]:
@@ -188,14 +249,28 @@ def _pack_statements(shape: _Shape) -> tuple[str, str]:
     their session's order; remove them from the hot table."""
     q = _q
     order = ", ".join(f"h.{q(c)}" for c in shape.order)
-    pack = (
-        f"INSERT INTO {q(shape.packed)} ({q(shape.session)}, chunk, stored) "
-        f"SELECT r.sid, (r.n - 1) / {CHUNK}, array_agg(r.h ORDER BY r.n) FROM ("
-        f"SELECT h, h.{q(shape.session)} AS sid, "
-        f"row_number() OVER (PARTITION BY h.{q(shape.session)} ORDER BY {order}) AS n "
-        f"FROM {q(shape.hot)} AS h WHERE h.{q(shape.session)} = ANY(ids)) AS r "
-        f"GROUP BY r.sid, (r.n - 1) / {CHUNK}"
-    )
+    number = f"row_number() OVER (PARTITION BY h.{q(shape.session)} ORDER BY {order}) AS n"
+    if shape.expiry is None:
+        pack = (
+            f"INSERT INTO {q(shape.packed)} ({q(shape.session)}, chunk, stored) "
+            f"SELECT r.sid, (r.n - 1) / {CHUNK}, array_agg(r.h ORDER BY r.n) FROM ("
+            f"SELECT h, h.{q(shape.session)} AS sid, {number} "
+            f"FROM {q(shape.hot)} AS h WHERE h.{q(shape.session)} = ANY(ids)) AS r "
+            f"GROUP BY r.sid, (r.n - 1) / {CHUNK}"
+        )
+    else:
+        at, position, latest, scope = (q(c) for c in shape.expiry)
+        pack = (
+            f"INSERT INTO {q(shape.packed)} ({q(shape.session)}, chunk, stored, {scope}, "
+            f"expires_at) SELECT r.sid, (r.n - 1) / {CHUNK}, array_agg(r.h ORDER BY r.n), "
+            f"min(r.scope), "
+            f"min((r.h).{at}) FILTER (WHERE (r.h).{position} IS DISTINCT FROM r.latest) FROM ("
+            f"SELECT h, h.{q(shape.session)} AS sid, s.{latest} AS latest, s.{scope} AS scope, "
+            f"{number} "
+            f"FROM {q(shape.hot)} AS h JOIN {q(shape.sessions)} AS s "
+            f"ON s.id = h.{q(shape.session)} WHERE h.{q(shape.session)} = ANY(ids)) AS r "
+            f"GROUP BY r.sid, (r.n - 1) / {CHUNK}"
+        )
     remove = f"DELETE FROM {q(shape.hot)} WHERE {q(shape.session)} = ANY(ids)"
     return pack, remove
 
@@ -214,11 +289,11 @@ def install_statements(models: Sequence[type[Model]], session_model: type[Model]
     """The statements that create the packed storage of `models` (PACKED's, in order; the
     historical models in a migration, which keeps them frozen: `run_statements`)."""
     sessions = session_model._meta.db_table
-    shapes = [_shape(m, spec) for m, spec in zip(models, PACKED, strict=True)]
+    shapes = [_shape(m, spec, session_model) for m, spec in zip(models, PACKED, strict=True)]
     q = _q
     statements = [f"ALTER TABLE {q(sessions)} ADD COLUMN packed boolean NOT NULL DEFAULT false"]
     for shape in shapes:
-        statements += _install_model(shape, sessions)
+        statements += _install_model(shape)
     unpacks = ";\n  ".join(_unpack_statement(s) for s in shapes)
     packs = ";\n  ".join(s for shape in shapes for s in _pack_statements(shape))
     statements.append(
@@ -269,7 +344,7 @@ def uninstall_statements(models: Sequence[type[Model]], session_model: type[Mode
     """`install_statements`' reverse: every session unpacked, each hot table back under its
     model's name (a migration changing a packed model's columns runs them first)."""
     sessions = session_model._meta.db_table
-    shapes = [_shape(m, spec) for m, spec in zip(models, PACKED, strict=True)]
+    shapes = [_shape(m, spec, session_model) for m, spec in zip(models, PACKED, strict=True)]
     q = _q
     statements = [f"UPDATE {q(sessions)} SET packed = false WHERE packed"]
     statements += [
