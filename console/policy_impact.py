@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from django.db.models import Count, Sum
 from django.utils import timezone
 
 from compaction import log_retention
 from compaction.log_retention import expiring_texts
 from telemetry.errors import FieldError
-from telemetry.models import AgentProfile, Turn
+from telemetry.models import AgentProfile
 from telemetry.policy_change import (
     Proposal,
     policy_proposal,
@@ -26,7 +25,7 @@ from telemetry.policy_change import (
     windows_proposal,
 )
 from telemetry.policy_effects import PolicyEffects
-from telemetry.retention import cutoffs, expired_turns
+from telemetry.retention import cutoffs, expired_turns, expiring
 
 
 @dataclass(frozen=True)
@@ -113,9 +112,10 @@ def _expiring(proposal: Proposal) -> tuple[int, int]:
     now = timezone.now()
     before = {pk: pair[0].policy for pk, pair in proposal.settings.items()}
     after = {pk: pair[1].policy for pk, pair in proposal.settings.items()}
-    newly = expired_turns(cutoffs(after, now)) & ~expired_turns(cutoffs(before, now))
-    removed = Turn.objects.filter(newly).aggregate(turns=Count("id"), calls=Sum("calls"))
-    return int(removed["turns"] or 0), int(removed["calls"] or 0)
+    reached = cutoffs(after, now)
+    newly = expired_turns(reached) & ~expired_turns(cutoffs(before, now))
+    # read where the turns are stored, the packed ones from the candidate chunks alone
+    return expiring(newly, reached)
 
 
 def policy_impact(
