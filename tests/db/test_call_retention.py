@@ -5,11 +5,12 @@ turns are gone, removed in bounded batches; the policy shows what a change remov
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.db.models import Sum
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
@@ -21,7 +22,7 @@ from telemetry.events import record_context_event
 from telemetry.keys import create_agent_key
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall, Turn
 from telemetry.policy_store import effective_policy, update_policy
-from telemetry.retention import BATCH_TURNS, remove_expired_calls
+from telemetry.retention import BATCH_TURNS, Removed, remove_expired_calls
 from telemetry.tasks import apply_retention
 from tests.db.conftest import Agent, make_user
 from tests.db.test_console_views import report
@@ -29,6 +30,17 @@ from tests.db.test_session_export import hour_rows, overview_figures, records
 
 pytestmark = pytest.mark.django_db
 DAYS = 90
+
+on_postgresql = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="packed storage is PostgreSQL's"
+)
+
+
+def _pack_all() -> None:
+    from telemetry import packing
+
+    with transaction.atomic():
+        packing.pack_sessions(list(AgentSession.objects.values_list("pk", flat=True)))
 
 
 @pytest.fixture
@@ -77,7 +89,14 @@ def session_figures() -> dict[str, dict[str, Any]]:
     return {row["external_id"]: dict(row) for row in AgentSession.objects.values()}
 
 
-def test_a_30_day_retention_removes_the_old_calls_and_keeps_every_figure(ninety_days) -> None:
+@pytest.mark.parametrize(
+    "packed", [False, pytest.param(True, marks=on_postgresql)], ids=["hot", "packed"]
+)
+def test_a_30_day_retention_removes_the_old_calls_and_keeps_every_figure(
+    ninety_days, packed: bool
+) -> None:
+    if packed:
+        _pack_all()
     cutoff = timezone.now() - timedelta(days=30)
     before = {
         "sessions": session_figures(),
@@ -213,20 +232,187 @@ def test_the_retention_scan_reads_the_old_block_ranges_on_postgresql(agent) -> N
     with connection.cursor() as cursor:
         # the turns' clocks in the order they were written, the newest now
         cursor.execute(
-            "UPDATE telemetry_turn SET last_at = now() - "
-            "((SELECT max(id) FROM telemetry_turn) - id) * interval '1 minute'"
+            "UPDATE telemetry_turn_hot SET last_at = now() - "
+            "((SELECT max(id) FROM telemetry_turn_hot) - id) * interval '1 minute'"
         )
         cursor.execute("UPDATE telemetry_agentsession SET last_turn = 49")
         # what autovacuum does to the pages written since (no VACUUM in a test's transaction)
         cursor.execute("SELECT brin_summarize_new_values('turn_last_at_brin')")
-        cursor.execute("ANALYZE telemetry_turn")
+        cursor.execute("ANALYZE telemetry_turn_hot")
         cursor.execute("ANALYZE telemetry_agentsession")
     update_policy(profile=profile, values={"call_retention_days": 13})
     with CaptureQueriesContext(connection) as queries:
         removed = remove_expired_calls()  # a batch of BATCH_TURNS, of about 1,280
     assert removed.turns == BATCH_TURNS and removed.has_more
-    sql = next(q["sql"] for q in queries.captured_queries if 'FROM "telemetry_turn"' in q["sql"])
+    sql = next(
+        q["sql"] for q in queries.captured_queries if 'FROM "telemetry_turn_hot"' in q["sql"]
+    )
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "Bitmap Index Scan on turn_last_at_brin" in plan, plan
+
+
+def _session_turns(name: str, ends: list[datetime]) -> list[dict[str, Any]]:
+    """One call a turn, each turn ending at its `ends` entry."""
+    return [
+        {
+            "session_id": name,
+            "turn": t,
+            "call": 0,
+            "model": "claude-sonnet-4-5",
+            "at": at.isoformat(),
+            "usage": {"input_tokens": 100 + t, "output_tokens": 10},
+        }
+        for t, at in enumerate(ends)
+    ]
+
+
+def _split(session: AgentSession, first_hot: int) -> None:
+    """Move the packed turns of `session` from `first_hot` on back to the hot table: a session
+    with a packed part and a hot part."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO telemetry_turn_hot SELECT u.* FROM telemetry_turn_packed p "
+            "CROSS JOIN LATERAL unnest(p.stored) u WHERE p.session_id = %s AND u.turn >= %s",
+            [session.pk, first_hot],
+        )
+        cursor.execute(
+            "UPDATE telemetry_turn_packed SET stored = ARRAY(SELECT u FROM unnest(stored) u "
+            "WHERE u.turn < %s) WHERE session_id = %s",
+            [first_hot, session.pk],
+        )
+
+
+@pytest.fixture
+def boundaries(agent: Agent) -> tuple[Any, dict[int, Any]]:
+    """Sessions of three profiles around their cut-offs (30 days; 10 days; kept forever): a
+    turn ending exactly at the cut-off, a microsecond before and after it, an old latest turn
+    alone, a session longer than a chunk across its cut-off; on PostgreSQL some packed, one
+    packed in part, the rest hot."""
+    from telemetry import packing
+
+    now = timezone.now()
+    second = create_agent_key(profile_name="second").key
+    forever = create_agent_key(profile_name="forever").key
+    update_policy(profile=agent.key.profile, values={"call_retention_days": 30})
+    update_policy(profile=second.profile, values={"call_retention_days": 10})
+    cuts = {
+        agent.key.profile.pk: now - timedelta(days=30),
+        second.profile.pk: now - timedelta(days=10),
+    }
+    us = timedelta(microseconds=1)
+    day = timedelta(days=1)
+    for key, cut in (
+        (agent.key, cuts[agent.key.profile.pk]),
+        (second, cuts[second.profile.pk]),
+        (forever, now - timedelta(days=30)),
+    ):
+        report(key, _session_turns("edges", [cut - day, cut - us, cut, cut + us, now]))
+        report(key, _session_turns("alone-old", [cut - 9 * day]))
+        report(key, _session_turns("latest-old", [cut - 3 * day, cut - 2 * day]))
+        long = [cut - (packing.CHUNK - t) * timedelta(hours=1) for t in range(packing.CHUNK + 30)]
+        report(key, _session_turns("long", long))
+        report(key, _session_turns("mixed", [cut - 3 * day + t * day for t in range(7)]))
+        report(key, _session_turns("hot", [cut - 2 * day, cut - us, now]))
+    if connection.vendor == "postgresql":
+        with transaction.atomic():
+            packing.pack_sessions(
+                list(AgentSession.objects.exclude(external_id="hot").values_list("pk", flat=True))
+            )
+        for session in AgentSession.objects.filter(external_id="mixed"):
+            _split(session, 4)
+    return now, cuts
+
+
+def _turn_keys(**filters: Any) -> set[tuple[str, str, int]]:
+    return set(
+        Turn.objects.filter(**filters).values_list(
+            "session__profile__name", "session__external_id", "turn"
+        )
+    )
+
+
+def _call_keys() -> set[tuple[str, str, int]]:
+    return set(
+        LLMCall.objects.values_list("session__profile__name", "session__external_id", "turn")
+    )
+
+
+def test_retention_and_its_preview_read_what_the_plain_rule_over_every_turn_matches(
+    boundaries,
+) -> None:
+    from telemetry.retention import expired_turns, expiring
+
+    now, cuts = boundaries
+    rule = expired_turns(cuts)
+    plain = _turn_keys(pk__in=Turn.objects.filter(rule).values("pk"))
+    calls = Turn.objects.filter(rule).aggregate(n=Sum("calls"))["n"]
+    # the boundaries drawn: the turn at the cut-off, the latest turns, the kept profile stay
+    assert ("default", "edges", 1) in plain and ("default", "edges", 2) not in plain
+    assert ("default", "edges", 0) in plain and ("default", "alone-old", 0) not in plain
+    assert ("default", "latest-old", 0) in plain and ("default", "latest-old", 1) not in plain
+    assert not any(profile == "forever" for profile, _, _ in plain)
+    assert {("second", "mixed", t) for t in (0, 1, 2)} <= plain
+    assert len(plain) > 2 * 100 and calls == len(plain)
+
+    assert expiring(rule, cuts) == (len(plain), calls)
+    # a preview's rule: what a shorter retention removes that the current one keeps
+    longer = {pk: cut - timedelta(days=2) for pk, cut in cuts.items()}
+    newly = rule & ~expired_turns(longer)
+    assert expiring(newly, cuts) == (
+        Turn.objects.filter(newly).count(),
+        Turn.objects.filter(newly).aggregate(n=Sum("calls"))["n"],
+    )
+
+    before, before_calls = _turn_keys(), _call_keys()
+    done = []
+    while True:
+        removed = remove_expired_calls(batch_turns=7, now=now)
+        assert removed.turns <= 7
+        done.append(removed)
+        if not removed.has_more:
+            break
+    assert before - _turn_keys() == plain
+    assert sum(r.turns for r in done) == len(plain) and sum(r.calls for r in done) == calls
+    assert before_calls - _call_keys() == plain  # one call a turn: each expired turn's
+    assert expiring(rule, cuts) == (0, 0)
+    # no packed session is a candidate any more, an old latest turn alone included: a run
+    # unpacks nothing
+    with CaptureQueriesContext(connection) as queries:
+        assert remove_expired_calls(now=now) == Removed(0, 0, False)
+    assert not [q for q in queries.captured_queries if "telemetry_pack_sessions" in q["sql"]]
+
+
+@on_postgresql
+def test_the_packed_candidates_are_read_from_their_index_by_profile(agent) -> None:
+    """Packed sessions of a profile that keeps everything, as old as those of a profile with a
+    13-day retention: the candidates are one range of the chunks' index a profile, and the
+    kept profile's chunks are not read."""
+    from bench import bulk
+    from telemetry import packing
+
+    kept = create_agent_key(profile_name="kept").key.profile
+    profile = agent.key.profile
+    for pk, prefix, count in ((kept.pk, "kept-", 2000), (profile.pk, "old-", 40)):
+        bulk.seed_sessions(pk, prefix, count)
+        bulk.seed_calls("s.profile_id = %s", [pk], 3, 1)
+        bulk.seed_turns("s.profile_id = %s", [pk])
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE telemetry_agentsession SET last_turn = 2")
+    _pack_all()
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE telemetry_turn_packed")
+        cursor.execute("ANALYZE telemetry_agentsession")
+    update_policy(profile=profile, values={"call_retention_days": 13})
+    with CaptureQueriesContext(connection) as queries:
+        removed = remove_expired_calls(batch_turns=50)
+    assert removed == Removed(50, 50, True)  # 40 sessions' 80 expired turns
+    sql = next(q["sql"] for q in queries.captured_queries if "FOR UPDATE" in q["sql"])
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    index = packing.expiry_index(Turn)
+    assert f"Index Only Scan using {index}" in plan, plan
+    assert "Seq Scan on telemetry_turn_packed" not in plan, plan
+    assert f"profile_id = {kept.pk})" not in plan, plan

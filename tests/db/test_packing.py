@@ -309,5 +309,8 @@ def test_a_read_of_one_sessions_calls_probes_the_packed_chunks_by_their_session(
         cursor.execute("EXPLAIN " + sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
         cursor.execute("RESET enable_seqscan")
-    assert "Index Scan using telemetry_llmcall_packed_pkey" in plan, plan
+    # an index scan or a bitmap scan of the key, as the statistics other tests left choose
+    assert "Index Scan using telemetry_llmcall_packed_pkey" in plan or (
+        "Bitmap Index Scan on telemetry_llmcall_packed_pkey" in plan
+    ), plan
     assert "Index Cond: (session_id = " in plan, plan
