@@ -244,35 +244,36 @@ END $$""",
     return statements
 
 
-def _pack_statements(shape: _Shape) -> tuple[str, str]:
-    """Pack the hot rows of the sessions `ids` (bigint[]) into chunks of at most `CHUNK`, in
-    their session's order; remove them from the hot table."""
+def _pack_statement(shape: _Shape) -> str:
+    """Move the hot rows of the sessions `ids` (bigint[]) into chunks of at most `CHUNK`, in
+    their session's order. One statement, whose DELETE gives the rows it packs: a row another
+    transaction is deleting (retention, which takes no lock on a hot session) is waited for
+    and packed only if it survives; an INSERT … SELECT before the DELETE would pack it anyway."""
     q = _q
-    order = ", ".join(f"h.{q(c)}" for c in shape.order)
-    number = f"row_number() OVER (PARTITION BY h.{q(shape.session)} ORDER BY {order}) AS n"
+    order = ", ".join(f"(g.h).{q(c)}" for c in shape.order)
+    session = f"(g.h).{q(shape.session)}"
+    number = f"row_number() OVER (PARTITION BY {session} ORDER BY {order}) AS n"
+    gone = (
+        f"WITH gone AS (DELETE FROM {q(shape.hot)} AS h "
+        f"WHERE h.{q(shape.session)} = ANY(ids) RETURNING h) "
+    )
     if shape.expiry is None:
-        pack = (
-            f"INSERT INTO {q(shape.packed)} ({q(shape.session)}, chunk, stored) "
+        return (
+            f"{gone}INSERT INTO {q(shape.packed)} ({q(shape.session)}, chunk, stored) "
             f"SELECT r.sid, (r.n - 1) / {CHUNK}, array_agg(r.h ORDER BY r.n) FROM ("
-            f"SELECT h, h.{q(shape.session)} AS sid, {number} "
-            f"FROM {q(shape.hot)} AS h WHERE h.{q(shape.session)} = ANY(ids)) AS r "
+            f"SELECT g.h, {session} AS sid, {number} FROM gone AS g) AS r "
             f"GROUP BY r.sid, (r.n - 1) / {CHUNK}"
         )
-    else:
-        at, position, latest, scope = (q(c) for c in shape.expiry)
-        pack = (
-            f"INSERT INTO {q(shape.packed)} ({q(shape.session)}, chunk, stored, {scope}, "
-            f"expires_at) SELECT r.sid, (r.n - 1) / {CHUNK}, array_agg(r.h ORDER BY r.n), "
-            f"min(r.scope), "
-            f"min((r.h).{at}) FILTER (WHERE (r.h).{position} IS DISTINCT FROM r.latest) FROM ("
-            f"SELECT h, h.{q(shape.session)} AS sid, s.{latest} AS latest, s.{scope} AS scope, "
-            f"{number} "
-            f"FROM {q(shape.hot)} AS h JOIN {q(shape.sessions)} AS s "
-            f"ON s.id = h.{q(shape.session)} WHERE h.{q(shape.session)} = ANY(ids)) AS r "
-            f"GROUP BY r.sid, (r.n - 1) / {CHUNK}"
-        )
-    remove = f"DELETE FROM {q(shape.hot)} WHERE {q(shape.session)} = ANY(ids)"
-    return pack, remove
+    at, position, latest, scope = (q(c) for c in shape.expiry)
+    return (
+        f"{gone}INSERT INTO {q(shape.packed)} ({q(shape.session)}, chunk, stored, {scope}, "
+        f"expires_at) SELECT r.sid, (r.n - 1) / {CHUNK}, array_agg(r.h ORDER BY r.n), "
+        f"min(r.scope), "
+        f"min((r.h).{at}) FILTER (WHERE (r.h).{position} IS DISTINCT FROM r.latest) FROM ("
+        f"SELECT g.h, {session} AS sid, s.{latest} AS latest, s.{scope} AS scope, {number} "
+        f"FROM gone AS g JOIN {q(shape.sessions)} AS s ON s.id = {session}) AS r "
+        f"GROUP BY r.sid, (r.n - 1) / {CHUNK}"
+    )
 
 
 def _unpack_statement(shape: _Shape) -> str:
@@ -295,7 +296,7 @@ def install_statements(models: Sequence[type[Model]], session_model: type[Model]
     for shape in shapes:
         statements += _install_model(shape)
     unpacks = ";\n  ".join(_unpack_statement(s) for s in shapes)
-    packs = ";\n  ".join(s for shape in shapes for s in _pack_statements(shape))
+    packs = ";\n  ".join(_pack_statement(shape) for shape in shapes)
     statements.append(
         f"""CREATE FUNCTION telemetry_unpack_session() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE sid bigint := OLD.id;

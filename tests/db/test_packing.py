@@ -314,3 +314,44 @@ def test_a_read_of_one_sessions_calls_probes_the_packed_chunks_by_their_session(
         "Bitmap Index Scan on telemetry_llmcall_packed_pkey" in plan
     ), plan
     assert "Index Cond: (session_id = " in plan, plan
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_rows_another_transaction_removes_while_their_session_is_packed_stay_removed() -> None:
+    """Retention deletes hot rows without locking their session; a packing of that session
+    meanwhile waits for the delete and packs only the rows that survive it."""
+    import threading
+    import time
+
+    from django.db import connections
+
+    profile = get_or_create_profile(name="packed-race")
+    store_records(profile=profile, raw_items=_history("race"))
+    session = AgentSession.objects.get(profile=profile, external_id="race")
+    remover = connections.create_connection("default")
+    try:
+        remover.set_autocommit(False)
+        with remover.cursor() as cursor:
+            for table in ("telemetry_llmcall_hot", "telemetry_turn_hot"):
+                cursor.execute(
+                    f"DELETE FROM {table} WHERE session_id = %s AND turn = 0", [session.pk]
+                )
+
+        def pack() -> None:
+            try:
+                _pack(session)
+            finally:
+                connection.close()
+
+        packer = threading.Thread(target=pack)
+        packer.start()
+        time.sleep(0.5)  # the packing reaches the rows the remover holds, and waits
+        remover.commit()
+        packer.join(timeout=30)
+    finally:
+        remover.close()
+    assert not packer.is_alive()
+    assert _stored("hot", session) == 0 and _stored("packed", session) == 6
+    assert not LLMCall.objects.filter(session=session, turn=0).exists()
+    assert not Turn.objects.filter(session=session, turn=0).exists()
