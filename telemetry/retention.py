@@ -186,14 +186,14 @@ def remove_expired_calls(*, batch_turns: int = BATCH_TURNS, now: datetime | None
         doomed = list(query[: batch_turns + 1])
     has_more = len(doomed) > batch_turns
     doomed = doomed[:batch_turns]
-    calls = 0
+    calls = turns = 0
     if doomed:
         with transaction.atomic():
-            calls = _delete(doomed)
+            calls, turns = _delete(doomed)
     if has_more or not packing.installed():
-        return Removed(calls, len(doomed), has_more)
+        return Removed(calls, turns, has_more)
     packed = _remove_packed(rule, found, batch_turns - len(doomed))
-    return Removed(calls + packed.calls, len(doomed) + packed.turns, packed.has_more)
+    return Removed(calls + packed.calls, turns + packed.turns, packed.has_more)
 
 
 def _remove_packed(rule: Q, found: Mapping[int, datetime], budget: int) -> Removed:
@@ -226,21 +226,23 @@ def _remove_packed(rule: Q, found: Mapping[int, datetime], budget: int) -> Remov
             cursor.execute(sql, params)
             doomed: Doomed = [tuple(row) for row in cursor.fetchall()]
         has_more = len(doomed) > budget or len(locked) == limit
-        # a session whose expired turns the batch does not reach stays packed as it is; every
-        # other is packed again, whose `expires_at` is then its turns' as they are
-        beyond = {session for _, session, _ in doomed[budget:]} - {
-            session for _, session, _ in doomed[:budget]
-        }
-        doomed = doomed[:budget]
-        touched = [s for s in locked if s not in beyond]
+        if len(doomed) > budget:
+            # the listing stops inside the batch: sessions it does not reach stay as they are
+            doomed = doomed[:budget]
+            reached = {session for _, session, _ in doomed}
+            touched = [s for s in locked if s in reached]
+        else:
+            # every expired turn of these sessions is listed; one with none (its chunks'
+            # `expires_at` older than its turns now say) is packed again, which resets it
+            touched = locked
         packing.unpack_sessions(touched)
-        calls = _delete(doomed) if doomed else 0
+        calls, turns = _delete(doomed) if doomed else (0, 0)
         packing.pack_sessions(touched)
-    return Removed(calls, len(doomed), has_more)
+    return Removed(calls, turns, has_more)
 
 
-def _delete(doomed: Doomed) -> int:
-    """Delete the turns `doomed` and their calls (the caller's transaction); their calls.
+def _delete(doomed: Doomed) -> tuple[int, int]:
+    """Delete the turns `doomed` and their calls (the caller's transaction): (calls, turns).
 
     Rows are named by session and turn, never by id, and their sessions listed apart: on
     PostgreSQL the view's packed side is keyed by session, and a filter it cannot probe that
@@ -262,21 +264,19 @@ def _delete(doomed: Doomed) -> int:
             **{f"{name}__in": calls.values("pk")}
         ).update(**{name: None})
     if not packing.installed():
-        removed = calls._raw_delete(calls.db)
-        Turn.objects.filter(theirs)._raw_delete(calls.db)
-        return removed
-    # The rows are hot (their sessions unpacked, or never packed): deleted from the hot
-    # tables in one statement each, where the view's trigger would take one call a row.
-    sessions = [s for _, s, _ in doomed]
-    turns = [t for _, _, t in doomed]
+        return calls._raw_delete(calls.db), Turn.objects.filter(theirs)._raw_delete(calls.db)
+    # The rows are hot (their sessions unpacked, or never packed; one packed since the scan
+    # keeps its rows for a later run): deleted from the hot tables in one statement each,
+    # where the view's trigger would take one call a row.
+    pairs = [[s for _, s, _ in doomed], [t for _, _, t in doomed]]
+    removed = []
     with connection.cursor() as cursor:
         for model in (LLMCall, Turn):
             cursor.execute(
                 f"DELETE FROM {connection.ops.quote_name(packing.stored_table(model))} AS h "
                 "USING unnest(%s::bigint[], %s::integer[]) AS d(session_id, turn) "
                 "WHERE h.session_id = d.session_id AND h.turn = d.turn",
-                [sessions, turns],
+                pairs,
             )
-            if model is LLMCall:
-                removed = cursor.rowcount
-    return removed
+            removed.append(cursor.rowcount)
+    return removed[0], removed[1]

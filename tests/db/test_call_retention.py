@@ -416,3 +416,33 @@ def test_the_packed_candidates_are_read_from_their_index_by_profile(agent) -> No
     assert f"Index Only Scan using {index}" in plan, plan
     assert "Seq Scan on telemetry_turn_packed" not in plan, plan
     assert f"profile_id = {kept.pk})" not in plan, plan
+
+
+@on_postgresql
+def test_a_packed_candidate_without_an_expired_turn_is_packed_again_and_no_longer_one(
+    agent,
+) -> None:
+    """A chunk's `expires_at` older than its turns now say (its session's latest turn changed
+    while packed, which only a write behind the ORM's back does) leads to a session with
+    nothing to remove: retention packs it again, which resets the bound."""
+    now = timezone.now()
+    update_policy(profile=agent.key.profile, values={"call_retention_days": 30})
+    report(agent.key, _session_turns("stale", [now - timedelta(days=40), now]))
+    session = AgentSession.objects.get(external_id="stale")
+    _pack_all()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE telemetry_agentsession SET last_turn = 0 WHERE id = %s", [session.pk]
+        )
+
+    def bound() -> Any:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT expires_at FROM telemetry_turn_packed WHERE session_id = %s", [session.pk]
+            )
+            return cursor.fetchone()[0]
+
+    assert bound() < now - timedelta(days=30)
+    assert remove_expired_calls(now=now) == Removed(0, 0, False)
+    assert bound() > now - timedelta(days=1)
+    assert Turn.objects.filter(session=session).count() == 2
