@@ -18,6 +18,7 @@ from decimal import Decimal
 from functools import partial
 from typing import Any, Literal
 
+from django.db.models import FilteredRelation, Q
 from django.utils import timezone
 
 from compaction.models import CompactionRun, Surface
@@ -160,6 +161,8 @@ def context_changes(session_ids: Sequence[int]) -> dict[int, list[ContextChange]
     rows = (
         ContextEvent.objects.filter(session_id__in=session_ids)
         .exclude(kind=ContextEvent.Kind.OVERFLOW)
+        # an event's call is of its session: the join names the sessions, not a call id alone
+        .annotate(own_call=FilteredRelation("call", condition=Q(call__session_id__in=session_ids)))
         .values(
             "session_id",
             "pk",
@@ -168,14 +171,15 @@ def context_changes(session_ids: Sequence[int]) -> dict[int, list[ContextChange]
             "kind",
             "source",
             "trigger",
-            "call__turn",
-            "call__call",
+            "own_call__turn",
+            "own_call__call",
             "tokens_before",
             "tokens_after",
         )
     )
     for row in rows:
-        call = None if row["call__turn"] is None else (row["call__turn"], row["call__call"])
+        turn = row["own_call__turn"]
+        call = None if turn is None else (turn, row["own_call__call"])
         found[row["session_id"]].append(
             ContextChange(
                 event_id=row["pk"],

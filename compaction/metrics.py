@@ -11,7 +11,7 @@ import hmac
 from collections.abc import Callable, Iterator
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 
 from compaction.fleet_metrics import FleetCollector
 from compaction.models import Archive, CompactionRun, OverflowEvent
-from telemetry.models import AgentSession, LLMCall
+from telemetry.models import AgentSession
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -76,12 +76,14 @@ class DatabaseCollector(Collector):
         ):
             overflows.add_metric(["true" if row["recovered"] else "false"], row["n"])
         yield overflows
+        # The calls ingested are the sessions' call counts, which retention keeps (it removes
+        # raw calls, not what was ingested): a counter that never goes down, read from the
+        # sessions alone.
+        sessions = AgentSession.objects.aggregate(calls=Sum("calls_count"), n=Count("id"))
         yield CounterMetricFamily(
-            "telemetry_calls", "LLM calls ingested", value=LLMCall.objects.count()
+            "telemetry_calls", "LLM calls ingested", value=sessions["calls"] or 0
         )
-        yield GaugeMetricFamily(
-            "telemetry_sessions", "Agent sessions known", value=AgentSession.objects.count()
-        )
+        yield GaugeMetricFamily("telemetry_sessions", "Agent sessions known", value=sessions["n"])
         yield GaugeMetricFamily(
             "compaction_archives", "Archives kept", value=Archive.objects.count()
         )

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 from typing import Any, Final
 
 from django.db import models
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, FilteredRelation, OuterRef, Q, QuerySet
 
 from compaction.log_retention import archived_texts
 from compaction.models import (
@@ -59,6 +59,9 @@ class Part:
     references: tuple[tuple[str, str], ...] = ()
     # server clocks (auto_now_add) exported all the same: a restored run keeps its start time
     kept_clocks: frozenset[str] = frozenset()
+    # relations to rows of the same session that `references` follow (as `session_<name>`),
+    # joined by session as well as by id: a read that names its session
+    same_session: tuple[str, ...] = ()
     columns: tuple[tuple[str, str], ...] = field(init=False)
     # the money columns: written as the API writes money (`money_text`)
     money: tuple[str, ...] = field(init=False)
@@ -86,6 +89,17 @@ class Part:
         digests = tuple(n for n, _ in own if isinstance(self.field(n), models.BinaryField))
         object.__setattr__(self, "digests", digests)
 
+    def rows(self, session_id: int) -> QuerySet[Any]:
+        """The part's rows of the session, with its `same_session` relations."""
+        found: QuerySet[Any] = self.model._default_manager.filter(session_id=session_id)
+        joined: dict[str, Any] = {
+            f"session_{name}": FilteredRelation(
+                name, condition=Q(**{f"{name}__session_id": session_id})
+            )
+            for name in self.same_session
+        }
+        return found.annotate(**joined) if joined else found
+
     def field(self, name: str) -> models.Field[Any, Any]:
         found: models.Field[Any, Any] = self.model._meta.get_field(name)  # type: ignore[assignment]
         return found
@@ -112,7 +126,8 @@ PARTS: Final = (
         "context_event",
         ContextEvent,
         order=("id",),
-        references=(("call_turn", "call__turn"), ("call_call", "call__call")),
+        references=(("call_turn", "session_call__turn"), ("call_call", "session_call__call")),
+        same_session=("call",),
     ),
     # `removed_at`: the text is exported all the same (`_with_text`), so it is not removed there
     Part("log", LogMessage, order=("seq",), left_out=frozenset({"removed_at"})),
@@ -213,7 +228,7 @@ def session_lines(session_ids: Sequence[int]) -> Iterator[str]:
         tags = list(tags_of([session_id]).get(session_id, ()))
         yield _lines(SESSION_PART, head[0], extra={SESSION_TAGS: tags})
         for part in PARTS:
-            for chunk in _chunks(part, part.model._default_manager.filter(session_id=session_id)):
+            for chunk in _chunks(part, part.rows(session_id)):
                 yield _lines(part, chunk, session_id)
 
 

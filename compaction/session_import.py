@@ -45,7 +45,7 @@ from telemetry.errors import FieldError
 from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall
 from telemetry.profiles import get_or_create_profile
 from telemetry.rollups import add_calls
-from telemetry.session_state import restore_session
+from telemetry.session_state import cover_restored, restore_session
 from telemetry.session_tags import add_tags, tags_of
 from telemetry.tag_rules import TagError, parse_tags
 from telemetry.usage import BUCKETS, INPUT_BUCKETS, MAX_STORED_COUNT, context_size
@@ -238,6 +238,10 @@ def _restore(lines: Iterator[ExportLine], report: ImportReport) -> None:
             _insert(part, batch, target, profile, report)
 
 
+# The time of a restored row its session's `last_seen_at` must not be earlier than.
+_SEEN_AT: Final = {"call": "at", "turn": "last_at"}
+
+
 def _insert(
     part: Part,
     batch: list[ExportLine],
@@ -276,12 +280,14 @@ def _insert(
                 first, f"lines {first}–{last}: a {part.kind} row appears twice"
             ) from None
         report.inserted[part.kind] += len(rows)
+        _cover(part, rows, session)
         if part.kind == "call":
             calls: list[LLMCall] = rows  # type: ignore[assignment]
             add_calls(profile.pk, calls)
         return
     before = manager.filter(session=session).count()
     manager.bulk_create(rows, ignore_conflicts=True)
+    _cover(part, rows, session)
     added = manager.filter(session=session).count() - before
     report.inserted[part.kind] += added
     report.present[part.kind] += len(rows) - added
@@ -293,6 +299,11 @@ def _insert(
                 ContextEvent.objects.filter(
                     session=session, source_key=event.source_key, call__isnull=True
                 ).update(call_id=event.call_id)
+
+
+def _cover(part: Part, rows: list[models.Model], session: AgentSession) -> None:
+    if part.kind in _SEEN_AT:
+        cover_restored(session.pk, max(getattr(row, _SEEN_AT[part.kind]) for row in rows))
 
 
 def _call_id(session: AgentSession, turn: Any, call: Any) -> int | None:

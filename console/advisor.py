@@ -21,6 +21,7 @@ from telemetry.round_advice import (
     rounds_distribution,
     suggest_limits,
 )
+from telemetry.session_scope import sessions_seen_since
 
 ADVICE_WINDOW = timedelta(days=7)
 
@@ -48,21 +49,32 @@ class ProfileAdvice:
     proposed_from: Literal["you", "suggested", ""]
 
 
+def rounds_histograms(since: datetime) -> dict[int, dict[int, int]]:
+    """By profile: turns that ended at or after `since`, counted by their rounds (calls). Read
+    session by session (`telemetry.session_scope`): one query, one more per `SESSION_CHUNK`
+    sessions seen since then."""
+    histograms: dict[int, dict[int, int]] = defaultdict(dict)
+    for sessions in sessions_seen_since(since):
+        rows = (
+            Turn.objects.filter(session_id__in=list(sessions), last_at__gte=since)
+            .values("session_id", "calls")
+            .annotate(turns=Count("id"))
+            .values_list("session_id", "calls", "turns")
+            .order_by()
+        )
+        for session_id, rounds, turns in rows:
+            histogram = histograms[sessions[session_id]]
+            histogram[rounds] = histogram.get(rounds, 0) + turns
+    return histograms
+
+
 def round_advice(
     proposal: tuple[int | None, int | None] | None = None, now: datetime | None = None
 ) -> list[ProfileAdvice]:
-    """Every profile's turns of the last `ADVICE_WINDOW` as a rounds histogram, with the
-    impact of its current limits and of `proposal` (else the suggested limits). Three queries."""
-    since = (now or timezone.now()) - ADVICE_WINDOW
-    histograms: dict[int, dict[int, int]] = defaultdict(dict)
-    rows = (
-        Turn.objects.filter(last_at__gte=since)
-        .values("session__profile_id", "calls")
-        .annotate(turns=Count("id"))
-        .values_list("session__profile_id", "calls", "turns")
-    )
-    for profile_id, rounds, turns in rows:
-        histograms[profile_id][rounds] = turns
+    """Every profile's turns of the last `ADVICE_WINDOW` as a rounds histogram
+    (`rounds_histograms`), with the impact of its current limits and of `proposal` (else the
+    suggested limits)."""
+    histograms = rounds_histograms((now or timezone.now()) - ADVICE_WINDOW)
     policies = load_policies()
     advice = []
     for profile in AgentProfile.objects.order_by("name"):

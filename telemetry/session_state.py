@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final
 
@@ -32,7 +33,7 @@ from telemetry.ingest.upserts import (
     update_statement,
 )
 from telemetry.ingest.values import column_array
-from telemetry.models import AgentProfile, AgentSession, Turn
+from telemetry.models import AgentProfile, AgentSession, ContextEvent, LLMCall, Turn
 from telemetry.policy_effects import ProfileSetting, SessionFacts, recomputed_figures
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy
@@ -164,6 +165,15 @@ def restore_session(
         AgentSession.objects.filter(pk=session.pk).update(created_at=created_at)
         session.created_at = created_at
     return session, True
+
+
+def cover_restored(session_id: int, latest: datetime) -> None:
+    """Raise the session's `last_seen_at` to `latest`, the time of a restored call or turn, when
+    it is earlier or unset: no stored call or turn is later than its session's last sighting
+    (`telemetry.session_scope`), whatever an imported file says."""
+    AgentSession.objects.filter(
+        Q(last_seen_at__isnull=True) | Q(last_seen_at__lt=latest), pk=session_id
+    ).update(last_seen_at=latest)
 
 
 def lock_session(session_id: int) -> None:
@@ -436,10 +446,12 @@ def give_up_relief(session_id: int) -> None:
 
 def discard_unused_sessions(session_ids: Iterable[int]) -> None:
     """Delete the given sessions that hold no call and no context event (opened by a request
-    none of whose records were kept)."""
-    AgentSession.objects.filter(
-        pk__in=list(session_ids), calls__isnull=True, context_events__isnull=True
-    ).delete()
+    none of whose records were kept). The calls and events are read by these sessions' ids,
+    not joined to the session rows (`telemetry.session_scope`)."""
+    ids = list(session_ids)
+    held = LLMCall.objects.filter(session_id__in=ids).values("session_id")
+    noted = ContextEvent.objects.filter(session_id__in=ids).values("session_id")
+    AgentSession.objects.filter(pk__in=ids).exclude(pk__in=held).exclude(pk__in=noted).delete()
 
 
 def mark_relief_tried(session_id: int, surface_version: int) -> None:

@@ -21,6 +21,7 @@ from telemetry.models import AgentProfile, LLMCall, Policy
 from telemetry.policy_rules import POLICY_FIELDS, PolicyValues
 from telemetry.policy_store import layered_policy, row_overrides
 from telemetry.pricing import ModelPrice, find_price
+from telemetry.session_scope import sessions_seen_since
 
 TRAFFIC_WINDOW: Final = timedelta(days=7)
 
@@ -140,40 +141,40 @@ def stored_overrides(profile: AgentProfile) -> dict[str, object]:
     return {} if row is None else {name: getattr(row, name) for name in POLICY_FIELDS}
 
 
-def profiles_overview(now: datetime | None = None) -> list[ProfileOverview]:
-    """Every profile with its effective policy and the TTL counterfactual of its recent traffic.
-
-    The counterfactual covers calls of the last `TRAFFIC_WINDOW` whose model has a price (an
-    unpriced model cannot be costed). Four queries, whatever the traffic.
-    """
-    since = (now or timezone.now()) - TRAFFIC_WINDOW
-    profiles = list(AgentProfile.objects.annotate(n_sessions=Count("sessions")).order_by("name"))
-    policies = load_policies()
+def recent_cached_calls(since: datetime) -> dict[int, dict[int, list[CachedCall]]]:
+    """By profile, by session: the calls made at or after `since` whose model has a price (an
+    unpriced model cannot be costed), in the session's order. Read session by session
+    (`telemetry.session_scope`): two queries, one more per `SESSION_CHUNK` sessions seen since
+    then."""
     catalogue = load_catalogue()
     prices: dict[str, ModelPrice | None] = {}
     per_profile: dict[int, dict[int, list[CachedCall]]] = defaultdict(lambda: defaultdict(list))
-    calls = (
-        LLMCall.objects.filter(at__gte=since)
-        .order_by("session_id", "turn", "call")
-        .values_list(
-            "session__profile_id",
-            "session_id",
-            "at",
-            "cache_read",
-            "cache_write_5m",
-            "cache_write_1h",
-            "model",
+    for sessions in sessions_seen_since(since):
+        calls = (
+            LLMCall.objects.filter(session_id__in=list(sessions), at__gte=since)
+            .order_by("session_id", "turn", "call")
+            .values_list(
+                "session_id", "at", "cache_read", "cache_write_5m", "cache_write_1h", "model"
+            )
         )
-    )
-    for profile_id, session_id, at, read, w5, w1, model in calls.iterator(chunk_size=5000):
-        if model not in prices:
-            prices[model] = find_price(model, catalogue)
-        price = prices[model]
-        if price is None:
-            continue
-        per_profile[profile_id][session_id].append(
-            CachedCall(at=at, cached_prefix_tokens=read + w5 + w1, input_price=price.input)
-        )
+        for session_id, at, read, w5, w1, model in calls.iterator(chunk_size=5000):
+            if model not in prices:
+                prices[model] = find_price(model, catalogue)
+            price = prices[model]
+            if price is None:
+                continue
+            per_profile[sessions[session_id]][session_id].append(
+                CachedCall(at=at, cached_prefix_tokens=read + w5 + w1, input_price=price.input)
+            )
+    return per_profile
+
+
+def profiles_overview(now: datetime | None = None) -> list[ProfileOverview]:
+    """Every profile with its effective policy and the TTL counterfactual of its calls of the
+    last `TRAFFIC_WINDOW` (`recent_cached_calls`)."""
+    profiles = list(AgentProfile.objects.annotate(n_sessions=Count("sessions")).order_by("name"))
+    policies = load_policies()
+    per_profile = recent_cached_calls((now or timezone.now()) - TRAFFIC_WINDOW)
     return [
         ProfileOverview(
             profile=profile,
