@@ -21,6 +21,7 @@ holds, is filled in when the stored call lacks it.
 from __future__ import annotations
 
 import functools
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -472,6 +473,10 @@ def last_turns(session_ids: Iterable[int]) -> dict[int, int | None]:
     return {pk: _last_turn(turn, key) for pk, turn, key in rows}
 
 
+# The order in which an export's new calls take their positions: start time, then identity.
+_ORDER = operator.attrgetter("order", "request_id")
+
+
 def _records(
     sessions: dict[str, AgentSession],
     turns: dict[tuple[int, str], int],
@@ -484,11 +489,12 @@ def _records(
     `_stored_positions`); new ones take the next free positions of their turn (`next_call`, of
     `_number_turns`; 0 in a turn without calls), in start-time order."""
     next_call = dict(next_call)
-    positions: dict[tuple[int, str], tuple[int, int]] = {}
-    for draft in sorted(calls, key=lambda c: (c.order, c.request_id)):
-        sid = sessions[draft.session_id].id
+    pk = {external_id: session.id for external_id, session in sessions.items()}
+    positions: dict[tuple[int, str], tuple[int, int]] = dict(stored_at)  # stored: their own
+    for draft in sorted(calls, key=_ORDER):
+        sid = pk[draft.session_id]
         identity = (sid, draft.request_id)
-        if identity in stored_at or identity in positions:
+        if identity in positions:
             continue
         turn = turns[(sid, draft.turn_key)]
         call = next_call.get((sid, turn), 0)
@@ -496,8 +502,7 @@ def _records(
         positions[identity] = (turn, call)
     records: list[dict[str, Any] | Typed] = []
     for draft in calls:
-        identity = (sessions[draft.session_id].id, draft.request_id)
-        turn, call = stored_at.get(identity) or positions[identity]
+        turn, call = positions[(pk[draft.session_id], draft.request_id)]
         record: dict[str, Any] = {
             "session_id": draft.session_id,
             "turn": turn,
