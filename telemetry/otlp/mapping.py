@@ -461,17 +461,38 @@ def _is_call(attributes: Mapping[str, Any], has_tokens: bool) -> bool:
     return kind is None or _text(kind).upper() in ("", "LLM")
 
 
-def _token_attributes(attributes: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+# What `_token_attributes` makes of an attribute's name (`_token_kind`).
+_OTHER, _USAGE, _OPENINFERENCE = 0, 1, 2
+
+
+def _token_kind(name: str) -> int:
+    """A `gen_ai.usage.*` count (_USAGE), an OpenInference count (_OPENINFERENCE) or neither."""
+    if name.startswith(_USAGE_PREFIX):
+        return _USAGE
+    return _OPENINFERENCE if name.startswith(_OPENINFERENCE_PREFIX) else _OTHER
+
+
+def _token_attributes(
+    attributes: Mapping[str, Any], kinds: dict[str, int] | None = None
+) -> tuple[dict[str, Any], bool]:
     """The span's `gen_ai.usage.*` attributes, counts as ints (`as_count`), and whether it
     carries an OpenInference count (`llm.token_count.*`): one pass over its attributes, which
-    says both whether it is a call (`is_llm_call`) and most of its usage (`span_usage`)."""
+    says both whether it is a call (`is_llm_call`) and most of its usage (`span_usage`).
+
+    `kinds`: `_token_kind` of the names read so far, kept by the caller across the spans of one
+    export (whose names repeat from span to span) and filled in here: a lookup a name instead
+    of its prefix tests."""
     usage: dict[str, Any] = {}
     openinference = False
+    if kinds is None:
+        kinds = {}
     for key, value in attributes.items():
-        # one prefix a test: a tuple of two cost more on every key, most of which hold neither
-        if key.startswith(_USAGE_PREFIX):
+        kind = kinds.get(key)
+        if kind is None:
+            kind = kinds[key] = _token_kind(key)
+        if kind == _USAGE:
             usage[key] = value if type(value) is int else as_count(value)  # ints: as_count's own
-        elif key.startswith(_OPENINFERENCE_PREFIX):
+        elif kind == _OPENINFERENCE:
             openinference = True
     return usage, openinference
 
@@ -517,6 +538,7 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
     resource: Mapping[str, Any] | None = None
     reporter = ""
     resource_nul: str | None = None
+    kinds: dict[str, int] = {}  # `_token_kind` of the export's attribute names
     for index, span in enumerate(spans):
         try:
             if isinstance(span, Rejection):
@@ -527,7 +549,7 @@ def map_spans(spans: Iterable[SpanLike | Rejection], *, latest: datetime | None 
                 _map_claude_code_span(index, span, out, latest, metadata)
                 continue
             compacted = _flag(attrs.get(COMPACTED))
-            usage, openinference = _token_attributes(attrs)
+            usage, openinference = _token_attributes(attrs, kinds)
             call = _is_call(attrs, bool(usage) or openinference)
             at = None
             if compacted or call:

@@ -21,6 +21,7 @@ holds, is filled in when the stored call lacks it.
 from __future__ import annotations
 
 import functools
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -150,7 +151,7 @@ def _stored_sessions(profile_id: int, external_ids: set[str]) -> set[str]:
     `__in` (tests/db/test_otlp.py holds the two equal)."""
     if vendor() == "postgresql":
         found = run(
-            _stored_sessions_sql(), [text_array(sorted(external_ids)), profile_id], prepare=False
+            _stored_sessions_sql(), [text_array(sorted(external_ids)), profile_id], by_index=True
         )
         return {external_id for (external_id,) in found}
     return set(
@@ -165,14 +166,18 @@ def _stored_sessions_sql() -> str:
     quote = connection.ops.quote_name
     by_attname = {f.attname: f for f in AgentSession._meta.concrete_fields}
     profile, external_id = (quote(by_attname[a].column) for a in ("profile_id", "external_id"))
-    # Each id probed through the (profile, external id) unique index (LATERAL, kept from being
-    # flattened by `OFFSET 0`): as `external_id = ANY(…)` beside `profile = …`, with no
-    # statistics yet the planner took the profile's own index and filtered every session of
-    # the profile, a read that grew with each export (tests/db/test_otlp.py holds the probe).
+    # Each id probed through the (profile, external id) unique index: the first id from it
+    # in the index's order, which is the id when the profile holds it (LATERAL, kept from being
+    # flattened by `LIMIT`). As `external_id = ANY(…)` beside `profile = …`, or as an equality
+    # probe of each id, the planner without statistics took another index on the profile as
+    # readily (the two cost alike while the table is small) and filtered every session of the
+    # profile per id, a read that grew with each export; the order asked for is the unique
+    # index's alone (tests/db/test_otlp.py holds the probe).
     return (
-        f"SELECT s.{external_id} FROM unnest(%s::text[]) AS k (eid) CROSS JOIN LATERAL "
+        f"SELECT k.eid FROM unnest(%s::text[]) AS k (eid) CROSS JOIN LATERAL "
         f"(SELECT {external_id} FROM {quote(AgentSession._meta.db_table)} "
-        f"WHERE {profile} = %s::bigint AND {external_id} = k.eid OFFSET 0) AS s"
+        f"WHERE {profile} = %s::bigint AND {external_id} >= k.eid "
+        f"ORDER BY {profile}, {external_id} LIMIT 1) AS s WHERE s.{external_id} = k.eid"
     )
 
 
@@ -220,27 +225,26 @@ def _read_stored(
     requests = sorted({(sessions[c.session_id].id, c.request_id) for c in calls})
     pairs = {(sessions[c.session_id].id, c.turn_key) for c in calls}
     pairs.update((sessions[e.session_id].id, e.turn_key) for e in events if e.turn_key is not None)
-    return _stored_read({sid for sid, _ in pairs}, {k for _, k in pairs}, requests)
+    return _stored_read(pairs, requests)
 
 
-def _stored_read(
-    session_ids: set[int], keys: set[str], requests: list[tuple[int, str]]
-) -> StoredRead | None:
-    """The `StoredRead` of the calls under `requests`, the stored `keys` of `session_ids` and
-    those sessions' last turns: one statement on PostgreSQL whose text never varies (no ORM
-    compiles it per export), None elsewhere (the ORM's reads: `_stored_positions`,
-    `_turn_keys_orm` and `last_turns`; tests/db/test_otlp.py holds them equal). Each probe is
-    an index probe or a `LIMIT 1` walk down the end of a unique index."""
+def _stored_read(pairs: set[tuple[int, str]], requests: list[tuple[int, str]]) -> StoredRead | None:
+    """The `StoredRead` of the calls under `requests`, the stored turn keys of `pairs`
+    ((session pk, key)) and those sessions' last turns: one statement on PostgreSQL whose text
+    never varies (no ORM compiles it per export), None elsewhere (the ORM's reads:
+    `_stored_positions`, `_turn_keys_orm` and `last_turns`; tests/db/test_otlp.py holds them
+    equal). Each probe is an index probe or a `LIMIT 1` walk down the end of a unique index."""
     if vendor() != "postgresql":
         return None
-    if not requests and not keys:
+    if not requests and not pairs:
         return StoredRead([], [], {})
-    ids = sorted(session_ids)
+    keys = sorted(pairs)
+    ids = sorted({sid for sid, _ in keys})
     asked = sorted({sid for sid, _ in requests})
     found = run(
         _stored_read_sql(),
-        [ids, text_array(sorted(keys)), ids, *requests_arrays(requests), asked],
-        prepare=False,
+        [*requests_arrays(keys), ids, *requests_arrays(requests), asked],
+        by_index=True,
     )
     read = StoredRead([], [], {})
     for kind, sid, text, turn, number, digest in found:
@@ -278,13 +282,21 @@ def _stored_read_sql() -> str:
         f"SELECT s.sid FROM unnest(%s::bigint[]) AS s (sid) "
         f"WHERE EXISTS (SELECT FROM {calls} AS c WHERE c.{c_session} = s.sid)"
     )
+    # Each (session, key) pair probed through the keys' (session, key) unique index, the
+    # first key from it in the index's order, which is the key when the session holds it (as
+    # `_stored_sessions_sql`: an equality probe the planner without statistics took through
+    # the (session, turn) index as readily, and as `session = ANY(…) AND key = ANY(…)` it read
+    # every key of the table).
     # (kind, session, key or request id, turn, the key's turn's last call / the session's last
     # key's turn / the call, the call's payload hash)
     return (
         f"SELECT {_KEY}, k.{k_session}, k.{k_key}, k.{k_turn}, (SELECT c.{c_call} FROM {calls} "
         f"AS c WHERE c.{c_session} = k.{k_session} AND c.{c_turn} = k.{k_turn} "
-        f"ORDER BY c.{c_call} DESC LIMIT 1), NULL::bytea FROM {keys} AS k "
-        f"WHERE k.{k_session} = ANY(%s::bigint[]) AND k.{k_key} = ANY(%s::text[]) "
+        f"ORDER BY c.{c_call} DESC LIMIT 1), NULL::bytea "
+        f"FROM unnest(%s::bigint[], %s::text[]) AS p (sid, key) CROSS JOIN LATERAL "
+        f"(SELECT {k_session}, {k_key}, {k_turn} FROM {keys} WHERE {k_session} = p.sid "
+        f"AND {k_key} >= p.key ORDER BY {k_session}, {k_key} LIMIT 1) AS k "
+        f"WHERE k.{k_key} = p.key "
         f"UNION ALL SELECT {_END}, s.sid, NULL, (SELECT t.{t_turn} FROM {turns} AS t "
         f"WHERE t.{t_session} = s.sid ORDER BY t.{t_turn} DESC LIMIT 1), "
         f"(SELECT k.{k_turn} FROM {keys} AS k WHERE k.{k_session} = s.sid "
@@ -462,6 +474,10 @@ def last_turns(session_ids: Iterable[int]) -> dict[int, int | None]:
     return {pk: _last_turn(turn, key) for pk, turn, key in rows}
 
 
+# The order in which an export's new calls take their positions: start time, then identity.
+_ORDER = operator.attrgetter("order", "request_id")
+
+
 def _records(
     sessions: dict[str, AgentSession],
     turns: dict[tuple[int, str], int],
@@ -474,11 +490,12 @@ def _records(
     `_stored_positions`); new ones take the next free positions of their turn (`next_call`, of
     `_number_turns`; 0 in a turn without calls), in start-time order."""
     next_call = dict(next_call)
-    positions: dict[tuple[int, str], tuple[int, int]] = {}
-    for draft in sorted(calls, key=lambda c: (c.order, c.request_id)):
-        sid = sessions[draft.session_id].id
+    pk = {external_id: session.id for external_id, session in sessions.items()}
+    positions: dict[tuple[int, str], tuple[int, int]] = dict(stored_at)  # stored: their own
+    for draft in sorted(calls, key=_ORDER):
+        sid = pk[draft.session_id]
         identity = (sid, draft.request_id)
-        if identity in stored_at or identity in positions:
+        if identity in positions:
             continue
         turn = turns[(sid, draft.turn_key)]
         call = next_call.get((sid, turn), 0)
@@ -486,8 +503,7 @@ def _records(
         positions[identity] = (turn, call)
     records: list[dict[str, Any] | Typed] = []
     for draft in calls:
-        identity = (sessions[draft.session_id].id, draft.request_id)
-        turn, call = stored_at.get(identity) or positions[identity]
+        turn, call = positions[(pk[draft.session_id], draft.request_id)]
         record: dict[str, Any] = {
             "session_id": draft.session_id,
             "turn": turn,

@@ -164,8 +164,13 @@ def test_the_fleet_harness_runs_end_to_end_in_smoke_mode(tmp_path: Path) -> None
     seeded = results["measurements"]["fleet_seed"]
     assert seeded["sessions"] >= 400 and seeded["calls"] == 400 * 25 * 2, seeded
     assert seeded["bytes_per_million_calls"] > 0
-    parts = seeded["storage"]["tables"]["telemetry_llmcall"]
-    assert parts["heap"] > 0 and "call_unique_position" in parts["indexes"], parts
+    tables = seeded["storage"]["tables"]
+    packed, hot = tables["telemetry_llmcall_packed"], tables["telemetry_llmcall_hot"]
+    assert packed["toast"] > 0 and "call_unique_position" in hot["indexes"], tables
+    assert tables["telemetry_llmcall"]["parts"] == [
+        "telemetry_llmcall_hot",
+        "telemetry_llmcall_packed",
+    ]
     assert {bar["id"] for bar in results["bars"]} >= {"F0", "F1", "P1", "P2", "P5", "X2"}
     pair = results["measurements"]["pair"]
     assert (pair["lost"], pair["duplicated"], pair["compacted_twice"]) == (0, 0, []), pair

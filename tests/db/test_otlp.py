@@ -925,7 +925,7 @@ def test_the_one_statement_read_of_an_export_is_the_orms_three(make_agent):
     requests = sorted(
         [(one.pk, a2), (one.pk, b1), (one.pk, "none"), (ahead.pk, a2), (empty.pk, b1)]
     )
-    read = _stored_read(ids, keys, requests)
+    read = _stored_read({(sid, key) for sid in ids for key in keys}, requests)
     assert read is not None
     assert sorted(read.keys) == sorted(_turn_keys_orm(ids, keys))
     assert read.ends == last_turns(ids) == {one.pk: 7, ahead.pk: 4, empty.pk: None}
@@ -943,8 +943,47 @@ def test_the_one_statement_read_of_an_export_is_the_orms_three(make_agent):
     assert sorted(read.calls) == sorted(stored_call_keys(LLMCall, [], requests) or [])
     assert sorted(read.calls) == sorted((*row[:4], bytes(row[4])) for row in orm)
     assert [row[:4] for row in sorted(read.calls)] == [(one.pk, 0, 1, a2), (one.pk, 1, 0, b1)]
-    nothing = _stored_read(set(), set(), [])
+    nothing = _stored_read(set(), [])
     assert nothing is not None and (nothing.calls, nothing.keys, nothing.ends) == ([], [], {})
+
+
+@pytest.mark.parametrize("stored", [2_000, 30_000])
+def test_the_one_statement_read_probes_its_keys_not_the_tables(make_agent, stored):
+    """`_stored_read` reads the turn keys of the (session, key) pairs it asks for and each
+    session's last key, however many keys the table holds: as `session = ANY(…) AND
+    key = ANY(…)` the planner, with no statistics yet, read and filtered every key of the table
+    on every export."""
+    from django.db import connection
+
+    from telemetry.ingest.call_keys import requests_arrays
+    from telemetry.otlp.store import _stored_read, _stored_read_sql
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the statement is PostgreSQL's")
+    profile = make_agent().key.profile
+    one, other = (
+        AgentSession.objects.create(profile=profile, external_id=name) for name in ("k1", "k2")
+    )
+    half = stored // 2
+    TurnKey.objects.bulk_create(
+        [TurnKey(session=one, key=f"k-{i}", turn=i) for i in range(half)]
+        + [TurnKey(session=other, key=f"k-{i}", turn=i) for i in range(stored - half)]
+    )
+    pairs = sorted({(one.pk, "k-7"), (one.pk, f"k-{half - 1}"), (other.pk, "k-none")})
+    ids = sorted({one.pk, other.pk})
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"EXPLAIN (ANALYZE, FORMAT JSON) {_stored_read_sql()}",
+            [*requests_arrays(pairs), ids, *requests_arrays([]), []],
+        )
+        (plan,) = cursor.fetchone()[0]
+    # a probe a pair, and one row a session for its last key's turn
+    assert _session_rows_read(plan["Plan"], TurnKey._meta.db_table) <= len(pairs) + len(ids)
+    read = _stored_read(set(pairs), [])
+    assert read is not None
+    assert sorted(read.keys) == sorted(
+        [(one.pk, "k-7", 7, None), (one.pk, f"k-{half - 1}", half - 1, None)]
+    )
 
 
 def test_the_stored_sessions_read_is_the_orms(make_agent):
@@ -981,10 +1020,14 @@ def _session_rows_read(plan: dict[str, Any], table: str) -> int:
     return read
 
 
-def test_the_stored_sessions_read_probes_the_ids_not_the_profiles_sessions(make_agent):
+@pytest.mark.parametrize("sessions", [2_000, 30_000])
+def test_the_stored_sessions_read_probes_the_ids_not_the_profiles_sessions(make_agent, sessions):
     """`_stored_sessions` on PostgreSQL reads the rows of the ids it asks for, however many
     sessions the profile holds: as `external_id = ANY(…)` beside the profile the planner, with
-    no statistics yet, read and filtered every session of the profile on every export."""
+    no statistics yet, read and filtered every session of the profile on every export; as an
+    equality probe of each id it took another index on the profile as readily as the unique
+    one while the table was small (the bench's first thousands of sessions), and filtered
+    them all per id."""
     from django.db import connection
 
     from telemetry.ingest.values import text_array
@@ -995,9 +1038,9 @@ def test_the_stored_sessions_read_probes_the_ids_not_the_profiles_sessions(make_
     profile = make_agent().key.profile
     # as many sessions as a day of exports opens: the planner sees a table of their size
     AgentSession.objects.bulk_create(
-        [AgentSession(profile=profile, external_id=f"many-{i}") for i in range(30_000)]
+        [AgentSession(profile=profile, external_id=f"many-{i}") for i in range(sessions)]
     )
-    wanted = ["many-7", "many-29999", "many-none"]
+    wanted = ["many-7", f"many-{sessions - 1}", "many-none"]
     with connection.cursor() as cursor:
         cursor.execute(
             f"EXPLAIN (ANALYZE, FORMAT JSON) {_stored_sessions_sql()}",
@@ -1006,7 +1049,7 @@ def test_the_stored_sessions_read_probes_the_ids_not_the_profiles_sessions(make_
         (plan,) = cursor.fetchone()[0]
     # (a scan's rows are its loops' mean, rounded: at most one a probe)
     assert _session_rows_read(plan["Plan"], AgentSession._meta.db_table) <= len(wanted)
-    assert _stored_sessions(profile.pk, set(wanted)) == {"many-7", "many-29999"}
+    assert _stored_sessions(profile.pk, set(wanted)) == {"many-7", f"many-{sessions - 1}"}
 
 
 @pytest.mark.django_db

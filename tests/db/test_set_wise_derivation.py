@@ -22,6 +22,7 @@ from telemetry.derivation import _CALL_FIELDS, _figures_of, turn_values
 from telemetry.ingest import pg_prepared
 from telemetry.ingest.pipeline import store_records
 from telemetry.models import AgentSession, HourlyUsage, LLMCall, Turn
+from telemetry.packing import stored_table
 from telemetry.rollups import rebuild_rollups
 from telemetry.session_state import FIGURE_FIELDS
 
@@ -149,7 +150,7 @@ def test_a_batch_counts_each_write_statement_once(make_agent):
         store_records(profile=profile, raw_items=batch)
     texts = [q["sql"] for q in queries.captured_queries]
     for table in (LLMCall, Turn, HourlyUsage):
-        name = connection.ops.quote_name(table._meta.db_table)
+        name = connection.ops.quote_name(stored_table(table))
         # (the turns' upsert is the data-modifying part of a WITH: matched inside the text)
         writes = [t for t in texts if f"INSERT INTO {name}" in t or t.startswith(f"COPY {name}")]
         assert len(writes) == 1, (table, writes)
@@ -258,8 +259,8 @@ def test_a_single_records_statements_are_prepared_a_batchs_are_not(make_agent, s
         pytest.skip("prepared statements are PostgreSQL's")
     profile = make_agent().key.profile
     rng = random.Random(3)
-    turns = connection.ops.quote_name(Turn._meta.db_table)
-    calls = connection.ops.quote_name(LLMCall._meta.db_table)
+    turns = connection.ops.quote_name(stored_table(Turn))
+    calls = connection.ops.quote_name(stored_table(LLMCall))
     # (the test connection may hold statements earlier tests prepared: compare runs before/after)
     pg_prepared.deallocate_all(connection.connection)
     settings.DB_PREPARED_STATEMENTS = False
@@ -295,7 +296,7 @@ def test_a_single_records_generic_plans_probe_the_indexes_whatever_the_tables_si
     for turn in range(2):
         records = _records(rng, [("plans", turn, 0)])
         store_records(profile=profile, raw_items=records, batch=False)
-    calls = connection.ops.quote_name(LLMCall._meta.db_table)
+    calls = connection.ops.quote_name(stored_table(LLMCall))
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT name, statement, cardinality(parameter_types) FROM pg_prepared_statements"
@@ -400,7 +401,7 @@ def test_a_single_record_goes_in_exactly_when_its_stored_keys_find_it_new(make_a
         assert result.items[0].status == expected, (record, result.items[0])
         assert LLMCall.objects.count() == before + (expected == "created")
         if connection.vendor == "postgresql":
-            calls = connection.ops.quote_name(LLMCall._meta.db_table)
+            calls = connection.ops.quote_name(stored_table(LLMCall))
             read = _stored_call_keys_sql(LLMCall, single=True)
             texts = [q["sql"] for q in queries.captured_queries if read in q["sql"]]
             # the stored keys are read once, in the insert's statement (no round trip of their own)

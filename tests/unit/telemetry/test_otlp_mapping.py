@@ -18,6 +18,8 @@ from telemetry.otlp.mapping import (
     NUL_MESSAGE,
     SHOWN_CHARS,
     ResourceMetadata,
+    _token_attributes,
+    _token_kind,
     as_count,
     is_llm_call,
     map_spans,
@@ -468,6 +470,35 @@ def test_resource_metadata_is_from_otlp(resources, items):
     for i, attrs in enumerate(items):
         resource = resources[i % len(resources)]
         assert read(resource, attrs) == from_otlp(resource, attrs)
+
+
+_TOKEN_NAMES = [
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.",
+    "gen_ai.usage",
+    "llm.token_count.prompt",
+    "llm.token_count.",
+    "llm.token_count",
+    "gen_ai.request.model",
+    "",
+]
+_TOKEN_ATTRS = st.dictionaries(
+    st.one_of(st.sampled_from(_TOKEN_NAMES), st.text(max_size=20)),
+    st.one_of(st.integers(), st.text(max_size=5), st.floats(allow_nan=False), st.booleans()),
+    max_size=8,
+)
+
+
+@given(st.lists(_TOKEN_ATTRS, max_size=6))
+def test_the_token_kinds_kept_across_an_export_read_what_each_span_alone_reads(exports):
+    """`_token_attributes` with the names' kinds kept across the spans of an export (as
+    `map_spans` keeps them) reads each span's usage and OpenInference flag as it reads the span
+    alone, by the prefix tests of `_token_kind`."""
+    kinds: dict[str, int] = {}
+    for attributes in exports:
+        assert _token_attributes(attributes, kinds) == _token_attributes(attributes)
+    assert all(kind == _token_kind(name) for name, kind in kinds.items())
 
 
 _LATEST = datetime(2025, 12, 1, 0, 0, 5, tzinfo=UTC)
