@@ -68,7 +68,7 @@ SPLIT = (
     ("telemetry.otlp.store", "_number_turns"),
     ("telemetry.otlp.store", "_records"),
     ("telemetry.otlp.store", "_stored_positions"),
-    ("telemetry.otlp.store", "_record_metadata"),
+    ("telemetry.otlp.store", "_merged_metadata"),
     ("telemetry.otlp.same_request", "keep_richer"),
     ("django.db.transaction", "Atomic.__enter__"),
     ("django.db.transaction", "Atomic.__exit__"),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final
@@ -72,6 +72,12 @@ FIGURE_FIELDS: Final = [
     "pressure",
 ]
 _PROJECTION_FIELDS: Final = ["surface_estimate_tokens", "projected_tokens", "pressure"]
+# What a metadata merge sets (`merge_metadata`): the merged metadata, its doors, and the indexed
+# columns made from it (`session_meta.columns`, by their field names).
+_METADATA_JSON: Final = ("metadata", "metadata_doors")
+_METADATA_COLUMNS: Final = tuple(columns({}))
+METADATA_FIELDS: Final = [*_METADATA_JSON, *_METADATA_COLUMNS]
+_FIGURES_AND_METADATA: Final = [*FIGURE_FIELDS, *METADATA_FIELDS]
 
 
 # --- the port to the transcript log (registered by compaction, D6) ---------------------------
@@ -191,10 +197,22 @@ def write_figures(sessions: list[AgentSession]) -> None:
     update_rows(AgentSession, sessions, list(FIGURE_FIELDS))
 
 
-def figures_statement(sessions: list[AgentSession]) -> Statement | None:
+def figures_statement(
+    sessions: list[AgentSession], merged: Collection[int] = ()
+) -> Statement | None:
     """`write_figures`' statement on PostgreSQL, not yet run (`statements.run_together`); None
-    elsewhere (call `write_figures`) or for no sessions."""
-    return update_statement(AgentSession, sessions, list(FIGURE_FIELDS))
+    elsewhere (call `write_figures`) or for no sessions.
+
+    `merged`: the ids of sessions whose metadata a merge changed in memory and nobody has
+    written yet (`merge_metadata`). When one of `sessions` is among them, the statement sets
+    every session's `METADATA_FIELDS` beside its figures: one UPDATE of the rows, where a
+    second one (`write_merged`) made each a second row version and its index entries. The
+    other sessions' metadata is written as it was read, the same values: the caller holds
+    them locked since it read them (tests/db/test_session_names.py)."""
+    names = FIGURE_FIELDS
+    if merged and any(session.pk in merged for session in sessions):
+        names = _FIGURES_AND_METADATA
+    return update_statement(AgentSession, sessions, names)
 
 
 # --- projection and pressure (D6) -----------------------------------------------------------
@@ -463,10 +481,18 @@ def record_metadata(
     sessions: Mapping[int, AgentSession], incoming: Mapping[int, dict[str, str]], door: Door
 ) -> None:
     """Merge what `door` said about each session (by pk) into its metadata and columns
-    (`telemetry.session_meta.merge`); a session whose metadata does not change is not written,
-    and sessions that end with the same values (an export's new sessions of one service) are
-    written by one statement."""
-    groups: dict[str, tuple[dict[str, Any], list[int]]] = {}
+    (`merge_metadata`) and write the sessions it changed (`write_merged`)."""
+    write_merged(merge_metadata(sessions, incoming, door))
+
+
+def merge_metadata(
+    sessions: Mapping[int, AgentSession], incoming: Mapping[int, dict[str, str]], door: Door
+) -> dict[int, dict[str, Any]]:
+    """Merge what `door` said about each session (by pk) into its metadata and columns
+    (`telemetry.session_meta.merge`), in memory: the values of `METADATA_FIELDS` of each
+    session it changed, by pk, for `write_merged` (or `figures_statement`) to write. A session
+    whose metadata does not change is not among them."""
+    changed: dict[int, dict[str, Any]] = {}
     for pk, found in incoming.items():
         session = sessions[pk]
         merged = merge(session.metadata or {}, session.metadata_doors or {}, found, door)
@@ -476,7 +502,19 @@ def record_metadata(
         fields = columns(session.metadata)
         for name, value in fields.items():
             setattr(session, name, value)
-        values = {"metadata": session.metadata, "metadata_doors": session.metadata_doors, **fields}
+        changed[pk] = {
+            "metadata": session.metadata,
+            "metadata_doors": session.metadata_doors,
+            **fields,
+        }
+    return changed
+
+
+def write_merged(changed: Mapping[int, dict[str, Any]]) -> None:
+    """Write `merge_metadata`'s values: sessions that end with the same values (an export's
+    new sessions of one service) by one statement."""
+    groups: dict[str, tuple[dict[str, Any], list[int]]] = {}
+    for pk, values in changed.items():
         key = json.dumps(values, sort_keys=True)
         groups.setdefault(key, (values, []))[1].append(pk)
     for values, pks in groups.values():
@@ -497,10 +535,6 @@ def write_metadata(pks: list[int], values: dict[str, Any]) -> None:
     # the table was small, a scan of every session, however the table grew after (an export's
     # new sessions, tests/db/test_session_names.py).
     run(_write_metadata_sql(), [*params, column_array(tuple(pks))], prepare=False)
-
-
-_METADATA_JSON: Final = ("metadata", "metadata_doors")
-_METADATA_COLUMNS: Final = tuple(columns({}))  # the indexed columns, by their field names
 
 
 @functools.cache

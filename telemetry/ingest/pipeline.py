@@ -77,6 +77,8 @@ class IngestResult:
     policy: PolicyValues | None = None
     # Sessions whose pressure reached the prune threshold; the caller may enqueue relief.
     over_threshold: list[int] = field(default_factory=list)
+    # The sessions of `store_records`' `metadata` whose metadata it wrote.
+    metadata: frozenset[int] = frozenset()
 
     def count(self, status: Status) -> int:
         return sum(1 for item in self.items if item.status == status)
@@ -90,6 +92,7 @@ def ingest_records(
     on_commit: Callable[[list[int]], None] | None = None,
     locked: dict[str, AgentSession] | None = None,
     read_requests: Sequence[StoredCall] | None = None,
+    metadata: frozenset[int] = frozenset(),
 ) -> IngestResult:
     """The API's entry point: `store_records` for the calling key's profile, with the policy and
     catalogue remembered beside the key check (a second at most, `telemetry.policy_store`)."""
@@ -102,6 +105,7 @@ def ingest_records(
         catalogue=key_prices(key.pk),
         locked=locked,
         read_requests=read_requests,
+        metadata=metadata,
     )
 
 
@@ -125,6 +129,7 @@ def store_records(
     catalogue: OnceCatalogue | None = None,
     locked: dict[str, AgentSession] | None = None,
     read_requests: Sequence[StoredCall] | None = None,
+    metadata: frozenset[int] = frozenset(),
 ) -> IngestResult:
     """Store the valid, new usage records of one submission for `profile` and re-derive the
     figures they touch. Each item is a JSON object in the shape of `telemetry.schemas.RecordIn`
@@ -142,6 +147,9 @@ def store_records(
     savepoint cost two round trips an export for a partial rollback no caller makes).
     `read_requests` (with `locked`): the stored calls under every item's (session, request id),
     read by the caller since it locked them (`writers.Submission`).
+    `metadata` (with `locked`): sessions whose metadata the caller merged in memory and has yet
+    to write; those the writer wrote with their figures come back as `IngestResult.metadata`
+    (`writers.Submission`).
     """
     policy = effective_policy(profile) if policy is None else policy
     outcomes, valid = validate_items(
@@ -153,10 +161,11 @@ def store_records(
         store = writers.choose(len(valid))
         with transaction.atomic(savepoint=locked is None):
             submission = writers.Submission(
-                profile, valid, policy, catalogue, locked, read_requests
+                profile, valid, policy, catalogue, locked, read_requests, metadata
             )
             written = store(submission)
             result.sessions = written.sessions
+            result.metadata = written.metadata
             _record_metadata(written, valid)
             _conclude(result, outcomes, written, policy, on_commit)
     result.items = [item for item in outcomes if item is not None]

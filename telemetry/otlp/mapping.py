@@ -398,7 +398,7 @@ class ResourceMetadata:
 
     The items of one resource share its one dict (a draft's metadata is never changed once
     built), so the store merges it once per session, not once per call
-    (`telemetry.otlp.store._record_metadata`)."""
+    (`telemetry.otlp.store._merged_metadata`)."""
 
     def __init__(self) -> None:
         # id(resource) -> (resource, its metadata); the resource is held so its id stays its own

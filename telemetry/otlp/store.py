@@ -43,7 +43,12 @@ from telemetry.models import AgentKey, AgentSession, LLMCall, Turn, TurnKey
 from telemetry.otlp.mapping import CallDraft, EventDraft, Mapped, Rejection
 from telemetry.otlp.same_request import keep_richer
 from telemetry.packing import stored_table
-from telemetry.session_state import discard_unused_sessions, lock_sessions, record_metadata
+from telemetry.session_state import (
+    discard_unused_sessions,
+    lock_sessions,
+    merge_metadata,
+    write_merged,
+)
 from telemetry.usage import CLAUDE_CODE
 from telemetry.validation import Typed, typed
 
@@ -113,6 +118,9 @@ def store_mapped(
         # the ingest reads only those at the records' positions. Not for a second chunk, which
         # must see the calls the first one stored.
         read_requests = read.calls if read is not None and len(records) <= CHUNK else None
+        # What the spans said about their sessions, merged now: the ingest writes it with the
+        # sessions' figures where it can (`session_state.figures_statement`), the rest after.
+        metadata = _merged_metadata(sessions, calls)
         for start in range(0, len(records), CHUNK):
             # The key's policy and catalogue, remembered per process like the JSON API's.
             result = ingest_records(
@@ -122,7 +130,10 @@ def store_mapped(
                 on_commit=on_commit,
                 locked=sessions,  # locked above, in this transaction
                 read_requests=read_requests,
+                metadata=frozenset(metadata),
             )
+            for pk in result.metadata:
+                del metadata[pk]
             for item in result.items:
                 draft = drafts[start + item.index]
                 if item.status == "created":
@@ -136,7 +147,7 @@ def store_mapped(
                         Rejection(draft.index, field_name, reason.split(": ", 1)[-1])
                     )
         _record_events(sessions, turns, mapped.events, stored)
-        _record_metadata(sessions, calls)
+        write_merged(metadata)
         # A session this export opened but none of whose records were kept is not left behind.
         opened = [s.pk for eid, s in sessions.items() if eid not in known]
         if opened and stored.rejected:
@@ -181,8 +192,11 @@ def _stored_sessions_sql() -> str:
     )
 
 
-def _record_metadata(sessions: dict[str, AgentSession], calls: list[CallDraft]) -> None:
-    """What the calls' spans and resources said about their sessions (`session_meta`)."""
+def _merged_metadata(
+    sessions: dict[str, AgentSession], calls: list[CallDraft]
+) -> dict[int, dict[str, Any]]:
+    """What the calls' spans and resources said about their sessions (`session_meta`), merged
+    into them in memory, not yet written (`session_state.merge_metadata`)."""
     found: dict[int, dict[str, str]] = {}
     # (session pk, id of a metadata dict) merged already: the calls of one resource share its
     # dict (`mapping.ResourceMetadata`), merged once per session, not copied per call
@@ -196,8 +210,9 @@ def _record_metadata(sessions: dict[str, AgentSession], calls: list[CallDraft]) 
             have = found.setdefault(pk, {})
             for name, value in call.metadata.items():
                 have.setdefault(name, value)  # the first call's values win
-    if found:
-        record_metadata({s.pk: s for s in sessions.values()}, found, "otlp")
+    if not found:
+        return {}
+    return merge_metadata({s.pk: s for s in sessions.values()}, found, "otlp")
 
 
 KeyRow = tuple[int, str, int, int | None]  # session pk, turn key, its turn, the turn's last call

@@ -14,7 +14,7 @@ from django.urls import reverse
 from compaction.imports.store import import_file
 from telemetry.models import AgentSession
 from tests.db.conftest import signed_in
-from tests.db.test_otlp import DONE_WHEN, TRACES, pb_span, pb_traces, post
+from tests.db.test_otlp import DONE_WHEN, T0, TRACES, pb_span, pb_traces, post
 from tests.unit.imports import fixtures as fx
 
 pytestmark = pytest.mark.django_db
@@ -75,6 +75,53 @@ def test_otlp_span_and_resource_attributes_name_the_user_repository_branch_and_a
     # a record naming another branch is more specific than the OTLP resource
     agent.post("/api/v1/telemetry", record("s1", turn=5, metadata={"branch": "release"}))
     assert stored("s1").git_branch == "release"
+
+
+@pytest.mark.parametrize("new", [3, 12])  # the figures' UPDATE as a VALUES list, as arrays
+def test_an_exports_metadata_is_written_with_its_sessions_figures(make_agent, monkeypatch, new):
+    """An export's new sessions, beside a stored one whose metadata it leaves as it was, end
+    with the metadata their spans and resource named, the stored one with its own. On
+    PostgreSQL the batch writer sets it in the sessions' figures UPDATE: no statement of its
+    own (`session_state.figures_statement`)."""
+    from django.db import connection
+
+    from telemetry import session_state
+
+    agent = make_agent()
+    old = {**DONE_WHEN, "gen_ai.conversation.id": "m-old", "user.id": "ana"}
+    first = pb_traces(pb_span(old, span="b" * 16), resource={"service.name": "old-agent"})
+    assert post(agent, TRACES, first).status_code == 200
+    before = stored("m-old")
+    writes: list[list[int]] = []
+    write = session_state.write_metadata
+
+    def counted(pks: list[int], values: dict[str, Any]) -> None:
+        writes.append(pks)
+        write(pks, values)
+
+    monkeypatch.setattr(session_state, "write_metadata", counted)
+    spans = [
+        pb_span(
+            {**DONE_WHEN, "gen_ai.conversation.id": f"m-{n}", "user.id": f"u{n}"},
+            span=f"{n + 1:016x}",
+        )
+        for n in range(new)
+    ]
+    spans.append(pb_span(old, span="c" * 16, start=T0 + 5_000_000_000))
+    body = pb_traces(*spans, resource={"service.name": "billing-agent"})
+    assert post(agent, TRACES, body).status_code == 200
+    for n in range(new):
+        session = stored(f"m-{n}")
+        assert session.metadata == {"user": f"u{n}", "agent": "billing-agent"}
+        assert session.metadata_doors == {"user": "otlp", "agent": "otlp"}
+        assert (session.meta_user, session.agent_name) == (f"u{n}", "billing-agent")
+        assert session.calls_count == 1
+    after = stored("m-old")
+    assert (after.metadata, after.metadata_doors) == (before.metadata, before.metadata_doors)
+    assert (after.meta_user, after.agent_name) == ("ana", "old-agent")
+    assert after.calls_count == 2
+    if connection.vendor == "postgresql":
+        assert writes == []
 
 
 def _import(profile, tmp_path: Path, name: str, text: str) -> None:

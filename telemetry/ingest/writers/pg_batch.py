@@ -22,6 +22,7 @@ from telemetry.ingest.writers.steps import (
     Submission,
     Written,
     decide,
+    merged_of,
     read_keys,
     refresh_sessions,
     sessions_of,
@@ -57,5 +58,6 @@ def store(sub: Submission) -> Written:
     turn_calls = keys.calls_by_turn(touched(decided, pk_of))
     created_in = {pk_of[v.record.session_id] for v in created}
     result = refresh_sessions(sub, sessions, created_in, changed)
-    write_last(result, add_calls_statement(sub.profile.pk, rows))
-    return Written(result, decided, turn_calls)
+    merged = merged_of(sub, sessions)
+    write_last(result, add_calls_statement(sub.profile.pk, rows), metadata=merged)
+    return Written(result, decided, turn_calls, merged)

@@ -26,7 +26,10 @@ class Submission:
     `read_requests`: the stored calls under every record's (session, request id), read by the
     caller in this transaction since it locked their sessions (`locked`), so no other writer
     can have stored one since (OTLP reads them to number its calls); `read_keys` then reads
-    only the calls at the records' positions. None: it reads both."""
+    only the calls at the records' positions. None: it reads both.
+    `metadata`: the ids of sessions of `locked` whose metadata the caller merged in memory and
+    has yet to write (`session_state.merge_metadata`); the batch writer writes those of its
+    sessions with their figures (`write_last`) and says which (`Written.metadata`)."""
 
     profile: AgentProfile
     valid: Sequence[ValidRecord]
@@ -34,6 +37,7 @@ class Submission:
     catalogue: OnceCatalogue
     locked: dict[str, AgentSession] | None
     read_requests: Sequence[StoredCall] | None = None
+    metadata: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +48,8 @@ class Written:
     sessions: list[AgentSession]
     decided: list[ItemResult]
     turn_calls: dict[tuple[int, int], list[int]]
+    # the sessions of `Submission.metadata` whose metadata was written with their figures
+    metadata: frozenset[int] = frozenset()
 
 
 Writer = Callable[[Submission], Written]
@@ -56,6 +62,17 @@ def sessions_of(sub: Submission) -> dict[str, AgentSession]:
     if sub.locked is not None and wanted <= sub.locked.keys():
         return {eid: sub.locked[eid] for eid in wanted}
     return session_state.lock_sessions(sub.profile, wanted)
+
+
+def merged_of(sub: Submission, sessions: dict[str, AgentSession]) -> frozenset[int]:
+    """The sessions of `sub.metadata` among `sessions` (`sessions_of`) that are the caller's
+    own objects (`Submission.locked`), the ones holding the merged metadata."""
+    if not sub.metadata or sub.locked is None:
+        return frozenset()
+    locked = sub.locked
+    return frozenset(
+        s.pk for eid, s in sessions.items() if s.pk in sub.metadata and locked.get(eid) is s
+    )
 
 
 def read_keys(sub: Submission, pk_of: dict[str, int]) -> StoredKeys:
@@ -129,14 +146,19 @@ def refresh_sessions(
 
 
 def write_last(
-    sessions: list[AgentSession], hours: statements.Statement | None, *, version: bool = False
+    sessions: list[AgentSession],
+    hours: statements.Statement | None,
+    *,
+    version: bool = False,
+    metadata: frozenset[int] = frozenset(),
 ) -> str | None:
     """PostgreSQL: the session figures and the hour rows, the transaction's last writes, as one
     statement, with the COMMIT in the same round trip when the caller's block is the outermost
     (`statements.commit_with_last`; docs/performance.md). Last because every batch of a profile
     adds to the same hour rows and holds their locks until it commits. `version`: the session
-    row's new `xmin` (`telemetry.ingest.known_sessions`)."""
-    figures = session_state.figures_statement(sessions)
+    row's new `xmin` (`telemetry.ingest.known_sessions`). `metadata`: sessions whose merged
+    metadata is written with their figures (`session_state.figures_statement`)."""
+    figures = session_state.figures_statement(sessions, metadata)
     return statements.run_together(
         [figures, hours], commit=statements.commit_with_last(), version=version
     )
