@@ -17,6 +17,7 @@ from telemetry import packing
 from telemetry.ingest.pipeline import store_records
 from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn
 from telemetry.profiles import get_or_create_profile
+from telemetry.session_state import FIGURE_FIELDS
 
 pytestmark = pytest.mark.django_db
 
@@ -63,25 +64,9 @@ def _turns(session: AgentSession) -> list[dict[str, Any]]:
     return [{k: v for k, v in row.items() if k not in _OWN} for row in rows]
 
 
-_SESSION_FIGURES = (
-    "turns_count",
-    "calls_count",
-    "last_turn",
-    "last_turn_rounds",
-    "max_turn_rounds",
-    "current_context_tokens",
-    "peak_context_tokens",
-    "cache_read_tokens",
-    "cache_denominator_tokens",
-    "cost_usd",
-    "no_cache_cost_usd",
-    "last_seen_at",
-)
-
-
 def _figures(session: AgentSession) -> dict[str, Any]:
     session.refresh_from_db()
-    return {name: getattr(session, name) for name in _SESSION_FIGURES}
+    return {name: getattr(session, name) for name in FIGURE_FIELDS}
 
 
 def _pack(*sessions: AgentSession) -> None:
