@@ -19,7 +19,9 @@ is read from the two places a turn is stored, never from the view over both (who
 
 Removal is set-wise and bounded: at most `BATCH_TURNS` turns and their calls a run; the
 periodic job runs it again while there is more (`telemetry.tasks.apply_retention`). Hot turns
-go first, taking no lock on a session (ingest never waits for it). Then packed sessions,
+go first, their sessions locked for the one short transaction that records and removes them,
+skipping any a writer holds (SKIP LOCKED: retention never waits for ingest; a skipped session
+is left for the next run). Then packed sessions,
 in one transaction: at most `BATCH_SESSIONS` of them locked, skipping any a writer holds
 (SKIP LOCKED), unpacked, their expired turns and calls removed, packed again. An export of
 the period first (`manage.py export_sessions --before`) can restore it later (docs/export.md).
