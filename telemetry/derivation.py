@@ -34,7 +34,7 @@ from telemetry.figures import turn_values as turn_values  # the turn's row, for 
 from telemetry.ingest.latest_rows import latest_with_totals
 from telemetry.ingest.upserts import upsert_rows
 from telemetry.models import AgentSession, LLMCall, Turn
-from telemetry.session_totals import Change, Totals, advance
+from telemetry.session_totals import Change, Totals, advance, joined, totals_from_json
 from telemetry.usage import BUCKETS
 
 # A stored call's fields its turn's figures read (`CallFigures`), by name.
@@ -170,7 +170,9 @@ def derive_session_figures(sessions: list[AgentSession]) -> dict[int, Turn]:
             else row[f"total_{t.name}"] or 0
             for t in SESSION_TOTALS
         }
-        _set_figures(session, last, Totals(**totals))
+        # joined with what retention removed: the kept turns alone are not all the session's
+        retired = totals_from_json(session.retired_totals)
+        _set_figures(session, last, joined(retired, Totals(**totals)))
         found[session.pk] = last
     return found
 

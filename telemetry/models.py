@@ -224,6 +224,10 @@ class AgentSession(models.Model):
     cost_usd = money_field()
     no_cache_cost_usd = money_field()
     unpriced_calls = models.PositiveIntegerField(default=0)
+    # The totals of the turns call retention removed (`telemetry.session_totals.totals_as_json`;
+    # NULL: none removed). The figures above are these joined with the kept turns' totals, so
+    # re-deriving them from the kept turns (a replay, a late call, a repricing) keeps them.
+    retired_totals = models.JSONField(null=True, blank=True)
     # Set by a compaction: the surface's estimated size replaces the stale projection until the
     # next call is reported (D6). `surface_version` is the latest the log has reached.
     surface_estimate_tokens = models.BigIntegerField(null=True, blank=True)

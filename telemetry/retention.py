@@ -4,7 +4,9 @@ A turn whose last call is older than its profile's retention is removed with its
 the console's figures are read from stays: the hour rollups (the overview), the session row's
 totals (the sessions list and the session's figures), compaction runs and context events (an
 event's link to a removed call becomes empty). So the figures over any period are unchanged
-while the raw rows are gone. Each session's latest turn is always kept: the projection of its
+while the raw rows are gone. A session's removed turns leave their totals in its
+`retired_totals`, which every re-derivation of its figures from the kept turns joins back in
+(`derivation.derive_session_figures`). Each session's latest turn is always kept: the projection of its
 next request reads it. Turn keys stay too, so a replayed span still lands in its old turn.
 
 The rule is `expired_turns`, once. Where sessions pack (PostgreSQL, `telemetry.packing`) it
@@ -17,7 +19,9 @@ is read from the two places a turn is stored, never from the view over both (who
 
 Removal is set-wise and bounded: at most `BATCH_TURNS` turns and their calls a run; the
 periodic job runs it again while there is more (`telemetry.tasks.apply_retention`). Hot turns
-go first, taking no lock on a session (ingest never waits for it). Then packed sessions,
+go first, their sessions locked for the one short transaction that records and removes them,
+skipping any a writer holds (SKIP LOCKED: retention never waits for ingest; a skipped session
+is left for the next run). Then packed sessions,
 in one transaction: at most `BATCH_SESSIONS` of them locked, skipping any a writer holds
 (SKIP LOCKED), unpacked, their expired turns and calls removed, packed again. An export of
 the period first (`manage.py export_sessions --before`) can restore it later (docs/export.md).
@@ -29,6 +33,7 @@ import functools
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, cast
 
@@ -41,6 +46,7 @@ from telemetry import packing
 from telemetry.models import AgentProfile, AgentSession, LLMCall, Turn
 from telemetry.policy_rules import PolicyValues
 from telemetry.policy_store import effective_policy
+from telemetry.session_totals import TurnSums, joined, of_turns, totals_as_json, totals_from_json
 
 BATCH_TURNS: Final = 1000
 # Packed sessions one run unpacks at most (each holds at least one expired turn).
@@ -189,7 +195,10 @@ def remove_expired_calls(*, batch_turns: int = BATCH_TURNS, now: datetime | None
     calls = turns = 0
     if doomed:
         with transaction.atomic():
-            calls, turns = _delete(doomed)
+            kept = _retire(doomed)
+            # a session a writer holds keeps its turns for the next run
+            has_more = has_more or len(kept) < len(doomed)
+            calls, turns = _delete(kept) if kept else (0, 0)
     if has_more or not packing.installed():
         return Removed(calls, turns, has_more)
     packed = _remove_packed(rule, found, batch_turns - len(doomed))
@@ -236,9 +245,49 @@ def _remove_packed(rule: Q, found: Mapping[int, datetime], budget: int) -> Remov
             # `expires_at` older than its turns now say) is packed again, which resets it
             touched = locked
         packing.unpack_sessions(touched)
-        calls, turns = _delete(doomed) if doomed else (0, 0)
+        calls, turns = _delete(_retire(doomed)) if doomed else (0, 0)
         packing.pack_sessions(touched)
     return Removed(calls, turns, has_more)
+
+
+# The columns of a turn a session's totals are over (`session_totals.TurnSums`).
+_SUMS = tuple(f.name for f in dataclass_fields(TurnSums))
+
+
+def _retire(doomed: Doomed) -> Doomed:
+    """Lock the sessions of `doomed` (skipping any a writer holds: it never waits for ingest)
+    (SQLite has no row locks; its writers are serialised) and add the turns about to go to each
+    one's `retired_totals`, so the figures a later
+    re-derivation from the kept turns gives are still the session's; returns the doomed turns
+    of the sessions locked (the caller's transaction)."""
+    wanted = sorted({session_id for _, session_id, _ in doomed})
+    locked = {
+        s.pk: s
+        for s in AgentSession.objects.select_for_update(skip_locked=True)
+        .filter(pk__in=wanted)
+        .order_by("pk")
+        .only("pk", "retired_totals")
+    }
+    kept = [d for d in doomed if d[1] in locked]
+    by_session: dict[int, list[int]] = {}
+    for _, session_id, turn in kept:
+        by_session.setdefault(session_id, []).append(turn)
+    if not by_session:
+        return kept
+    sums: dict[int, list[TurnSums]] = {}
+    rows = Turn.objects.filter(
+        Q(session_id__in=list(by_session))
+        & functools.reduce(
+            operator.or_, (Q(session_id=s, turn__in=t) for s, t in by_session.items())
+        )
+    ).values_list("session_id", *_SUMS)
+    for session_id, *values in rows:
+        sums.setdefault(session_id, []).append(TurnSums(**dict(zip(_SUMS, values, strict=True))))
+    for session_id, removed in sums.items():
+        session = locked[session_id]
+        retired = joined(totals_from_json(session.retired_totals), of_turns(removed))
+        AgentSession.objects.filter(pk=session_id).update(retired_totals=totals_as_json(retired))
+    return kept
 
 
 def _delete(doomed: Doomed) -> tuple[int, int]:

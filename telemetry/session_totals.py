@@ -162,6 +162,72 @@ def change_of(touched: Iterable[tuple[Summed | None, Summed]]) -> Change:
     )
 
 
+def joined(first: Totals, second: Totals) -> Totals:
+    """The totals of the turns of `first` and of `second` together (two disjoint sets of a
+    session's turns: those retention removed and those it kept, `derivation`)."""
+
+    def money(a: Decimal | None, b: Decimal | None) -> Decimal | None:
+        return None if a is None and b is None else (a or Decimal(0)) + (b or Decimal(0))
+
+    def larger(a: _Ordered | None, b: _Ordered | None) -> _Ordered | None:
+        return b if a is None else a if b is None else max(a, b)
+
+    return Totals(
+        turns=first.turns + second.turns,
+        calls=first.calls + second.calls,
+        max_rounds=larger(first.max_rounds, second.max_rounds),
+        peak=larger(first.peak, second.peak),
+        read=first.read + second.read,
+        denominator=first.denominator + second.denominator,
+        reported=first.reported + second.reported,
+        cost=money(first.cost, second.cost),
+        no_cache=money(first.no_cache, second.no_cache),
+        unpriced=first.unpriced + second.unpriced,
+        last_seen=larger(first.last_seen, second.last_seen),
+    )
+
+
+def totals_as_json(totals: Totals) -> dict[str, object]:
+    """`totals` as JSON values (money as its exact decimal text, times as ISO 8601)."""
+    return {
+        "turns": totals.turns,
+        "calls": totals.calls,
+        "max_rounds": totals.max_rounds,
+        "peak": totals.peak,
+        "read": totals.read,
+        "denominator": totals.denominator,
+        "reported": totals.reported,
+        "cost": None if totals.cost is None else str(totals.cost),
+        "no_cache": None if totals.no_cache is None else str(totals.no_cache),
+        "unpriced": totals.unpriced,
+        "last_seen": None if totals.last_seen is None else totals.last_seen.isoformat(),
+    }
+
+
+def totals_from_json(found: object) -> Totals:
+    """`totals_as_json`'s reverse; no totals (an empty `Totals`) for None."""
+    if not isinstance(found, dict):
+        return Totals()
+
+    def money(value: object) -> Decimal | None:
+        return None if value is None else Decimal(str(value))
+
+    seen = found.get("last_seen")
+    return Totals(
+        turns=int(found.get("turns") or 0),
+        calls=int(found.get("calls") or 0),
+        max_rounds=found.get("max_rounds"),
+        peak=found.get("peak"),
+        read=int(found.get("read") or 0),
+        denominator=int(found.get("denominator") or 0),
+        reported=int(found.get("reported") or 0),
+        cost=money(found.get("cost")),
+        no_cache=money(found.get("no_cache")),
+        unpriced=int(found.get("unpriced") or 0),
+        last_seen=None if seen is None else datetime.fromisoformat(str(seen)),
+    )
+
+
 def of_turns(turns: Iterable[TurnSums]) -> Totals:
     """The totals of a session holding `turns`, from scratch (the definition)."""
     rows = list(turns)

@@ -86,7 +86,11 @@ def ninety_days(agent: Agent) -> AgentProfile:
 
 
 def session_figures() -> dict[str, dict[str, Any]]:
-    return {row["external_id"]: dict(row) for row in AgentSession.objects.values()}
+    """Every session's row but its `retired_totals`, retention's own record of what it took."""
+    rows = AgentSession.objects.values()
+    return {
+        row["external_id"]: {k: v for k, v in row.items() if k != "retired_totals"} for row in rows
+    }
 
 
 @pytest.mark.parametrize(
@@ -446,3 +450,59 @@ def test_a_packed_candidate_without_an_expired_turn_is_packed_again_and_no_longe
     assert remove_expired_calls(now=now) == Removed(0, 0, False)
     assert bound() > now - timedelta(days=1)
     assert Turn.objects.filter(session=session).count() == 2
+
+
+def _one_session_record(turn: int, call: int, at: datetime) -> dict[str, Any]:
+    return {
+        "session_id": "kept-totals",
+        "turn": turn,
+        "call": call,
+        "model": "claude-sonnet-4-5",
+        "at": at.isoformat(),
+        "usage": {"input_tokens": 1_000 + turn, "output_tokens": 50, "cache_read_input_tokens": 9},
+    }
+
+
+@pytest.mark.parametrize("later", ["new turn", "late call", "replay", "repricing"])
+def test_a_sessions_totals_stay_when_it_is_written_to_after_retention(later: str) -> None:
+    """After retention removed turns, a write that re-derives the session's figures from the
+    turns it kept (a replay, a late call to an earlier turn, a repricing; on SQLite any write)
+    joins them with the removed turns' totals: the session's figures are those of every call
+    it ever had."""
+    from telemetry.ingest.pipeline import store_records
+    from telemetry.profiles import get_or_create_profile
+
+    profile = get_or_create_profile(name=f"kept-totals-{later.replace(' ', '-')}")
+    now = timezone.now()
+    old = now - timedelta(days=60)
+    history = [_one_session_record(t, 0, old + timedelta(minutes=t)) for t in range(3)]
+    history += [_one_session_record(3, 0, now - timedelta(hours=2))]
+    history += [_one_session_record(4, 0, now - timedelta(hours=1))]
+    store_records(profile=profile, raw_items=history)
+    session = AgentSession.objects.get(profile=profile)
+    figures = ("calls_count", "turns_count", "cost_usd", "no_cache_cost_usd", "cache_read_tokens")
+    before = {name: getattr(session, name) for name in figures}
+    update_policy(profile=profile, values={"call_retention_days": 30})
+    assert remove_expired_calls().turns == 3
+    session.refresh_from_db()
+    assert {name: getattr(session, name) for name in figures} == before
+
+    more = {"new turn": 1, "late call": 1, "replay": 0, "repricing": 0}[later]
+    if later == "new turn":
+        store_records(profile=profile, raw_items=[_one_session_record(5, 0, now)])
+    elif later == "late call":  # to turn 3, before the last
+        store_records(profile=profile, raw_items=[_one_session_record(3, 1, now)])
+    elif later == "replay":
+        store_records(profile=profile, raw_items=[history[3]])
+    else:
+        from telemetry.derivation import derive_session_figures
+        from telemetry.session_state import write_figures
+
+        derive_session_figures([session])  # what a repricing does after its turns
+        write_figures([session])
+    session.refresh_from_db()
+    assert session.calls_count == before["calls_count"] + more
+    assert session.turns_count == before["turns_count"] + (later == "new turn")
+    assert session.cost_usd >= before["cost_usd"]
+    if not more:
+        assert {name: getattr(session, name) for name in figures} == before

@@ -17,6 +17,7 @@ from telemetry import packing
 from telemetry.ingest.pipeline import store_records
 from telemetry.models import AgentSession, ContextEvent, LLMCall, Turn
 from telemetry.profiles import get_or_create_profile
+from telemetry.session_state import FIGURE_FIELDS
 
 pytestmark = pytest.mark.django_db
 
@@ -63,25 +64,9 @@ def _turns(session: AgentSession) -> list[dict[str, Any]]:
     return [{k: v for k, v in row.items() if k not in _OWN} for row in rows]
 
 
-_SESSION_FIGURES = (
-    "turns_count",
-    "calls_count",
-    "last_turn",
-    "last_turn_rounds",
-    "max_turn_rounds",
-    "current_context_tokens",
-    "peak_context_tokens",
-    "cache_read_tokens",
-    "cache_denominator_tokens",
-    "cost_usd",
-    "no_cache_cost_usd",
-    "last_seen_at",
-)
-
-
 def _figures(session: AgentSession) -> dict[str, Any]:
     session.refresh_from_db()
-    return {name: getattr(session, name) for name in _SESSION_FIGURES}
+    return {name: getattr(session, name) for name in FIGURE_FIELDS}
 
 
 def _pack(*sessions: AgentSession) -> None:
@@ -355,3 +340,54 @@ def test_rows_another_transaction_removes_while_their_session_is_packed_stay_rem
     assert _stored("hot", session) == 0 and _stored("packed", session) == 6
     assert not LLMCall.objects.filter(session=session, turn=0).exists()
     assert not Turn.objects.filter(session=session, turn=0).exists()
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_packing_beside_ingest_loses_and_doubles_nothing() -> None:
+    """The beat job packs sessions while batches write late calls and replays to them: each
+    batch waits for a packing holding its session (or the job skips it), so every call is
+    stored once and every replay is found."""
+    import threading
+
+    profile = get_or_create_profile(name="packed-race")
+    names = [f"race-{n}" for n in range(6)]
+    store_records(profile=profile, raw_items=[r for n in names for r in _history(n, 2)])
+    sessions = list(AgentSession.objects.filter(profile=profile))
+    failures: list[BaseException] = []
+
+    def packer() -> None:
+        try:
+            for _ in range(15):
+                _pack(*sessions)
+        except BaseException as exc:  # noqa: BLE001 (reported by the test)
+            failures.append(exc)
+        finally:
+            connection.close()  # the thread's own connection
+
+    def writer(turn: int) -> None:
+        try:
+            for round_ in range(5):
+                batch = [_record(n, turn, round_) for n in names]
+                batch += [_record(n, 0, 0) for n in names]  # replays of stored calls
+                statuses = [i.status for i in store_records(profile=profile, raw_items=batch).items]
+                assert statuses == ["created"] * len(names) + ["duplicate"] * len(names), statuses
+        except BaseException as exc:  # noqa: BLE001 (reported by the test)
+            failures.append(exc)
+        finally:
+            connection.close()  # the thread's own connection
+
+    threads = [threading.Thread(target=packer)] + [
+        threading.Thread(target=writer, args=(turn,)) for turn in (5, 6)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    for session in sessions:
+        positions = list(LLMCall.objects.filter(session=session).values_list("turn", "call"))
+        assert len(positions) == len(set(positions)) == 4 + 2 * 5
+        assert Turn.objects.filter(session=session).count() == 4
+        session.refresh_from_db()
+        assert session.calls_count == 14 and session.turns_count == 4

@@ -71,3 +71,31 @@ def test_a_session_without_turns_takes_the_first_turns_figures_whole():
     first = TurnSums(3, 900, 0, 0, 0, None, None, 3, START)
     assert advance(Totals(), change_of([(None, first)])) == of_turns([first])
     assert of_turns([first]).cost is None  # no priced call: no cost, not zero
+
+
+@given(
+    turns=st.lists(st.lists(calls, min_size=1, max_size=6), min_size=0, max_size=12),
+    split=st.data(),
+)
+def test_the_totals_of_removed_and_kept_turns_joined_are_the_totals_of_all(turns, split):
+    """Retention removes some of a session's turns and keeps their totals
+    (`AgentSession.retired_totals`, stored as JSON); joined with the kept turns' totals they
+    are the totals of every turn, whichever turns went."""
+    from telemetry.session_totals import joined, totals_as_json, totals_from_json
+
+    sums = [_sums(c) for c in turns]
+    removed = split.draw(st.sets(st.integers(0, max(len(sums) - 1, 0)))) if sums else set()
+    gone = [s for i, s in enumerate(sums) if i in removed]
+    kept = [s for i, s in enumerate(sums) if i not in removed]
+    stored = totals_from_json(totals_as_json(of_turns(gone)))
+    assert stored == of_turns(gone)
+    assert joined(stored, of_turns(kept)) == of_turns(sums)
+    assert joined(of_turns(kept), stored) == of_turns(sums)
+
+
+def test_no_retired_totals_join_as_nothing():
+    from telemetry.session_totals import joined, totals_from_json
+
+    assert totals_from_json(None) == Totals()
+    some = of_turns([_sums([(5, 1, True, None, 3)])])
+    assert joined(totals_from_json(None), some) == some
