@@ -376,7 +376,10 @@ def run_statements(editor: BaseDatabaseSchemaEditor, statements: Sequence[str]) 
 
 
 def pack_sessions(session_ids: Sequence[int]) -> None:
-    """Pack the calls and turns of `session_ids` (PostgreSQL; the caller holds their locks)."""
+    """Pack the calls and turns of `session_ids` (PostgreSQL). The caller holds their locks,
+    taken so that it waits for no writer (`pack_idle_sessions`' SKIP LOCKED): the function's
+    own updates of the session rows take them in no particular order, which beside a batch
+    locking its sessions in its order could deadlock."""
     if not session_ids or not installed():
         return
     with connection.cursor() as cursor:

@@ -344,10 +344,11 @@ def test_rows_another_transaction_removes_while_their_session_is_packed_stay_rem
 
 @on_postgresql
 @pytest.mark.django_db(transaction=True)
-def test_packing_beside_ingest_loses_and_doubles_nothing() -> None:
+def test_packing_beside_ingest_loses_and_doubles_nothing(settings: Any) -> None:
     """The beat job packs sessions while batches write late calls and replays to them: each
     batch waits for a packing holding its session (or the job skips it), so every call is
-    stored once and every replay is found."""
+    stored once, every replay is found, and neither deadlocks the other."""
+    settings.TELEMETRY_PACK_IDLE_SECONDS = 3600
     import threading
 
     profile = get_or_create_profile(name="packed-race")
@@ -359,7 +360,8 @@ def test_packing_beside_ingest_loses_and_doubles_nothing() -> None:
     def packer() -> None:
         try:
             for _ in range(15):
-                _pack(*sessions)
+                # the beat job: its sessions locked SKIP LOCKED, never waiting for a batch
+                packing.pack_idle_sessions(now=timezone.now() + timedelta(days=1))
         except BaseException as exc:  # noqa: BLE001 (reported by the test)
             failures.append(exc)
         finally:
