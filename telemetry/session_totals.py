@@ -164,26 +164,29 @@ def change_of(touched: Iterable[tuple[Summed | None, Summed]]) -> Change:
 
 def joined(first: Totals, second: Totals) -> Totals:
     """The totals of the turns of `first` and of `second` together (two disjoint sets of a
-    session's turns: those retention removed and those it kept, `derivation`)."""
-
-    def money(a: Decimal | None, b: Decimal | None) -> Decimal | None:
-        return None if a is None and b is None else (a or Decimal(0)) + (b or Decimal(0))
-
-    def larger(a: _Ordered | None, b: _Ordered | None) -> _Ordered | None:
-        return b if a is None else a if b is None else max(a, b)
-
-    return Totals(
-        turns=first.turns + second.turns,
-        calls=first.calls + second.calls,
-        max_rounds=larger(first.max_rounds, second.max_rounds),
-        peak=larger(first.peak, second.peak),
-        read=first.read + second.read,
-        denominator=first.denominator + second.denominator,
-        reported=first.reported + second.reported,
-        cost=money(first.cost, second.cost),
-        no_cache=money(first.no_cache, second.no_cache),
-        unpriced=first.unpriced + second.unpriced,
-        last_seen=larger(first.last_seen, second.last_seen),
+    session's turns: those retention removed and those it kept, `derivation`): `first`
+    advanced by `second`'s turns as if they were new (`advance`, the one rule)."""
+    if not second.turns:
+        return first
+    assert second.max_rounds is not None and second.peak is not None
+    assert second.last_seen is not None
+    return advance(
+        first,
+        Change(
+            new_turns=second.turns,
+            calls=second.calls,
+            max_rounds=second.max_rounds,
+            peak=second.peak,
+            read=second.read,
+            denominator=second.denominator,
+            reported=second.reported,
+            cost=second.cost or Decimal(0),
+            priced=second.cost is not None,
+            no_cache=second.no_cache or Decimal(0),
+            no_cache_priced=second.no_cache is not None,
+            unpriced=second.unpriced,
+            last_seen=second.last_seen,
+        ),
     )
 
 
