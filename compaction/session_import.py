@@ -47,6 +47,7 @@ from telemetry.profiles import get_or_create_profile
 from telemetry.rollups import add_calls
 from telemetry.session_state import cover_restored, restore_session
 from telemetry.session_tags import add_tags, tags_of
+from telemetry.session_totals import totals_from_json
 from telemetry.tag_rules import TagError, parse_tags
 from telemetry.usage import BUCKETS, INPUT_BUCKETS, MAX_STORED_COUNT, context_size
 from telemetry.usage_forms import stored_usage
@@ -210,6 +211,10 @@ def _restore(lines: Iterator[ExportLine], report: ImportReport) -> None:
     for name in ("metadata", "metadata_doors"):
         if name in values and not isinstance(values[name], dict):
             raise ExportLineError(head.number, f"{name}: must be an object")
+    try:  # what a later re-derivation joins back in (`telemetry.retention`)
+        totals_from_json(values.get("retired_totals"))
+    except ValueError as exc:
+        raise ExportLineError(head.number, f"retired_totals: {exc}") from None
     profile_name = values.pop("profile", None)
     external_id = values.pop("external_id", None)
     if not isinstance(profile_name, str) or not isinstance(external_id, str) or not external_id:

@@ -207,27 +207,64 @@ def totals_as_json(totals: Totals) -> dict[str, object]:
     }
 
 
-def totals_from_json(found: object) -> Totals:
-    """`totals_as_json`'s reverse; no totals (an empty `Totals`) for None."""
-    if not isinstance(found, dict):
-        return Totals()
+_COUNTS = ("turns", "calls", "read", "denominator", "reported", "unpriced")
+_MAXIMA = ("max_rounds", "peak")
+_MONEY = ("cost", "no_cache")
 
-    def money(value: object) -> Decimal | None:
-        return None if value is None else Decimal(str(value))
+
+def totals_from_json(found: object) -> Totals:
+    """`totals_as_json`'s reverse; no totals (an empty `Totals`) for None. Anything else is
+    refused with a ValueError naming the key (an imported session's line holds it)."""
+    if found is None:
+        return Totals()
+    if not isinstance(found, dict):
+        raise ValueError("must be an object")
+    unknown = sorted(set(found) - {*_COUNTS, *_MAXIMA, *_MONEY, "last_seen"})
+    if unknown:
+        raise ValueError(f"{unknown[0]}: not a total")
+
+    def count(name: str, *, nullable: bool = False) -> int | None:
+        value = found.get(name, None if nullable else 0)
+        if value is None and nullable:
+            return None
+        # the session's columns: token sums `bigint`, counts `integer`
+        top = 2**63 - 1 if name in ("read", "denominator", "peak") else 2**31 - 1
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+            raise ValueError(f"{name}: must be a whole number from 0 to {top}")
+        return value
+
+    def money(name: str) -> Decimal | None:
+        value = found.get(name)
+        if value is None:
+            return None
+        try:
+            amount = Decimal(str(value)) if isinstance(value, str | int) else None
+            # a session's money column holds 11 digits before the point (`money_field`)
+            if amount is not None and (not amount.is_finite() or abs(amount) >= 10**11):
+                amount = None
+        except ArithmeticError:
+            amount = None
+        if amount is None or isinstance(value, bool):
+            raise ValueError(f"{name}: must be a decimal amount or null")
+        return amount
 
     seen = found.get("last_seen")
+    last_seen = None
+    if seen is not None:
+        try:
+            last_seen = datetime.fromisoformat(seen) if isinstance(seen, str) else None
+        except ValueError:
+            last_seen = None
+        if last_seen is None or last_seen.tzinfo is None:
+            raise ValueError("last_seen: must be an ISO 8601 time with its offset, or null")
+    counts = {name: count(name) for name in _COUNTS}
     return Totals(
-        turns=int(found.get("turns") or 0),
-        calls=int(found.get("calls") or 0),
-        max_rounds=found.get("max_rounds"),
-        peak=found.get("peak"),
-        read=int(found.get("read") or 0),
-        denominator=int(found.get("denominator") or 0),
-        reported=int(found.get("reported") or 0),
-        cost=money(found.get("cost")),
-        no_cache=money(found.get("no_cache")),
-        unpriced=int(found.get("unpriced") or 0),
-        last_seen=None if seen is None else datetime.fromisoformat(str(seen)),
+        **counts,  # type: ignore[arg-type]
+        max_rounds=count("max_rounds", nullable=True),
+        peak=count("peak", nullable=True),
+        cost=money("cost"),
+        no_cache=money("no_cache"),
+        last_seen=last_seen,
     )
 
 

@@ -381,6 +381,23 @@ def test_a_version_1_session_line_without_tags_still_imports_and_a_second_import
             "line 1: tags: at most",
         ),
         (session_line(metadata=["a"]), "line 1: metadata: must be an object"),
+        (session_line(retired_totals=[1]), "line 1: retired_totals: must be an object"),
+        (
+            session_line(retired_totals={"calls": "3"}),
+            "retired_totals: calls: must be a whole number from 0",
+        ),
+        (
+            session_line(retired_totals={"turns": -1}),
+            "retired_totals: turns: must be a whole number from 0",
+        ),
+        (session_line(retired_totals={"cost": "abc"}), "retired_totals: cost: must be a decimal"),
+        (session_line(retired_totals={"cost": "NaN"}), "retired_totals: cost: must be a decimal"),
+        (session_line(retired_totals={"last_seen": "noon"}), "retired_totals: last_seen:"),
+        (
+            session_line(retired_totals={"last_seen": "2026-12-01T10:00:00"}),
+            "retired_totals: last_seen: must be an ISO 8601 time with its offset",
+        ),
+        (session_line(retired_totals={"colour": 1}), "retired_totals: colour: not a total"),
     ],
 )
 def test_a_bad_line_is_refused_by_its_number_and_its_column(agent, line, message):

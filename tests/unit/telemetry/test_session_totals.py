@@ -99,3 +99,33 @@ def test_no_retired_totals_join_as_nothing():
     assert totals_from_json(None) == Totals()
     some = of_turns([_sums([(5, 1, True, None, 3)])])
     assert joined(totals_from_json(None), some) == some
+
+
+def test_stored_retired_totals_are_read_strictly_naming_the_key():
+    import pytest
+
+    from telemetry.session_totals import totals_as_json, totals_from_json
+
+    edge = Totals(
+        turns=0,
+        calls=2**31 - 1,
+        max_rounds=0,
+        peak=2**63 - 1,
+        cost=Decimal("0E-9"),
+        last_seen=START,
+    )
+    assert totals_from_json(totals_as_json(edge)) == edge
+    assert totals_from_json({}) == Totals()
+    for bad, key in (
+        ({"calls": True}, "calls"),
+        ({"calls": 1.5}, "calls"),
+        ({"peak": -1}, "peak"),
+        ({"calls": 2**31}, "calls"),
+        ({"read": 2**63}, "read"),
+        ({"no_cache": "1e400000000000"}, "no_cache"),
+        ({"no_cache": "Infinity"}, "no_cache"),
+        ({"last_seen": 5}, "last_seen"),
+        ({"other": 0}, "other"),
+    ):
+        with pytest.raises(ValueError, match=key):
+            totals_from_json(bad)
